@@ -1,0 +1,403 @@
+//! Property tests: the model's guarantees over random clusters, PCTs and traffic.
+//!
+//! Each property is checked against an independent reference computed here from
+//! the PCT settings alone, not from the model's own decisions.
+
+use std::collections::HashMap;
+
+use firmware_model::*;
+use proptest::prelude::*;
+
+const PAGE: u32 = 4096;
+const DATA_PAGES: u32 = 6;
+const ACK_PAGE: u32 = 7;
+
+#[derive(Clone, Debug)]
+struct Setup {
+    nodes: u8,
+    payload: u32,
+    /// entries[node][page] for the data pages.
+    entries: Vec<Vec<PctEntry>>,
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Store {
+        src: u8,
+        page: u32,
+        offset: u32,
+        len: u32,
+        fill: u8,
+    },
+    Ack {
+        src: u8,
+    },
+}
+
+fn entry_strategy(owner: u8, nodes: u8) -> impl Strategy<Value = PctEntry> {
+    let others: Vec<u8> = (0..nodes).filter(|n| *n != owner).collect();
+    (
+        0u8..3,
+        any::<prop::sample::Index>(),
+        any::<bool>(),
+        any::<bool>(),
+        any::<bool>(),
+    )
+        .prop_map(move |(tx, dest, rx, lb, irq)| {
+            let transmit = match tx {
+                0 => None,
+                1 => Some(Destination::Broadcast),
+                _ => Some(Destination::Node(NodeId(*dest.get(&others)))),
+            };
+            PctEntry {
+                transmit,
+                receive: rx,
+                loopback: lb && transmit.is_some(),
+                interrupt: irq && rx,
+                ack: false,
+            }
+        })
+}
+
+fn setup_strategy() -> impl Strategy<Value = Setup> {
+    (2u8..=5, prop::sample::select(vec![8u32, 32, 256])).prop_flat_map(|(nodes, payload)| {
+        let per_node: Vec<_> = (0..nodes)
+            .map(|n| prop::collection::vec(entry_strategy(n, nodes), DATA_PAGES as usize))
+            .collect();
+        per_node.prop_map(move |entries| Setup {
+            nodes,
+            payload,
+            entries,
+        })
+    })
+}
+
+fn ops_strategy(nodes: u8, acks: bool) -> impl Strategy<Value = Vec<Op>> {
+    let store = (0..nodes, 0..DATA_PAGES, 0..PAGE, 1u32..600, any::<u8>()).prop_map(
+        |(src, page, offset, len, fill)| Op::Store {
+            src,
+            page,
+            offset,
+            len,
+            fill,
+        },
+    );
+    let ack = (0..nodes).prop_map(|src| Op::Ack { src });
+    let op = if acks {
+        prop_oneof![6 => store, 1 => ack].boxed()
+    } else {
+        store.boxed()
+    };
+    prop::collection::vec(op, 1..60)
+}
+
+fn build(setup: &Setup, seed: u64, link: LinkTiming) -> Hub {
+    let config = ClusterConfig {
+        page_size: PAGE,
+        max_payload: setup.payload,
+        fault_seed: seed,
+        link,
+        ..ClusterConfig::new(setup.nodes)
+    };
+    let mut hub = Hub::new(config).unwrap();
+    for (n, pages) in setup.entries.iter().enumerate() {
+        for (p, e) in pages.iter().enumerate() {
+            hub.set_pct(NodeId(n as u8), PageNumber(p as u32), *e)
+                .unwrap();
+        }
+        hub.set_pct(NodeId(n as u8), PageNumber(ACK_PAGE), PctEntry::ack_page())
+            .unwrap();
+    }
+    hub
+}
+
+fn op_store(op: &Op, nodes: u8) -> (NodeId, GlobalAddr, Vec<u8>) {
+    match *op {
+        Op::Store {
+            src,
+            page,
+            offset,
+            len,
+            fill,
+        } => {
+            let addr = GlobalAddr(u64::from(page * PAGE + offset));
+            let data = (0..len).map(|i| fill.wrapping_add(i as u8)).collect();
+            (NodeId(src), addr, data)
+        }
+        Op::Ack { src } => {
+            // Each writer uses its own slot of the ACK page.
+            let slot = u32::from(src) * 4 * u32::from(nodes);
+            (
+                NodeId(src),
+                GlobalAddr(u64::from(ACK_PAGE * PAGE + slot)),
+                vec![0; 4],
+            )
+        }
+    }
+}
+
+/// Who should receive a packet from `src` on `page`, from the PCTs alone.
+fn eligible(setup: &Setup, src: u8, page: u32) -> Vec<u8> {
+    let tx = setup.entries[src as usize][page as usize];
+    (0..setup.nodes)
+        .filter(|&r| {
+            let rx = setup.entries[r as usize][page as usize].receive;
+            let reaches = if r == src {
+                tx.loopback
+            } else {
+                match tx.transmit {
+                    Some(Destination::Broadcast) => true,
+                    Some(Destination::Node(d)) => d.0 == r,
+                    None => false,
+                }
+            };
+            reaches && rx
+        })
+        .collect()
+}
+
+fn transmits(setup: &Setup, src: u8, addr: GlobalAddr, len: usize) -> bool {
+    let first = (addr.0 / u64::from(PAGE)) as u32;
+    let last = ((addr.0 + len as u64 - 1) / u64::from(PAGE)) as u32;
+    (first..=last)
+        .all(|p| p < DATA_PAGES && setup.entries[src as usize][p as usize].transmit.is_some())
+}
+
+fn run(hub: &mut Hub, ops: &[Op], step: u64) -> RecordingSink {
+    let mut sink = RecordingSink::new();
+    for (i, op) in ops.iter().enumerate() {
+        let (src, addr, data) = op_store(op, hub.nodes());
+        let _ = hub.transmit(
+            Nanos(i as u64 * step),
+            src,
+            addr,
+            data.len() as u32,
+            &mut sink,
+        );
+    }
+    sink
+}
+
+fn packet_faults(hub: &mut Hub, drop_ppm: u32, corrupt_ppm: u32, node: u8) {
+    let mut sink = RecordingSink::new();
+    let cmds = [
+        FaultCommand::Packets {
+            fault: PacketFault::Drop,
+            scope: FaultScope::Everywhere,
+            rate: Rate::from_ppm(drop_ppm).unwrap(),
+        },
+        FaultCommand::Packets {
+            fault: PacketFault::Corrupt,
+            scope: FaultScope::Node(NodeId(node % hub.nodes())),
+            rate: Rate::from_ppm(corrupt_ppm).unwrap(),
+        },
+    ];
+    for c in cmds {
+        hub.apply_fault(Nanos(0), c, &mut sink).unwrap();
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    /// Byte for byte, every node's receive memory is what the PCTs say it should be:
+    /// packet splitting, broadcast, point-to-point, loopback and receive enable
+    /// together, and refused stores leave no trace.
+    #[test]
+    fn receive_memory_matches_reference(setup in setup_strategy(), ops in ops_strategy(5, false)) {
+        let ops: Vec<Op> = ops.into_iter().filter(|o| matches!(o, Op::Store { src, .. } if *src < setup.nodes)).collect();
+        let mut hub = build(&setup, 0, LinkTiming::UNTHROTTLED);
+        let mut shadow = ShadowCluster::new(PAGE);
+        let mut reference: HashMap<(u8, u64), u8> = HashMap::new();
+        for (i, op) in ops.iter().enumerate() {
+            let (src, addr, data) = op_store(op, setup.nodes);
+            let result = shadow.store(&mut hub, Nanos(i as u64), src, addr, &data);
+            let ok = transmits(&setup, src.0, addr, data.len());
+            prop_assert_eq!(result.is_ok(), ok, "store {:?} -> {:?}", op, result);
+            if !ok {
+                continue;
+            }
+            for (k, b) in data.iter().enumerate() {
+                let a = addr.0 + k as u64;
+                for r in eligible(&setup, src.0, (a / u64::from(PAGE)) as u32) {
+                    reference.insert((r, a), *b);
+                }
+            }
+        }
+        for n in 0..setup.nodes {
+            for p in 0..DATA_PAGES {
+                let base = u64::from(p * PAGE);
+                let got = shadow.read(NodeId(n), GlobalAddr(base), PAGE as usize);
+                for (k, g) in got.iter().enumerate() {
+                    let want = reference.get(&(n, base + k as u64)).copied().unwrap_or(0);
+                    prop_assert_eq!(*g, want, "node {} addr {:#x}", n, base + k as u64);
+                }
+            }
+        }
+    }
+
+    /// Total order and per-source FIFO: every receiver sees packets in strictly
+    /// increasing global sequence, due times never go backwards, and each source's
+    /// packets arrive in the order they were sent. Each packet reaches exactly the
+    /// eligible receivers, and the sender only with loopback.
+    #[test]
+    fn total_order_fifo_and_exact_receiver_sets(setup in setup_strategy(), ops in ops_strategy(5, false)) {
+        let ops: Vec<Op> = ops.into_iter().filter(|o| matches!(o, Op::Store { src, .. } if *src < setup.nodes)).collect();
+        let mut hub = build(&setup, 0, LinkTiming::MC2);
+        let sink = run(&mut hub, &ops, 700);
+
+        let mut last_seq_seen = 0;
+        for d in sink.deliveries() {
+            prop_assert!(d.packet.seq >= last_seq_seen);
+            last_seq_seen = d.packet.seq;
+        }
+        for r in 0..setup.nodes {
+            let mine: Vec<&Delivery> = sink.received_by(NodeId(r)).collect();
+            for w in mine.windows(2) {
+                prop_assert!(w[0].packet.seq < w[1].packet.seq);
+                prop_assert!(w[0].at <= w[1].at);
+            }
+            for s in 0..setup.nodes {
+                let from: Vec<(u64, u64)> = mine.iter().filter(|d| d.packet.source == NodeId(s))
+                    .map(|d| (d.packet.seq, d.packet.addr.0)).collect();
+                for w in from.windows(2) {
+                    prop_assert!(w[0].0 < w[1].0);
+                }
+            }
+        }
+        let mut by_seq: HashMap<u64, (Packet, Vec<u8>)> = HashMap::new();
+        for d in sink.deliveries() {
+            by_seq.entry(d.packet.seq).or_insert((d.packet, Vec::new())).1.push(d.receiver.0);
+            if d.receiver == d.packet.source {
+                let e = setup.entries[d.receiver.index()][d.page.index()];
+                prop_assert!(e.loopback && e.receive, "loopback delivery without loopback: {:?}", d);
+            }
+        }
+        for (_, (packet, receivers)) in by_seq {
+            let page = (packet.addr.0 / u64::from(PAGE)) as u32;
+            prop_assert_eq!(receivers, eligible(&setup, packet.source.0, page));
+        }
+    }
+
+    /// An ACK report comes after every packet sent before it, and word i is node
+    /// i's error status at that point in the global order, whatever the faults.
+    #[test]
+    fn ack_reports_follow_earlier_packets_and_report_every_node(
+        setup in setup_strategy(),
+        ops in ops_strategy(5, true),
+        seed in any::<u64>(),
+        drop_ppm in 0u32..200_000,
+        corrupt_ppm in 0u32..300_000,
+        node in 0u8..5,
+    ) {
+        let ops: Vec<Op> = ops.into_iter().filter(|o| match o {
+            Op::Store { src, .. } | Op::Ack { src } => *src < setup.nodes,
+        }).collect();
+        let mut hub = build(&setup, seed, LinkTiming::UNTHROTTLED);
+        packet_faults(&mut hub, drop_ppm, corrupt_ppm, node);
+        let sink = run(&mut hub, &ops, 1);
+
+        let mut network = vec![0u32; setup.nodes as usize];
+        let mut protection = vec![0u32; setup.nodes as usize];
+        let mut max_seq = 0;
+        let mut acks = 0;
+        for rec in &sink.records {
+            match rec {
+                SinkRecord::Deliver(d) => max_seq = max_seq.max(d.packet.seq),
+                SinkRecord::Event(Event::Error { node, kind, .. }) => match kind {
+                    ErrorKind::Protection => protection[node.index()] += 1,
+                    _ => network[node.index()] += 1,
+                },
+                SinkRecord::Event(_) => {}
+                SinkRecord::Ack(a) => {
+                    acks += 1;
+                    prop_assert!(a.seq > max_seq);
+                    max_seq = a.seq;
+                    prop_assert_eq!(a.words.len(), setup.nodes as usize);
+                    for (i, w) in a.words.iter().enumerate() {
+                        let st = AdapterErrorStatus::from_word(*w);
+                        prop_assert!(st.online && st.link_up);
+                        prop_assert_eq!(st.network_errors, network[i] & 0xffff);
+                        prop_assert_eq!(st.protection_errors, protection[i] & 0xff);
+                    }
+                }
+            }
+        }
+        let expected_acks = ops.iter().filter(|o| matches!(o, Op::Ack { .. })).count();
+        prop_assert_eq!(acks, expected_acks);
+        prop_assert_eq!(hub.cluster_error_count(), network.iter().map(|n| u64::from(*n)).sum::<u64>());
+    }
+
+    /// Same seed, same operations: the same faults and the same outcome.
+    #[test]
+    fn seeded_fault_runs_replay_exactly(
+        setup in setup_strategy(),
+        ops in ops_strategy(5, true),
+        seed in any::<u64>(),
+    ) {
+        let ops: Vec<Op> = ops.into_iter().filter(|o| match o {
+            Op::Store { src, .. } | Op::Ack { src } => *src < setup.nodes,
+        }).collect();
+        let go = || {
+            let mut hub = build(&setup, seed, LinkTiming::MC1);
+            packet_faults(&mut hub, 100_000, 100_000, 1);
+            hub.schedule_fault(Nanos(5_000), FaultCommand::LinkDown(NodeId(1))).unwrap();
+            hub.schedule_fault(Nanos(9_000), FaultCommand::LinkUp(NodeId(1))).unwrap();
+            hub.schedule_fault(Nanos(12_000), FaultCommand::StallHub { duration: Nanos(4_000) }).unwrap();
+            let sink = run(&mut hub, &ops, 500);
+            let counters: Vec<NodeCounters> =
+                (0..setup.nodes).map(|n| hub.node_counters(NodeId(n)).unwrap()).collect();
+            (sink, counters, hub.hub_counters())
+        };
+        let a = go();
+        let b = go();
+        prop_assert_eq!(a, b);
+    }
+
+    /// Per-node counters add up to the hub's, and both match what was delivered.
+    #[test]
+    fn counters_add_up(
+        setup in setup_strategy(),
+        ops in ops_strategy(5, true),
+        seed in any::<u64>(),
+        drop_ppm in 0u32..300_000,
+        corrupt_ppm in 0u32..300_000,
+        link_flap in any::<bool>(),
+    ) {
+        let ops: Vec<Op> = ops.into_iter().filter(|o| match o {
+            Op::Store { src, .. } | Op::Ack { src } => *src < setup.nodes,
+        }).collect();
+        let mut hub = build(&setup, seed, LinkTiming::UNTHROTTLED);
+        packet_faults(&mut hub, drop_ppm, corrupt_ppm, 0);
+        if link_flap {
+            hub.schedule_fault(Nanos(10), FaultCommand::LinkDown(NodeId(0))).unwrap();
+            hub.schedule_fault(Nanos(30), FaultCommand::LinkUp(NodeId(0))).unwrap();
+        }
+        let sink = run(&mut hub, &ops, 1);
+        let nodes: Vec<NodeCounters> = (0..setup.nodes).map(|n| hub.node_counters(NodeId(n)).unwrap()).collect();
+        let h = hub.hub_counters();
+        let sum = |f: fn(&NodeCounters) -> u64| nodes.iter().map(f).sum::<u64>();
+        let delivered = sink.deliveries().count() as u64;
+        let delivered_bytes: u64 = sink.deliveries().map(|d| u64::from(d.packet.len)).sum();
+        prop_assert_eq!(sum(|c| c.packets_received), delivered);
+        prop_assert_eq!(h.deliveries, delivered);
+        prop_assert_eq!(sum(|c| c.bytes_received), delivered_bytes);
+        prop_assert_eq!(sum(|c| c.drops), h.drops);
+        prop_assert_eq!(sum(|c| c.errors), h.errors);
+        prop_assert_eq!(h.errors, hub.cluster_error_count());
+        let ack_ops = ops.iter().filter(|o| matches!(o, Op::Ack { .. })).count() as u64;
+        prop_assert_eq!(sum(|c| c.acks), ack_ops);
+        prop_assert_eq!(h.acks, sink.acks().count() as u64);
+        // Every packet that reached the hub was delivered, dropped or discarded at
+        // each eligible receiver; packets lost on the sender's link never got there.
+        prop_assert!(sum(|c| c.packets_sent) >= h.packets);
+        prop_assert!(sum(|c| c.bytes_sent) >= h.bytes);
+        prop_assert!(h.broadcasts <= h.packets);
+        let crc = sink.events().filter(|e| matches!(e, Event::Error { kind: ErrorKind::Crc, .. })).count() as u64;
+        let link = sink.events().filter(|e| matches!(e, Event::Error { kind: ErrorKind::LinkDown, .. })).count() as u64;
+        prop_assert_eq!(crc + link, h.errors);
+        let max_seq = sink.deliveries().map(|d| d.packet.seq).chain(sink.acks().map(|a| a.seq)).max().unwrap_or(0);
+        prop_assert!(max_seq <= h.packets + h.acks);
+        prop_assert_eq!(hub.last_seq(), h.packets + h.acks);
+    }
+}
