@@ -374,21 +374,37 @@ impl Hub {
         }
     }
 
-    fn refuse(
+    /// Record that `node`'s driver made a request the adapter refused (a store
+    /// the PCT forbids, a malformed descriptor, a write to a read-only register):
+    /// its protection error count goes up and it gets an error event. Nothing else
+    /// in the cluster changes.
+    pub fn report_protection_error<S: DeliverySink + ?Sized>(
+        &mut self,
+        now: Nanos,
+        node: NodeId,
+        sink: &mut S,
+    ) -> Result<(), ModelError> {
+        let i = self.check_node(node)?;
+        let a = &mut self.adapters[i];
+        a.status.protection_errors = a.status.protection_errors.wrapping_add(1);
+        a.counters.protection_errors += 1;
+        sink.event(&Event::Error {
+            node,
+            kind: ErrorKind::Protection,
+            at: now,
+        });
+        Ok(())
+    }
+
+    fn refuse<S: DeliverySink + ?Sized>(
         &mut self,
         src: usize,
         err: ModelError,
         now: Nanos,
-        sink: &mut (impl DeliverySink + ?Sized),
+        sink: &mut S,
     ) -> ModelError {
-        let a = &mut self.adapters[src];
-        a.status.protection_errors = a.status.protection_errors.wrapping_add(1);
-        a.counters.protection_errors += 1;
-        sink.event(&Event::Error {
-            node: NodeId(src as u8),
-            kind: ErrorKind::Protection,
-            at: now,
-        });
+        // `src` was checked by the caller.
+        let _ = self.report_protection_error(now, NodeId(src as u8), sink);
         err
     }
 
@@ -601,7 +617,7 @@ impl Hub {
                 bytes,
                 page_size,
             };
-            return Err(self.refuse(s, err, now, &mut *sink));
+            return Err(self.refuse(s, err, now, sink));
         }
         self.adapters[s].counters.acks += 1;
         let mut summary = TransmitSummary {

@@ -23,6 +23,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+pub mod abi;
 pub mod config;
 pub mod counters;
 pub mod fault;
