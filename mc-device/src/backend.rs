@@ -1,0 +1,136 @@
+//! One adapter as a vhost-user device: what QEMU (or a virtual guest) talks to.
+
+use std::io;
+use std::sync::Arc;
+
+use firmware_model::abi::{self, CONFIG_SIZE};
+use log::{debug, warn};
+use vhost::vhost_user::message::{VhostUserProtocolFeatures, VhostUserVirtioFeatures};
+use vhost_user_backend::{VhostUserBackend, VringRwLock};
+use virtio_bindings::bindings::virtio_config::VIRTIO_F_VERSION_1;
+use virtio_bindings::bindings::virtio_ring::{
+    VIRTIO_RING_F_EVENT_IDX, VIRTIO_RING_F_INDIRECT_DESC,
+};
+use vm_memory::GuestMemoryAtomic;
+use vmm_sys_util::epoll::EventSet;
+use vmm_sys_util::event::{
+    new_event_consumer_and_notifier, EventConsumer, EventFlag, EventNotifier,
+};
+
+use crate::cluster::Shared;
+use crate::memory::Mem;
+
+/// The vhost-user backend of node `node`.
+pub(crate) struct NodeBackend {
+    pub(crate) node: usize,
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl VhostUserBackend for NodeBackend {
+    type Bitmap = ();
+    type Vring = VringRwLock;
+
+    fn num_queues(&self) -> usize {
+        abi::NUM_QUEUES
+    }
+
+    fn max_queue_size(&self) -> usize {
+        usize::from(abi::MAX_QUEUE_SIZE)
+    }
+
+    fn features(&self) -> u64 {
+        (1 << VIRTIO_F_VERSION_1)
+            | (1 << VIRTIO_RING_F_EVENT_IDX)
+            | (1 << VIRTIO_RING_F_INDIRECT_DESC)
+            // Without this bit vhost-user refuses SET_VRING_ENABLE.
+            | VhostUserVirtioFeatures::PROTOCOL_FEATURES.bits()
+    }
+
+    fn acked_features(&self, features: u64) {
+        debug!("node{}: features acked {features:#x}", self.node);
+    }
+
+    fn protocol_features(&self) -> VhostUserProtocolFeatures {
+        VhostUserProtocolFeatures::MQ
+            | VhostUserProtocolFeatures::CONFIG
+            | VhostUserProtocolFeatures::REPLY_ACK
+    }
+
+    fn set_event_idx(&self, enabled: bool) {
+        debug!(
+            "node{}: EVENT_IDX {}",
+            self.node,
+            if enabled { "on" } else { "off" }
+        );
+    }
+
+    /// The register file. Exactly `size` bytes, zero past its end.
+    fn get_config(&self, offset: u32, size: u32) -> Vec<u8> {
+        let regs = self.shared.lock().registers(self.node).to_bytes();
+        let mut out = vec![0u8; size as usize];
+        let start = (offset as usize).min(CONFIG_SIZE);
+        let end = (offset as usize)
+            .saturating_add(size as usize)
+            .min(CONFIG_SIZE);
+        if start < end {
+            out[..end - start].copy_from_slice(&regs[start..end]);
+        }
+        out
+    }
+
+    /// Every register is read-only. The write is refused and counted as a
+    /// protection error; the connection stays up (an `Err` here would close it).
+    fn set_config(&self, offset: u32, buf: &[u8]) -> io::Result<()> {
+        let mut st = self.shared.lock();
+        st.refuse_config_write(self.node, offset, buf.len());
+        Ok(())
+    }
+
+    fn update_memory(&self, mem: GuestMemoryAtomic<Mem>) -> io::Result<()> {
+        let mut st = self.shared.lock();
+        st.nodes[self.node].mem = Some(mem);
+        Ok(())
+    }
+
+    fn exit_event(&self, _thread_index: usize) -> Option<(EventConsumer, EventNotifier)> {
+        // Needed so dropping the daemon can stop its worker thread.
+        match new_event_consumer_and_notifier(EventFlag::NONBLOCK) {
+            Ok(pair) => Some(pair),
+            Err(e) => {
+                warn!("node{}: cannot create exit event: {e}", self.node);
+                None
+            }
+        }
+    }
+
+    /// Kicks. The transmit queue belongs to the polling hub thread: a kick only
+    /// wakes it. Control and event queues are served here. Never returns an
+    /// error: that would stop this worker thread for good.
+    fn handle_event(
+        &self,
+        device_event: u16,
+        evset: EventSet,
+        vrings: &[VringRwLock],
+        _thread: usize,
+    ) -> io::Result<()> {
+        if evset != EventSet::IN {
+            return Ok(());
+        }
+        {
+            let mut st = self.shared.lock();
+            let node = &mut st.nodes[self.node];
+            if node.vrings.is_none() {
+                node.vrings = Some(vrings.to_vec());
+            }
+            match device_event {
+                abi::CTRL_QUEUE => st.process_ctrl(self.node),
+                abi::EVENT_QUEUE => st.flush_events(self.node),
+                _ => {}
+            }
+        }
+        if device_event == abi::TX_QUEUE {
+            self.shared.wake_hub();
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,281 @@
+//! A running cluster: one hub, one vhost-user socket per adapter.
+
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use firmware_model::{
+    AdapterErrorStatus, ClusterConfig, FaultCommand, Hub, HubCounters, Membership, ModelError,
+    Nanos, NodeCounters, NodeId,
+};
+use log::{error, info, warn};
+use vhost::vhost_user::Listener;
+use vhost_user_backend::VhostUserDaemon;
+use vm_memory::{GuestMemoryAtomic, GuestMemoryMmap};
+use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
+
+use crate::backend::NodeBackend;
+use crate::error::DeviceError;
+use crate::node::NodeState;
+use crate::state::ClusterState;
+
+/// How a cluster is started.
+#[derive(Clone, Debug)]
+pub struct ClusterOptions {
+    pub config: ClusterConfig,
+    /// Where `node<i>.sock` are created.
+    pub socket_dir: PathBuf,
+    /// Hold each delivery until the link timing model says it is due.
+    pub throttle: bool,
+    /// How long the hub keeps polling after the last transmit before it sleeps.
+    pub spin: Duration,
+}
+
+impl ClusterOptions {
+    pub fn new(config: ClusterConfig, socket_dir: impl Into<PathBuf>) -> Self {
+        ClusterOptions {
+            config,
+            socket_dir: socket_dir.into(),
+            throttle: false,
+            spin: Duration::from_micros(200),
+        }
+    }
+}
+
+/// State shared by the hub thread and every node's vhost-user backend.
+pub(crate) struct Shared {
+    state: Mutex<ClusterState>,
+    pub(crate) wake: EventFd,
+    pub(crate) shutdown: AtomicBool,
+    pub(crate) spin: Duration,
+}
+
+impl Shared {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, ClusterState> {
+        // A panic while holding the lock would be a bug in this crate; the
+        // state is still consistent enough to keep serving other guests.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn wake_hub(&self) {
+        let _ = self.wake.write(1);
+    }
+}
+
+/// What `mc-host stats` and tests read about one adapter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NodeSnapshot {
+    pub node: NodeId,
+    /// A guest is attached (its memory table is known).
+    pub connected: bool,
+    /// Times a guest has connected to this node's socket.
+    pub connections: u64,
+    pub status: AdapterErrorStatus,
+    pub counters: NodeCounters,
+}
+
+/// A consistent view of the whole cluster.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterSnapshot {
+    pub membership: Membership,
+    pub cluster_error_count: u64,
+    pub hub: HubCounters,
+    pub nodes: Vec<NodeSnapshot>,
+    pub uptime: Nanos,
+}
+
+/// A running cluster. Dropping it shuts it down and removes its sockets.
+pub struct Cluster {
+    shared: Arc<Shared>,
+    sockets: Vec<PathBuf>,
+    hub_thread: Option<JoinHandle<()>>,
+    servers: Vec<JoinHandle<()>>,
+}
+
+impl Cluster {
+    /// Validate the configuration, create the hub and listen on one socket per
+    /// node. Returns once every socket accepts connections.
+    pub fn start(opts: ClusterOptions) -> Result<Cluster, DeviceError> {
+        let hub = Hub::new(opts.config.clone())?;
+        std::fs::create_dir_all(&opts.socket_dir).map_err(|source| DeviceError::SocketDir {
+            path: opts.socket_dir.clone(),
+            source,
+        })?;
+        let pages = opts.config.page_count();
+        let nodes = (0..opts.config.nodes)
+            .map(|_| NodeState::new(pages))
+            .collect();
+        let shared = Arc::new(Shared {
+            state: Mutex::new(ClusterState {
+                hub,
+                nodes,
+                start: Instant::now(),
+                throttle: opts.throttle,
+            }),
+            wake: EventFd::new(EFD_NONBLOCK).map_err(DeviceError::EventFd)?,
+            shutdown: AtomicBool::new(false),
+            spin: opts.spin,
+        });
+        let mut cluster = Cluster {
+            shared: shared.clone(),
+            sockets: Vec::new(),
+            hub_thread: None,
+            servers: Vec::new(),
+        };
+        for node in 0..usize::from(opts.config.nodes) {
+            let path = opts.socket_dir.join(format!("node{node}.sock"));
+            let listener = Listener::new(&path, true).map_err(|e| DeviceError::Listen {
+                path: path.clone(),
+                reason: e.to_string(),
+            })?;
+            let backend = Arc::new(NodeBackend {
+                node,
+                shared: shared.clone(),
+            });
+            let t = std::thread::Builder::new()
+                .name(format!("mc-node{node}"))
+                .spawn(move || serve_node(backend, listener))
+                .map_err(DeviceError::Thread)?;
+            cluster.servers.push(t);
+            cluster.sockets.push(path);
+        }
+        let s = shared.clone();
+        cluster.hub_thread = Some(
+            std::thread::Builder::new()
+                .name("mc-hub".into())
+                .spawn(move || crate::hub_loop::run(s))
+                .map_err(DeviceError::Thread)?,
+        );
+        info!(
+            "cluster up: {} nodes, {} MiB, {} B pages, link {}{}, sockets in {}",
+            opts.config.nodes,
+            opts.config.address_space >> 20,
+            opts.config.page_size,
+            opts.config.link,
+            if opts.throttle { " (throttled)" } else { "" },
+            opts.socket_dir.display()
+        );
+        Ok(cluster)
+    }
+
+    pub fn nodes(&self) -> u8 {
+        self.sockets.len() as u8
+    }
+
+    /// The vhost-user socket of `node`.
+    pub fn socket_path(&self, node: NodeId) -> Option<&Path> {
+        self.sockets.get(node.index()).map(PathBuf::as_path)
+    }
+
+    /// Apply a fault to the running hub.
+    pub fn apply_fault(&self, cmd: FaultCommand) -> Result<(), ModelError> {
+        self.shared.lock().apply_fault(cmd)
+    }
+
+    /// Schedule a fault at `at` after the cluster started (a fault plan entry).
+    pub fn schedule_fault(&self, at: Nanos, cmd: FaultCommand) -> Result<(), ModelError> {
+        let r = self.shared.lock().hub.schedule_fault(at, cmd);
+        self.shared.wake_hub();
+        r
+    }
+
+    pub fn snapshot(&self) -> ClusterSnapshot {
+        let st = self.shared.lock();
+        let nodes = (0..st.nodes.len())
+            .map(|i| {
+                let id = NodeId(i as u8);
+                NodeSnapshot {
+                    node: id,
+                    connected: st.nodes[i].mem.is_some(),
+                    connections: st.nodes[i].connections,
+                    status: st.hub.error_status(id).unwrap_or_default(),
+                    counters: st.hub.node_counters(id).unwrap_or_default(),
+                }
+            })
+            .collect();
+        ClusterSnapshot {
+            membership: st.hub.membership(),
+            cluster_error_count: st.hub.cluster_error_count(),
+            hub: st.hub.hub_counters(),
+            nodes,
+            uptime: st.now(),
+        }
+    }
+
+    /// Stop serving: close every socket and stop the hub thread.
+    pub fn shutdown(mut self) {
+        self.stop();
+    }
+
+    fn stop(&mut self) {
+        if self.shared.shutdown.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.shared.wake_hub();
+        if let Some(t) = self.hub_thread.take() {
+            let _ = t.join();
+        }
+        // Each server thread blocks in accept(): a connection that closes at
+        // once lets it see the shutdown flag.
+        for path in &self.sockets {
+            let _ = UnixStream::connect(path);
+        }
+        for t in self.servers.drain(..) {
+            let _ = t.join();
+        }
+        info!("cluster down");
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Serve one node's socket for as long as the cluster runs. A fresh daemon per
+/// connection (vhost-user-backend never clears its "owned" flag) on one
+/// listener, so a guest can disconnect and reconnect without disturbing others.
+fn serve_node(backend: Arc<NodeBackend>, mut listener: Listener) {
+    let node = backend.node;
+    let shared = backend.shared.clone();
+    while !shared.shutdown.load(Ordering::Acquire) {
+        let mem = GuestMemoryAtomic::new(GuestMemoryMmap::new());
+        let mut daemon = match VhostUserDaemon::new(format!("mc-node{node}"), backend.clone(), mem)
+        {
+            Ok(d) => d,
+            Err(e) => {
+                error!("node{node}: cannot create the vhost-user daemon: {e}");
+                return;
+            }
+        };
+        if let Err(e) = daemon.start(&mut listener) {
+            if shared.shutdown.load(Ordering::Acquire) {
+                break;
+            }
+            warn!("node{node}: accepting a guest failed: {e}");
+            std::thread::sleep(Duration::from_millis(50));
+            continue;
+        }
+        if shared.shutdown.load(Ordering::Acquire) {
+            break;
+        }
+        {
+            let mut st = shared.lock();
+            st.nodes[node].connections += 1;
+            info!(
+                "node{node}: guest connected (connection {})",
+                st.nodes[node].connections
+            );
+        }
+        match daemon.wait() {
+            Ok(()) => info!("node{node}: guest disconnected"),
+            Err(e) => info!("node{node}: guest connection ended: {e}"),
+        }
+        drop(daemon);
+        shared.lock().disconnected(node);
+    }
+}

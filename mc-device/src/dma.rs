@@ -1,0 +1,119 @@
+//! The delivery sink: performs the hub's decisions as DMA between guests.
+//!
+//! For each delivery the model names the receiver, page and offset, and the range
+//! of the sender's store; this sink copies those bytes straight from the sender's
+//! transmit buffer in its guest RAM into the receiver's bound frame. Nothing else
+//! in any guest is written.
+
+use std::time::{Duration, Instant};
+
+use firmware_model::{AckReport, Delivery, DeliverySink, Event, Nanos};
+use log::warn;
+
+use crate::memory::{scatter_copy, scatter_write, MemGuard, Piece};
+use crate::node::ReceiveFrames;
+
+pub(crate) struct DmaSink<'a> {
+    /// Each node's guest memory for this batch (None: no guest connected).
+    pub(crate) mems: &'a [Option<MemGuard>],
+    pub(crate) frames: Vec<&'a ReceiveFrames>,
+    /// Sender and the guest-physical runs holding the store's data.
+    pub(crate) src: usize,
+    pub(crate) src_data: &'a [Piece],
+    pub(crate) events: &'a mut Vec<Event>,
+    /// Set when deliveries wait for their modelled due time.
+    pub(crate) throttle_from: Option<Instant>,
+    pub(crate) failed: u32,
+}
+
+/// Wait until `start + at`: sleep for long waits, spin (yielding) for short ones.
+pub(crate) fn wait_until(start: Instant, at: Nanos) {
+    let due = start + Duration::from_nanos(at.0);
+    loop {
+        let now = Instant::now();
+        if now >= due {
+            return;
+        }
+        let left = due - now;
+        if left > Duration::from_micros(200) {
+            std::thread::sleep(left - Duration::from_micros(100));
+        } else {
+            std::thread::yield_now();
+        }
+    }
+}
+
+impl DmaSink<'_> {
+    fn throttle(&self, at: Nanos) {
+        if let Some(start) = self.throttle_from {
+            wait_until(start, at);
+        }
+    }
+}
+
+impl DeliverySink for DmaSink<'_> {
+    fn deliver(&mut self, d: &Delivery) {
+        self.throttle(d.at);
+        let r = d.receiver.index();
+        let (Some(Some(src_mem)), Some(Some(dst_mem))) =
+            (self.mems.get(self.src), self.mems.get(r))
+        else {
+            return;
+        };
+        let Some(frames) = self.frames.get(r).and_then(|f| f.get(d.page.0)) else {
+            // The model only delivers to receive-enabled pages, and the device
+            // binds frames before enabling receive; nothing to write otherwise.
+            return;
+        };
+        let ok = scatter_copy(
+            src_mem,
+            self.src_data,
+            u64::from(d.packet.store_offset),
+            dst_mem,
+            frames,
+            u64::from(d.page_offset),
+            u64::from(d.packet.len),
+        );
+        if !ok {
+            self.failed += 1;
+            warn!(
+                "node{}: DMA of {} bytes to {} failed (guest memory changed?)",
+                r, d.packet.len, d.page
+            );
+        }
+    }
+
+    fn ack(&mut self, a: &AckReport) {
+        self.throttle(a.at);
+        let w = a.writer.index();
+        let Some(Some(mem)) = self.mems.get(w) else {
+            return;
+        };
+        let Some(frames) = self.frames.get(w).and_then(|f| f.get(a.page.0)) else {
+            return;
+        };
+        let bytes: Vec<u8> = a.words.iter().flat_map(|x| x.to_le_bytes()).collect();
+        if !scatter_write(mem, frames, u64::from(a.page_offset), &bytes) {
+            self.failed += 1;
+            warn!("node{w}: ACK status write to {} failed", a.page);
+        }
+    }
+
+    fn event(&mut self, e: &Event) {
+        self.events.push(*e);
+    }
+}
+
+/// A sink for operations that move no data (faults, protection errors).
+#[derive(Default)]
+pub(crate) struct EventCollector {
+    pub(crate) events: Vec<Event>,
+}
+
+impl DeliverySink for EventCollector {
+    fn deliver(&mut self, _: &Delivery) {}
+    fn ack(&mut self, _: &AckReport) {}
+    fn event(&mut self, e: &Event) {
+        self.events.push(*e);
+    }
+}

@@ -1,0 +1,210 @@
+//! Guest memory access for DMA: range checks and copies between guests.
+//!
+//! Every address here comes from a guest, so nothing is trusted: a range that is
+//! not wholly inside guest RAM is refused, never partly written.
+
+use vm_memory::{Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap};
+
+pub(crate) type Mem = GuestMemoryMmap<()>;
+/// A snapshot of a guest's memory map, held for one batch of work.
+pub(crate) type MemGuard = vm_memory::GuestMemoryLoadGuard<Mem>;
+
+/// A contiguous run of guest-physical memory.
+pub(crate) type Piece = (u64, u32);
+
+/// `len` bytes at `gpa` lie wholly inside guest RAM.
+pub(crate) fn range_ok(mem: &Mem, gpa: u64, len: usize) -> bool {
+    if gpa.checked_add(len as u64).is_none() {
+        return false;
+    }
+    let mut total = 0usize;
+    for s in mem.get_slices(GuestAddress(gpa), len) {
+        match s {
+            Ok(s) => total += s.len(),
+            Err(_) => return false,
+        }
+    }
+    total == len
+}
+
+/// The contiguous runs of a scatter list covering `[off, off + len)`.
+pub(crate) fn runs(list: &[Piece], mut off: u64, mut len: u64) -> Vec<Piece> {
+    let mut out = Vec::with_capacity(2);
+    for &(gpa, plen) in list {
+        let plen = u64::from(plen);
+        if len == 0 {
+            break;
+        }
+        if off >= plen {
+            off -= plen;
+            continue;
+        }
+        let n = (plen - off).min(len);
+        out.push((gpa + off, n as u32));
+        off = 0;
+        len -= n;
+    }
+    if len != 0 {
+        out.clear();
+    }
+    out
+}
+
+/// Copy `len` bytes from guest `src` to guest `dst`, straight between their
+/// mappings (one copy, no buffer) when both ranges are contiguous in host
+/// memory, through a small bounce buffer when one crosses a RAM region.
+pub(crate) fn copy_between(src: &Mem, src_gpa: u64, dst: &Mem, dst_gpa: u64, len: usize) -> bool {
+    if let (Ok(s), Ok(d)) = (
+        src.get_slice(GuestAddress(src_gpa), len),
+        dst.get_slice(GuestAddress(dst_gpa), len),
+    ) {
+        s.copy_to_volatile_slice(d);
+        return true;
+    }
+    if !range_ok(src, src_gpa, len) || !range_ok(dst, dst_gpa, len) {
+        return false;
+    }
+    let mut buf = [0u8; 256];
+    let mut done = 0usize;
+    while done < len {
+        let n = (len - done).min(buf.len());
+        let o = done as u64;
+        if src
+            .read_slice(&mut buf[..n], GuestAddress(src_gpa + o))
+            .is_err()
+            || dst
+                .write_slice(&buf[..n], GuestAddress(dst_gpa + o))
+                .is_err()
+        {
+            return false;
+        }
+        done += n;
+    }
+    true
+}
+
+/// Copy `[src_off, src_off+len)` of scatter list `src` in `src_mem` to
+/// `[dst_off, dst_off+len)` of scatter list `dst` in `dst_mem`.
+pub(crate) fn scatter_copy(
+    src_mem: &Mem,
+    src: &[Piece],
+    src_off: u64,
+    dst_mem: &Mem,
+    dst: &[Piece],
+    dst_off: u64,
+    len: u64,
+) -> bool {
+    let a = runs(src, src_off, len);
+    let b = runs(dst, dst_off, len);
+    if len > 0 && (a.is_empty() || b.is_empty()) {
+        return false;
+    }
+    let (mut i, mut j, mut ai, mut bj) = (0, 0, 0u64, 0u64);
+    while i < a.len() && j < b.len() {
+        let n = (u64::from(a[i].1) - ai).min(u64::from(b[j].1) - bj);
+        if !copy_between(src_mem, a[i].0 + ai, dst_mem, b[j].0 + bj, n as usize) {
+            return false;
+        }
+        ai += n;
+        bj += n;
+        if ai == u64::from(a[i].1) {
+            i += 1;
+            ai = 0;
+        }
+        if bj == u64::from(b[j].1) {
+            j += 1;
+            bj = 0;
+        }
+    }
+    true
+}
+
+/// Write `data` at `[off, off+len)` of scatter list `dst`.
+pub(crate) fn scatter_write(mem: &Mem, dst: &[Piece], off: u64, data: &[u8]) -> bool {
+    let r = runs(dst, off, data.len() as u64);
+    if r.is_empty() && !data.is_empty() {
+        return false;
+    }
+    let mut done = 0usize;
+    for (gpa, n) in r {
+        let n = n as usize;
+        if mem
+            .write_slice(&data[done..done + n], GuestAddress(gpa))
+            .is_err()
+        {
+            return false;
+        }
+        done += n;
+    }
+    true
+}
+
+/// Read `buf.len()` bytes at `[off, ..)` of scatter list `src`.
+pub(crate) fn scatter_read(mem: &Mem, src: &[Piece], off: u64, buf: &mut [u8]) -> bool {
+    let r = runs(src, off, buf.len() as u64);
+    if r.is_empty() && !buf.is_empty() {
+        return false;
+    }
+    let mut done = 0usize;
+    for (gpa, n) in r {
+        let n = n as usize;
+        if mem
+            .read_slice(&mut buf[done..done + n], GuestAddress(gpa))
+            .is_err()
+        {
+            return false;
+        }
+        done += n;
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mem() -> Mem {
+        // Two regions with a hole between them, like a guest with RAM above 4 GiB.
+        GuestMemoryMmap::from_ranges(&[
+            (GuestAddress(0), 0x10000),
+            (GuestAddress(0x20000), 0x10000),
+        ])
+        .unwrap()
+    }
+
+    #[test]
+    fn ranges_outside_ram_are_refused() {
+        let m = mem();
+        assert!(range_ok(&m, 0, 0x10000));
+        assert!(!range_ok(&m, 0xff00, 0x200));
+        assert!(!range_ok(&m, 0x30000, 1));
+        assert!(!range_ok(&m, u64::MAX - 4, 8));
+        assert!(range_ok(&m, 0x2ff00, 0x100));
+    }
+
+    #[test]
+    fn runs_cover_exactly() {
+        let list = [(0x1000, 16), (0x5000, 16), (0x9000, 16)];
+        assert_eq!(runs(&list, 8, 16), vec![(0x1008, 8), (0x5000, 8)]);
+        assert_eq!(runs(&list, 0, 48).len(), 3);
+        assert!(runs(&list, 40, 16).is_empty());
+    }
+
+    #[test]
+    fn scatter_copy_between_two_guests() {
+        let a = mem();
+        let b = mem();
+        let data: Vec<u8> = (0..64).collect();
+        a.write_slice(&data[..40], GuestAddress(0x100)).unwrap();
+        a.write_slice(&data[40..], GuestAddress(0x20000)).unwrap();
+        let src = [(0x100, 40), (0x20000, 24)];
+        let dst = [(0x3000, 32), (0x8000, 32)];
+        assert!(scatter_copy(&a, &src, 0, &b, &dst, 0, 64));
+        let mut got = [0u8; 64];
+        b.read_slice(&mut got[..32], GuestAddress(0x3000)).unwrap();
+        b.read_slice(&mut got[32..], GuestAddress(0x8000)).unwrap();
+        assert_eq!(&got[..], &data[..]);
+        // A destination outside RAM is refused and nothing is written.
+        assert!(!scatter_copy(&a, &src, 0, &b, &[(0x18000, 64)], 0, 64));
+    }
+}

@@ -1,0 +1,105 @@
+//! Per-adapter device state that the model does not hold: the guest's memory,
+//! its virtqueues, the receive frames bound to each page, the status page and
+//! the events waiting for an event buffer.
+
+use std::collections::VecDeque;
+
+use firmware_model::abi::{EventRecord, StatusPage, FRAME_SIZE};
+use vhost_user_backend::VringRwLock;
+use vm_memory::GuestMemoryAtomic;
+
+use crate::memory::{Mem, Piece};
+
+/// Events kept for a driver that has posted no event buffers; beyond this they
+/// are counted as lost and reported with one overflow event.
+pub(crate) const MAX_PENDING_EVENTS: usize = 4096;
+
+/// Receive frames bound per global page (the adapter's DMA map).
+#[derive(Debug, Default)]
+pub(crate) struct ReceiveFrames {
+    pages: Vec<Option<Box<[Piece]>>>,
+}
+
+impl ReceiveFrames {
+    pub(crate) fn new(pages: u32) -> Self {
+        let mut v = Vec::new();
+        v.resize_with(pages as usize, || None);
+        ReceiveFrames { pages: v }
+    }
+
+    pub(crate) fn get(&self, page: u32) -> Option<&[Piece]> {
+        self.pages.get(page as usize).and_then(|p| p.as_deref())
+    }
+
+    pub(crate) fn bind(&mut self, page: u32, frames: &[u64]) {
+        if let Some(slot) = self.pages.get_mut(page as usize) {
+            *slot = Some(frames.iter().map(|f| (*f, FRAME_SIZE)).collect());
+        }
+    }
+
+    pub(crate) fn unbind(&mut self, page: u32) {
+        if let Some(slot) = self.pages.get_mut(page as usize) {
+            *slot = None;
+        }
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.pages.iter_mut().for_each(|p| *p = None);
+    }
+}
+
+/// One adapter's device-side state.
+pub(crate) struct NodeState {
+    /// Guest RAM, shared by the frontend with SET_MEM_TABLE.
+    pub(crate) mem: Option<GuestMemoryAtomic<Mem>>,
+    /// The vrings, captured from the backend's first `handle_event`.
+    pub(crate) vrings: Option<Vec<VringRwLock>>,
+    pub(crate) frames: ReceiveFrames,
+    pub(crate) status_page: Option<u64>,
+    /// What was last written to the status page (its update count aside).
+    pub(crate) last_status: Option<StatusPage>,
+    /// Updates written to the status page so far.
+    pub(crate) status_updates: u64,
+    pub(crate) pending_events: VecDeque<EventRecord>,
+    pub(crate) events_lost: u64,
+    /// Events lost that the driver has not yet been told about.
+    pub(crate) overflow_unreported: u64,
+    pub(crate) connections: u64,
+}
+
+impl NodeState {
+    pub(crate) fn new(pages: u32) -> Self {
+        NodeState {
+            mem: None,
+            vrings: None,
+            frames: ReceiveFrames::new(pages),
+            status_page: None,
+            last_status: None,
+            status_updates: 0,
+            pending_events: VecDeque::new(),
+            events_lost: 0,
+            overflow_unreported: 0,
+            connections: 0,
+        }
+    }
+
+    /// A guest connected or disconnected: forget everything about the old one.
+    pub(crate) fn forget_guest(&mut self) {
+        self.mem = None;
+        self.vrings = None;
+        self.frames.clear();
+        self.status_page = None;
+        self.last_status = None;
+        self.pending_events.clear();
+        self.overflow_unreported = 0;
+    }
+
+    pub(crate) fn queue_event(&mut self, e: EventRecord) {
+        if self.pending_events.len() >= MAX_PENDING_EVENTS {
+            self.events_lost += 1;
+            self.overflow_unreported += 1;
+        } else {
+            self.pending_events.push_back(e);
+        }
+    }
+}
