@@ -1,6 +1,8 @@
 //! `mc-host`: the command users run.
 
+mod cluster_args;
 mod demo;
+mod serve;
 
 use std::process::ExitCode;
 
@@ -19,17 +21,34 @@ enum Command {
     /// Run a virtual cluster on the firmware model and narrate what the hub does:
     /// broadcast, loopback, point-to-point, ACK-page error checks, faults.
     Demo(demo::DemoArgs),
+    /// Serve one Memory Channel adapter per node on vhost-user sockets, all on
+    /// one hub, for QEMU guests (vhost-user-test-device-pci) or virtual guests.
+    Serve(serve::ServeArgs),
+}
+
+/// How a command failed: bad usage exits 2, anything else 1.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    #[error("{0}")]
+    Usage(String),
+    #[error("{0}")]
+    Runtime(String),
 }
 
 fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Demo(args) => demo::run(&args),
+        Command::Demo(args) => demo::run(&args).map_err(|e| CliError::Runtime(e.to_string())),
+        Command::Serve(args) => serve::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
+        Err(CliError::Usage(e)) => {
+            eprintln!("mc-host: error: {e}");
+            ExitCode::from(2)
+        }
+        Err(CliError::Runtime(e)) => {
             eprintln!("mc-host: error: {e}");
             ExitCode::FAILURE
         }

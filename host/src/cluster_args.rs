@@ -1,0 +1,90 @@
+//! Cluster options shared by every command that starts a cluster.
+
+use clap::Args;
+use firmware_model::{ClusterConfig, LinkTiming};
+
+/// Shape of the emulated cluster.
+#[derive(Args, Debug, Clone)]
+pub struct ClusterArgs {
+    /// Adapters (nodes) in the cluster.
+    #[arg(long, short = 'n', default_value_t = 2, value_parser = clap::value_parser!(u8).range(1..=64))]
+    pub nodes: u8,
+    /// Link timing: `unthrottled` (as fast as this host can go), or `mc1` / `mc2`
+    /// to hold each delivery until the real hardware would have made it.
+    #[arg(long, default_value = "unthrottled")]
+    pub link: LinkTiming,
+    /// Page size in bytes: 8192 (Alpha, default) or 4096.
+    #[arg(long, default_value_t = 8192, value_parser = parse_page_size)]
+    pub page_size: u32,
+    /// Global address space, e.g. 512M (Memory Channel 2) or 128M (Memory Channel 1).
+    #[arg(long, default_value = "512M", value_parser = parse_size)]
+    pub address_space: u64,
+    /// Largest packet payload in bytes (8..=256, a power of two).
+    #[arg(long, default_value_t = 32)]
+    pub max_payload: u32,
+    /// Hub ports; defaults to 8, or the node count if larger (at most 64).
+    #[arg(long)]
+    pub hub_ports: Option<u8>,
+    /// Seed of the fault injector.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
+impl ClusterArgs {
+    /// The model configuration, or a message saying what is wrong.
+    pub fn config(&self) -> Result<ClusterConfig, String> {
+        let c = ClusterConfig {
+            nodes: self.nodes,
+            hub_ports: self.hub_ports.unwrap_or(self.nodes.max(8)),
+            address_space: self.address_space,
+            page_size: self.page_size,
+            max_payload: self.max_payload,
+            link: self.link,
+            fault_seed: self.seed,
+        };
+        c.validate().map_err(|e| e.to_string())?;
+        Ok(c)
+    }
+
+    /// Deliveries wait for their modelled time unless the link is unthrottled.
+    pub fn throttle(&self) -> bool {
+        self.link != LinkTiming::UNTHROTTLED
+    }
+}
+
+fn parse_page_size(s: &str) -> Result<u32, String> {
+    match s {
+        "4096" | "4K" | "4k" => Ok(4096),
+        "8192" | "8K" | "8k" => Ok(8192),
+        _ => Err(format!("{s:?}: page size must be 4096 or 8192")),
+    }
+}
+
+/// "512M", "128m", "1G", "65536": a byte count.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, mult) = match t.chars().last() {
+        Some('k' | 'K') => (&t[..t.len() - 1], 1u64 << 10),
+        Some('m' | 'M') => (&t[..t.len() - 1], 1 << 20),
+        Some('g' | 'G') => (&t[..t.len() - 1], 1 << 30),
+        _ => (t, 1),
+    };
+    num.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .ok_or_else(|| format!("{s:?} is not a size (examples: 512M, 128M, 1G)"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse() {
+        assert_eq!(parse_size("512M"), Ok(512 << 20));
+        assert_eq!(parse_size("1g"), Ok(1 << 30));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert!(parse_size("lots").is_err());
+        assert!(parse_size("99999999999999G").is_err());
+    }
+}
