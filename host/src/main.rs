@@ -2,6 +2,7 @@
 
 mod cluster_args;
 mod demo;
+mod run;
 mod serve;
 
 use std::process::ExitCode;
@@ -24,6 +25,9 @@ enum Command {
     /// Serve one Memory Channel adapter per node on vhost-user sockets, all on
     /// one hub, for QEMU guests (vhost-user-test-device-pci) or virtual guests.
     Serve(serve::ServeArgs),
+    /// Start the backend and one virtual guest per node (no QEMU), each running
+    /// the given program (usually `mc-guest ...`); print their output by node.
+    Run(run::RunArgs),
 }
 
 /// How a command failed: bad usage exits 2, anything else 1.
@@ -36,11 +40,19 @@ pub enum CliError {
 }
 
 fn main() -> ExitCode {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
     let cli = Cli::parse();
+    // The server narrates connections; elsewhere the backend's log would drown
+    // the guests' output, so only warnings show unless RUST_LOG says otherwise.
+    let level = if matches!(cli.command, Command::Serve(_)) {
+        "info"
+    } else {
+        "warn"
+    };
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(level)).init();
     let result = match cli.command {
         Command::Demo(args) => demo::run(&args).map_err(|e| CliError::Runtime(e.to_string())),
         Command::Serve(args) => serve::run(&args),
+        Command::Run(args) => run::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

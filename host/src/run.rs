@@ -1,0 +1,191 @@
+//! `mc-host run --nodes N -- PROGRAM ARGS`: a virtual cluster, no QEMU.
+//!
+//! Starts the backend in this process and one virtual guest per node: a process
+//! running PROGRAM, told its node and socket through the environment
+//! (`MC_NODE`, `MC_NODES`, `MC_SOCKET`). Output is printed line by line,
+//! prefixed by node.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use firmware_model::NodeId;
+use log::warn;
+use mc_device::{Cluster, ClusterOptions};
+
+use crate::cluster_args::ClusterArgs;
+use crate::serve::print_snapshot;
+use crate::CliError;
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    /// Give up (and stop every guest) after this many seconds.
+    #[arg(long, default_value_t = 600)]
+    pub timeout: u64,
+    /// Print the cluster's counters when the run ends.
+    #[arg(long)]
+    pub stats: bool,
+    /// Microseconds the hub keeps polling after traffic stops before it sleeps.
+    #[arg(long, default_value_t = 200)]
+    pub spin_us: u64,
+    /// The program each virtual guest runs, and its arguments (`mc-guest ...`).
+    #[arg(last = true, required = true, num_args = 1..)]
+    pub command: Vec<String>,
+}
+
+/// Find `name`: next to this executable first (a cargo build puts `mc-guest`
+/// there), then on PATH; anything with a slash is used as given.
+pub fn resolve_program(name: &str) -> Result<PathBuf, CliError> {
+    if name.contains('/') {
+        return Ok(PathBuf::from(name));
+    }
+    if let Some(dir) = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(PathBuf::from))
+    {
+        let p = dir.join(name);
+        if p.is_file() {
+            return Ok(p);
+        }
+    }
+    if let Some(path) = std::env::var_os("PATH") {
+        for dir in std::env::split_paths(&path) {
+            let p = dir.join(name);
+            if p.is_file() {
+                return Ok(p);
+            }
+        }
+    }
+    Err(CliError::Usage(format!(
+        "cannot find {name:?} next to mc-host or on PATH (build it with `cargo build --release`)"
+    )))
+}
+
+struct Line(u8, String);
+
+fn pump(node: u8, stream: impl Read + Send + 'static, tx: mpsc::Sender<Line>) {
+    std::thread::spawn(move || {
+        for line in BufReader::new(stream).lines() {
+            match line {
+                Ok(l) => {
+                    if tx.send(Line(node, l)).is_err() {
+                        return;
+                    }
+                }
+                Err(_) => return,
+            }
+        }
+    });
+}
+
+pub fn run(args: &RunArgs) -> Result<(), CliError> {
+    let config = args.cluster.config().map_err(CliError::Usage)?;
+    let program = resolve_program(&args.command[0])?;
+    let dir = tempfile::Builder::new()
+        .prefix("mc-run-")
+        .tempdir()
+        .map_err(|e| CliError::Runtime(format!("cannot create a socket directory: {e}")))?;
+    let mut opts = ClusterOptions::new(config.clone(), dir.path());
+    opts.throttle = args.cluster.throttle();
+    opts.spin = Duration::from_micros(args.spin_us);
+    let cluster = Cluster::start(opts).map_err(|e| CliError::Runtime(e.to_string()))?;
+
+    let interrupted = Arc::new(AtomicBool::new(false));
+    let flag = interrupted.clone();
+    let _ = ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst));
+
+    let (tx, rx) = mpsc::channel();
+    let mut children: Vec<Option<Child>> = Vec::new();
+    for n in 0..config.nodes {
+        let socket = cluster
+            .socket_path(NodeId(n))
+            .ok_or_else(|| CliError::Runtime("socket missing".into()))?;
+        let child = Command::new(&program)
+            .args(&args.command[1..])
+            .env("MC_NODE", n.to_string())
+            .env("MC_NODES", config.nodes.to_string())
+            .env("MC_SOCKET", socket)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| CliError::Runtime(format!("cannot start {}: {e}", program.display())))?;
+        children.push(Some(child));
+    }
+    for (n, c) in children.iter_mut().enumerate() {
+        if let Some(c) = c.as_mut() {
+            if let Some(o) = c.stdout.take() {
+                pump(n as u8, o, tx.clone());
+            }
+            if let Some(e) = c.stderr.take() {
+                pump(n as u8, e, tx.clone());
+            }
+        }
+    }
+
+    let deadline = Instant::now() + Duration::from_secs(args.timeout);
+    let mut statuses: Vec<Option<std::process::ExitStatus>> = vec![None; children.len()];
+    let mut stop_reason = None;
+    while statuses.iter().any(Option::is_none) {
+        while let Ok(Line(n, l)) = rx.recv_timeout(Duration::from_millis(20)) {
+            println!("[node{n}] {l}");
+        }
+        for (n, c) in children.iter_mut().enumerate() {
+            if let Some(child) = c.as_mut() {
+                if let Ok(Some(s)) = child.try_wait() {
+                    statuses[n] = Some(s);
+                    *c = None;
+                }
+            }
+        }
+        if interrupted.load(Ordering::SeqCst) {
+            stop_reason = Some("interrupted");
+        } else if Instant::now() > deadline {
+            stop_reason = Some("timed out");
+        }
+        if let Some(why) = stop_reason {
+            warn!("{why}: stopping every guest");
+            for child in children.iter_mut().flatten() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+            break;
+        }
+    }
+    // Drain what is left of the output.
+    drop(tx);
+    while let Ok(Line(n, l)) = rx.recv_timeout(Duration::from_millis(200)) {
+        println!("[node{n}] {l}");
+    }
+    let snap = cluster.snapshot();
+    cluster.shutdown();
+    if args.stats {
+        print_snapshot(&snap);
+    }
+    if let Some(why) = stop_reason {
+        return Err(CliError::Runtime(format!("{why}; every guest was stopped")));
+    }
+    let failed: Vec<String> = statuses
+        .iter()
+        .enumerate()
+        .filter_map(|(n, s)| match s {
+            Some(s) if s.success() => None,
+            Some(s) => Some(format!("node{n}: {s}")),
+            None => Some(format!("node{n}: no exit status")),
+        })
+        .collect();
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(CliError::Runtime(format!(
+            "guest program failed on {}",
+            failed.join(", ")
+        )))
+    }
+}
