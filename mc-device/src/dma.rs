@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use firmware_model::{AckReport, Delivery, DeliverySink, Event, Nanos};
 use log::warn;
 
-use crate::memory::{scatter_copy, scatter_write, MemGuard, Piece};
+use crate::memory::{scatter_copy, MemGuard, Piece};
 use crate::node::ReceiveFrames;
 
 pub(crate) struct DmaSink<'a> {
@@ -21,6 +21,7 @@ pub(crate) struct DmaSink<'a> {
     pub(crate) src: usize,
     pub(crate) src_data: &'a [Piece],
     pub(crate) events: &'a mut Vec<Event>,
+    pub(crate) acks: &'a mut Vec<AckReport>,
     /// Set when deliveries wait for their modelled due time.
     pub(crate) throttle_from: Option<Instant>,
     pub(crate) failed: u32,
@@ -83,20 +84,11 @@ impl DeliverySink for DmaSink<'_> {
         }
     }
 
+    /// ACK answers are held back and written by the caller once the writer's
+    /// status page shows every error counted up to the ACK (see state.rs).
     fn ack(&mut self, a: &AckReport) {
         self.throttle(a.at);
-        let w = a.writer.index();
-        let Some(Some(mem)) = self.mems.get(w) else {
-            return;
-        };
-        let Some(frames) = self.frames.get(w).and_then(|f| f.get(a.page.0)) else {
-            return;
-        };
-        let bytes: Vec<u8> = a.words.iter().flat_map(|x| x.to_le_bytes()).collect();
-        if !scatter_write(mem, frames, u64::from(a.page_offset), &bytes) {
-            self.failed += 1;
-            warn!("node{w}: ACK status write to {} failed", a.page);
-        }
+        self.acks.push(a.clone());
     }
 
     fn event(&mut self, e: &Event) {

@@ -20,7 +20,7 @@ use virtio_queue::{DescriptorChain, QueueOwnedT};
 use vm_memory::{Bytes, GuestAddress, GuestAddressSpace};
 
 use crate::dma::{DmaSink, EventCollector};
-use crate::memory::{range_ok, runs, scatter_read, MemGuard, Piece};
+use crate::memory::{range_ok, runs, scatter_read, scatter_write, MemGuard, Piece};
 use crate::node::NodeState;
 
 /// Largest readable part of a control request (a full SET_PCT with frames).
@@ -365,8 +365,7 @@ impl ClusterState {
         let mut done = 0u32;
         let now = self.now();
         let throttle_from = self.throttle.then_some(self.start);
-        let ClusterState { hub, nodes, .. } = self;
-        let frames: Vec<_> = nodes.iter().map(|n| &n.frames).collect();
+        let mut acks = Vec::new();
         while off < total {
             let mut h = [0u8; TX_RECORD_HEADER_SIZE];
             if total - off < TX_RECORD_HEADER_SIZE as u64
@@ -388,22 +387,33 @@ impl ClusterState {
                 return (Status::Malformed, done);
             }
             let data = runs(&c.readable, data_off, u64::from(hdr.len));
+            let ClusterState { hub, nodes, .. } = &mut *self;
             let mut sink = DmaSink {
                 mems,
-                frames: frames.clone(),
+                frames: nodes.iter().map(|n| &n.frames).collect(),
                 src: i,
                 src_data: &data,
                 events,
+                acks: &mut acks,
                 throttle_from,
                 failed: 0,
             };
-            if let Err(e) = hub.transmit(
+            let sent = hub.transmit(
                 now,
                 NodeId(i as u8),
                 GlobalAddr(hdr.addr),
                 hdr.len,
                 &mut sink,
-            ) {
+            );
+            if !acks.is_empty() {
+                // The writer's status page first, then the answer: once the
+                // answer is seen, the error count on the status page is current.
+                self.refresh_status_pages();
+                for a in acks.drain(..) {
+                    self.write_ack(&a, mems);
+                }
+            }
+            if let Err(e) = sent {
                 let (s, detail) = status_of(&e);
                 warn!(
                     "node{i}: store of {} bytes at {:#x} refused: {e}",
@@ -416,6 +426,20 @@ impl ClusterState {
             off = (off + TxRecordHeader::record_size(hdr.len)).min(total);
         }
         (Status::Ok, done)
+    }
+
+    fn write_ack(&self, a: &firmware_model::AckReport, mems: &[Option<MemGuard>]) {
+        let w = a.writer.index();
+        let (Some(Some(mem)), Some(node)) = (mems.get(w), self.nodes.get(w)) else {
+            return;
+        };
+        let Some(frames) = node.frames.get(a.page.0) else {
+            return;
+        };
+        let bytes: Vec<u8> = a.words.iter().flat_map(|x| x.to_le_bytes()).collect();
+        if !scatter_write(mem, frames, u64::from(a.page_offset), &bytes) {
+            warn!("node{w}: ACK status write to {} failed", a.page);
+        }
     }
 
     /// Serve node `i`'s control queue.
