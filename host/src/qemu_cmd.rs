@@ -57,6 +57,10 @@ pub struct BootArgs {
     /// Give up after this many seconds.
     #[arg(long, default_value_t = 120)]
     pub timeout: u64,
+    /// With MC_KVM=1: seconds to wait for the guest under KVM before
+    /// falling back to TCG.
+    #[arg(long, default_value_t = 20)]
+    pub kvm_probe_timeout: u64,
     /// Serial log file [default: <image dir>/node<N>.serial.log].
     #[arg(long)]
     pub log: Option<PathBuf>,
@@ -128,6 +132,7 @@ pub fn qemu_boot(args: &BootArgs) -> Result<i32, QemuError> {
     spec.timeout = Duration::from_secs(args.timeout);
     spec.quiet = !args.verbose_kernel;
     spec.accel = preferred_accel();
+    spec.kvm_probe_timeout = Duration::from_secs(args.kvm_probe_timeout);
     spec.adapter = args
         .vhost_socket
         .clone()
