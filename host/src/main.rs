@@ -2,6 +2,7 @@
 
 mod cluster_args;
 mod demo;
+mod qemu_cmd;
 mod run;
 mod serve;
 
@@ -28,6 +29,15 @@ enum Command {
     /// Start the backend and one virtual guest per node (no QEMU), each running
     /// the given program (usually `mc-guest ...`); print their output by node.
     Run(run::RunArgs),
+    /// Build the guest boot image (kernel + initramfs with busybox, /init and
+    /// the guest program) from the set-up cache; rebuilt only when inputs change.
+    Image(qemu_cmd::ImageArgs),
+    /// Say which QEMU, kernel and busybox the QEMU path would use, or what is
+    /// missing and how to install it.
+    QemuCheck(qemu_cmd::CheckArgs),
+    /// Boot one guest under QEMU (TCG), optionally with the Memory Channel
+    /// adapter on a vhost-user socket, run a command in it and report timings.
+    QemuBoot(qemu_cmd::BootArgs),
 }
 
 /// How a command failed: bad usage exits 2, anything else 1.
@@ -41,18 +51,27 @@ pub enum CliError {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    // The server narrates connections; elsewhere the backend's log would drown
-    // the guests' output, so only warnings show unless RUST_LOG says otherwise.
-    let level = if matches!(cli.command, Command::Serve(_)) {
+    // Server and QEMU commands narrate progress; in `run` and `demo` the
+    // backend's log would drown the guests' output, so only warnings show there
+    // unless RUST_LOG says otherwise.
+    let level = if !matches!(cli.command, Command::Run(_) | Command::Demo(_)) {
         "info"
     } else {
         "warn"
     };
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(level)).init();
+    let rt = |e: &dyn std::fmt::Display| CliError::Runtime(e.to_string());
     let result = match cli.command {
-        Command::Demo(args) => demo::run(&args).map_err(|e| CliError::Runtime(e.to_string())),
+        Command::Demo(args) => demo::run(&args).map_err(|e| rt(&e)),
         Command::Serve(args) => serve::run(&args),
         Command::Run(args) => run::run(&args),
+        Command::Image(args) => qemu_cmd::image(&args).map_err(|e| rt(&e)),
+        Command::QemuCheck(args) => qemu_cmd::check(&args).map_err(|e| rt(&e)),
+        Command::QemuBoot(args) => match qemu_cmd::qemu_boot(&args) {
+            Ok(0) => Ok(()),
+            Ok(status) => Err(CliError::Runtime(format!("guest command exited with status {status}"))),
+            Err(e) => Err(rt(&e)),
+        },
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,517 @@
+//! The guest boot image: the cached kernel and a gzip'd newc initramfs with
+//! a static busybox, `/init` (init.sh) and, optionally, the static guest
+//! program as `/bin/mc-guest`.
+//!
+//! The image is cached in its output directory and rebuilt only when the
+//! SHA-256 over its inputs (kernel, busybox, guest binary, init script)
+//! changes.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use flate2::write::GzEncoder;
+use flate2::Compression;
+use log::info;
+use sha2::{Digest, Sha256};
+
+use super::cpio::CpioWriter;
+use super::{CacheDir, QemuError};
+
+/// The guest's `/init`.
+pub const INIT_SCRIPT: &str = include_str!("init.sh");
+
+/// Where the guest program is installed in the image.
+pub const GUEST_BINARY_PATH: &str = "bin/mc-guest";
+
+/// Longest kernel command line x86 Linux accepts (COMMAND_LINE_SIZE 2048, with its NUL).
+pub const MAX_CMDLINE: usize = 2047;
+
+/// Bump when the image layout changes without its inputs changing.
+const IMAGE_FORMAT: &str = "mc-image v1";
+
+const KERNEL_FILE: &str = "vmlinuz";
+const INITRD_FILE: &str = "initramfs.cpio.gz";
+const KEY_FILE: &str = "image.key";
+const GUEST_FILE: &str = "image.guest";
+
+/// What goes into an image.
+#[derive(Debug, Clone)]
+pub struct GuestInputs {
+    pub kernel: PathBuf,
+    pub busybox: PathBuf,
+    pub guest_binary: Option<PathBuf>,
+}
+
+impl GuestInputs {
+    /// The kernel and busybox from the set-up cache, plus an optional guest
+    /// binary. Missing files are errors that name `scripts/setup.sh`.
+    pub fn from_cache(cache: &CacheDir, guest_binary: Option<&Path>) -> Result<Self, QemuError> {
+        let kernel = cache.kernel();
+        if !kernel.is_file() {
+            return Err(QemuError::MissingGuestFile {
+                what: "guest kernel",
+                path: kernel,
+            });
+        }
+        let busybox = cache.busybox();
+        if !busybox.is_file() {
+            return Err(QemuError::MissingGuestFile {
+                what: "static busybox",
+                path: busybox,
+            });
+        }
+        if let Some(g) = guest_binary {
+            if !g.is_file() {
+                return Err(QemuError::BadGuestBinary {
+                    path: g.to_path_buf(),
+                    reason: "no such file".into(),
+                });
+            }
+        }
+        Ok(GuestInputs {
+            kernel,
+            busybox,
+            guest_binary: guest_binary.map(Path::to_path_buf),
+        })
+    }
+}
+
+/// The guest binary the image in `dir` was last built with, if any and if
+/// it still exists: `mc-host qemu-boot` rebuilds with it when an input
+/// (the init script, say) changed.
+pub fn recorded_guest_binary(dir: &Path) -> Option<PathBuf> {
+    let p = fs::read_to_string(dir.join(GUEST_FILE)).ok()?;
+    let p = PathBuf::from(p.trim());
+    (!p.as_os_str().is_empty() && p.is_file()).then_some(p)
+}
+
+/// A built (or found up to date) image.
+#[derive(Debug, Clone)]
+pub struct BuiltImage {
+    pub kernel: PathBuf,
+    pub initrd: PathBuf,
+    /// Hex SHA-256 of the inputs.
+    pub key: String,
+    /// False when the cached image was up to date.
+    pub rebuilt: bool,
+}
+
+fn read(path: &Path, what: &str) -> Result<Vec<u8>, QemuError> {
+    fs::read(path).map_err(|e| QemuError::io(format!("reading {what} {}", path.display()), e))
+}
+
+/// Hex SHA-256 over the image inputs, each length-prefixed so that no two
+/// different input sets hash alike.
+pub fn cache_key(kernel: &[u8], busybox: &[u8], guest: Option<&[u8]>, init: &str) -> String {
+    let mut h = Sha256::new();
+    let mut part = |tag: &str, data: &[u8]| {
+        h.update(tag.as_bytes());
+        h.update((data.len() as u64).to_le_bytes());
+        h.update(data);
+    };
+    part(IMAGE_FORMAT, &[]);
+    part("kernel", kernel);
+    part("busybox", busybox);
+    match guest {
+        Some(g) => part("guest", g),
+        None => part("no-guest", &[]),
+    }
+    part("init", init.as_bytes());
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Check that `bytes` is a 64-bit x86 ELF executable without a program
+/// interpreter (static or static-pie): nothing else runs in the initramfs.
+pub fn check_static_elf(bytes: &[u8]) -> Result<(), String> {
+    if bytes.len() < 64 || &bytes[..4] != b"\x7fELF" {
+        return Err("not an ELF file".into());
+    }
+    if bytes[4] != 2 || bytes[5] != 1 {
+        return Err("not a 64-bit little-endian ELF".into());
+    }
+    let u16_at = |o: usize| u16::from_le_bytes([bytes[o], bytes[o + 1]]);
+    let e_machine = u16_at(18);
+    if e_machine != 62 {
+        return Err(format!("ELF machine {e_machine}, not x86-64 (62)"));
+    }
+    let e_phoff = u64::from_le_bytes(bytes[32..40].try_into().unwrap()) as usize;
+    let e_phentsize = u16_at(54) as usize;
+    let e_phnum = u16_at(56) as usize;
+    if e_phentsize < 56 {
+        return Err(format!("bad ELF program header size {e_phentsize}"));
+    }
+    for i in 0..e_phnum {
+        let off = e_phoff
+            .checked_add(i * e_phentsize)
+            .filter(|o| o + 4 <= bytes.len())
+            .ok_or("truncated ELF program headers")?;
+        let p_type = u32::from_le_bytes(bytes[off..off + 4].try_into().unwrap());
+        if p_type == 3 {
+            return Err("dynamically linked (has a PT_INTERP program interpreter); \
+                        build it static, e.g. RUSTFLAGS='-C target-feature=+crt-static' \
+                        cargo build --release --target x86_64-unknown-linux-gnu"
+                .into());
+        }
+    }
+    Ok(())
+}
+
+/// The gzip'd newc initramfs.
+pub fn build_initramfs(
+    busybox: &[u8],
+    guest: Option<&[u8]>,
+    init: &str,
+) -> Result<Vec<u8>, QemuError> {
+    let mut w = CpioWriter::new(GzEncoder::new(Vec::new(), Compression::default()));
+    for d in [
+        "bin", "sbin", "usr", "usr/bin", "usr/sbin", "dev", "proc", "sys", "tmp", "run",
+    ] {
+        w.dir(d, 0o755)?;
+    }
+    w.char_dev("dev/console", 0o600, 5, 1)?;
+    w.char_dev("dev/null", 0o666, 1, 3)?;
+    w.file("bin/busybox", 0o755, busybox)?;
+    // /init's interpreter; the other applet links are made at boot
+    // (`busybox --install -s`).
+    w.symlink("bin/sh", "busybox")?;
+    w.file("init", 0o755, init.as_bytes())?;
+    if let Some(g) = guest {
+        w.file(GUEST_BINARY_PATH, 0o755, g)?;
+    }
+    let gz = w.finish()?;
+    gz.finish()
+        .map_err(|e| QemuError::io("compressing the initramfs", e))
+}
+
+fn write_atomically(path: &Path, data: &[u8]) -> Result<(), QemuError> {
+    let tmp = path.with_extension("tmp");
+    let ctx = |e| QemuError::io(format!("writing {}", path.display()), e);
+    let mut f = fs::File::create(&tmp).map_err(ctx)?;
+    f.write_all(data).map_err(ctx)?;
+    f.sync_all().map_err(ctx)?;
+    fs::rename(&tmp, path).map_err(ctx)
+}
+
+/// Build the image into `out_dir` (`vmlinuz`, `initramfs.cpio.gz`,
+/// `image.key`), or keep the one there if its key matches the inputs.
+pub fn build_image(inputs: &GuestInputs, out_dir: &Path) -> Result<BuiltImage, QemuError> {
+    let kernel = read(&inputs.kernel, "guest kernel")?;
+    let busybox = read(&inputs.busybox, "busybox")?;
+    let guest = match &inputs.guest_binary {
+        Some(p) => {
+            let g = read(p, "guest binary")?;
+            check_static_elf(&g).map_err(|reason| QemuError::BadGuestBinary {
+                path: p.clone(),
+                reason,
+            })?;
+            Some(g)
+        }
+        None => None,
+    };
+    let key = cache_key(&kernel, &busybox, guest.as_deref(), INIT_SCRIPT);
+    let image = BuiltImage {
+        kernel: out_dir.join(KERNEL_FILE),
+        initrd: out_dir.join(INITRD_FILE),
+        key: key.clone(),
+        rebuilt: true,
+    };
+    let old_key = fs::read_to_string(out_dir.join(KEY_FILE)).unwrap_or_default();
+    if old_key.trim() == key && image.kernel.is_file() && image.initrd.is_file() {
+        info!(
+            "image in {} is up to date (key {})",
+            out_dir.display(),
+            &key[..12]
+        );
+        return Ok(BuiltImage {
+            rebuilt: false,
+            ..image
+        });
+    }
+    fs::create_dir_all(out_dir)
+        .map_err(|e| QemuError::io(format!("creating {}", out_dir.display()), e))?;
+    let initrd = build_initramfs(&busybox, guest.as_deref(), INIT_SCRIPT)?;
+    // The key goes last: a half-written image never looks up to date.
+    let _ = fs::remove_file(out_dir.join(KEY_FILE));
+    write_atomically(&image.kernel, &kernel)?;
+    write_atomically(&image.initrd, &initrd)?;
+    let guest_path = match &inputs.guest_binary {
+        Some(p) => fs::canonicalize(p)
+            .map_err(|e| QemuError::io(format!("resolving {}", p.display()), e))?
+            .to_string_lossy()
+            .into_owned(),
+        None => String::new(),
+    };
+    write_atomically(&out_dir.join(GUEST_FILE), guest_path.as_bytes())?;
+    write_atomically(&out_dir.join(KEY_FILE), format!("{key}\n").as_bytes())?;
+    info!(
+        "built image in {}: kernel {} KiB, initramfs {} KiB{} (key {})",
+        out_dir.display(),
+        kernel.len() / 1024,
+        initrd.len() / 1024,
+        if guest.is_some() {
+            " with /bin/mc-guest"
+        } else {
+            ", no guest binary"
+        },
+        &key[..12]
+    );
+    Ok(image)
+}
+
+/// Quote `s` for /bin/sh (single quotes unless it is plainly safe).
+pub fn shell_quote(s: &str) -> String {
+    let safe = !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c));
+    if safe {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+/// An argv as one /bin/sh command line.
+pub fn shell_join<S: AsRef<str>>(argv: &[S]) -> String {
+    argv.iter()
+        .map(|a| shell_quote(a.as_ref()))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Standard base64 (RFC 4648, with padding), what busybox `base64 -d` reads.
+pub fn base64_encode(data: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
+    for chunk in data.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// The guest kernel command line: serial console, reboot (= QEMU exit with
+/// `-no-reboot`) on panic, node id and the base64'd shell command for /init.
+pub fn kernel_cmdline(
+    node: u32,
+    command: &str,
+    quiet: bool,
+    extra: Option<&str>,
+) -> Result<String, QemuError> {
+    let mut line = String::from("console=ttyS0 panic=-1");
+    if quiet {
+        line.push_str(" quiet");
+    }
+    if let Some(x) = extra.map(str::trim).filter(|x| !x.is_empty()) {
+        line.push(' ');
+        line.push_str(x);
+    }
+    line.push_str(&format!(" mc.node={node}"));
+    if !command.is_empty() {
+        line.push_str(" mc.cmd=");
+        line.push_str(&base64_encode(command.as_bytes()));
+    }
+    if line.len() > MAX_CMDLINE {
+        return Err(QemuError::CmdlineTooLong {
+            len: line.len(),
+            max: MAX_CMDLINE,
+        });
+    }
+    Ok(line)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_matches_rfc4648_vectors() {
+        for (plain, enc) in [
+            ("", ""),
+            ("f", "Zg=="),
+            ("fo", "Zm8="),
+            ("foo", "Zm9v"),
+            ("foob", "Zm9vYg=="),
+            ("fooba", "Zm9vYmE="),
+            ("foobar", "Zm9vYmFy"),
+        ] {
+            assert_eq!(base64_encode(plain.as_bytes()), enc, "{plain:?}");
+        }
+        assert_eq!(base64_encode(&[0xfb, 0xff, 0xbf]), "+/+/");
+    }
+
+    #[test]
+    fn shell_quoting() {
+        assert_eq!(shell_quote("abc"), "abc");
+        assert_eq!(shell_quote("/bin/mc-guest"), "/bin/mc-guest");
+        assert_eq!(shell_quote(""), "''");
+        assert_eq!(shell_quote("a b"), "'a b'");
+        assert_eq!(shell_quote("it's"), r"'it'\''s'");
+        assert_eq!(shell_quote("$HOME;*"), "'$HOME;*'");
+        assert_eq!(
+            shell_join(&["/bin/mc-guest", "--node", "3", "hello world"]),
+            "/bin/mc-guest --node 3 'hello world'"
+        );
+    }
+
+    #[test]
+    fn cmdline_carries_node_and_command_without_spaces() {
+        let line = kernel_cmdline(3, "echo hi; cat /proc/cpuinfo", true, None).unwrap();
+        assert!(line.starts_with("console=ttyS0 panic=-1 quiet "), "{line}");
+        assert!(line.contains(" mc.node=3 "), "{line}");
+        let b64 = line.split(" mc.cmd=").nth(1).unwrap();
+        assert!(!b64.contains(' '));
+        assert_eq!(b64, base64_encode(b"echo hi; cat /proc/cpuinfo"));
+        let loud = kernel_cmdline(0, "", false, Some(" loglevel=8 ")).unwrap();
+        assert_eq!(loud, "console=ttyS0 panic=-1 loglevel=8 mc.node=0");
+    }
+
+    #[test]
+    fn cmdline_too_long_is_an_error() {
+        let e = kernel_cmdline(0, &"x".repeat(2000), true, None).unwrap_err();
+        assert!(matches!(e, QemuError::CmdlineTooLong { .. }), "{e}");
+    }
+
+    #[test]
+    fn cache_key_changes_with_every_input() {
+        let base = cache_key(b"k", b"b", Some(b"g"), "i");
+        assert_eq!(base.len(), 64);
+        assert_eq!(base, cache_key(b"k", b"b", Some(b"g"), "i"));
+        let others = [
+            cache_key(b"K", b"b", Some(b"g"), "i"),
+            cache_key(b"k", b"B", Some(b"g"), "i"),
+            cache_key(b"k", b"b", Some(b"G"), "i"),
+            cache_key(b"k", b"b", None, "i"),
+            cache_key(b"k", b"b", Some(b""), "i"),
+            cache_key(b"k", b"b", Some(b"g"), "I"),
+            // moving bytes between inputs must change the key too
+            cache_key(b"kb", b"", Some(b"g"), "i"),
+        ];
+        for (i, k) in others.iter().enumerate() {
+            assert_ne!(&base, k, "variant {i}");
+        }
+    }
+
+    fn elf_with_phdrs(types: &[u32]) -> Vec<u8> {
+        let mut b = vec![0u8; 64 + 56 * types.len()];
+        b[..4].copy_from_slice(b"\x7fELF");
+        b[4] = 2;
+        b[5] = 1;
+        b[18..20].copy_from_slice(&62u16.to_le_bytes());
+        b[32..40].copy_from_slice(&64u64.to_le_bytes());
+        b[54..56].copy_from_slice(&56u16.to_le_bytes());
+        b[56..58].copy_from_slice(&(types.len() as u16).to_le_bytes());
+        for (i, t) in types.iter().enumerate() {
+            b[64 + 56 * i..68 + 56 * i].copy_from_slice(&t.to_le_bytes());
+        }
+        b
+    }
+
+    #[test]
+    fn static_elf_check() {
+        assert!(check_static_elf(&elf_with_phdrs(&[6, 1, 1, 2])).is_ok());
+        let e = check_static_elf(&elf_with_phdrs(&[6, 3, 1])).unwrap_err();
+        assert!(e.contains("dynamically linked"), "{e}");
+        assert!(check_static_elf(b"#!/bin/sh\necho hi\n")
+            .unwrap_err()
+            .contains("not an ELF"));
+        let mut truncated = elf_with_phdrs(&[1, 1]);
+        truncated.truncate(100);
+        assert!(check_static_elf(&truncated).is_err());
+        let mut arm = elf_with_phdrs(&[1]);
+        arm[18] = 183;
+        assert!(check_static_elf(&arm).unwrap_err().contains("x86-64"));
+    }
+
+    #[test]
+    fn real_elf_files_do_not_panic_the_check() {
+        // Whatever the toolchain made of the test binary, the check answers
+        // without panicking.
+        let me = std::fs::read(std::env::current_exe().unwrap()).unwrap();
+        let _ = check_static_elf(&me);
+    }
+
+    #[test]
+    fn initramfs_is_gzip_with_init() {
+        let gz = build_initramfs(b"BB", Some(b"GUEST"), INIT_SCRIPT).unwrap();
+        assert_eq!(&gz[..2], &[0x1f, 0x8b]);
+        let mut raw = Vec::new();
+        std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&gz[..]), &mut raw).unwrap();
+        let text = String::from_utf8_lossy(&raw);
+        assert!(text.starts_with("070701"));
+        for name in [
+            "bin/busybox",
+            "bin/sh",
+            "init",
+            "bin/mc-guest",
+            "dev/console",
+        ] {
+            assert!(text.contains(&format!("{name}\0")), "{name}");
+        }
+        assert!(text.contains("MC-GUEST-READY"));
+    }
+
+    #[test]
+    fn image_is_cached_and_rebuilt_on_change() {
+        let dir = std::env::temp_dir().join(format!("mc-image-test-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        let (k, b, g) = (dir.join("k"), dir.join("b"), dir.join("g"));
+        fs::write(&k, b"kernel").unwrap();
+        fs::write(&b, b"busybox").unwrap();
+        fs::write(&g, elf_with_phdrs(&[1])).unwrap();
+        let inputs = GuestInputs {
+            kernel: k.clone(),
+            busybox: b,
+            guest_binary: Some(g.clone()),
+        };
+        let out = dir.join("out");
+        let first = build_image(&inputs, &out).unwrap();
+        assert!(first.rebuilt);
+        assert_eq!(fs::read(&first.kernel).unwrap(), b"kernel");
+        assert_eq!(
+            recorded_guest_binary(&out),
+            Some(fs::canonicalize(&g).unwrap())
+        );
+        let second = build_image(&inputs, &out).unwrap();
+        assert!(!second.rebuilt);
+        assert_eq!(first.key, second.key);
+        fs::write(&k, b"kernel 2").unwrap();
+        let third = build_image(&inputs, &out).unwrap();
+        assert!(third.rebuilt);
+        assert_ne!(third.key, first.key);
+        // A dynamically linked guest binary is refused with a clear error.
+        fs::write(&g, elf_with_phdrs(&[3])).unwrap();
+        let e = build_image(&inputs, &out).unwrap_err();
+        assert!(matches!(e, QemuError::BadGuestBinary { .. }), "{e}");
+        // A missing input is an error, not a panic.
+        let missing = GuestInputs {
+            guest_binary: Some(dir.join("nope")),
+            ..inputs
+        };
+        assert!(build_image(&missing, &out).is_err());
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn missing_cache_files_name_setup_script() {
+        let cache = CacheDir(PathBuf::from("/nonexistent/mc-emu"));
+        let e = GuestInputs::from_cache(&cache, None).unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.contains("guest kernel") && msg.contains("scripts/setup.sh"),
+            "{msg}"
+        );
+    }
+}

@@ -1,0 +1,123 @@
+//! Real QEMU guests: finding a QEMU that has the generic vhost-user device,
+//! building the guest boot image, and booting guests under TCG.
+//!
+//! Set-up (QEMU, guest kernel, busybox) is done by `scripts/setup.sh`, which
+//! fills the cache directory ([`CacheDir`]) this module reads. See docs/qemu.md.
+
+pub mod boot;
+pub mod cpio;
+pub mod find;
+pub mod image;
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub use boot::{boot, AdapterSpec, BootOutcome, BootSpec};
+pub use find::{find_qemu, Accel, Qemu, QemuSource, QemuVersion, MIN_VERSION};
+pub use image::{build_image, BuiltImage, GuestInputs};
+
+/// The command that installs everything the QEMU path needs.
+pub const SETUP_COMMAND: &str = "scripts/setup.sh";
+
+/// Everything that can go wrong on the QEMU path.
+#[derive(Debug, thiserror::Error)]
+pub enum QemuError {
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error(
+        "no QEMU >= {min} found; tried:\n{}\ninstall one with `{SETUP_COMMAND}` \
+         (it builds a cached Debian trixie root with trixie-backports' qemu-system-x86), \
+         or name one with --qemu PATH or MC_QEMU=PATH",
+        tried.iter().map(|t| format!("  - {t}")).collect::<Vec<_>>().join("\n"),
+        min = MIN_VERSION
+    )]
+    NotFound { tried: Vec<String> },
+    #[error("cannot parse the version of {program}: expected a line `QEMU emulator version X.Y[.Z]`, got {output:?}")]
+    VersionParse { program: String, output: String },
+    #[error("{what} not found at {}: run `{SETUP_COMMAND}` to install it", path.display())]
+    MissingGuestFile { what: &'static str, path: PathBuf },
+    #[error("guest binary {}: {reason}", path.display())]
+    BadGuestBinary { path: PathBuf, reason: String },
+    #[error("invalid cpio entry name {name:?}: {reason}")]
+    CpioName { name: String, reason: &'static str },
+    #[error("kernel command line is {len} bytes, more than the {max} x86 Linux accepts")]
+    CmdlineTooLong { len: usize, max: usize },
+    #[error("{what}: {reason}")]
+    BadArgument { what: &'static str, reason: String },
+    #[error("guest did not {stage} within {after:?}; last serial output:\n{serial_tail}")]
+    Timeout {
+        stage: &'static str,
+        after: Duration,
+        serial_tail: String,
+    },
+    #[error("guest printed a malformed line {line:?}")]
+    GuestProtocol { line: String },
+    #[error("QEMU exited ({status}) before the guest {stage}; QEMU said:\n{stderr}\nlast serial output:\n{serial_tail}")]
+    QemuExited {
+        status: String,
+        stage: &'static str,
+        stderr: String,
+        serial_tail: String,
+    },
+}
+
+impl QemuError {
+    pub(crate) fn io(context: impl Into<String>, source: io::Error) -> Self {
+        QemuError::Io {
+            context: context.into(),
+            source,
+        }
+    }
+}
+
+/// The cache directory that `scripts/setup.sh` fills:
+/// `${MC_CACHE_DIR:-~/.cache/mc-emu}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CacheDir(pub PathBuf);
+
+impl CacheDir {
+    /// `MC_CACHE_DIR`, else `$HOME/.cache/mc-emu`.
+    pub fn from_env() -> Result<Self, QemuError> {
+        if let Some(dir) = std::env::var_os("MC_CACHE_DIR").filter(|d| !d.is_empty()) {
+            return Ok(CacheDir(PathBuf::from(dir)));
+        }
+        match std::env::var_os("HOME").filter(|d| !d.is_empty()) {
+            Some(home) => Ok(CacheDir(Path::new(&home).join(".cache/mc-emu"))),
+            None => Err(QemuError::BadArgument {
+                what: "cache directory",
+                reason: "neither MC_CACHE_DIR nor HOME is set".into(),
+            }),
+        }
+    }
+
+    /// The trixie root holding `usr/bin/qemu-system-x86_64`.
+    pub fn qemu_root(&self) -> PathBuf {
+        self.0.join("qemu-root")
+    }
+
+    /// The guest kernel image.
+    pub fn kernel(&self) -> PathBuf {
+        self.0.join("guest/vmlinuz")
+    }
+
+    /// The static busybox.
+    pub fn busybox(&self) -> PathBuf {
+        self.0.join("guest/busybox")
+    }
+
+    /// Default output directory of `mc-host image`.
+    pub fn image_dir(&self) -> PathBuf {
+        self.0.join("image")
+    }
+}
+
+/// The last `n` lines of `text`.
+pub(crate) fn tail_lines(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}

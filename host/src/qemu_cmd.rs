@@ -1,0 +1,163 @@
+//! The `image`, `qemu-check` and `qemu-boot` subcommands.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use host::qemu::boot::{qemu_args, AdapterSpec, BootSpec};
+use host::qemu::find::preferred_accel;
+use host::qemu::image::{recorded_guest_binary, shell_join};
+use host::qemu::{boot, build_image, find_qemu, CacheDir, GuestInputs, QemuError};
+
+/// `mc-host image`
+#[derive(Args, Debug)]
+pub struct ImageArgs {
+    /// Static guest program to install as /bin/mc-guest.
+    #[arg(long)]
+    pub guest_binary: Option<PathBuf>,
+    /// Output directory [default: <cache>/image].
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+/// `mc-host qemu-check`
+#[derive(Args, Debug)]
+pub struct CheckArgs {
+    /// QEMU binary to use (else MC_QEMU, PATH, the cached root).
+    #[arg(long)]
+    pub qemu: Option<PathBuf>,
+}
+
+/// `mc-host qemu-boot`
+#[derive(Args, Debug)]
+pub struct BootArgs {
+    /// QEMU binary to use (else MC_QEMU, PATH, the cached root).
+    #[arg(long)]
+    pub qemu: Option<PathBuf>,
+    /// Image directory [default: <cache>/image]; (re)built there if missing
+    /// or out of date.
+    #[arg(long)]
+    pub image_dir: Option<PathBuf>,
+    /// Static guest program to build the image with [default: the one the
+    /// image was last built with].
+    #[arg(long)]
+    pub guest_binary: Option<PathBuf>,
+    /// Node id passed to the guest (mc.node=).
+    #[arg(long, default_value_t = 0)]
+    pub node: u32,
+    /// Attach the Memory Channel adapter: the vhost-user backend's socket.
+    #[arg(long)]
+    pub vhost_socket: Option<PathBuf>,
+    /// Config space size of the adapter (what the backend serves).
+    #[arg(long, default_value_t = 64)]
+    pub config_size: u32,
+    /// Guest memory in MiB.
+    #[arg(long, default_value_t = 256)]
+    pub memory: u32,
+    /// Give up after this many seconds.
+    #[arg(long, default_value_t = 120)]
+    pub timeout: u64,
+    /// With MC_KVM=1: seconds to wait for the guest under KVM before
+    /// falling back to TCG.
+    #[arg(long, default_value_t = 20)]
+    pub kvm_probe_timeout: u64,
+    /// Serial log file [default: <image dir>/node<N>.serial.log].
+    #[arg(long)]
+    pub log: Option<PathBuf>,
+    /// Leave `quiet` off the kernel command line.
+    #[arg(long)]
+    pub verbose_kernel: bool,
+    /// Print the QEMU command line and exit.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Command to run in the guest (argv, after `--`); default: list the PCI
+    /// devices with their vendor, device and bound driver.
+    #[arg(last = true)]
+    pub command: Vec<String>,
+}
+
+/// The guest command `qemu-boot` runs by default.
+pub const LIST_PCI: &str = r#"for d in /sys/bus/pci/devices/*; do drv=none; if [ -e "$d/driver" ]; then drv=$(basename "$(readlink "$d/driver")"); fi; echo "pci $(basename "$d") vendor=$(cat "$d/vendor") device=$(cat "$d/device") driver=$drv"; done"#;
+
+pub fn image(args: &ImageArgs) -> Result<(), QemuError> {
+    let cache = CacheDir::from_env()?;
+    let inputs = GuestInputs::from_cache(&cache, args.guest_binary.as_deref())?;
+    let out = args.out.clone().unwrap_or_else(|| cache.image_dir());
+    let img = build_image(&inputs, &out)?;
+    println!(
+        "{} {}\nkernel: {}\ninitrd: {}\nkey:    {}",
+        if img.rebuilt { "built" } else { "up to date:" },
+        out.display(),
+        img.kernel.display(),
+        img.initrd.display(),
+        img.key
+    );
+    Ok(())
+}
+
+pub fn check(args: &CheckArgs) -> Result<(), QemuError> {
+    let cache = CacheDir::from_env()?;
+    println!("cache: {}", cache.0.display());
+    let qemu = find_qemu(args.qemu.as_deref(), &cache)?;
+    println!("QEMU {}: {}", qemu.version, qemu.display_prefix());
+    let inputs = GuestInputs::from_cache(&cache, None)?;
+    println!("kernel: {}", inputs.kernel.display());
+    println!("busybox: {}", inputs.busybox.display());
+    println!("accelerator: {} (TCG unless MC_KVM=1)", preferred_accel());
+    Ok(())
+}
+
+pub fn qemu_boot(args: &BootArgs) -> Result<i32, QemuError> {
+    let cache = CacheDir::from_env()?;
+    let dir = args.image_dir.clone().unwrap_or_else(|| cache.image_dir());
+    // Rebuilt only if an input changed; without --guest-binary, with the one
+    // the image was last built with.
+    let guest = args
+        .guest_binary
+        .clone()
+        .or_else(|| recorded_guest_binary(&dir));
+    let img = build_image(&GuestInputs::from_cache(&cache, guest.as_deref())?, &dir)?;
+    let command = if args.command.is_empty() {
+        LIST_PCI.to_string()
+    } else {
+        shell_join(&args.command)
+    };
+    let log = args
+        .log
+        .clone()
+        .unwrap_or_else(|| dir.join(format!("node{}.serial.log", args.node)));
+    let mut spec = BootSpec::new(img.kernel, img.initrd, log, command);
+    spec.node = args.node;
+    spec.memory_mib = args.memory;
+    spec.timeout = Duration::from_secs(args.timeout);
+    spec.quiet = !args.verbose_kernel;
+    spec.accel = preferred_accel();
+    spec.kvm_probe_timeout = Duration::from_secs(args.kvm_probe_timeout);
+    spec.adapter = args
+        .vhost_socket
+        .clone()
+        .map(|s| AdapterSpec::memory_channel(s, args.config_size));
+    let qemu = find_qemu(args.qemu.as_deref(), &cache)?;
+    if args.dry_run {
+        let a = qemu_args(&spec, spec.accel)?;
+        let words: Vec<String> = a
+            .iter()
+            .map(|w| host::qemu::image::shell_quote(&w.to_string_lossy()))
+            .collect();
+        println!("{} {}", qemu.display_prefix(), words.join(" "));
+        return Ok(0);
+    }
+    let out = boot(&qemu, &spec)?;
+    println!("{}", out.output);
+    println!(
+        "node {}: {} ready after {:.2} s, command done after {:.2} s, QEMU exited after {:.2} s; guest command status {}",
+        spec.node,
+        out.accel,
+        out.ready_after.as_secs_f64(),
+        out.command_done_after.as_secs_f64(),
+        out.total.as_secs_f64(),
+        out.exit_status
+    );
+    println!("serial log: {}", spec.serial_log.display());
+    Ok(out.exit_status)
+}
