@@ -265,3 +265,182 @@ mod tests {
         assert!(link.matches(a, b) && !link.matches(b, a) && !link.matches(a, c));
     }
 }
+
+/// A fault command that cannot be parsed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct FaultSyntaxError(pub String);
+
+/// Parse a duration: `250us`, `5ms`, `1.5s`, `100ns`.
+pub fn parse_duration(s: &str) -> Result<Nanos, FaultSyntaxError> {
+    let t = s.trim();
+    let split = t.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let mult = match unit {
+        "ns" => 1.0,
+        "us" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        _ => {
+            return Err(FaultSyntaxError(format!(
+                "{s:?}: a duration needs a unit: ns, us, ms or s (e.g. 5ms)"
+            )))
+        }
+    };
+    let v: f64 = num.parse().map_err(|_| {
+        FaultSyntaxError(format!("{s:?} is not a duration (e.g. 250us, 5ms, 1.5s)"))
+    })?;
+    if !v.is_finite() || v < 0.0 || v * mult > 1e18 {
+        return Err(FaultSyntaxError(format!("{s:?} is out of range")));
+    }
+    Ok(Nanos((v * mult).round() as u64))
+}
+
+fn parse_rate(s: &str) -> Result<Rate, FaultSyntaxError> {
+    let (v, scale) = match s.strip_suffix('%') {
+        Some(p) => (p, 100.0),
+        None => (s, 1.0),
+    };
+    let p: f64 = v
+        .parse()
+        .map_err(|_| FaultSyntaxError(format!("{s:?} is not a rate (e.g. 0.01 or 1%)")))?;
+    Rate::from_probability(p / scale).map_err(|e| FaultSyntaxError(e.to_string()))
+}
+
+fn parse_node(s: Option<&str>) -> Result<NodeId, FaultSyntaxError> {
+    let s = s.ok_or_else(|| FaultSyntaxError("a node number is missing".into()))?;
+    let n = s.strip_prefix("node").unwrap_or(s);
+    n.parse::<u8>()
+        .ok()
+        .filter(|n| *n < 64)
+        .map(NodeId)
+        .ok_or_else(|| FaultSyntaxError(format!("{s:?} is not a node number (0..63)")))
+}
+
+/// The fault syntax shared by `mc-host fault`, the control socket and fault plans:
+///
+/// - `drop RATE SCOPE`, `corrupt RATE SCOPE`: RATE is `0.01` or `1%`; SCOPE is
+///   `everywhere` (default), `node N`, or `link A B` (packets from A to B)
+/// - `clear`: remove every drop/corrupt rule
+/// - `link-down N`, `link-up N`, `crash N`, `rejoin N`
+/// - `stall DURATION`: e.g. `stall 5ms`
+impl std::str::FromStr for FaultCommand {
+    type Err = FaultSyntaxError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let words: Vec<&str> = s.split_whitespace().collect();
+        let mut it = words.iter().copied();
+        let verb = it
+            .next()
+            .ok_or_else(|| FaultSyntaxError("empty fault command".into()))?;
+        let cmd = match verb {
+            "drop" | "corrupt" => {
+                let fault = if verb == "drop" { PacketFault::Drop } else { PacketFault::Corrupt };
+                let rate = parse_rate(it.next().ok_or_else(|| FaultSyntaxError(format!("{verb}: the rate is missing")))?)?;
+                let scope = match it.next() {
+                    None | Some("everywhere") => FaultScope::Everywhere,
+                    Some("node") => FaultScope::Node(parse_node(it.next())?),
+                    Some("link") => FaultScope::Link {
+                        from: parse_node(it.next())?,
+                        to: parse_node(it.next())?,
+                    },
+                    Some(other) => {
+                        return Err(FaultSyntaxError(format!(
+                            "{other:?}: scope must be everywhere, node N or link A B"
+                        )))
+                    }
+                };
+                FaultCommand::Packets { fault, scope, rate }
+            }
+            "clear" => FaultCommand::ClearPackets,
+            "link-down" => FaultCommand::LinkDown(parse_node(it.next())?),
+            "link-up" => FaultCommand::LinkUp(parse_node(it.next())?),
+            "crash" => FaultCommand::Crash(parse_node(it.next())?),
+            "rejoin" => FaultCommand::Rejoin(parse_node(it.next())?),
+            "stall" => FaultCommand::StallHub {
+                duration: parse_duration(it.next().ok_or_else(|| FaultSyntaxError("stall: the duration is missing".into()))?)?,
+            },
+            other => {
+                return Err(FaultSyntaxError(format!(
+                    "unknown fault {other:?}: expected drop, corrupt, clear, link-down, link-up, crash, rejoin or stall"
+                )))
+            }
+        };
+        if let Some(extra) = it.next() {
+            return Err(FaultSyntaxError(format!(
+                "unexpected {extra:?} after {verb}"
+            )));
+        }
+        Ok(cmd)
+    }
+}
+
+#[cfg(test)]
+mod syntax_tests {
+    use super::*;
+
+    #[test]
+    fn commands_parse() {
+        let ok = [
+            (
+                "drop 0.01",
+                FaultCommand::Packets {
+                    fault: PacketFault::Drop,
+                    scope: FaultScope::Everywhere,
+                    rate: Rate(10_000),
+                },
+            ),
+            (
+                "corrupt 1% node 2",
+                FaultCommand::Packets {
+                    fault: PacketFault::Corrupt,
+                    scope: FaultScope::Node(NodeId(2)),
+                    rate: Rate(10_000),
+                },
+            ),
+            (
+                "drop 50% link 0 node1",
+                FaultCommand::Packets {
+                    fault: PacketFault::Drop,
+                    scope: FaultScope::Link {
+                        from: NodeId(0),
+                        to: NodeId(1),
+                    },
+                    rate: Rate(500_000),
+                },
+            ),
+            ("clear", FaultCommand::ClearPackets),
+            ("link-down 3", FaultCommand::LinkDown(NodeId(3))),
+            ("link-up node3", FaultCommand::LinkUp(NodeId(3))),
+            ("crash 1", FaultCommand::Crash(NodeId(1))),
+            ("rejoin 1", FaultCommand::Rejoin(NodeId(1))),
+            (
+                "stall 1.5ms",
+                FaultCommand::StallHub {
+                    duration: Nanos(1_500_000),
+                },
+            ),
+        ];
+        for (s, want) in ok {
+            assert_eq!(s.parse::<FaultCommand>(), Ok(want), "{s}");
+        }
+        for bad in [
+            "",
+            "explode",
+            "drop",
+            "drop 2",
+            "drop 1% node",
+            "drop 1% node 99",
+            "crash x",
+            "stall 5",
+            "stall 5 parsecs",
+            "clear now",
+            "corrupt 1% galaxy",
+        ] {
+            let e = bad.parse::<FaultCommand>().unwrap_err();
+            assert!(!e.0.is_empty(), "{bad}");
+        }
+        assert_eq!(parse_duration("250us"), Ok(Nanos(250_000)));
+        assert_eq!(parse_duration("2s"), Ok(Nanos(2_000_000_000)));
+    }
+}

@@ -38,7 +38,9 @@ pub mod types;
 
 pub use config::{ClusterConfig, ConfigError};
 pub use counters::{HubCounters, NodeCounters};
-pub use fault::{FaultCommand, FaultError, FaultScope, PacketFault, Rate};
+pub use fault::{
+    parse_duration, FaultCommand, FaultError, FaultScope, FaultSyntaxError, PacketFault, Rate,
+};
 pub use hub::{Hub, Membership, ModelError, ScheduledFault, TransmitSummary, ACK_WORD_BYTES};
 pub use packet::{split_store, Packet};
 pub use pct::{Destination, PageControlTable, PctEntry, PctError};

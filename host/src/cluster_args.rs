@@ -2,6 +2,9 @@
 
 use clap::Args;
 use firmware_model::{ClusterConfig, LinkTiming};
+use mc_device::Cluster;
+
+use crate::fault_plan::FaultPlan;
 
 /// Shape of the emulated cluster.
 #[derive(Args, Debug, Clone)]
@@ -25,14 +28,29 @@ pub struct ClusterArgs {
     /// Hub ports; defaults to 8, or the node count if larger (at most 64).
     #[arg(long)]
     pub hub_ports: Option<u8>,
-    /// Seed of the fault injector.
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
+    /// Seed of the fault injector (default: the fault plan's, else 0).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// A fault plan (TOML: a seed and a timeline of faults) to replay.
+    #[arg(long, value_name = "FILE")]
+    pub fault_plan: Option<std::path::PathBuf>,
 }
 
 impl ClusterArgs {
+    /// The fault plan, if one was given.
+    pub fn plan(&self) -> Result<Option<FaultPlan>, String> {
+        self.fault_plan.as_deref().map(FaultPlan::load).transpose()
+    }
+
     /// The model configuration, or a message saying what is wrong.
-    pub fn config(&self) -> Result<ClusterConfig, String> {
+    pub fn config(&self, plan: Option<&FaultPlan>) -> Result<ClusterConfig, String> {
+        let seed = match (self.seed, plan.and_then(|p| p.seed)) {
+            (Some(s), Some(p)) if s != p => {
+                return Err(format!("--seed {s} contradicts the fault plan's seed {p}"));
+            }
+            (Some(s), _) => s,
+            (None, p) => p.unwrap_or(0),
+        };
         let c = ClusterConfig {
             nodes: self.nodes,
             hub_ports: self.hub_ports.unwrap_or(self.nodes.max(8)),
@@ -40,7 +58,7 @@ impl ClusterArgs {
             page_size: self.page_size,
             max_payload: self.max_payload,
             link: self.link,
-            fault_seed: self.seed,
+            fault_seed: seed,
         };
         c.validate().map_err(|e| e.to_string())?;
         Ok(c)
@@ -50,6 +68,16 @@ impl ClusterArgs {
     pub fn throttle(&self) -> bool {
         self.link != LinkTiming::UNTHROTTLED
     }
+}
+
+/// Schedule every fault of `plan` on the running cluster.
+pub fn schedule_plan(cluster: &Cluster, plan: &FaultPlan) -> Result<(), String> {
+    for (at, cmd) in &plan.timeline {
+        cluster
+            .schedule_fault(*at, *cmd)
+            .map_err(|e| format!("fault plan: {cmd}: {e}"))?;
+    }
+    Ok(())
 }
 
 fn parse_page_size(s: &str) -> Result<u32, String> {

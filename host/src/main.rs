@@ -1,7 +1,10 @@
 //! `mc-host`: the command users run.
 
 mod cluster_args;
+mod control;
 mod demo;
+mod fault_cmd;
+mod fault_plan;
 mod qemu_cmd;
 mod run;
 mod serve;
@@ -29,6 +32,11 @@ enum Command {
     /// Start the backend and one virtual guest per node (no QEMU), each running
     /// the given program (usually `mc-guest ...`); print their output by node.
     Run(run::RunArgs),
+    /// Inject a fault into a running cluster, or show the faults in force
+    /// (`status`).
+    Fault(fault_cmd::FaultArgs),
+    /// Per-node packets, bytes, drops, errors and membership of a running cluster.
+    Stats(fault_cmd::StatsArgs),
     /// Build the guest boot image (kernel + initramfs with busybox, /init and
     /// the guest program) from the set-up cache; rebuilt only when inputs change.
     Image(qemu_cmd::ImageArgs),
@@ -54,7 +62,10 @@ fn main() -> ExitCode {
     // Server and QEMU commands narrate progress; in `run` and `demo` the
     // backend's log would drown the guests' output, so only warnings show there
     // unless RUST_LOG says otherwise.
-    let level = if !matches!(cli.command, Command::Run(_) | Command::Demo(_)) {
+    let level = if !matches!(
+        cli.command,
+        Command::Run(_) | Command::Demo(_) | Command::Fault(_) | Command::Stats(_)
+    ) {
         "info"
     } else {
         "warn"
@@ -65,11 +76,15 @@ fn main() -> ExitCode {
         Command::Demo(args) => demo::run(&args).map_err(|e| rt(&e)),
         Command::Serve(args) => serve::run(&args),
         Command::Run(args) => run::run(&args),
+        Command::Fault(args) => fault_cmd::fault(&args),
+        Command::Stats(args) => fault_cmd::stats(&args),
         Command::Image(args) => qemu_cmd::image(&args).map_err(|e| rt(&e)),
         Command::QemuCheck(args) => qemu_cmd::check(&args).map_err(|e| rt(&e)),
         Command::QemuBoot(args) => match qemu_cmd::qemu_boot(&args) {
             Ok(0) => Ok(()),
-            Ok(status) => Err(CliError::Runtime(format!("guest command exited with status {status}"))),
+            Ok(status) => Err(CliError::Runtime(format!(
+                "guest command exited with status {status}"
+            ))),
             Err(e) => Err(rt(&e)),
         },
     };

@@ -6,7 +6,7 @@
 //! prefixed by node.
 
 use std::io::{BufRead, BufReader, Read};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
@@ -17,8 +17,8 @@ use firmware_model::NodeId;
 use log::warn;
 use mc_device::{Cluster, ClusterOptions};
 
-use crate::cluster_args::ClusterArgs;
-use crate::serve::print_snapshot;
+use crate::cluster_args::{schedule_plan, ClusterArgs};
+use crate::control::{format_snapshot, ControlServer};
 use crate::CliError;
 
 #[derive(Args, Debug)]
@@ -28,6 +28,10 @@ pub struct RunArgs {
     /// Give up (and stop every guest) after this many seconds.
     #[arg(long, default_value_t = 600)]
     pub timeout: u64,
+    /// Socket directory (default: a fresh temporary one). Give one to reach the
+    /// cluster with `mc-host fault` or `mc-host stats` while it runs.
+    #[arg(long)]
+    pub socket_dir: Option<PathBuf>,
     /// Print the cluster's counters when the run ends.
     #[arg(long)]
     pub stats: bool,
@@ -85,16 +89,32 @@ fn pump(node: u8, stream: impl Read + Send + 'static, tx: mpsc::Sender<Line>) {
 }
 
 pub fn run(args: &RunArgs) -> Result<(), CliError> {
-    let config = args.cluster.config().map_err(CliError::Usage)?;
+    let plan = args.cluster.plan().map_err(CliError::Usage)?;
+    let config = args
+        .cluster
+        .config(plan.as_ref())
+        .map_err(CliError::Usage)?;
     let program = resolve_program(&args.command[0])?;
-    let dir = tempfile::Builder::new()
-        .prefix("mc-run-")
-        .tempdir()
-        .map_err(|e| CliError::Runtime(format!("cannot create a socket directory: {e}")))?;
-    let mut opts = ClusterOptions::new(config.clone(), dir.path());
+    let tmp;
+    let dir: &Path = match &args.socket_dir {
+        Some(d) => d,
+        None => {
+            tmp = tempfile::Builder::new()
+                .prefix("mc-run-")
+                .tempdir()
+                .map_err(|e| CliError::Runtime(format!("cannot create a socket directory: {e}")))?;
+            tmp.path()
+        }
+    };
+    let mut opts = ClusterOptions::new(config.clone(), dir);
     opts.throttle = args.cluster.throttle();
     opts.spin = Duration::from_micros(args.spin_us);
-    let cluster = Cluster::start(opts).map_err(|e| CliError::Runtime(e.to_string()))?;
+    let cluster = Arc::new(Cluster::start(opts).map_err(|e| CliError::Runtime(e.to_string()))?);
+    if let Some(plan) = &plan {
+        schedule_plan(&cluster, plan).map_err(CliError::Usage)?;
+    }
+    let control = ControlServer::start(dir, cluster.clone())
+        .map_err(|e| CliError::Runtime(format!("control socket: {e}")))?;
 
     let interrupted = Arc::new(AtomicBool::new(false));
     let flag = interrupted.clone();
@@ -163,10 +183,13 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
     while let Ok(Line(n, l)) = rx.recv_timeout(Duration::from_millis(200)) {
         println!("[node{n}] {l}");
     }
+    drop(control);
     let snap = cluster.snapshot();
-    cluster.shutdown();
+    if let Ok(c) = Arc::try_unwrap(cluster) {
+        c.shutdown();
+    }
     if args.stats {
-        print_snapshot(&snap);
+        print!("{}", format_snapshot(&snap));
     }
     if let Some(why) = stop_reason {
         return Err(CliError::Runtime(format!("{why}; every guest was stopped")));

@@ -6,7 +6,11 @@ use std::time::Duration;
 
 use clap::Args;
 use log::info;
-use mc_device::{Cluster, ClusterOptions, ClusterSnapshot};
+use mc_device::{Cluster, ClusterOptions};
+use std::sync::Arc;
+
+use crate::cluster_args::schedule_plan;
+use crate::control::{format_snapshot, ControlServer, CONTROL_SOCKET};
 
 use crate::cluster_args::ClusterArgs;
 use crate::CliError;
@@ -24,7 +28,11 @@ pub struct ServeArgs {
 }
 
 pub fn run(args: &ServeArgs) -> Result<(), CliError> {
-    let config = args.cluster.config().map_err(CliError::Usage)?;
+    let plan = args.cluster.plan().map_err(CliError::Usage)?;
+    let config = args
+        .cluster
+        .config(plan.as_ref())
+        .map_err(CliError::Usage)?;
     let mut opts = ClusterOptions::new(config, &args.socket_dir);
     opts.throttle = args.cluster.throttle();
     opts.spin = Duration::from_micros(args.spin_us);
@@ -33,47 +41,29 @@ pub fn run(args: &ServeArgs) -> Result<(), CliError> {
         let _ = tx.send(());
     })
     .map_err(|e| CliError::Runtime(format!("cannot install the Ctrl-C handler: {e}")))?;
-    let cluster = Cluster::start(opts).map_err(|e| CliError::Runtime(e.to_string()))?;
+    let cluster = Arc::new(Cluster::start(opts).map_err(|e| CliError::Runtime(e.to_string()))?);
+    if let Some(plan) = &plan {
+        schedule_plan(&cluster, plan).map_err(CliError::Usage)?;
+    }
+    let control = ControlServer::start(&args.socket_dir, cluster.clone())
+        .map_err(|e| CliError::Runtime(format!("control socket: {e}")))?;
     for n in 0..cluster.nodes() {
         if let Some(p) = cluster.socket_path(firmware_model::NodeId(n)) {
             println!("node{n}: {}", p.display());
         }
     }
+    println!(
+        "control: {}",
+        args.socket_dir.join(CONTROL_SOCKET).display()
+    );
     println!("serving; Ctrl-C to stop");
     let _ = rx.recv();
     info!("shutting down");
+    drop(control);
     let snap = cluster.snapshot();
-    cluster.shutdown();
-    print_snapshot(&snap);
-    Ok(())
-}
-
-/// The per-node table `serve` prints at exit (and `stats` will show).
-pub fn print_snapshot(s: &ClusterSnapshot) {
-    println!(
-        "membership epoch {} members {}; cluster error count {}; up {:.1} s",
-        s.membership.epoch,
-        s.membership.members,
-        s.cluster_error_count,
-        s.uptime.0 as f64 / 1e9
-    );
-    println!(
-        "{:<6} {:>5} {:>10} {:>12} {:>10} {:>12} {:>7} {:>7} {:>7}",
-        "node", "conns", "pkts tx", "bytes tx", "pkts rx", "bytes rx", "drops", "errors", "refused"
-    );
-    for n in &s.nodes {
-        let c = &n.counters;
-        println!(
-            "{:<6} {:>5} {:>10} {:>12} {:>10} {:>12} {:>7} {:>7} {:>7}",
-            n.node.to_string(),
-            n.connections,
-            c.packets_sent,
-            c.bytes_sent,
-            c.packets_received,
-            c.bytes_received,
-            c.drops,
-            c.errors,
-            c.protection_errors
-        );
+    if let Ok(c) = Arc::try_unwrap(cluster) {
+        c.shutdown();
     }
+    print!("{}", format_snapshot(&snap));
+    Ok(())
 }

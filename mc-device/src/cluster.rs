@@ -8,8 +8,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use firmware_model::{
-    AdapterErrorStatus, ClusterConfig, FaultCommand, Hub, HubCounters, Membership, ModelError,
-    Nanos, NodeCounters, NodeId,
+    AdapterErrorStatus, ClusterConfig, FaultCommand, FaultScope, Hub, HubCounters, Membership,
+    ModelError, Nanos, NodeCounters, NodeId, PacketFault, Rate, ScheduledFault,
 };
 use log::{error, info, warn};
 use vhost::vhost_user::Listener;
@@ -85,6 +85,15 @@ pub struct ClusterSnapshot {
     pub hub: HubCounters,
     pub nodes: Vec<NodeSnapshot>,
     pub uptime: Nanos,
+}
+
+/// Faults in force on a running cluster.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FaultStatus {
+    pub rules: Vec<(PacketFault, FaultScope, Rate)>,
+    pub scheduled: Vec<ScheduledFault>,
+    pub stalled_until: Nanos,
+    pub now: Nanos,
 }
 
 /// A running cluster. Dropping it shuts it down and removes its sockets.
@@ -180,6 +189,17 @@ impl Cluster {
         let r = self.shared.lock().hub.schedule_fault(at, cmd);
         self.shared.wake_hub();
         r
+    }
+
+    /// Active packet fault rules, faults still scheduled, and the hub stall.
+    pub fn fault_status(&self) -> FaultStatus {
+        let st = self.shared.lock();
+        FaultStatus {
+            rules: st.hub.packet_faults().to_vec(),
+            scheduled: st.hub.scheduled_faults().to_vec(),
+            stalled_until: st.hub.stalled_until(),
+            now: st.now(),
+        }
     }
 
     pub fn snapshot(&self) -> ClusterSnapshot {

@@ -47,11 +47,16 @@ pub(crate) fn run(shared: Arc<Shared>) {
             }
             continue;
         }
-        // Idle: arm kicks, re-check, sleep.
-        if shared.lock().arm_tx_notifications() {
-            idle_since = None;
-            continue;
-        }
+        // Idle: arm kicks, re-check, sleep (no later than the next scheduled fault).
+        let sleep_ms = {
+            let st = shared.lock();
+            if st.arm_tx_notifications() {
+                idle_since = None;
+                continue;
+            }
+            st.next_fault_in()
+                .map_or(SLEEP_MS, |d| (d.as_millis() as i32 + 1).min(SLEEP_MS))
+        };
         let mut pfd = libc::pollfd {
             fd: shared.wake.as_raw_fd(),
             events: libc::POLLIN,
@@ -59,7 +64,7 @@ pub(crate) fn run(shared: Arc<Shared>) {
         };
         // SAFETY: `pfd` is a valid pollfd for the duration of the call and the
         // count is 1.
-        let r = unsafe { libc::poll(&mut pfd, 1, SLEEP_MS) };
+        let r = unsafe { libc::poll(&mut pfd, 1, sleep_ms) };
         if r > 0 {
             let _ = shared.wake.read();
             debug!("hub woken by a kick");

@@ -19,7 +19,7 @@ mod memory;
 mod node;
 mod state;
 
-pub use cluster::{Cluster, ClusterOptions, ClusterSnapshot, NodeSnapshot};
+pub use cluster::{Cluster, ClusterOptions, ClusterSnapshot, FaultStatus, NodeSnapshot};
 pub use error::DeviceError;
 
 #[cfg(test)]

@@ -651,6 +651,14 @@ impl ClusterState {
         r
     }
 
+    /// Time until the next scheduled fault, if any.
+    pub(crate) fn next_fault_in(&self) -> Option<std::time::Duration> {
+        let next = self.hub.scheduled_faults().first()?.at;
+        Some(std::time::Duration::from_nanos(
+            next.0.saturating_sub(self.now().0),
+        ))
+    }
+
     /// Apply scheduled faults due by now.
     pub(crate) fn advance(&mut self) {
         if self
