@@ -578,8 +578,10 @@ impl ClusterState {
                     return CtrlResponse::error(Status::BadAddress, 0);
                 }
                 self.nodes[i].status_page = Some(gpa);
-                // Written in full at the end of this request.
                 self.nodes[i].last_status = None;
+                // Written in full before the answer, so the driver can read it
+                // as soon as the request completes.
+                self.refresh_status_pages();
                 CtrlResponse::ok(0, 0)
             }
             CtrlRequest::GetStatus => {
