@@ -1,1 +1,30 @@
+//! What runs in a guest: the driver of the Memory Channel adapter.
+//!
+//! Layers, bottom up:
+//! - [`dma`]: memory shared with the device (bounds-checked, volatile/atomic),
+//!   and an allocator for rings, buffers and frames;
+//! - [`virtqueue`]: the driver side of a split virtqueue;
+//! - [`transport`]: how the adapter is reached (a virtual guest over vhost-user
+//!   today; a PCI user-space driver in a QEMU guest to come);
+//! - [`tx`]: building transmit records;
+//! - [`adapter`]: the adapter driver: control requests, transmit, events,
+//!   status page, receive frames.
+//!
+//! The guest-visible interface is `firmware_model::abi`; docs/device.md
+//! describes it.
 
+pub mod adapter;
+pub mod apps;
+pub mod dma;
+pub mod error;
+pub mod mc;
+pub mod transport;
+pub mod tx;
+pub mod virtqueue;
+
+pub use adapter::{Adapter, AdapterOptions, RxRegion, StatusView, TxTicket};
+pub use dma::{DmaAllocator, DmaBacking, DmaError, DmaRegion, MemfdMemory};
+pub use error::{Error, Result};
+pub use transport::vhost_user::{VhostUserOptions, VhostUserTransport};
+pub use transport::{Transport, TransportError};
+pub use virtqueue::{QueueError, Virtqueue};

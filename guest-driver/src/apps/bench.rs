@@ -1,0 +1,404 @@
+//! `mc-guest bench`: Memory Channel operations measured through the API, each
+//! printed next to the real hardware's figure from the seeds and next to the raw
+//! limit of this machine measured in the same run.
+//!
+//! Seed figures: MC2 one-way latency 2.9 us (seed 004 Table 2) to 3.3 us (seed
+//! 000 s.3.1), bandwidth 64 MB/s (seed 004 Table 2) to 75 MB/s (seed 000 s.2.2);
+//! imc_ckerrcnt under 5 us (seed 004, Error Management).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::mc::{Barrier, McError, MemoryChannel, Sharing};
+
+const T: Duration = Duration::from_secs(120);
+const KEY_BARRIER: u32 = 0xbe4c_0001;
+const KEY_PING: u32 = 0xbe4c_0002;
+const KEY_STREAM: u32 = 0xbe4c_0003;
+const KEY_DONE: u32 = 0xbe4c_0004;
+const KEY_LOCK: u32 = 0xbe4c_0005;
+const KEY_BCAST: u32 = 0xbe4c_0006;
+
+/// Which benchmarks to run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Which {
+    All,
+    Latency,
+    Bandwidth,
+    Broadcast,
+    Lock,
+    Errcheck,
+}
+
+/// One printed row.
+#[derive(Clone, Debug)]
+pub struct Row {
+    pub name: String,
+    pub value: f64,
+    pub unit: &'static str,
+    /// The real hardware's figure, if the seeds give one.
+    pub hardware: Option<f64>,
+    /// This machine's raw limit for the same thing, measured now.
+    pub raw: Option<f64>,
+    /// Lower is better (times) or higher is better (bandwidths).
+    pub lower_is_better: bool,
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+    v[v.len() / 2]
+}
+
+fn pct(v: &mut [f64], p: f64) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+    v[((v.len() - 1) as f64 * p) as usize]
+}
+
+/// Raw limit: a value passed between two threads through one cache line.
+pub fn raw_cache_line_one_way_ns(iters: u32) -> f64 {
+    #[repr(align(64))]
+    struct Line(AtomicU64);
+    let a = Arc::new((Line(AtomicU64::new(0)), Line(AtomicU64::new(0))));
+    let b = a.clone();
+    let t = std::thread::spawn(move || {
+        for i in 1..=u64::from(iters) {
+            while b.0 .0.load(Ordering::Acquire) != i {
+                std::hint::spin_loop();
+            }
+            b.1 .0.store(i, Ordering::Release);
+        }
+    });
+    let mut samples = Vec::with_capacity(iters as usize);
+    for i in 1..=u64::from(iters) {
+        let t0 = Instant::now();
+        a.0 .0.store(i, Ordering::Release);
+        while a.1 .0.load(Ordering::Acquire) != i {
+            std::hint::spin_loop();
+        }
+        samples.push(t0.elapsed().as_nanos() as f64 / 2.0);
+    }
+    let _ = t.join();
+    median(&mut samples)
+}
+
+/// Raw limit: memcpy bandwidth in MB/s for `size`-byte copies.
+pub fn raw_memcpy_mb_s(size: usize) -> f64 {
+    let src = vec![7u8; 8 << 20];
+    let mut dst = vec![0u8; 8 << 20];
+    let mut samples = Vec::new();
+    for _ in 0..5 {
+        let t0 = Instant::now();
+        let mut off = 0;
+        let mut bytes = 0usize;
+        while bytes < 64 << 20 {
+            dst[off..off + size].copy_from_slice(&src[off..off + size]);
+            bytes += size;
+            off = (off + size) % (src.len() - size + 1);
+        }
+        std::hint::black_box(&dst);
+        samples.push(bytes as f64 / t0.elapsed().as_secs_f64() / 1e6);
+    }
+    median(&mut samples)
+}
+
+fn api<T>(r: Result<T, McError>) -> Result<T, String> {
+    r.map_err(|e| e.to_string())
+}
+
+/// Run the benchmarks; node 0 returns the rows, others return none.
+pub fn run(mc: &MemoryChannel, which: Which, iters: u32) -> Result<Vec<Row>, String> {
+    let me = mc.node_id().0;
+    let nodes = mc.nodes();
+    let mut rows = Vec::new();
+    let mut barrier = api(Barrier::new(mc, KEY_BARRIER))?;
+    let mut sync = || api(barrier.wait(T));
+    let want = |w: Which| which == Which::All || which == w;
+
+    if want(Which::Latency) && nodes >= 2 {
+        let id = api(mc.region_alloc(KEY_PING, 64, true))?;
+        let tx = api(mc.attach_transmit(id, Sharing::Shared, false))?;
+        let rx = api(mc.attach_receive(id, Sharing::Shared, false))?;
+        sync()?;
+        let mut samples = Vec::new();
+        let warm = iters / 10;
+        for i in 1..=u64::from(iters + warm) {
+            match me {
+                0 => {
+                    let t0 = Instant::now();
+                    api(tx.write_u64(0, i))?;
+                    spin_until(|| rx.load_u64(8).map(|v| v == i).unwrap_or(false));
+                    if i > u64::from(warm) {
+                        samples.push(t0.elapsed().as_nanos() as f64 / 2.0);
+                    }
+                }
+                1 => {
+                    spin_until(|| rx.load_u64(0).map(|v| v == i).unwrap_or(false));
+                    api(tx.write_u64(8, i))?;
+                }
+                _ => break,
+            }
+        }
+        sync()?;
+        if me == 0 {
+            let raw = raw_cache_line_one_way_ns(iters.max(1000));
+            let p99 = pct(&mut samples.clone(), 0.99);
+            rows.push(Row {
+                name: "one-way latency, 8-byte write (median)".into(),
+                value: median(&mut samples) / 1e3,
+                unit: "us",
+                hardware: Some(2.9),
+                raw: Some(raw / 1e3),
+                lower_is_better: true,
+            });
+            rows.push(Row {
+                name: "one-way latency, 8-byte write (p99)".into(),
+                value: p99 / 1e3,
+                unit: "us",
+                hardware: Some(3.3),
+                raw: None,
+                lower_is_better: true,
+            });
+        }
+    }
+
+    if want(Which::Bandwidth) && nodes >= 2 {
+        rows.extend(stream(mc, &mut sync, KEY_STREAM, false)?);
+    }
+    if want(Which::Broadcast) && nodes >= 2 {
+        rows.extend(stream(mc, &mut sync, KEY_BCAST, true)?);
+    }
+
+    if want(Which::Lock) {
+        let locks = api(mc.lock_alloc(KEY_LOCK, 1, false, false))?;
+        sync()?;
+        if me == 0 {
+            let mut s = Vec::new();
+            for _ in 0..iters.min(2000) {
+                let t0 = Instant::now();
+                api(locks.acquire(0))?;
+                s.push(t0.elapsed().as_nanos() as f64);
+                api(locks.release(0))?;
+            }
+            rows.push(Row {
+                name: "lock acquire, uncontended".into(),
+                value: median(&mut s) / 1e3,
+                unit: "us",
+                hardware: None,
+                raw: None,
+                lower_is_better: true,
+            });
+        }
+        sync()?;
+        let n = iters.min(500);
+        let t0 = Instant::now();
+        for _ in 0..n {
+            api(locks.acquire(0))?;
+            api(locks.release(0))?;
+        }
+        let per = t0.elapsed().as_nanos() as f64 / f64::from(n);
+        sync()?;
+        if me == 0 {
+            rows.push(Row {
+                name: format!("lock acquire+release, {nodes} nodes contending"),
+                value: per / 1e3,
+                unit: "us",
+                hardware: None,
+                raw: None,
+                lower_is_better: true,
+            });
+        }
+    }
+
+    if want(Which::Errcheck) {
+        sync()?;
+        if me == 0 {
+            let n = 100_000u32;
+            let t0 = Instant::now();
+            let mut x = 0;
+            for _ in 0..n {
+                x ^= mc.error_count();
+            }
+            std::hint::black_box(x);
+            let rd = t0.elapsed().as_nanos() as f64 / f64::from(n);
+            let mut s = Vec::new();
+            for _ in 0..iters.min(2000) {
+                let t0 = Instant::now();
+                api(mc.check_errors())?;
+                s.push(t0.elapsed().as_nanos() as f64);
+            }
+            rows.push(Row {
+                name: "error count read (imc_rderrcnt)".into(),
+                value: rd / 1e3,
+                unit: "us",
+                hardware: None,
+                raw: None,
+                lower_is_better: true,
+            });
+            rows.push(Row {
+                name: "error check via ACK page (imc_ckerrcnt)".into(),
+                value: median(&mut s) / 1e3,
+                unit: "us",
+                hardware: Some(5.0),
+                raw: None,
+                lower_is_better: true,
+            });
+        }
+        sync()?;
+    }
+    Ok(rows)
+}
+
+fn spin_until(mut f: impl FnMut() -> bool) {
+    let mut spins = 0u32;
+    while !f() {
+        spins = spins.saturating_add(1);
+        if spins > 50 {
+            // More busy threads than cores (hub, sender, receiver on two cores
+            // here): after a short spin, let the hub and the peer run.
+            std::thread::yield_now();
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+/// Node 0 streams writes of several sizes; node 1 (or everyone, for
+/// broadcast) receives; throughput is measured until the last receiver has seen
+/// the end marker.
+fn stream(
+    mc: &MemoryChannel,
+    sync: &mut dyn FnMut() -> Result<(), String>,
+    key: u32,
+    broadcast: bool,
+) -> Result<Vec<Row>, String> {
+    const REGION: usize = 1 << 20;
+    let me = mc.node_id().0;
+    let nodes = mc.nodes();
+    let receives = if broadcast { me != 0 } else { me == 1 };
+    let id = api(mc.region_alloc(key, REGION as u64 + 4096, false))?;
+    let done_id = api(mc.region_alloc(KEY_DONE, 8 * 64, true))?;
+    let done_tx = api(mc.attach_transmit(done_id, Sharing::Shared, false))?;
+    let done_rx = api(mc.attach_receive(done_id, Sharing::Shared, false))?;
+    let rx = if receives {
+        Some(api(mc.attach_receive(id, Sharing::Shared, false))?)
+    } else {
+        None
+    };
+    let tx = if me == 0 {
+        Some(api(mc.attach_transmit(id, Sharing::Shared, false))?)
+    } else {
+        None
+    };
+    sync()?;
+    let mut rows = Vec::new();
+    let receivers = if broadcast { nodes - 1 } else { 1 };
+    for (round, size) in [32usize, 256, 4096, 65536].into_iter().enumerate() {
+        let total: usize = if size < 256 { 4 << 20 } else { 32 << 20 };
+        let marker = (round + 1) as u64;
+        let t0 = Instant::now();
+        if let Some(tx) = &tx {
+            let data = vec![0x5au8; size];
+            let batch = (REGION / size).clamp(1, 64);
+            let mut off = 0usize;
+            let mut sent = 0usize;
+            while sent < total {
+                let writes: Vec<(usize, &[u8])> = (0..batch)
+                    .map(|k| ((off + k * size) % REGION, &data[..]))
+                    .collect();
+                api(tx.write_many(&writes))?;
+                off = (off + batch * size) % REGION;
+                sent += batch * size;
+            }
+            // The end marker, after every data packet in the total order.
+            api(tx.write_u64(REGION, marker))?;
+        }
+        if let Some(rx) = &rx {
+            spin_until(|| rx.load_u64(REGION).map(|v| v >= marker).unwrap_or(false));
+            api(done_tx.write_u64(8 * me as usize, marker))?;
+        }
+        if me == 0 {
+            let members = mc.registers().members;
+            spin_until(|| {
+                (1..nodes)
+                    .filter(|n| members & (1 << n) != 0 && (broadcast || *n == 1))
+                    .all(|n| {
+                        done_rx
+                            .load_u64(8 * n as usize)
+                            .map(|v| v >= marker)
+                            .unwrap_or(false)
+                    })
+            });
+            let secs = t0.elapsed().as_secs_f64();
+            let mb_s = total as f64 * f64::from(receivers) / secs / 1e6;
+            let raw = raw_memcpy_mb_s(size);
+            rows.push(Row {
+                name: if broadcast {
+                    format!("broadcast to {receivers} nodes, {size} B writes (delivered)")
+                } else {
+                    format!("streaming, {size} B writes")
+                },
+                value: mb_s,
+                unit: "MB/s",
+                hardware: Some(if broadcast {
+                    75.0 * f64::from(receivers)
+                } else {
+                    75.0
+                }),
+                raw: Some(raw),
+                lower_is_better: false,
+            });
+        }
+        sync()?;
+    }
+    Ok(rows)
+}
+
+/// The table node 0 prints.
+pub fn format(rows: &[Row]) -> String {
+    let mut s = format!(
+        "{:<52} {:>12} {:>10} {:>9} {:>12} {:>9}\n",
+        "operation", "measured", "MC2 (seed)", "vs MC2", "raw limit", "vs raw"
+    );
+    for r in rows {
+        let fmt = |v: f64| {
+            if v >= 100.0 {
+                format!("{v:.0}")
+            } else if v >= 1.0 {
+                format!("{v:.2}")
+            } else {
+                format!("{v:.3}")
+            }
+        };
+        let ratio = |other: Option<f64>| match other {
+            Some(o) if o > 0.0 && r.value > 0.0 => {
+                let x = if r.lower_is_better {
+                    o / r.value
+                } else {
+                    r.value / o
+                };
+                format!("{x:.2}x")
+            }
+            _ => "-".into(),
+        };
+        s += &format!(
+            "{:<52} {:>7} {:<4} {:>10} {:>9} {:>12} {:>9}\n",
+            r.name,
+            fmt(r.value),
+            r.unit,
+            r.hardware.map_or("-".into(), fmt),
+            ratio(r.hardware),
+            r.raw
+                .map_or("-".into(), |v| format!("{} {}", fmt(v), r.unit)),
+            ratio(r.raw),
+        );
+    }
+    s += "ratios: above 1x means faster than the reference (vs MC2: than the real hardware; vs raw: than this machine's limit).\n";
+    s
+}

@@ -1,0 +1,4 @@
+//! Programs `mc-guest` runs on the Memory Channel API.
+
+pub mod bench;
+pub mod selftest;

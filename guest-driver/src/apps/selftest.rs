@@ -1,0 +1,313 @@
+//! `mc-guest selftest`: every node runs the same checks together, through the
+//! Memory Channel API, and reports each one.
+
+use std::time::Duration;
+
+use crate::mc::{Barrier, McError, MemoryChannel, Sharing};
+
+const T: Duration = Duration::from_secs(60);
+const KEY_BARRIER: u32 = 0x5e1f_0001;
+const KEY_COHERENT: u32 = 0x5e1f_0002;
+const KEY_LOOP: u32 = 0x5e1f_0003;
+const KEY_LOCK: u32 = 0x5e1f_0004;
+const KEY_COUNTER: u32 = 0x5e1f_0005;
+const KEY_ERR: u32 = 0x5e1f_0006;
+
+/// A failed check.
+#[derive(Debug, thiserror::Error)]
+pub enum SelftestError {
+    #[error("check {check:?} failed: {why}")]
+    Check { check: &'static str, why: String },
+    #[error("check {check:?}: {source}")]
+    Api {
+        check: &'static str,
+        #[source]
+        source: McError,
+    },
+}
+
+struct Run<'a> {
+    mc: &'a MemoryChannel,
+    passed: u32,
+    out: &'a mut dyn FnMut(String),
+}
+
+impl Run<'_> {
+    fn check(
+        &mut self,
+        name: &'static str,
+        f: impl FnOnce(&MemoryChannel) -> Result<Result<String, String>, McError>,
+    ) -> Result<(), SelftestError> {
+        match f(self.mc) {
+            Ok(Ok(detail)) => {
+                self.passed += 1;
+                (self.out)(format!("ok   {name}: {detail}"));
+                Ok(())
+            }
+            Ok(Err(why)) => {
+                (self.out)(format!("FAIL {name}: {why}"));
+                Err(SelftestError::Check { check: name, why })
+            }
+            Err(source) => {
+                (self.out)(format!("FAIL {name}: {source}"));
+                Err(SelftestError::Api {
+                    check: name,
+                    source,
+                })
+            }
+        }
+    }
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(13).wrapping_add(seed))
+        .collect()
+}
+
+/// Run every check; returns how many passed.
+pub fn run(
+    mc: &MemoryChannel,
+    iterations: u32,
+    out: &mut dyn FnMut(String),
+) -> Result<u32, SelftestError> {
+    let me = mc.node_id().0;
+    let nodes = mc.nodes();
+    let mut barrier = Barrier::new(mc, KEY_BARRIER).map_err(|source| SelftestError::Api {
+        check: "barrier",
+        source,
+    })?;
+    let mut sync = |check: &'static str| {
+        barrier
+            .wait(T)
+            .map_err(|source| SelftestError::Api { check, source })
+    };
+    let mut r = Run { mc, passed: 0, out };
+
+    r.check("host list", |mc| {
+        let h = mc.hosts();
+        Ok(
+            if h.members.len() as u32 == nodes && h.members.contains(&mc.node_id()) {
+                Ok(format!("{} members, epoch {}", h.members.len(), h.epoch))
+            } else {
+                Err(format!("members {:?} of {nodes}", h.members))
+            },
+        )
+    })?;
+
+    // Regions by key: every node asks for the same key and gets the same region.
+    let id = mc
+        .region_alloc(KEY_COHERENT, 16 << 10, true)
+        .map_err(|source| SelftestError::Api {
+            check: "region by key",
+            source,
+        })?;
+    sync("region by key")?;
+    r.check("region by key", |mc| {
+        let found = mc.region_lookup(KEY_COHERENT)?;
+        Ok(if found == id {
+            Ok(format!(
+                "key {KEY_COHERENT:#x} is region {id} on every node"
+            ))
+        } else {
+            Err(format!("lookup gave {found}, alloc gave {id}"))
+        })
+    })?;
+
+    // Broadcast and coherent late attach: node 0 writes before anyone attaches
+    // for receive; every node then attaches and sees the data.
+    let data = pattern(16 << 10, 7);
+    if me == 0 {
+        let tx = mc
+            .attach_transmit(id, Sharing::Shared, false)
+            .map_err(|source| SelftestError::Api {
+                check: "broadcast",
+                source,
+            })?;
+        tx.write(0, &data).map_err(|source| SelftestError::Api {
+            check: "broadcast",
+            source,
+        })?;
+    }
+    sync("broadcast")?;
+    r.check("broadcast + coherent late attach", |mc| {
+        let rx = mc.attach_receive(id, Sharing::Shared, false)?;
+        let got = rx.to_vec(0, data.len())?;
+        Ok(if got == data {
+            Ok("16 KiB written by node 0 before any receive attach, read on every node".into())
+        } else {
+            Err("contents differ".into())
+        })
+    })?;
+
+    // Loopback on an ordinary region: receivers attach first (no coherence), then
+    // node 0 writes with loopback and node 1 (if any) without.
+    let lid = mc
+        .region_alloc(KEY_LOOP, 8192, false)
+        .map_err(|source| SelftestError::Api {
+            check: "loopback",
+            source,
+        })?;
+    let lrx = mc
+        .attach_receive(lid, Sharing::Shared, false)
+        .map_err(|source| SelftestError::Api {
+            check: "loopback",
+            source,
+        })?;
+    sync("loopback")?;
+    let with_lb = pattern(64, 1);
+    let without_lb = pattern(64, 2);
+    if me == 0 {
+        let tx = mc
+            .attach_transmit(lid, Sharing::Shared, true)
+            .map_err(|source| SelftestError::Api {
+                check: "loopback",
+                source,
+            })?;
+        tx.write(0, &with_lb).map_err(|source| SelftestError::Api {
+            check: "loopback",
+            source,
+        })?;
+    }
+    if me == 1 {
+        let tx = mc
+            .attach_transmit(lid, Sharing::Shared, false)
+            .map_err(|source| SelftestError::Api {
+                check: "loopback",
+                source,
+            })?;
+        tx.write(4096, &without_lb)
+            .map_err(|source| SelftestError::Api {
+                check: "loopback",
+                source,
+            })?;
+    }
+    sync("loopback")?;
+    r.check("loopback", |_| {
+        let a = lrx.to_vec(0, 64)?;
+        let b = lrx.to_vec(4096, 64)?;
+        let want_b = if me == 1 {
+            vec![0u8; 64]
+        } else {
+            without_lb.clone()
+        };
+        Ok(if a != with_lb {
+            Err("node 0's write (with loopback) is missing".into())
+        } else if nodes > 1 && b != want_b {
+            Err(if me == 1 {
+                "node 1 saw its own write without loopback".into()
+            } else {
+                "node 1's write is missing".into()
+            })
+        } else {
+            Ok("a write with loopback reaches its writer, one without does not".into())
+        })
+    })?;
+    drop(lrx);
+
+    // A cluster spinlock protects a shared counter in a coherent region.
+    let cid = mc
+        .region_alloc(KEY_COUNTER, 8, true)
+        .map_err(|source| SelftestError::Api {
+            check: "spinlock",
+            source,
+        })?;
+    let ctx = mc
+        .attach_transmit(cid, Sharing::Shared, true)
+        .map_err(|source| SelftestError::Api {
+            check: "spinlock",
+            source,
+        })?;
+    let crx = mc
+        .attach_receive(cid, Sharing::Shared, false)
+        .map_err(|source| SelftestError::Api {
+            check: "spinlock",
+            source,
+        })?;
+    let locks = mc
+        .lock_alloc(KEY_LOCK, 1, false, true)
+        .map_err(|source| SelftestError::Api {
+            check: "spinlock",
+            source,
+        })?;
+    if locks.holds(0) {
+        // This node created the set and holds lock 0: initialise, then let others in.
+        ctx.write_u64(0, 0).map_err(|source| SelftestError::Api {
+            check: "spinlock",
+            source,
+        })?;
+        locks.release(0).map_err(|source| SelftestError::Api {
+            check: "spinlock",
+            source,
+        })?;
+    }
+    sync("spinlock")?;
+    r.check("spinlock mutual exclusion", |_| {
+        for _ in 0..iterations {
+            locks.acquire(0)?;
+            let v = crx.load_u64(0)?;
+            ctx.write_u64(0, v + 1)?;
+            locks.release(0)?;
+        }
+        Ok(Ok(format!("{iterations} increments under the lock")))
+    })?;
+    sync("spinlock")?;
+    r.check("shared counter adds up", |_| {
+        let v = crx.load_u64(0)?;
+        let want = u64::from(iterations) * u64::from(nodes);
+        Ok(if v == want {
+            Ok(format!("{v} = {iterations} x {nodes}"))
+        } else {
+            Err(format!("counter is {v}, expected {want}"))
+        })
+    })?;
+
+    // Save count, write, check (seed 004, Error Management).
+    let eid = mc
+        .region_alloc(KEY_ERR, 4096, true)
+        .map_err(|source| SelftestError::Api {
+            check: "error check",
+            source,
+        })?;
+    r.check("save count, write, check", |mc| {
+        let tx = mc.attach_transmit(eid, Sharing::Shared, false)?;
+        let saved = mc.error_count();
+        tx.write(0, &pattern(4096, me))?;
+        let c = mc.check_errors()?;
+        Ok(
+            if c.count == saved && c.all_healthy(mc.registers().members) {
+                Ok(format!(
+                    "error count {saved} before and after, every adapter healthy"
+                ))
+            } else {
+                Err(format!(
+                    "count {saved} -> {}, statuses {:?}",
+                    c.count, c.statuses
+                ))
+            },
+        )
+    })?;
+
+    r.check("misuse is refused", |mc| {
+        let mut refused = Vec::new();
+        match mc.region_lookup(0xdead_beef) {
+            Err(McError::NoSuchRegion(_)) => refused.push("unknown key"),
+            other => return Ok(Err(format!("attach of an unknown key gave {other:?}"))),
+        }
+        match locks.release(0) {
+            Err(McError::NotHeld { .. }) => refused.push("double release"),
+            other => return Ok(Err(format!("release of an unheld lock gave {other:?}"))),
+        }
+        match ctx.write(8, &[0; 8]) {
+            Err(McError::OutOfBounds { .. }) => refused.push("write past the region"),
+            other => return Ok(Err(format!("out-of-bounds write gave {other:?}"))),
+        }
+        match mc.region_dealloc(cid) {
+            Err(McError::Busy { .. }) => refused.push("dealloc while attached"),
+            other => return Ok(Err(format!("dealloc of an attached region gave {other:?}"))),
+        }
+        Ok(Ok(refused.join(", ")))
+    })?;
+    sync("end")?;
+    Ok(r.passed)
+}

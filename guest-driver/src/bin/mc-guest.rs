@@ -1,0 +1,168 @@
+//! `mc-guest`: the program that runs in every guest of a Memory Channel cluster.
+//!
+//! In a virtual guest (`mc-host run --nodes N -- mc-guest ...`) it reaches its
+//! adapter over vhost-user on the socket named by `MC_SOCKET`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use firmware_model::abi::{self, features};
+use firmware_model::{AdapterErrorStatus, NodeSet};
+use guest_driver::apps::{bench, selftest};
+use guest_driver::mc::{AdapterPort, MemoryChannel, OpenOptions};
+use guest_driver::{Adapter, AdapterOptions, VhostUserOptions, VhostUserTransport};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "mc-guest",
+    version,
+    about = "Memory Channel guest program: info, selftest, bench"
+)]
+struct Cli {
+    /// The adapter's vhost-user socket (virtual guest); default $MC_SOCKET.
+    #[arg(long, global = true)]
+    socket: Option<PathBuf>,
+    /// Guest RAM of a virtual guest, in MiB.
+    #[arg(long, global = true, default_value_t = 64)]
+    ram_mib: usize,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Show this adapter's register file and status.
+    Info,
+    /// Run the cluster-wide self test (every node must run it).
+    Selftest {
+        /// Lock-protected increments per node.
+        #[arg(long, default_value_t = 200)]
+        iterations: u32,
+    },
+    /// Measure Memory Channel operations (every node must run it; node 0 prints).
+    Bench {
+        #[arg(value_enum, default_value_t = bench::Which::All)]
+        which: bench::Which,
+        /// Samples per measurement.
+        #[arg(long, default_value_t = 2000)]
+        iters: u32,
+    },
+}
+
+fn adapter(cli: &Cli) -> Result<Adapter<VhostUserTransport>, String> {
+    let socket = cli
+        .socket
+        .clone()
+        .or_else(|| std::env::var_os("MC_SOCKET").map(PathBuf::from))
+        .ok_or_else(|| {
+            "no adapter: give --socket or set MC_SOCKET (a virtual guest, as `mc-host run` does); \
+             the PCI transport for QEMU guests is not built yet"
+                .to_string()
+        })?;
+    let opts = VhostUserOptions {
+        ram_size: cli.ram_mib << 20,
+        ..Default::default()
+    };
+    let t = VhostUserTransport::connect(&socket, &opts)
+        .map_err(|e| format!("{}: {e}", socket.display()))?;
+    // Spin only briefly before yielding: guests, the hub and its workers share
+    // the cores, and a long spin starves the very thread it waits for.
+    let opts = AdapterOptions {
+        spin: 64,
+        ..Default::default()
+    };
+    Adapter::new(t, opts).map_err(|e| e.to_string())
+}
+
+fn open(cli: &Cli) -> Result<MemoryChannel, String> {
+    let port = AdapterPort::new(adapter(cli)?).map_err(|e| e.to_string())?;
+    MemoryChannel::open(Box::new(port), &OpenOptions::default()).map_err(|e| e.to_string())
+}
+
+fn info(cli: &Cli) -> Result<(), String> {
+    let mut a = adapter(cli)?;
+    let r = a.registers().map_err(|e| e.to_string())?;
+    let status = a
+        .set_status_page()
+        .and_then(|v| v.read())
+        .map_err(|e| e.to_string())?;
+    let names = [
+        (features::BROADCAST, "broadcast"),
+        (features::POINT_TO_POINT, "point-to-point"),
+        (features::LOOPBACK, "loopback"),
+        (features::ACK_PAGE, "ack-pages"),
+        (features::INTERRUPT, "interrupts"),
+        (features::STATUS_PAGE, "status-page"),
+    ];
+    let feats: Vec<&str> = names
+        .iter()
+        .filter(|(b, _)| r.features & b != 0)
+        .map(|(_, n)| *n)
+        .collect();
+    let link = match r.link_timing {
+        0 => "unthrottled",
+        1 => "mc1",
+        2 => "mc2",
+        _ => "custom",
+    };
+    let e = AdapterErrorStatus::from_word(r.error_status);
+    println!("Memory Channel adapter: node {} of {}", r.node_id, r.nodes);
+    println!(
+        "  members {} (epoch {})",
+        NodeSet(r.members),
+        r.membership_epoch
+    );
+    println!(
+        "  page size {} B, address space {} MiB, packet payload {} B, link {link}",
+        r.page_size,
+        r.address_space >> 20,
+        r.max_payload
+    );
+    println!("  features: {}", feats.join(" "));
+    println!(
+        "  link {}, {}; errors: {} network, {} refused; cluster error count {}",
+        if r.link_state & abi::link::UP != 0 {
+            "up"
+        } else {
+            "down"
+        },
+        if r.link_state & abi::link::ONLINE != 0 {
+            "online"
+        } else {
+            "offline"
+        },
+        e.network_errors,
+        e.protection_errors,
+        status.cluster_error_count
+    );
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    let cli = Cli::parse();
+    let r = match &cli.command {
+        Command::Info => info(&cli),
+        Command::Selftest { iterations } => open(&cli).and_then(|mc| {
+            let n = selftest::run(&mc, *iterations, &mut |l| println!("{l}"))
+                .map_err(|e| e.to_string())?;
+            println!("selftest: {n} checks passed on node {}", mc.node_id().0);
+            Ok(())
+        }),
+        Command::Bench { which, iters } => open(&cli).and_then(|mc| {
+            let rows = bench::run(&mc, *which, *iters)?;
+            if mc.node_id().0 == 0 {
+                print!("{}", bench::format(&rows));
+            }
+            Ok(())
+        }),
+    };
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("mc-guest: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,51 @@
+//! A cluster barrier on the Memory Channel API: each node counts its arrivals in
+//! its own word of a coherent region (broadcast + loopback), and waits until
+//! every member's word has caught up. Total order means a node that sees the
+//! last arrival also sees everything written before it.
+
+use std::time::Duration;
+
+use super::{wait_for, McError, MemoryChannel, RxRegion, Sharing, TxRegion};
+
+/// A named barrier for all cluster members.
+pub struct Barrier {
+    mc: MemoryChannel,
+    tx: TxRegion,
+    rx: RxRegion,
+    count: u64,
+}
+
+impl Barrier {
+    /// Every node must create the barrier with the same `key`.
+    pub fn new(mc: &MemoryChannel, key: u32) -> Result<Barrier, McError> {
+        let id = mc.region_alloc(key, 8 * 64, true)?;
+        let tx = mc.attach_transmit(id, Sharing::Shared, true)?;
+        let rx = mc.attach_receive(id, Sharing::Shared, false)?;
+        let me = mc.node_id().index();
+        // Resume after our last arrival if the barrier was used before.
+        let count = rx.load_u64(8 * me)?;
+        Ok(Barrier {
+            mc: mc.clone(),
+            tx,
+            rx,
+            count,
+        })
+    }
+
+    /// Wait until every member has arrived here as often as this node.
+    pub fn wait(&mut self, timeout: Duration) -> Result<(), McError> {
+        self.count += 1;
+        let me = self.mc.node_id().index();
+        self.tx.write_u64(8 * me, self.count)?;
+        let count = self.count;
+        let rx = &self.rx;
+        let mc = &self.mc;
+        wait_for("every node at the barrier", timeout, || {
+            let members = mc.members_mask();
+            (0..64usize)
+                .filter(|n| members & (1 << n) != 0)
+                .all(|n| rx.load_u64(8 * n).map(|c| c >= count).unwrap_or(false))
+                .then_some(())
+        })
+    }
+}

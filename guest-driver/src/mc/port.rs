@@ -1,0 +1,55 @@
+//! What the Memory Channel API needs from an adapter driver.
+//!
+//! The API (regions, spinlocks, error counts) is written against this seam so it
+//! runs unchanged over every transport: the virtual guest (vhost-user) and PCI
+//! inside a Linux guest. `crate::adapter::Adapter` implements it.
+
+use firmware_model::abi::{EventRecord, Registers, StatusPage};
+use firmware_model::PctEntry;
+
+use super::McError;
+
+/// Receive memory owned by the driver: whole pages of guest RAM, contiguous in
+/// the driver's address space, whose guest-physical 4 KiB frames the adapter DMAs
+/// into. Reads are volatile: the device writes behind the program's back.
+pub trait ReceiveMemory: Send + Sync {
+    /// Guest-physical address of each 4 KiB frame, in order.
+    fn frames(&self) -> Vec<u64>;
+    /// Copy `buf.len()` bytes at `offset` out (volatile).
+    fn read(&self, offset: usize, buf: &mut [u8]);
+    /// Write bytes locally (no network traffic): used to reset a slot before
+    /// waiting for the device to fill it.
+    fn write_local(&self, offset: usize, data: &[u8]);
+    /// Atomic 32-bit load at an aligned `offset` (acquire).
+    fn load_u32(&self, offset: usize) -> u32;
+    /// Atomic 64-bit load at an aligned `offset` (acquire).
+    fn load_u64(&self, offset: usize) -> u64;
+}
+
+/// An adapter, as the Memory Channel API drives it.
+pub trait McPort: Send {
+    /// The register file, read once at start-up.
+    fn registers(&self) -> Registers;
+    /// Allocate receive memory for `pages` global pages.
+    fn alloc_receive(&mut self, pages: u32) -> Result<Box<dyn ReceiveMemory>, McError>;
+    /// Program PCT entries `first_page .. first_page + count`; with receive
+    /// enabled, `frames` names `count * page_size / 4096` frames.
+    fn set_pct(
+        &mut self,
+        first_page: u32,
+        count: u32,
+        entry: PctEntry,
+        frames: &[u64],
+    ) -> Result<(), McError>;
+    /// Store `data` at global address `addr` and wait until the adapter has sent it
+    /// (every delivery, loopback included, is done when this returns).
+    fn store(&mut self, addr: u64, data: &[u8]) -> Result<(), McError>;
+    /// Store several records in one transmit chain, in order.
+    fn store_batch(&mut self, records: &[(u64, &[u8])]) -> Result<(), McError>;
+    /// The status page (current values).
+    fn status(&self) -> StatusPage;
+    /// The cluster error count from the status page: one 64-bit load.
+    fn cluster_error_count(&self) -> u64;
+    /// Events the device has delivered since the last call.
+    fn poll_events(&mut self) -> Vec<EventRecord>;
+}

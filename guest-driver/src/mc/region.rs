@@ -1,0 +1,175 @@
+//! Attached regions: RAII handles for transmit and receive mappings.
+
+use std::sync::Arc;
+
+use log::warn;
+
+use super::table::RegionEntry;
+use super::{McError, MemoryChannel, ReceiveMemory};
+
+fn check(offset: usize, len: usize, size: u64) -> Result<(), McError> {
+    if offset.checked_add(len).is_none_or(|end| end as u64 > size) {
+        return Err(McError::OutOfBounds {
+            offset,
+            len,
+            size: size as usize,
+        });
+    }
+    Ok(())
+}
+
+/// A region attached for transmit: stores become remote writes. Detached when
+/// dropped (imc_asdetach).
+pub struct TxRegion {
+    mc: MemoryChannel,
+    entry: RegionEntry,
+}
+
+impl TxRegion {
+    pub(crate) fn new(mc: MemoryChannel, entry: RegionEntry) -> Self {
+        TxRegion { mc, entry }
+    }
+
+    pub fn id(&self) -> u32 {
+        self.entry.id
+    }
+
+    pub fn len(&self) -> usize {
+        self.entry.size as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entry.size == 0
+    }
+
+    /// Global address of byte 0.
+    pub fn global_addr(&self) -> u64 {
+        self.mc.layout().page_addr(self.entry.first_page)
+    }
+
+    /// Write `data` at `offset`; returns when the adapter has sent it.
+    pub fn write(&self, offset: usize, data: &[u8]) -> Result<(), McError> {
+        check(offset, data.len(), self.entry.size)?;
+        if data.is_empty() {
+            return Ok(());
+        }
+        self.mc.store(self.global_addr() + offset as u64, data)
+    }
+
+    /// Several writes in one transmit chain, delivered in order.
+    pub fn write_many(&self, writes: &[(usize, &[u8])]) -> Result<(), McError> {
+        let base = self.global_addr();
+        let mut recs = Vec::with_capacity(writes.len());
+        for (off, d) in writes {
+            check(*off, d.len(), self.entry.size)?;
+            if !d.is_empty() {
+                recs.push((base + *off as u64, *d));
+            }
+        }
+        self.mc.store_batch(&recs)
+    }
+
+    pub fn write_u32(&self, offset: usize, v: u32) -> Result<(), McError> {
+        self.write(offset, &v.to_le_bytes())
+    }
+
+    pub fn write_u64(&self, offset: usize, v: u64) -> Result<(), McError> {
+        self.write(offset, &v.to_le_bytes())
+    }
+}
+
+impl Drop for TxRegion {
+    fn drop(&mut self) {
+        if let Err(e) = self.mc.detach(&self.entry, true) {
+            warn!("detaching region {} (transmit): {e}", self.entry.id);
+        }
+    }
+}
+
+/// A region attached for receive: remote writes land here by DMA. Detached when
+/// dropped.
+pub struct RxRegion {
+    mc: MemoryChannel,
+    entry: RegionEntry,
+    mem: Arc<dyn ReceiveMemory>,
+    offset: usize,
+}
+
+impl RxRegion {
+    pub(crate) fn new(
+        mc: MemoryChannel,
+        entry: RegionEntry,
+        mem: Arc<dyn ReceiveMemory>,
+        offset: usize,
+    ) -> Self {
+        RxRegion {
+            mc,
+            entry,
+            mem,
+            offset,
+        }
+    }
+
+    pub fn id(&self) -> u32 {
+        self.entry.id
+    }
+
+    pub fn len(&self) -> usize {
+        self.entry.size as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entry.size == 0
+    }
+
+    /// (first global page, page count).
+    pub fn pages(&self) -> (u32, u32) {
+        (self.entry.first_page, self.entry.pages)
+    }
+
+    pub fn read(&self, offset: usize, buf: &mut [u8]) -> Result<(), McError> {
+        check(offset, buf.len(), self.entry.size)?;
+        self.mem.read(self.offset + offset, buf);
+        Ok(())
+    }
+
+    pub fn to_vec(&self, offset: usize, len: usize) -> Result<Vec<u8>, McError> {
+        let mut v = vec![0u8; len];
+        self.read(offset, &mut v)?;
+        Ok(v)
+    }
+
+    /// Atomic load of an aligned 32-bit word.
+    pub fn load_u32(&self, offset: usize) -> Result<u32, McError> {
+        check(offset, 4, self.entry.size)?;
+        if offset % 4 != 0 {
+            return Err(McError::OutOfBounds {
+                offset,
+                len: 4,
+                size: self.len(),
+            });
+        }
+        Ok(self.mem.load_u32(self.offset + offset))
+    }
+
+    /// Atomic load of an aligned 64-bit word.
+    pub fn load_u64(&self, offset: usize) -> Result<u64, McError> {
+        check(offset, 8, self.entry.size)?;
+        if offset % 8 != 0 {
+            return Err(McError::OutOfBounds {
+                offset,
+                len: 8,
+                size: self.len(),
+            });
+        }
+        Ok(self.mem.load_u64(self.offset + offset))
+    }
+}
+
+impl Drop for RxRegion {
+    fn drop(&mut self) {
+        if let Err(e) = self.mc.detach(&self.entry, false) {
+            warn!("detaching region {} (receive): {e}", self.entry.id);
+        }
+    }
+}

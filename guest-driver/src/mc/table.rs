@@ -1,0 +1,269 @@
+//! The region and lock-set tables, as bytes in Memory Channel space.
+//!
+//! Each table has two copies and a toggle (seed 004: "two copies (old and new)
+//! and a toggle that indicates which of the two copies is valid. The toggle is
+//! switched ... only when the new copy is known to be consistent"). The toggle
+//! holds a generation number; its low bit names the valid copy; 0 = never
+//! written (empty table).
+
+use super::McError;
+
+const MAGIC: u32 = u32::from_le_bytes(*b"MCTB");
+const HEADER: usize = 16;
+
+/// A region of Memory Channel space allocated by key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RegionEntry {
+    pub key: u32,
+    pub id: u32,
+    pub first_page: u32,
+    pub pages: u32,
+    pub size: u64,
+    pub coherent: bool,
+    pub creator: u8,
+    /// Nodes attached for transmit / receive.
+    pub tx_mask: u64,
+    pub rx_mask: u64,
+    /// Node holding an exclusive transmit / receive attachment.
+    pub tx_exclusive: Option<u8>,
+    pub rx_exclusive: Option<u8>,
+}
+
+/// A set of cluster spinlocks allocated by key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LockSetEntry {
+    pub key: u32,
+    pub id: u32,
+    pub first_lock: u32,
+    pub count: u32,
+    pub creator: u8,
+    pub attached: u64,
+}
+
+/// Fixed-size encoding of a table entry.
+pub trait Entry: Sized + Copy {
+    const SIZE: usize;
+    fn encode(&self, b: &mut [u8]);
+    fn decode(b: &[u8]) -> Option<Self>;
+    fn id(&self) -> u32;
+    fn key(&self) -> u32;
+}
+
+fn u32_at(b: &[u8], o: usize) -> Option<u32> {
+    Some(u32::from_le_bytes(b.get(o..o + 4)?.try_into().ok()?))
+}
+
+fn u64_at(b: &[u8], o: usize) -> Option<u64> {
+    Some(u64::from_le_bytes(b.get(o..o + 8)?.try_into().ok()?))
+}
+
+fn put(b: &mut [u8], o: usize, v: &[u8]) {
+    b[o..o + v.len()].copy_from_slice(v);
+}
+
+const NONE: u32 = u32::MAX;
+
+fn opt(v: Option<u8>) -> u32 {
+    v.map_or(NONE, u32::from)
+}
+
+fn unopt(v: u32) -> Option<u8> {
+    (v != NONE).then_some(v as u8)
+}
+
+impl Entry for RegionEntry {
+    const SIZE: usize = 64;
+    fn encode(&self, b: &mut [u8]) {
+        put(b, 0, &self.key.to_le_bytes());
+        put(b, 4, &self.id.to_le_bytes());
+        put(b, 8, &self.first_page.to_le_bytes());
+        put(b, 12, &self.pages.to_le_bytes());
+        put(b, 16, &self.size.to_le_bytes());
+        put(b, 24, &u32::from(self.coherent).to_le_bytes());
+        put(b, 28, &u32::from(self.creator).to_le_bytes());
+        put(b, 32, &self.tx_mask.to_le_bytes());
+        put(b, 40, &self.rx_mask.to_le_bytes());
+        put(b, 48, &opt(self.tx_exclusive).to_le_bytes());
+        put(b, 52, &opt(self.rx_exclusive).to_le_bytes());
+    }
+    fn decode(b: &[u8]) -> Option<Self> {
+        Some(RegionEntry {
+            key: u32_at(b, 0)?,
+            id: u32_at(b, 4)?,
+            first_page: u32_at(b, 8)?,
+            pages: u32_at(b, 12)?,
+            size: u64_at(b, 16)?,
+            coherent: u32_at(b, 24)? != 0,
+            creator: u32_at(b, 28)? as u8,
+            tx_mask: u64_at(b, 32)?,
+            rx_mask: u64_at(b, 40)?,
+            tx_exclusive: unopt(u32_at(b, 48)?),
+            rx_exclusive: unopt(u32_at(b, 52)?),
+        })
+    }
+    fn id(&self) -> u32 {
+        self.id
+    }
+    fn key(&self) -> u32 {
+        self.key
+    }
+}
+
+impl Entry for LockSetEntry {
+    const SIZE: usize = 32;
+    fn encode(&self, b: &mut [u8]) {
+        put(b, 0, &self.key.to_le_bytes());
+        put(b, 4, &self.id.to_le_bytes());
+        put(b, 8, &self.first_lock.to_le_bytes());
+        put(b, 12, &self.count.to_le_bytes());
+        put(b, 16, &u32::from(self.creator).to_le_bytes());
+        put(b, 24, &self.attached.to_le_bytes());
+    }
+    fn decode(b: &[u8]) -> Option<Self> {
+        Some(LockSetEntry {
+            key: u32_at(b, 0)?,
+            id: u32_at(b, 4)?,
+            first_lock: u32_at(b, 8)?,
+            count: u32_at(b, 12)?,
+            creator: u32_at(b, 16)? as u8,
+            attached: u64_at(b, 24)?,
+        })
+    }
+    fn id(&self) -> u32 {
+        self.id
+    }
+    fn key(&self) -> u32 {
+        self.key
+    }
+}
+
+/// A decoded table: its entries and the next id to hand out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Table<E> {
+    pub next_id: u32,
+    pub entries: Vec<E>,
+}
+
+impl<E: Entry> Table<E> {
+    pub fn empty() -> Self {
+        Table {
+            next_id: 1,
+            entries: Vec::new(),
+        }
+    }
+
+    pub fn capacity(page_size: usize) -> usize {
+        (page_size - HEADER) / E::SIZE
+    }
+
+    pub fn encode(&self, page_size: usize) -> Result<Vec<u8>, McError> {
+        if self.entries.len() > Self::capacity(page_size) {
+            return Err(McError::NoSpace(format!(
+                "table full ({} entries)",
+                Self::capacity(page_size)
+            )));
+        }
+        let mut b = vec![0u8; HEADER + self.entries.len() * E::SIZE];
+        put(&mut b, 0, &MAGIC.to_le_bytes());
+        put(&mut b, 4, &(self.entries.len() as u32).to_le_bytes());
+        put(&mut b, 8, &self.next_id.to_le_bytes());
+        for (i, e) in self.entries.iter().enumerate() {
+            e.encode(&mut b[HEADER + i * E::SIZE..HEADER + (i + 1) * E::SIZE]);
+        }
+        Ok(b)
+    }
+
+    pub fn decode(b: &[u8]) -> Result<Self, McError> {
+        let bad = || McError::Corrupt("table in Memory Channel space is unreadable".into());
+        if u32_at(b, 0).ok_or_else(bad)? != MAGIC {
+            return Err(bad());
+        }
+        let n = u32_at(b, 4).ok_or_else(bad)? as usize;
+        let next_id = u32_at(b, 8).ok_or_else(bad)?;
+        let entries = (0..n)
+            .map(|i| {
+                b.get(HEADER + i * E::SIZE..HEADER + (i + 1) * E::SIZE)
+                    .and_then(E::decode)
+            })
+            .collect::<Option<Vec<E>>>()
+            .ok_or_else(bad)?;
+        Ok(Table { next_id, entries })
+    }
+
+    pub fn by_key(&self, key: u32) -> Option<&E> {
+        self.entries.iter().find(|e| e.key() == key)
+    }
+
+    pub fn by_id(&self, id: u32) -> Option<&E> {
+        self.entries.iter().find(|e| e.id() == id)
+    }
+
+    pub fn by_id_mut(&mut self, id: u32) -> Option<&mut E> {
+        self.entries.iter_mut().find(|e| e.id() == id)
+    }
+}
+
+/// First free run of `want` units in `[start, end)` given used `(first, len)` runs.
+pub fn first_fit(used: &mut [(u32, u32)], start: u32, end: u32, want: u32) -> Option<u32> {
+    used.sort_unstable();
+    let mut cur = start;
+    for &(first, len) in used.iter() {
+        if first >= end {
+            break;
+        }
+        if first >= cur && first - cur >= want {
+            return Some(cur);
+        }
+        cur = cur.max(first.saturating_add(len));
+    }
+    (end.saturating_sub(cur) >= want && cur < end).then_some(cur)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_round_trip() {
+        let mut t = Table::<RegionEntry>::empty();
+        t.entries.push(RegionEntry {
+            key: 7,
+            id: 1,
+            first_page: 200,
+            pages: 3,
+            size: 20000,
+            coherent: true,
+            creator: 2,
+            tx_mask: 0b101,
+            rx_mask: 0b11,
+            tx_exclusive: None,
+            rx_exclusive: Some(1),
+        });
+        t.next_id = 2;
+        let b = t.encode(8192).unwrap();
+        assert_eq!(Table::<RegionEntry>::decode(&b).unwrap(), t);
+        let mut l = Table::<LockSetEntry>::empty();
+        l.entries.push(LockSetEntry {
+            key: 1,
+            id: 1,
+            first_lock: 4,
+            count: 2,
+            creator: 0,
+            attached: 3,
+        });
+        assert_eq!(
+            Table::<LockSetEntry>::decode(&l.encode(4096).unwrap()).unwrap(),
+            l
+        );
+        assert!(Table::<RegionEntry>::decode(&[0u8; 64]).is_err());
+    }
+
+    #[test]
+    fn first_fit_finds_holes() {
+        assert_eq!(first_fit(&mut [], 10, 20, 5), Some(10));
+        assert_eq!(first_fit(&mut [(10, 3), (15, 2)], 10, 20, 2), Some(13));
+        assert_eq!(first_fit(&mut [(10, 3), (15, 2)], 10, 20, 3), Some(17));
+        assert_eq!(first_fit(&mut [(10, 3), (15, 2)], 10, 20, 4), None);
+        assert_eq!(first_fit(&mut [(12, 8)], 10, 20, 2), Some(10));
+    }
+}

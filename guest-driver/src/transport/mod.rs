@@ -1,0 +1,81 @@
+//! How the driver reaches the adapter: the register file, DMA memory, queue
+//! setup and notifications. The adapter driver ([`crate::Adapter`]) works over
+//! any [`Transport`].
+//!
+//! - [`vhost_user::VhostUserTransport`]: a virtual guest, a process that speaks
+//!   vhost-user to the backend's socket as QEMU does, its RAM a shared memfd.
+//! - A PCI transport (a user-space driver inside a QEMU guest: BARs through
+//!   sysfs, hugepage DMA memory, GPAs from `/proc/self/pagemap`) is to come.
+
+pub mod vhost_user;
+
+use firmware_model::abi::Registers;
+
+use crate::dma::DmaRegion;
+use crate::virtqueue::RingLayout;
+
+/// Errors of a transport.
+#[derive(Debug, thiserror::Error)]
+pub enum TransportError {
+    #[error("vhost-user {step} failed: {source}")]
+    VhostUser {
+        step: &'static str,
+        #[source]
+        source: vhost::Error,
+    },
+    #[error("the device does not offer {0}")]
+    MissingFeature(&'static str),
+    #[error("the device has {have} queues, the adapter needs {need}")]
+    QueueCount { have: u64, need: usize },
+    #[error("no such queue {0}")]
+    NoSuchQueue(u16),
+    #[error("queue size {size} is over the device's limit {max}")]
+    QueueTooLarge { size: u16, max: u16 },
+    #[error("the register file is not a Memory Channel adapter's (bad magic or version)")]
+    BadRegisters,
+    #[error("the device was not started: {0}")]
+    NotReady(&'static str),
+    #[error(transparent)]
+    Dma(#[from] crate::dma::DmaError),
+    #[error("{what}: {source}")]
+    Io {
+        what: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The link between the driver and one adapter.
+///
+/// Bring-up order: [`Transport::setup_queue`] for every queue, then
+/// [`Transport::start`]; afterwards only [`Transport::notify`] and
+/// [`Transport::registers`] are used.
+pub trait Transport: Send {
+    /// Read the register file (virtio config space). For vhost-user this is a
+    /// socket round trip: nothing hot should be read here.
+    fn registers(&mut self) -> Result<Registers, TransportError>;
+
+    /// All memory the device can reach by DMA; the driver allocates rings,
+    /// buffers, frames and the status page in it.
+    fn dma(&self) -> &DmaRegion;
+
+    /// Whether VIRTIO_RING_F_EVENT_IDX was negotiated.
+    fn event_idx(&self) -> bool;
+
+    /// Largest size queue `queue` may be given.
+    fn max_queue_size(&self, queue: u16) -> u16;
+
+    /// Tell the device where queue `queue`'s rings are and how big it is.
+    fn setup_queue(
+        &mut self,
+        queue: u16,
+        size: u16,
+        rings: &RingLayout,
+    ) -> Result<(), TransportError>;
+
+    /// Start the device once every queue is set up.
+    fn start(&mut self) -> Result<(), TransportError>;
+
+    /// Notify the device that queue `queue` has new buffers (a kick).
+    fn notify(&self, queue: u16) -> Result<(), TransportError>;
+}

@@ -1,0 +1,294 @@
+//! The virtual guest: a process that attaches to the backend's vhost-user
+//! socket exactly as QEMU does (`vhost_user_backend_init`, `vhost_dev_init`,
+//! `vhost_dev_start`), with its "guest RAM" in a memfd shared through
+//! SET_MEM_TABLE.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use firmware_model::abi::{self, Registers, CONFIG_SIZE, NUM_QUEUES};
+use log::{debug, info};
+use vhost::vhost_user::message::{
+    VhostUserConfigFlags, VhostUserHeaderFlag, VhostUserProtocolFeatures, VhostUserVirtioFeatures,
+};
+use vhost::vhost_user::{Frontend, VhostUserFrontend};
+use vhost::{VhostBackend, VhostUserMemoryRegionInfo, VringConfigData};
+use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
+
+use super::{Transport, TransportError};
+use crate::dma::{DmaBacking, DmaRegion, MemfdMemory};
+use crate::virtqueue::RingLayout;
+
+/// VIRTIO_RING_F_EVENT_IDX.
+pub const F_EVENT_IDX: u64 = 1 << 29;
+/// VIRTIO_F_VERSION_1.
+pub const F_VERSION_1: u64 = 1 << 32;
+
+/// How a virtual guest is set up.
+#[derive(Clone, Debug)]
+pub struct VhostUserOptions {
+    /// Bytes of guest RAM (a memfd shared with the backend).
+    pub ram_size: usize,
+    /// Guest-physical address of the first byte of RAM. Not 0 by default, so
+    /// that a confusion of offsets and GPAs shows up at once.
+    pub gpa_base: u64,
+}
+
+impl Default for VhostUserOptions {
+    fn default() -> Self {
+        VhostUserOptions {
+            ram_size: 64 << 20,
+            gpa_base: 0x4000_0000,
+        }
+    }
+}
+
+/// A vhost-user frontend for one adapter.
+pub struct VhostUserTransport {
+    frontend: Frontend,
+    memory: Arc<MemfdMemory>,
+    dma: DmaRegion,
+    features: u64,
+    kicks: Vec<EventFd>,
+    calls: Vec<EventFd>,
+    configured: Vec<bool>,
+    started: bool,
+}
+
+impl std::fmt::Debug for VhostUserTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VhostUserTransport")
+            .field("dma", &self.dma)
+            .field("features", &format_args!("{:#x}", self.features))
+            .field("started", &self.started)
+            .finish()
+    }
+}
+
+fn vu(step: &'static str) -> impl FnOnce(vhost::Error) -> TransportError {
+    move |source| TransportError::VhostUser { step, source }
+}
+
+impl VhostUserTransport {
+    /// Connect to the adapter's socket and bring it up to the point where
+    /// queues can be set up: features, protocol features, owner, register
+    /// file check, memory table.
+    pub fn connect(
+        path: impl AsRef<Path>,
+        opts: &VhostUserOptions,
+    ) -> Result<VhostUserTransport, TransportError> {
+        let path = path.as_ref();
+        let memory = Arc::new(MemfdMemory::new(opts.ram_size, opts.gpa_base)?);
+        let mut fe = Frontend::connect(path, NUM_QUEUES as u64).map_err(vu("connect"))?;
+        // Ask for an ack of every request (effective once REPLY_ACK is negotiated).
+        fe.set_hdr_flags(VhostUserHeaderFlag::NEED_REPLY);
+
+        // vhost_user_backend_init
+        let offered = fe.get_features().map_err(vu("GET_FEATURES"))?;
+        let protocol_bit = VhostUserVirtioFeatures::PROTOCOL_FEATURES.bits();
+        for (bit, name) in [
+            (F_VERSION_1, "VIRTIO_F_VERSION_1"),
+            (F_EVENT_IDX, "VIRTIO_RING_F_EVENT_IDX"),
+            (protocol_bit, "VHOST_USER_F_PROTOCOL_FEATURES"),
+        ] {
+            if offered & bit == 0 {
+                return Err(TransportError::MissingFeature(name));
+            }
+        }
+        let pf = fe
+            .get_protocol_features()
+            .map_err(vu("GET_PROTOCOL_FEATURES"))?;
+        let need = VhostUserProtocolFeatures::MQ | VhostUserProtocolFeatures::CONFIG;
+        if !pf.contains(need) {
+            return Err(TransportError::MissingFeature(
+                "the MQ and CONFIG protocol features",
+            ));
+        }
+        fe.set_protocol_features(pf & (need | VhostUserProtocolFeatures::REPLY_ACK))
+            .map_err(vu("SET_PROTOCOL_FEATURES"))?;
+        let nq = fe.get_queue_num().map_err(vu("GET_QUEUE_NUM"))?;
+        if nq < NUM_QUEUES as u64 {
+            return Err(TransportError::QueueCount {
+                have: nq,
+                need: NUM_QUEUES,
+            });
+        }
+
+        // vhost_dev_init
+        fe.set_owner().map_err(vu("SET_OWNER"))?;
+
+        // vhost_dev_start
+        let features = offered & (F_VERSION_1 | F_EVENT_IDX | protocol_bit);
+        fe.set_features(features).map_err(vu("SET_FEATURES"))?;
+        let region = VhostUserMemoryRegionInfo {
+            guest_phys_addr: memory.gpa(),
+            memory_size: memory.len() as u64,
+            userspace_addr: memory.host_ptr() as u64,
+            mmap_offset: 0,
+            mmap_handle: memory.fd(),
+        };
+        fe.set_mem_table(&[region]).map_err(vu("SET_MEM_TABLE"))?;
+
+        let mut kicks = Vec::with_capacity(NUM_QUEUES);
+        let mut calls = Vec::with_capacity(NUM_QUEUES);
+        for _ in 0..NUM_QUEUES {
+            let io = |what| move |source| TransportError::Io { what, source };
+            kicks.push(EventFd::new(EFD_NONBLOCK).map_err(io("kick eventfd"))?);
+            calls.push(EventFd::new(EFD_NONBLOCK).map_err(io("call eventfd"))?);
+        }
+        let dma = DmaRegion::new(memory.clone());
+        let mut t = VhostUserTransport {
+            frontend: fe,
+            memory,
+            dma,
+            features,
+            kicks,
+            calls,
+            configured: vec![false; NUM_QUEUES],
+            started: false,
+        };
+        let regs = t.registers()?;
+        info!(
+            "connected to {}: node {} of {}, {} B pages, features {features:#x}",
+            path.display(),
+            regs.node_id,
+            regs.nodes,
+            regs.page_size
+        );
+        Ok(t)
+    }
+
+    /// The virtio features acked.
+    pub fn features(&self) -> u64 {
+        self.features
+    }
+
+    /// The guest RAM backing.
+    pub fn memory(&self) -> &Arc<MemfdMemory> {
+        &self.memory
+    }
+
+    /// The call eventfd of `queue` (the device writes it when it signals).
+    pub fn call_fd(&self, queue: u16) -> Option<&EventFd> {
+        self.calls.get(usize::from(queue))
+    }
+
+    /// QEMU's `vhost_dev_stop`: disable every ring and fetch its base. The
+    /// backend then resets the adapter when the socket closes.
+    pub fn stop(&mut self) -> Result<Vec<u32>, TransportError> {
+        if !self.started {
+            return Ok(Vec::new());
+        }
+        for q in 0..NUM_QUEUES {
+            self.frontend
+                .set_vring_enable(q, false)
+                .map_err(vu("SET_VRING_ENABLE"))?;
+        }
+        let mut bases = Vec::with_capacity(NUM_QUEUES);
+        for q in 0..NUM_QUEUES {
+            bases.push(
+                self.frontend
+                    .get_vring_base(q)
+                    .map_err(vu("GET_VRING_BASE"))?,
+            );
+        }
+        self.started = false;
+        Ok(bases)
+    }
+}
+
+impl Transport for VhostUserTransport {
+    fn registers(&mut self) -> Result<Registers, TransportError> {
+        let (_, bytes) = self
+            .frontend
+            .get_config(
+                0,
+                CONFIG_SIZE as u32,
+                VhostUserConfigFlags::WRITABLE,
+                &[0u8; CONFIG_SIZE],
+            )
+            .map_err(vu("GET_CONFIG"))?;
+        Registers::from_bytes(&bytes).ok_or(TransportError::BadRegisters)
+    }
+
+    fn dma(&self) -> &DmaRegion {
+        &self.dma
+    }
+
+    fn event_idx(&self) -> bool {
+        self.features & F_EVENT_IDX != 0
+    }
+
+    fn max_queue_size(&self, _queue: u16) -> u16 {
+        abi::MAX_QUEUE_SIZE
+    }
+
+    fn setup_queue(
+        &mut self,
+        queue: u16,
+        size: u16,
+        rings: &RingLayout,
+    ) -> Result<(), TransportError> {
+        let q = usize::from(queue);
+        if q >= NUM_QUEUES {
+            return Err(TransportError::NoSuchQueue(queue));
+        }
+        if size > abi::MAX_QUEUE_SIZE {
+            return Err(TransportError::QueueTooLarge {
+                size,
+                max: abi::MAX_QUEUE_SIZE,
+            });
+        }
+        let fe = &mut self.frontend;
+        fe.set_vring_num(q, size).map_err(vu("SET_VRING_NUM"))?;
+        fe.set_vring_base(q, 0).map_err(vu("SET_VRING_BASE"))?;
+        // vhost-user takes the frontend's virtual addresses here; the backend
+        // translates them through the SET_MEM_TABLE table.
+        let cfg = VringConfigData {
+            queue_max_size: size,
+            queue_size: size,
+            flags: 0,
+            desc_table_addr: rings.desc.host_addr(),
+            used_ring_addr: rings.used.host_addr(),
+            avail_ring_addr: rings.avail.host_addr(),
+            log_addr: None,
+        };
+        fe.set_vring_addr(q, &cfg).map_err(vu("SET_VRING_ADDR"))?;
+        fe.set_vring_kick(q, &self.kicks[q])
+            .map_err(vu("SET_VRING_KICK"))?;
+        fe.set_vring_call(q, &self.calls[q])
+            .map_err(vu("SET_VRING_CALL"))?;
+        self.configured[q] = true;
+        debug!(
+            "queue {queue}: {size} entries, desc {:#x} avail {:#x} used {:#x}",
+            rings.desc.gpa(),
+            rings.avail.gpa(),
+            rings.used.gpa()
+        );
+        Ok(())
+    }
+
+    fn start(&mut self) -> Result<(), TransportError> {
+        if self.configured.iter().any(|c| !c) {
+            return Err(TransportError::NotReady("every queue must be set up first"));
+        }
+        for q in 0..NUM_QUEUES {
+            self.frontend
+                .set_vring_enable(q, true)
+                .map_err(vu("SET_VRING_ENABLE"))?;
+        }
+        self.started = true;
+        Ok(())
+    }
+
+    fn notify(&self, queue: u16) -> Result<(), TransportError> {
+        let kick = self
+            .kicks
+            .get(usize::from(queue))
+            .ok_or(TransportError::NoSuchQueue(queue))?;
+        kick.write(1).map_err(|source| TransportError::Io {
+            what: "kick",
+            source,
+        })
+    }
+}
