@@ -43,6 +43,9 @@ pub const MAX_RECORD_DATA: u32 = 64 * 1024;
 pub const MAX_TX_CHAIN_BYTES: u32 = 1 << 20;
 /// Largest number of pages one SET_PCT request may program.
 pub const MAX_PCT_PAGES_PER_REQUEST: u32 = 4096;
+/// Largest readable part of a control request the device accepts (a SET_PCT
+/// of the most pages with their 4 KiB frames at 8 KiB pages, with room to spare).
+pub const MAX_CTRL_REQUEST_BYTES: usize = 256 * 1024;
 
 /// Feature bits in the register file.
 pub mod features {
@@ -288,7 +291,7 @@ pub const STATUS_PAGE_SIZE: usize = 128;
 pub mod status_page {
     pub const MAGIC: usize = 0x00;
     pub const VERSION: usize = 0x04;
-    /// Incremented after every update: a driver can wait for it to move.
+    /// Sequence lock: odd while the device rewrites the page, even when whole.
     pub const UPDATES: usize = 0x08;
     /// The cluster error count: one aligned 64-bit load (imc_rderrcnt).
     pub const CLUSTER_ERROR_COUNT: usize = 0x10;

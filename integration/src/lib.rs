@@ -1,1 +1,124 @@
+//! Helpers for tests across processes and guests.
+//!
+//! - [`VirtualCluster`]: the real backend in this process and one virtual
+//!   guest per node (a thread speaking vhost-user to its socket, exactly as a
+//!   guest process does), each with the Memory Channel API open.
+//! - [`binary`]: the path of a workspace binary (`mc-host`, `mc-guest`) for
+//!   tests that run whole processes.
 
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+use firmware_model::ClusterConfig;
+use guest_driver::mc::{AdapterPort, MemoryChannel, OpenOptions};
+use guest_driver::{Adapter, AdapterOptions, VhostUserOptions, VhostUserTransport};
+use mc_device::{Cluster, ClusterOptions};
+
+/// A running backend with a socket directory that lives as long as it does.
+pub struct VirtualCluster {
+    pub cluster: Arc<Cluster>,
+    dir: tempfile::TempDir,
+}
+
+impl VirtualCluster {
+    pub fn start(config: ClusterConfig) -> VirtualCluster {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let cluster =
+            Cluster::start(ClusterOptions::new(config, dir.path())).expect("start the backend");
+        VirtualCluster {
+            cluster: Arc::new(cluster),
+            dir,
+        }
+    }
+
+    pub fn nodes(&self) -> u8 {
+        self.cluster.nodes()
+    }
+
+    pub fn socket_dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn socket(&self, node: u8) -> PathBuf {
+        self.dir.path().join(format!("node{node}.sock"))
+    }
+
+    /// A virtual guest's adapter on `node`.
+    pub fn adapter(&self, node: u8) -> Adapter<VhostUserTransport> {
+        let t = VhostUserTransport::connect(self.socket(node), &VhostUserOptions::default())
+            .expect("connect");
+        Adapter::new(
+            t,
+            AdapterOptions {
+                spin: 64,
+                ..Default::default()
+            },
+        )
+        .expect("adapter")
+    }
+
+    /// Run `f` on every node at once, each with the Memory Channel API open,
+    /// and return the results in node order. A panic on any node fails the test.
+    pub fn on_every_node<R: Send + 'static>(
+        &self,
+        f: impl Fn(MemoryChannel) -> R + Send + Sync + 'static,
+    ) -> Vec<R> {
+        let f = Arc::new(f);
+        let handles: Vec<_> = (0..self.nodes())
+            .map(|n| {
+                let f = f.clone();
+                let socket = self.socket(n);
+                std::thread::Builder::new()
+                    .name(format!("guest{n}"))
+                    .spawn(move || {
+                        let t = VhostUserTransport::connect(&socket, &VhostUserOptions::default())
+                            .expect("connect");
+                        let a = Adapter::new(
+                            t,
+                            AdapterOptions {
+                                spin: 64,
+                                ..Default::default()
+                            },
+                        )
+                        .expect("adapter");
+                        let port = AdapterPort::new(a).expect("status page");
+                        let mc = MemoryChannel::open(Box::new(port), &OpenOptions::default())
+                            .expect("open the API");
+                        f(mc)
+                    })
+                    .expect("spawn")
+            })
+            .collect();
+        handles
+            .into_iter()
+            .enumerate()
+            .map(|(n, h)| h.join().unwrap_or_else(|_| panic!("node {n} failed")))
+            .collect()
+    }
+}
+
+/// Path of workspace binary `name`, built with the same profile as this test
+/// if it is not there yet (as under `cargo test -p integration`).
+pub fn binary(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable");
+    // target/<profile>/deps/<test> -> target/<profile>/<name>
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target dir")
+        .to_path_buf();
+    let path = profile_dir.join(name);
+    if !path.is_file() {
+        let release = profile_dir.file_name().is_some_and(|p| p == "release");
+        let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+        cmd.args(["build", "--bin", name])
+            .current_dir(env!("CARGO_MANIFEST_DIR"));
+        if release {
+            cmd.arg("--release");
+        }
+        let status = cmd.status().expect("run cargo build");
+        assert!(status.success(), "cargo build --bin {name} failed");
+    }
+    path
+}

@@ -1,6 +1,6 @@
 //! A running cluster: one hub, one vhost-user socket per adapter.
 
-use std::os::unix::net::UnixStream;
+use std::os::fd::{AsRawFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -13,7 +13,7 @@ use firmware_model::{
 };
 use log::{error, info, warn};
 use vhost::vhost_user::Listener;
-use vhost_user_backend::VhostUserDaemon;
+use vhost_user_backend::{ShutdownHandle, VhostUserDaemon};
 use vm_memory::{GuestMemoryAtomic, GuestMemoryMmap};
 use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 
@@ -48,6 +48,8 @@ impl ClusterOptions {
 /// State shared by the hub thread and every node's vhost-user backend.
 pub(crate) struct Shared {
     state: Mutex<ClusterState>,
+    /// Per node: how to end its current guest connection (shutdown).
+    connections: Mutex<Vec<Option<ShutdownHandle>>>,
     pub(crate) wake: EventFd,
     pub(crate) shutdown: AtomicBool,
     pub(crate) spin: Duration,
@@ -100,6 +102,8 @@ pub struct FaultStatus {
 pub struct Cluster {
     shared: Arc<Shared>,
     sockets: Vec<PathBuf>,
+    /// The listening sockets, shut down to unblock `accept` at exit.
+    listen_fds: Vec<RawFd>,
     hub_thread: Option<JoinHandle<()>>,
     servers: Vec<JoinHandle<()>>,
 }
@@ -124,6 +128,7 @@ impl Cluster {
                 start: Instant::now(),
                 throttle: opts.throttle,
             }),
+            connections: Mutex::new((0..opts.config.nodes).map(|_| None).collect()),
             wake: EventFd::new(EFD_NONBLOCK).map_err(DeviceError::EventFd)?,
             shutdown: AtomicBool::new(false),
             spin: opts.spin,
@@ -131,6 +136,7 @@ impl Cluster {
         let mut cluster = Cluster {
             shared: shared.clone(),
             sockets: Vec::new(),
+            listen_fds: Vec::new(),
             hub_thread: None,
             servers: Vec::new(),
         };
@@ -140,6 +146,7 @@ impl Cluster {
                 path: path.clone(),
                 reason: e.to_string(),
             })?;
+            cluster.listen_fds.push(listener.as_raw_fd());
             let backend = Arc::new(NodeBackend {
                 node,
                 shared: shared.clone(),
@@ -238,10 +245,22 @@ impl Cluster {
         if let Some(t) = self.hub_thread.take() {
             let _ = t.join();
         }
-        // Each server thread blocks in accept(): a connection that closes at
-        // once lets it see the shutdown flag.
-        for path in &self.sockets {
-            let _ = UnixStream::connect(path);
+        // Server threads block in accept() or in a guest's connection: shut
+        // both down (works even if the socket files were removed meanwhile).
+        for fd in &self.listen_fds {
+            // SAFETY: the listener outlives this call (its thread is joined
+            // below); shutdown only changes the socket's state.
+            unsafe { libc::shutdown(*fd, libc::SHUT_RDWR) };
+        }
+        for h in self
+            .shared
+            .connections
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .flatten()
+        {
+            h.shutdown();
         }
         for t in self.servers.drain(..) {
             let _ = t.join();
@@ -283,6 +302,18 @@ fn serve_node(backend: Arc<NodeBackend>, mut listener: Listener) {
         if shared.shutdown.load(Ordering::Acquire) {
             break;
         }
+        if let Some(slot) = shared
+            .connections
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_mut(node)
+        {
+            *slot = daemon.shutdown_handle();
+        }
+        if shared.shutdown.load(Ordering::Acquire) {
+            // Stop was requested between accept and recording the handle.
+            daemon.request_shutdown();
+        }
         {
             let mut st = shared.lock();
             st.nodes[node].connections += 1;
@@ -294,6 +325,14 @@ fn serve_node(backend: Arc<NodeBackend>, mut listener: Listener) {
         match daemon.wait() {
             Ok(()) => info!("node{node}: guest disconnected"),
             Err(e) => info!("node{node}: guest connection ended: {e}"),
+        }
+        if let Some(slot) = shared
+            .connections
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_mut(node)
+        {
+            *slot = None;
         }
         drop(daemon);
         shared.lock().disconnected(node);

@@ -9,6 +9,18 @@
 //! adds no semantics of its own: it moves bytes and reports errors.
 //!
 //! See docs/device.md for the guest-visible interface.
+//!
+//! ```
+//! use firmware_model::{ClusterConfig, NodeId};
+//! use mc_device::{Cluster, ClusterOptions};
+//!
+//! let dir = tempfile::tempdir().unwrap();
+//! let cluster = Cluster::start(ClusterOptions::new(ClusterConfig::new(2), dir.path())).unwrap();
+//! // QEMU attaches here: -chardev socket,id=mc0,path=<this> ...
+//! assert!(cluster.socket_path(NodeId(1)).unwrap().ends_with("node1.sock"));
+//! assert_eq!(cluster.snapshot().membership.members.len(), 2);
+//! cluster.shutdown();
+//! ```
 
 mod backend;
 mod cluster;

@@ -24,7 +24,7 @@ use crate::memory::{range_ok, runs, scatter_read, scatter_write, MemGuard, Piece
 use crate::node::NodeState;
 
 /// Largest readable part of a control request (a full SET_PCT with frames).
-const MAX_CTRL_BYTES: u64 = 256 * 1024;
+const MAX_CTRL_BYTES: u64 = abi::MAX_CTRL_REQUEST_BYTES as u64;
 /// Chains taken from one transmit queue in one pass, so one busy guest cannot
 /// hold the hub away from the others.
 pub(crate) const TX_BATCH: usize = 64;
@@ -157,35 +157,35 @@ impl ClusterState {
             if self.nodes[i].last_status == Some(snap) {
                 continue;
             }
-            snap.updates = self.nodes[i].status_updates.wrapping_add(1);
+            // A sequence lock: `updates` is odd while the page is being written
+            // and even once it is whole, so a reader can tell a torn copy. The
+            // error count is also a single aligned store (one load for readers).
+            let seq = self.nodes[i].status_updates;
+            snap.updates = seq.wrapping_add(2);
             let Some(atomic) = self.nodes[i].mem.as_ref() else {
                 continue;
             };
             let mem = atomic.memory();
             let bytes = snap.to_bytes();
             let u = abi::status_page::UPDATES;
-            let ok = mem.write_slice(&bytes[..u], GuestAddress(gpa)).is_ok()
-                && mem
-                    .write_slice(&bytes[u + 8..], GuestAddress(gpa + u as u64 + 8))
-                    .is_ok()
+            let at = |off: usize| GuestAddress(gpa + off as u64);
+            let ok = mem
+                .store(seq.wrapping_add(1), at(u), Ordering::Release)
+                .is_ok()
+                && mem.write_slice(&bytes[..u], at(0)).is_ok()
+                && mem.write_slice(&bytes[u + 8..], at(u + 8)).is_ok()
                 && mem
                     .store(
                         snap.cluster_error_count,
-                        GuestAddress(gpa + abi::status_page::CLUSTER_ERROR_COUNT as u64),
+                        at(abi::status_page::CLUSTER_ERROR_COUNT),
                         Ordering::Release,
                     )
                     .is_ok()
-                && mem
-                    .store(
-                        snap.updates,
-                        GuestAddress(gpa + u as u64),
-                        Ordering::Release,
-                    )
-                    .is_ok();
+                && mem.store(snap.updates, at(u), Ordering::Release).is_ok();
             if ok {
                 snap.updates = 0;
                 self.nodes[i].last_status = Some(snap);
-                self.nodes[i].status_updates = self.nodes[i].status_updates.wrapping_add(1);
+                self.nodes[i].status_updates = seq.wrapping_add(2);
             } else {
                 warn!("node{i}: status page at {gpa:#x} is no longer in guest RAM; dropping it");
                 self.nodes[i].status_page = None;
@@ -266,6 +266,8 @@ impl ClusterState {
             let written = mem.write_slice(&rec.to_bytes(), GuestAddress(gpa)).is_ok();
             let _ = vring.add_used(c.head, if written { EVENT_SIZE as u32 } else { 0 });
         }
+        // Ask for a kick when the driver posts more buffers.
+        let _ = vring.enable_notification();
         signal(&vring, i, "event");
         if bad > 0 {
             self.guest_error(i, format_args!("{bad} event buffer(s) unusable (need one writable buffer of {EVENT_SIZE} bytes)"));
@@ -452,12 +454,31 @@ impl ClusterState {
             return;
         };
         let mem = atomic.memory();
-        let chains: Vec<_> = match vring.get_mut().get_queue_mut().iter(mem.clone()) {
-            Ok(it) => it.collect(),
-            Err(_) => return,
-        };
+        loop {
+            let chains: Vec<_> = match vring.get_mut().get_queue_mut().iter(mem.clone()) {
+                Ok(it) => it.collect(),
+                Err(_) => return,
+            };
+            self.serve_ctrl_chains(i, &vring, &mem, chains);
+            // Ask for a kick at the next request (EVENT_IDX avail_event); serve
+            // again if one slipped in meanwhile.
+            if !vring.enable_notification().unwrap_or(false) {
+                break;
+            }
+        }
+        signal(&vring, i, "control");
+        self.refresh_status_pages();
+    }
+
+    fn serve_ctrl_chains(
+        &mut self,
+        i: usize,
+        vring: &VringRwLock,
+        mem: &MemGuard,
+        chains: Vec<DescriptorChain<MemGuard>>,
+    ) {
         for chain in chains {
-            let c = split_chain(chain, &mem, MAX_CTRL_BYTES);
+            let c = split_chain(chain, mem, MAX_CTRL_BYTES);
             let Some((wgpa, _)) = c
                 .writable
                 .filter(|w| w.1 as usize >= abi::CTRL_RESPONSE_SIZE)
@@ -473,9 +494,9 @@ impl ClusterState {
                 Some(s) => CtrlResponse::error(s, 0),
                 None => {
                     let mut req = vec![0u8; c.readable_len as usize];
-                    if scatter_read(&mem, &c.readable, 0, &mut req) {
+                    if scatter_read(mem, &c.readable, 0, &mut req) {
                         match CtrlRequest::decode(&req) {
-                            Ok(r) => self.execute(i, &mem, r),
+                            Ok(r) => self.execute(i, mem, r),
                             Err(s) => CtrlResponse::error(s, 0),
                         }
                     } else {
@@ -502,8 +523,6 @@ impl ClusterState {
                 },
             );
         }
-        signal(&vring, i, "control");
-        self.refresh_status_pages();
     }
 
     fn execute(&mut self, i: usize, mem: &MemGuard, req: CtrlRequest) -> CtrlResponse {

@@ -1,0 +1,68 @@
+//! Whole virtual clusters as processes: `mc-host run` starts the backend and one
+//! `mc-guest` process per node.
+
+use std::process::Command;
+
+use integration::binary;
+
+fn run(nodes: u32, args: &[&str]) -> (bool, String) {
+    let host = binary("mc-host");
+    binary("mc-guest");
+    let out = Command::new(host)
+        .args([
+            "run",
+            "--nodes",
+            &nodes.to_string(),
+            "--timeout",
+            "120",
+            "--",
+        ])
+        .args(args)
+        .output()
+        .expect("run mc-host");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+#[test]
+fn selftest_passes_on_two_and_four_virtual_guests() {
+    for nodes in [2, 4] {
+        let (ok, out) = run(nodes, &["mc-guest", "selftest", "--iterations", "100"]);
+        assert!(ok, "{out}");
+        for n in 0..nodes {
+            assert!(
+                out.contains(&format!("[node{n}] selftest: 8 checks passed on node {n}")),
+                "{out}"
+            );
+        }
+        assert!(!out.contains("FAIL"), "{out}");
+    }
+}
+
+#[test]
+fn info_reports_each_node() {
+    let (ok, out) = run(3, &["mc-guest", "info"]);
+    assert!(ok, "{out}");
+    for n in 0..3 {
+        assert!(
+            out.contains(&format!("[node{n}] Memory Channel adapter: node {n} of 3")),
+            "{out}"
+        );
+    }
+}
+
+#[test]
+fn a_guest_without_a_socket_says_so() {
+    let out = Command::new(binary("mc-guest"))
+        .arg("info")
+        .env_remove("MC_SOCKET")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("MC_SOCKET"), "{err}");
+}
