@@ -13,6 +13,15 @@ use log::warn;
 use crate::memory::{scatter_copy, MemGuard, Piece};
 use crate::node::ReceiveFrames;
 
+/// Consecutive packets for one receiver, copied as one run.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Run {
+    page: u32,
+    page_offset: u32,
+    store_offset: u32,
+    len: u32,
+}
+
 pub(crate) struct DmaSink<'a> {
     /// Each node's guest memory for this batch (None: no guest connected).
     pub(crate) mems: &'a [Option<MemGuard>],
@@ -25,6 +34,10 @@ pub(crate) struct DmaSink<'a> {
     /// Set when deliveries wait for their modelled due time.
     pub(crate) throttle_from: Option<Instant>,
     pub(crate) failed: u32,
+    /// Per receiver: packets not yet copied. A store becomes many packets
+    /// (32 bytes each by default); consecutive ones for the same receiver and
+    /// page are one copy, which is what makes large stores fast.
+    pub(crate) pending: Vec<Option<Run>>,
 }
 
 /// Wait until `start + at`: sleep for long waits, spin (yielding) for short ones.
@@ -50,18 +63,18 @@ impl DmaSink<'_> {
             wait_until(start, at);
         }
     }
-}
 
-impl DeliverySink for DmaSink<'_> {
-    fn deliver(&mut self, d: &Delivery) {
-        self.throttle(d.at);
-        let r = d.receiver.index();
+    /// Copy receiver `r`'s pending run, if any.
+    fn flush(&mut self, r: usize) {
+        let Some(run) = self.pending.get_mut(r).and_then(Option::take) else {
+            return;
+        };
         let (Some(Some(src_mem)), Some(Some(dst_mem))) =
             (self.mems.get(self.src), self.mems.get(r))
         else {
             return;
         };
-        let Some(frames) = self.frames.get(r).and_then(|f| f.get(d.page.0)) else {
+        let Some(frames) = self.frames.get(r).and_then(|f| f.get(run.page)) else {
             // The model only delivers to receive-enabled pages, and the device
             // binds frames before enabling receive; nothing to write otherwise.
             return;
@@ -69,19 +82,52 @@ impl DeliverySink for DmaSink<'_> {
         let ok = scatter_copy(
             src_mem,
             self.src_data,
-            u64::from(d.packet.store_offset),
+            u64::from(run.store_offset),
             dst_mem,
             frames,
-            u64::from(d.page_offset),
-            u64::from(d.packet.len),
+            u64::from(run.page_offset),
+            u64::from(run.len),
         );
         if !ok {
             self.failed += 1;
             warn!(
-                "node{}: DMA of {} bytes to {} failed (guest memory changed?)",
-                r, d.packet.len, d.page
+                "node{r}: DMA of {} bytes to page {} failed (guest memory changed?)",
+                run.len, run.page
             );
         }
+    }
+
+    /// Perform every delivery still pending. Call once the store is done.
+    pub(crate) fn finish(&mut self) {
+        for r in 0..self.pending.len() {
+            self.flush(r);
+        }
+    }
+}
+
+impl DeliverySink for DmaSink<'_> {
+    fn deliver(&mut self, d: &Delivery) {
+        self.throttle(d.at);
+        let r = d.receiver.index();
+        if r >= self.pending.len() {
+            self.pending.resize(r + 1, None);
+        }
+        if let Some(run) = self.pending[r].as_mut() {
+            if run.page == d.page.0
+                && run.page_offset + run.len == d.page_offset
+                && run.store_offset + run.len == d.packet.store_offset
+            {
+                run.len += d.packet.len;
+                return;
+            }
+        }
+        self.flush(r);
+        self.pending[r] = Some(Run {
+            page: d.page.0,
+            page_offset: d.page_offset,
+            store_offset: d.packet.store_offset,
+            len: d.packet.len,
+        });
     }
 
     /// ACK answers are held back and written by the caller once the writer's

@@ -399,6 +399,7 @@ impl ClusterState {
                 acks: &mut acks,
                 throttle_from,
                 failed: 0,
+                pending: Vec::new(),
             };
             let sent = hub.transmit(
                 now,
@@ -407,6 +408,7 @@ impl ClusterState {
                 hdr.len,
                 &mut sink,
             );
+            sink.finish();
             if !acks.is_empty() {
                 // The writer's status page first, then the answer: once the
                 // answer is seen, the error count on the status page is current.
