@@ -55,11 +55,16 @@ pub(crate) struct Shared {
     pub(crate) spin: Duration,
 }
 
+/// Lock `m` even if a thread panicked while holding it: that would be a bug in
+/// this crate, and the state is still consistent enough to keep serving the
+/// other guests.
+fn relock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 impl Shared {
     pub(crate) fn lock(&self) -> MutexGuard<'_, ClusterState> {
-        // A panic while holding the lock would be a bug in this crate; the
-        // state is still consistent enough to keep serving other guests.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        relock(&self.state)
     }
 
     pub(crate) fn wake_hub(&self) {
