@@ -257,14 +257,7 @@ impl Cluster {
             // below); shutdown only changes the socket's state.
             unsafe { libc::shutdown(*fd, libc::SHUT_RDWR) };
         }
-        for h in self
-            .shared
-            .connections
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .flatten()
-        {
+        for h in relock(&self.shared.connections).iter().flatten() {
             h.shutdown();
         }
         for t in self.servers.drain(..) {
@@ -307,12 +300,7 @@ fn serve_node(backend: Arc<NodeBackend>, mut listener: Listener) {
         if shared.shutdown.load(Ordering::Acquire) {
             break;
         }
-        if let Some(slot) = shared
-            .connections
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get_mut(node)
-        {
+        if let Some(slot) = relock(&shared.connections).get_mut(node) {
             *slot = daemon.shutdown_handle();
         }
         if shared.shutdown.load(Ordering::Acquire) {
@@ -331,12 +319,7 @@ fn serve_node(backend: Arc<NodeBackend>, mut listener: Listener) {
             Ok(()) => info!("node{node}: guest disconnected"),
             Err(e) => info!("node{node}: guest connection ended: {e}"),
         }
-        if let Some(slot) = shared
-            .connections
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get_mut(node)
-        {
+        if let Some(slot) = relock(&shared.connections).get_mut(node) {
             *slot = None;
         }
         drop(daemon);
