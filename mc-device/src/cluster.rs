@@ -1,6 +1,6 @@
 //! A running cluster: one hub, one vhost-user socket per adapter.
 
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -107,8 +107,10 @@ pub struct FaultStatus {
 pub struct Cluster {
     shared: Arc<Shared>,
     sockets: Vec<PathBuf>,
-    /// The listening sockets, shut down to unblock `accept` at exit.
-    listen_fds: Vec<RawFd>,
+    /// Duplicates of the listening sockets, shut down to unblock `accept` at
+    /// exit. Owned here so the numbers cannot be reused by another socket
+    /// before then, even if a server thread has already ended.
+    listen_fds: Vec<OwnedFd>,
     hub_thread: Option<JoinHandle<()>>,
     servers: Vec<JoinHandle<()>>,
 }
@@ -151,7 +153,14 @@ impl Cluster {
                 path: path.clone(),
                 reason: e.to_string(),
             })?;
-            cluster.listen_fds.push(listener.as_raw_fd());
+            // SAFETY: the listener's fd is open for the duration of this call.
+            let fd = unsafe { BorrowedFd::borrow_raw(listener.as_raw_fd()) };
+            cluster
+                .listen_fds
+                .push(fd.try_clone_to_owned().map_err(|e| DeviceError::Listen {
+                    path: path.clone(),
+                    reason: e.to_string(),
+                })?);
             let backend = Arc::new(NodeBackend {
                 node,
                 shared: shared.clone(),
@@ -253,9 +262,9 @@ impl Cluster {
         // Server threads block in accept() or in a guest's connection: shut
         // both down (works even if the socket files were removed meanwhile).
         for fd in &self.listen_fds {
-            // SAFETY: the listener outlives this call (its thread is joined
-            // below); shutdown only changes the socket's state.
-            unsafe { libc::shutdown(*fd, libc::SHUT_RDWR) };
+            // SAFETY: `fd` is a descriptor this struct owns; shutdown only
+            // changes the state of the socket it refers to.
+            unsafe { libc::shutdown(fd.as_raw_fd(), libc::SHUT_RDWR) };
         }
         for h in relock(&self.shared.connections).iter().flatten() {
             h.shutdown();
