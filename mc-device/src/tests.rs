@@ -748,3 +748,79 @@ fn register_file_reports_the_cluster() {
     let b = r.to_bytes();
     assert_eq!(abi::Registers::from_bytes(&b), Some(r));
 }
+
+mod hostile {
+    //! Random garbage from a guest: the backend never panics, answers every
+    //! chain, and never writes another guest's memory outside its bound frames.
+    use super::*;
+    use proptest::prelude::*;
+
+    fn outside_frames(rig: &Rig, n: usize) -> Vec<u8> {
+        let mut ram = rig.guests[n].ram();
+        // Blank the bound frames of page 2; everything else must stay as it was.
+        if let Some(frames) = rig.st.nodes[n].frames.get(2) {
+            for (gpa, len) in frames {
+                ram[*gpa as usize..(*gpa + u64::from(*len)) as usize].fill(0);
+            }
+        }
+        ram
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn garbage_chains_are_answered_and_contained(
+            tx_bytes in prop::collection::vec(any::<u8>(), 0..400),
+            ctrl_bytes in prop::collection::vec(any::<u8>(), 0..200),
+            splits in prop::collection::vec(1u32..64, 0..4),
+            writable in prop::sample::select(vec![0u32, 4, 8, 16, 64]),
+            wild_addr in any::<u64>(),
+        ) {
+            let mut rig = Rig::new(2);
+            rig.set_pct(0, 2, PctEntry::transmit_broadcast());
+            rig.set_pct(1, 2, PctEntry::receive());
+            let before = outside_frames(&rig, 1);
+            let g = &mut rig.guests[0];
+            let buf = g.alloc(tx_bytes.len().max(1));
+            g.mem().write_slice(&tx_bytes, GuestAddress(buf)).unwrap();
+            // Cut the readable bytes into several descriptors, then the writable one,
+            // and sometimes a descriptor pointing anywhere at all.
+            let mut descs = Vec::new();
+            let mut off = 0u32;
+            for s in &splits {
+                if off as usize >= tx_bytes.len() { break; }
+                let n = (*s).min(tx_bytes.len() as u32 - off);
+                descs.push((buf + u64::from(off), n, false));
+                off += n;
+            }
+            if (off as usize) < tx_bytes.len() {
+                descs.push((buf + u64::from(off), tx_bytes.len() as u32 - off, false));
+            }
+            if wild_addr % 3 == 0 {
+                descs.push((wild_addr, 32, false));
+            }
+            let comp = g.alloc(64);
+            if writable > 0 {
+                descs.push((comp, writable, true));
+            }
+            if descs.is_empty() {
+                descs.push((buf, 0, false));
+            }
+            g.post(abi::TX_QUEUE, &descs);
+            rig.st.process_tx(0);
+            let done = rig.guests[0].reap(abi::TX_QUEUE);
+            prop_assert_eq!(done.len(), 1, "every chain is answered");
+
+            let g = &mut rig.guests[0];
+            let req = g.alloc(ctrl_bytes.len().max(1));
+            let resp = g.alloc(16);
+            g.mem().write_slice(&ctrl_bytes, GuestAddress(req)).unwrap();
+            g.post(abi::CTRL_QUEUE, &[(req, ctrl_bytes.len() as u32, false), (resp, 16, true)]);
+            rig.st.process_ctrl(0);
+            prop_assert_eq!(rig.guests[0].reap(abi::CTRL_QUEUE).len(), 1);
+
+            prop_assert!(outside_frames(&rig, 1) == before, "node 1's memory outside its frame changed");
+        }
+    }
+}
