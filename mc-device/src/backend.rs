@@ -20,6 +20,20 @@ use vmm_sys_util::event::{
 use crate::cluster::Shared;
 use crate::memory::Mem;
 
+/// `size` bytes of the register file from `offset`, zero past its end: QEMU
+/// rejects a reply of any other length.
+pub(crate) fn config_slice(regs: &[u8; CONFIG_SIZE], offset: u32, size: u32) -> Vec<u8> {
+    let mut out = vec![0u8; size as usize];
+    let start = (offset as usize).min(CONFIG_SIZE);
+    let end = (offset as usize)
+        .saturating_add(size as usize)
+        .min(CONFIG_SIZE);
+    if start < end {
+        out[..end - start].copy_from_slice(&regs[start..end]);
+    }
+    out
+}
+
 /// The vhost-user backend of node `node`.
 pub(crate) struct NodeBackend {
     pub(crate) node: usize,
@@ -67,15 +81,7 @@ impl VhostUserBackend for NodeBackend {
     /// The register file. Exactly `size` bytes, zero past its end.
     fn get_config(&self, offset: u32, size: u32) -> Vec<u8> {
         let regs = self.shared.lock().registers(self.node).to_bytes();
-        let mut out = vec![0u8; size as usize];
-        let start = (offset as usize).min(CONFIG_SIZE);
-        let end = (offset as usize)
-            .saturating_add(size as usize)
-            .min(CONFIG_SIZE);
-        if start < end {
-            out[..end - start].copy_from_slice(&regs[start..end]);
-        }
-        out
+        config_slice(&regs, offset, size)
     }
 
     /// Every register is read-only. The write is refused and counted as a

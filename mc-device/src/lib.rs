@@ -34,5 +34,10 @@ mod state;
 pub use cluster::{Cluster, ClusterOptions, ClusterSnapshot, FaultStatus, NodeSnapshot};
 pub use error::DeviceError;
 
+#[cfg(any(test, feature = "fuzzing"))]
+mod fake_guest;
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
+pub mod fuzz;
 #[cfg(test)]
 mod tests;

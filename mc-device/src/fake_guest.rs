@@ -1,0 +1,327 @@
+//! Fake guests for tests and fuzzing: each with its own `GuestMemoryMmap`,
+//! split rings laid out in it the way a driver would, and the backend's queue
+//! handlers driven directly, with the model (`ShadowCluster`) alongside as the
+//! oracle.
+
+// Fuzz builds (feature "fuzzing") use only part of the harness the tests use.
+#![cfg_attr(not(test), allow(dead_code))]
+
+use std::time::Instant;
+
+use firmware_model::abi::{self, CtrlRequest, CtrlResponse, Status, TxCompletion, TxRecordHeader};
+use firmware_model::{ClusterConfig, GlobalAddr, Hub, Nanos, NodeId, PctEntry, ShadowCluster};
+use vhost_user_backend::{VringRwLock, VringT};
+use vm_memory::{Bytes, GuestAddress, GuestAddressSpace, GuestMemoryAtomic, GuestMemoryMmap};
+
+use crate::memory::Mem;
+use crate::node::NodeState;
+use crate::state::ClusterState;
+
+pub(crate) const RAM: usize = 4 << 20;
+pub(crate) const QSIZE: u16 = 64;
+pub(crate) const BUF_BASE: u64 = 0x10000;
+pub(crate) const FRAME_BASE: u64 = 0x100000;
+pub(crate) const PAGE: u64 = 8192;
+
+pub(crate) fn ring_base(q: u16) -> u64 {
+    0x1000 + u64::from(q) * 0x3000
+}
+
+/// The driver side of one split ring, written straight into guest memory.
+pub(crate) struct Ring {
+    q: u16,
+    next_desc: u16,
+    avail_idx: u16,
+    used_seen: u16,
+}
+
+impl Ring {
+    pub(crate) fn desc(&self) -> u64 {
+        ring_base(self.q)
+    }
+    pub(crate) fn avail(&self) -> u64 {
+        ring_base(self.q) + 0x400
+    }
+    pub(crate) fn used(&self) -> u64 {
+        ring_base(self.q) + 0x1000
+    }
+
+    /// Post a chain of (gpa, len, device-writable) buffers.
+    pub(crate) fn post(&mut self, mem: &Mem, bufs: &[(u64, u32, bool)]) -> u16 {
+        let head = self.next_desc;
+        for (k, &(gpa, len, w)) in bufs.iter().enumerate() {
+            let i = (self.next_desc + k as u16) % QSIZE;
+            let last = k + 1 == bufs.len();
+            let flags: u16 = (if last { 0 } else { 1 }) | (if w { 2 } else { 0 });
+            let next = (i + 1) % QSIZE;
+            let d = self.desc() + 16 * u64::from(i);
+            mem.write_obj(gpa, GuestAddress(d)).unwrap();
+            mem.write_obj(len, GuestAddress(d + 8)).unwrap();
+            mem.write_obj(flags, GuestAddress(d + 12)).unwrap();
+            mem.write_obj(next, GuestAddress(d + 14)).unwrap();
+        }
+        self.next_desc = (self.next_desc + bufs.len() as u16) % QSIZE;
+        let slot = self.avail() + 4 + 2 * u64::from(self.avail_idx % QSIZE);
+        mem.write_obj(head, GuestAddress(slot)).unwrap();
+        self.avail_idx = self.avail_idx.wrapping_add(1);
+        mem.write_obj(self.avail_idx, GuestAddress(self.avail() + 2))
+            .unwrap();
+        head
+    }
+
+    /// Completions not yet seen: (head, written length).
+    pub(crate) fn reap(&mut self, mem: &Mem) -> Vec<(u32, u32)> {
+        let idx: u16 = mem.read_obj(GuestAddress(self.used() + 2)).unwrap();
+        let mut out = Vec::new();
+        while self.used_seen != idx {
+            let e = self.used() + 4 + 8 * u64::from(self.used_seen % QSIZE);
+            out.push((
+                mem.read_obj(GuestAddress(e)).unwrap(),
+                mem.read_obj(GuestAddress(e + 4)).unwrap(),
+            ));
+            self.used_seen = self.used_seen.wrapping_add(1);
+        }
+        out
+    }
+}
+
+pub(crate) struct FakeGuest {
+    atomic: GuestMemoryAtomic<Mem>,
+    vrings: Vec<VringRwLock>,
+    rings: Vec<Ring>,
+    next_buf: u64,
+    next_frame: u64,
+}
+
+impl FakeGuest {
+    pub(crate) fn new() -> Self {
+        let mem: Mem = GuestMemoryMmap::from_ranges(&[(GuestAddress(0), RAM)]).unwrap();
+        let atomic = GuestMemoryAtomic::new(mem);
+        let mut vrings = Vec::new();
+        let mut rings = Vec::new();
+        for q in 0..abi::NUM_QUEUES as u16 {
+            let v = VringRwLock::new(atomic.clone(), abi::MAX_QUEUE_SIZE).unwrap();
+            let r = Ring {
+                q,
+                next_desc: 0,
+                avail_idx: 0,
+                used_seen: 0,
+            };
+            v.set_queue_size(QSIZE);
+            v.set_queue_info(r.desc(), r.avail(), r.used()).unwrap();
+            v.set_queue_ready(true);
+            v.set_enabled(true);
+            vrings.push(v);
+            rings.push(r);
+        }
+        FakeGuest {
+            atomic,
+            vrings,
+            rings,
+            next_buf: BUF_BASE,
+            next_frame: FRAME_BASE,
+        }
+    }
+
+    pub(crate) fn mem(&self) -> vm_memory::GuestMemoryLoadGuard<Mem> {
+        self.atomic.memory()
+    }
+
+    pub(crate) fn post(&mut self, q: u16, bufs: &[(u64, u32, bool)]) -> u16 {
+        let mem = self.atomic.memory();
+        self.rings[q as usize].post(&mem, bufs)
+    }
+
+    pub(crate) fn reap(&mut self, q: u16) -> Vec<(u32, u32)> {
+        let mem = self.atomic.memory();
+        self.rings[q as usize].reap(&mem)
+    }
+
+    pub(crate) fn alloc(&mut self, len: usize) -> u64 {
+        let a = self.next_buf;
+        self.next_buf += (len as u64).div_ceil(64) * 64 + 64;
+        assert!(self.next_buf < FRAME_BASE);
+        a
+    }
+
+    pub(crate) fn frames_for(&mut self, pages: u32) -> Vec<u64> {
+        let n = pages as u64 * PAGE / u64::from(abi::FRAME_SIZE);
+        let v = (0..n)
+            .map(|k| self.next_frame + k * u64::from(abi::FRAME_SIZE))
+            .collect();
+        self.next_frame += n * u64::from(abi::FRAME_SIZE);
+        v
+    }
+
+    pub(crate) fn ram(&self) -> Vec<u8> {
+        let mut v = vec![0u8; RAM];
+        self.mem().read_slice(&mut v, GuestAddress(0)).unwrap();
+        v
+    }
+}
+
+pub(crate) struct Rig {
+    pub(crate) st: ClusterState,
+    pub(crate) guests: Vec<FakeGuest>,
+    pub(crate) model: Hub,
+    pub(crate) shadow: ShadowCluster,
+}
+
+impl Rig {
+    pub(crate) fn new(nodes: u8) -> Self {
+        let config = ClusterConfig::new(nodes);
+        let hub = Hub::new(config.clone()).unwrap();
+        let pages = config.page_count();
+        let mut st = ClusterState {
+            hub,
+            nodes: (0..nodes).map(|_| NodeState::new(pages)).collect(),
+            start: Instant::now(),
+            throttle: false,
+        };
+        let guests: Vec<FakeGuest> = (0..nodes).map(|_| FakeGuest::new()).collect();
+        for (i, g) in guests.iter().enumerate() {
+            st.nodes[i].mem = Some(g.atomic.clone());
+            st.nodes[i].vrings = Some(g.vrings.clone());
+        }
+        Rig {
+            st,
+            guests,
+            model: Hub::new(config).unwrap(),
+            shadow: ShadowCluster::new(PAGE as u32),
+        }
+    }
+
+    pub(crate) fn ctrl(&mut self, node: usize, req: &CtrlRequest) -> CtrlResponse {
+        self.ctrl_raw(node, &req.encode())
+    }
+
+    pub(crate) fn ctrl_raw(&mut self, node: usize, bytes: &[u8]) -> CtrlResponse {
+        let g = &mut self.guests[node];
+        let req = g.alloc(bytes.len());
+        let resp = g.alloc(16);
+        g.mem().write_slice(bytes, GuestAddress(req)).unwrap();
+        g.post(
+            abi::CTRL_QUEUE,
+            &[(req, bytes.len() as u32, false), (resp, 16, true)],
+        );
+        self.st.process_ctrl(node);
+        let g = &mut self.guests[node];
+        let done = g.reap(abi::CTRL_QUEUE);
+        assert_eq!(done.len(), 1);
+        assert_eq!(done[0].1, 16);
+        let mut b = [0u8; 16];
+        g.mem().read_slice(&mut b, GuestAddress(resp)).unwrap();
+        CtrlResponse::from_bytes(&b).unwrap()
+    }
+
+    /// Program `page` on `node` in the device and in the model; bind fresh frames
+    /// when receiving. Returns the frames.
+    pub(crate) fn set_pct(&mut self, node: usize, page: u32, entry: PctEntry) -> Vec<u64> {
+        let frames = if entry.receive {
+            self.guests[node].frames_for(1)
+        } else {
+            vec![]
+        };
+        let r = self.ctrl(
+            node,
+            &CtrlRequest::SetPct {
+                first_page: page,
+                count: 1,
+                entry: entry.to_bits(),
+                frames: frames.clone(),
+            },
+        );
+        assert_eq!(r.status, Status::Ok as u32, "{r:?}");
+        self.model
+            .set_pct(NodeId(node as u8), firmware_model::PageNumber(page), entry)
+            .unwrap();
+        frames
+    }
+
+    /// Post one transmit chain of records from `node`; returns (completion gpa, expected data).
+    pub(crate) fn post_tx(&mut self, node: usize, records: &[(u64, Vec<u8>)]) -> u64 {
+        let mut bytes = Vec::new();
+        for (addr, data) in records {
+            bytes.extend_from_slice(
+                &TxRecordHeader {
+                    addr: *addr,
+                    len: data.len() as u32,
+                    flags: 0,
+                }
+                .to_bytes(),
+            );
+            bytes.extend_from_slice(data);
+            bytes.resize(bytes.len().div_ceil(8) * 8, 0);
+        }
+        let g = &mut self.guests[node];
+        let buf = g.alloc(bytes.len());
+        let comp = g.alloc(8);
+        g.mem().write_slice(&bytes, GuestAddress(buf)).unwrap();
+        g.post(
+            abi::TX_QUEUE,
+            &[(buf, bytes.len() as u32, false), (comp, 8, true)],
+        );
+        comp
+    }
+
+    pub(crate) fn completion(&mut self, node: usize, comp: u64) -> TxCompletion {
+        let g = &mut self.guests[node];
+        let mut b = [0u8; 8];
+        g.mem().read_slice(&mut b, GuestAddress(comp)).unwrap();
+        TxCompletion::from_bytes(&b).unwrap()
+    }
+
+    /// Transmit through the device and the model alike.
+    pub(crate) fn transmit(&mut self, node: usize, records: &[(u64, Vec<u8>)]) -> TxCompletion {
+        let comp = self.post_tx(node, records);
+        assert_eq!(self.st.process_tx(node), 1);
+        for (addr, data) in records {
+            if self
+                .shadow
+                .store(
+                    &mut self.model,
+                    Nanos(0),
+                    NodeId(node as u8),
+                    GlobalAddr(*addr),
+                    data,
+                )
+                .is_err()
+            {
+                break;
+            }
+        }
+        self.completion(node, comp)
+    }
+
+    /// Every bound receive frame of every guest holds what the model says.
+    pub(crate) fn check_against_model(&self) {
+        for (n, pages) in self.shadow.written_pages().into_iter().fold(
+            Vec::<(NodeId, Vec<_>)>::new(),
+            |mut acc, (n, p)| {
+                match acc.iter_mut().find(|(m, _)| *m == n) {
+                    Some((_, v)) => v.push(p),
+                    None => acc.push((n, vec![p])),
+                }
+                acc
+            },
+        ) {
+            for p in pages {
+                let frames = self.st.nodes[n.index()]
+                    .frames
+                    .get(p.0)
+                    .expect("bound")
+                    .to_vec();
+                let mut got = Vec::new();
+                for (gpa, len) in frames {
+                    let mut b = vec![0u8; len as usize];
+                    self.guests[n.index()]
+                        .mem()
+                        .read_slice(&mut b, GuestAddress(gpa))
+                        .unwrap();
+                    got.extend(b);
+                }
+                assert_eq!(Some(&got[..]), self.shadow.page(n, p), "{n} {p}");
+            }
+        }
+    }
+}

@@ -1,0 +1,264 @@
+//! Fuzz entry points: what a hostile guest can hand the backend, from raw
+//! bytes. Each panics if the backend misbehaves (a panic of its own, a chain
+//! left unanswered, a write into another guest's memory outside the frames it
+//! bound); the fuzz targets in `../fuzz` call them, and the tests below run them
+//! on random inputs and on every saved input in `../fuzz/regressions`.
+
+use firmware_model::abi;
+use firmware_model::PctEntry;
+use vm_memory::{Bytes, GuestAddress};
+
+use crate::fake_guest::{Rig, RAM};
+
+/// A cluster of two fake guests: node 0 transmits page 2, node 1 receives it.
+fn rig() -> Rig {
+    let mut rig = Rig::new(2);
+    rig.set_pct(0, 2, PctEntry::transmit_broadcast());
+    rig.set_pct(1, 2, PctEntry::receive());
+    rig
+}
+
+/// Node 1's RAM with its bound frames blanked: the part nobody may write.
+fn untouchable(rig: &Rig) -> Vec<u8> {
+    let mut ram = rig.guests[1].ram();
+    if let Some(frames) = rig.st.nodes[1].frames.get(2) {
+        for (gpa, len) in frames {
+            ram[*gpa as usize..(*gpa + u64::from(*len)) as usize].fill(0);
+        }
+    }
+    ram
+}
+
+/// Lay `data` out as one chain in node 0's memory: the first bytes choose how
+/// the chain is cut into descriptors, where it points and how big the
+/// writable part is; the rest is its readable content.
+fn post_chain(rig: &mut Rig, queue: u16, data: &[u8]) {
+    let (shape, body) = data.split_at(data.len().min(8));
+    let mut shape = shape.to_vec();
+    shape.resize(8, 0);
+    let g = &mut rig.guests[0];
+    let buf = g.alloc(body.len().max(1));
+    g.mem()
+        .write_slice(body, GuestAddress(buf))
+        .unwrap_or_default();
+    let mut descs = Vec::new();
+    let mut off = 0usize;
+    for cut in &shape[..3] {
+        let n = (usize::from(*cut) % 64 + 1).min(body.len() - off);
+        if n == 0 {
+            break;
+        }
+        descs.push((buf + off as u64, n as u32, false));
+        off += n;
+    }
+    if off < body.len() {
+        descs.push((buf + off as u64, (body.len() - off) as u32, false));
+    }
+    match shape[3] % 8 {
+        // A descriptor anywhere: outside RAM, over the rings, at the end of RAM.
+        0 => descs.push((
+            u64::from_le_bytes([shape[4], shape[5], shape[6], shape[7], 0, 0, 0, 0]) << 8,
+            64,
+            false,
+        )),
+        1 => descs.push((RAM as u64 - 8, 64, false)),
+        _ => {}
+    }
+    let writable = [0u32, 4, 8, 16, 32, 64, 8, 16][usize::from(shape[3] >> 5)];
+    let out = g.alloc(64);
+    if writable > 0 {
+        descs.push((out, writable, true));
+    }
+    if shape[4] % 5 == 0 {
+        // Readable after writable.
+        descs.push((buf, 8, false));
+    }
+    if descs.is_empty() {
+        descs.push((buf, 0, false));
+    }
+    g.post(queue, &descs);
+}
+
+/// Transmit records: arbitrary chain layout and content on the transmit queue.
+pub fn transmit_records(data: &[u8]) {
+    let mut rig = rig();
+    let before = untouchable(&rig);
+    post_chain(&mut rig, abi::TX_QUEUE, data);
+    rig.st.process_tx(0);
+    assert_eq!(
+        rig.guests[0].reap(abi::TX_QUEUE).len(),
+        1,
+        "the chain was not answered"
+    );
+    assert!(
+        untouchable(&rig) == before,
+        "node 1's memory outside its frame changed"
+    );
+}
+
+/// Control-queue commands: arbitrary chain layout and request bytes.
+pub fn control_commands(data: &[u8]) {
+    let mut rig = rig();
+    let before = untouchable(&rig);
+    post_chain(&mut rig, abi::CTRL_QUEUE, data);
+    rig.st.process_ctrl(0);
+    assert_eq!(
+        rig.guests[0].reap(abi::CTRL_QUEUE).len(),
+        1,
+        "the request was not answered"
+    );
+    assert!(
+        untouchable(&rig) == before,
+        "node 1's memory outside its frame changed"
+    );
+    // The adapter still works afterwards.
+    rig.set_pct(0, 3, PctEntry::transmit_broadcast());
+}
+
+/// Register-file accesses: reads at any offset and size return exactly that
+/// many bytes; writes are refused and counted.
+pub fn register_writes(data: &[u8]) {
+    let mut rig = rig();
+    let mut i = 0;
+    while i + 4 <= data.len() {
+        let offset = u32::from(data[i]) * 2;
+        let size = u32::from(data[i + 1]);
+        let regs = rig.st.registers(0).to_bytes();
+        let got = crate::backend::config_slice(&regs, offset, size);
+        assert_eq!(got.len(), size as usize);
+        if data[i + 2] % 2 == 0 {
+            let before = rig
+                .st
+                .hub
+                .error_status(firmware_model::NodeId(0))
+                .map(|s| s.protection_errors);
+            rig.st
+                .refuse_config_write(0, offset, usize::from(data[i + 3]));
+            let after = rig
+                .st
+                .hub
+                .error_status(firmware_model::NodeId(0))
+                .map(|s| s.protection_errors);
+            assert_eq!(after, before.map(|b| b.wrapping_add(1)));
+        }
+        i += 4;
+    }
+    assert_eq!(
+        rig.st.registers(0).node_id,
+        0,
+        "a refused write changed a register"
+    );
+}
+
+/// The cluster the vhost-user target talks to: started once per process.
+fn socket_cluster() -> &'static (crate::Cluster, std::path::PathBuf) {
+    static CLUSTER: std::sync::OnceLock<(crate::Cluster, std::path::PathBuf)> =
+        std::sync::OnceLock::new();
+    CLUSTER.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("mc-fuzz-{}", std::process::id()));
+        let config = firmware_model::ClusterConfig::new(2);
+        let c = crate::Cluster::start(crate::ClusterOptions::new(config, &dir))
+            .expect("start a cluster");
+        (c, dir)
+    })
+}
+
+/// Ask node `n`'s socket for its features, as any frontend's first message
+/// does: the backend must still be serving.
+fn still_serving(dir: &std::path::Path, n: u8) {
+    use std::io::{Read, Write};
+    let mut s = std::os::unix::net::UnixStream::connect(dir.join(format!("node{n}.sock")))
+        .expect("backend gone");
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .ok();
+    // VHOST_USER_GET_FEATURES: request 1, flags = version 1, no payload.
+    let hdr: Vec<u8> = [1u32, 1, 0].iter().flat_map(|v| v.to_le_bytes()).collect();
+    s.write_all(&hdr).expect("send GET_FEATURES");
+    let mut reply = [0u8; 20];
+    s.read_exact(&mut reply).expect("no answer to GET_FEATURES");
+    assert_eq!(
+        u32::from_le_bytes([reply[0], reply[1], reply[2], reply[3]]),
+        1
+    );
+}
+
+/// vhost-user messages: arbitrary bytes on an adapter's socket, as a broken or
+/// hostile frontend would send. The backend drops that connection, and it and
+/// the other node keep serving.
+pub fn vhost_user_messages(data: &[u8]) {
+    use std::io::{Read, Write};
+    let (_, dir) = socket_cluster();
+    if let Ok(mut s) = std::os::unix::net::UnixStream::connect(dir.join("node0.sock")) {
+        s.set_write_timeout(Some(std::time::Duration::from_millis(200)))
+            .ok();
+        s.set_read_timeout(Some(std::time::Duration::from_millis(200)))
+            .ok();
+        let _ = s.write_all(data);
+        let _ = s.shutdown(std::net::Shutdown::Write);
+        let mut sink = Vec::new();
+        let _ = s.read_to_end(&mut sink);
+    }
+    still_serving(dir, 0);
+    still_serving(dir, 1);
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// Every input a fuzz run ever kept (crashes fixed since, and seeds).
+    fn saved(target: &str) -> Vec<Vec<u8>> {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../fuzz/regressions")
+            .join(target);
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            return Vec::new();
+        };
+        entries
+            .filter_map(|e| e.ok())
+            .filter_map(|e| std::fs::read(e.path()).ok())
+            .collect()
+    }
+
+    #[test]
+    fn saved_inputs_stay_fixed() {
+        for (target, f) in [
+            ("transmit_records", transmit_records as fn(&[u8])),
+            ("control_commands", control_commands),
+            ("register_writes", register_writes),
+            ("vhost_user_messages", vhost_user_messages),
+        ] {
+            for input in saved(target) {
+                f(&input);
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+
+        #[test]
+        fn random_transmit_records(data in prop::collection::vec(any::<u8>(), 0..300)) {
+            transmit_records(&data);
+        }
+
+        #[test]
+        fn random_control_commands(data in prop::collection::vec(any::<u8>(), 0..300)) {
+            control_commands(&data);
+        }
+
+        #[test]
+        fn random_vhost_user_messages(data in prop::collection::vec(any::<u8>(), 0..200)) {
+            vhost_user_messages(&data);
+        }
+
+        #[test]
+        fn random_register_accesses(data in prop::collection::vec(any::<u8>(), 0..64)) {
+            register_writes(&data);
+        }
+    }
+}
