@@ -673,9 +673,7 @@ impl MemoryChannel {
             entry.interrupt = *notify;
             frames = mem.frames();
         }
-        if entry.loopback && !entry.receive {
-            // Loopback only shows through a receive mapping; harmless without.
-        }
+        // Loopback without a receive mapping reflects nothing, and is allowed.
         drop(attach);
         self.port().set_pct(e.first_page, e.pages, entry, &frames)
     }
