@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use firmware_model::{ClusterConfig, FaultCommand, FaultScope, NodeId, PacketFault, Rate};
-use guest_driver::mc::{Barrier, McError, Sharing};
+use guest_driver::mc::{Barrier, McError, Permissions, Sharing};
 use integration::VirtualCluster;
 
 const T: Duration = Duration::from_secs(30);
@@ -171,6 +171,23 @@ fn misuse_gets_clean_errors() {
             Err(McError::RegionSize { .. })
         ));
         let mut b = Barrier::new(&mc, 1).unwrap();
+        b.wait(T).unwrap();
+        // Permissions: node 0 publishes a region only it may write.
+        if me == 0 {
+            mc.region_alloc_with(12, 64, true, Permissions::PUBLISH)
+                .unwrap();
+        }
+        b.wait(T).unwrap();
+        let pid = mc.region_lookup(12).unwrap();
+        if me == 1 {
+            assert!(matches!(
+                mc.attach_transmit(pid, Sharing::Shared, false),
+                Err(McError::PermissionDenied { node: 1, .. })
+            ));
+            drop(mc.attach_receive(pid, Sharing::Shared, false).unwrap());
+        } else {
+            drop(mc.attach_transmit(pid, Sharing::Shared, false).unwrap());
+        }
         b.wait(T).unwrap();
         // Exclusive transmit: only one node gets it.
         let tx = if me == 0 {

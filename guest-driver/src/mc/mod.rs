@@ -43,6 +43,7 @@ pub use port::{McPort, ReceiveMemory};
 pub use region::{RxRegion, TxRegion};
 
 use layout::{Layout, ARENA_PAGE, CONTROL_PAGES, HELLO, LOCKSET_TOGGLE, META_LOCK, REGION_TOGGLE};
+pub use table::Permissions;
 use table::{first_fit, Entry, LockSetEntry, RegionEntry, Table};
 
 /// Errors of the Memory Channel API.
@@ -70,6 +71,12 @@ pub enum McError {
     NotHeld { set: u32, index: u32 },
     #[error("lock {index} of set {set} is already held by this node")]
     AlreadyHeld { set: u32, index: u32 },
+    #[error("node {node} may not attach region {id} for {direction}: the creator's permissions forbid it")]
+    PermissionDenied {
+        node: u8,
+        id: u32,
+        direction: &'static str,
+    },
     #[error("lock index {index} out of range: set {set} has {count} locks")]
     NoSuchLock { set: u32, index: u32, count: u32 },
     #[error("access of {len} bytes at offset {offset} is outside the {size}-byte region")]
@@ -524,6 +531,18 @@ impl MemoryChannel {
     /// coherent region is received by every node from the start, so a node that
     /// attaches late sees its current contents.
     pub fn region_alloc(&self, key: u32, size: u64, coherent: bool) -> Result<u32, McError> {
+        self.region_alloc_with(key, size, coherent, Permissions::ALL)
+    }
+
+    /// [`MemoryChannel::region_alloc`] with permissions for the other nodes
+    /// (they apply if this call creates the region).
+    pub fn region_alloc_with(
+        &self,
+        key: u32,
+        size: u64,
+        coherent: bool,
+        permissions: Permissions,
+    ) -> Result<u32, McError> {
         if size == 0 {
             return Err(McError::NoSpace("a region needs at least one byte".into()));
         }
@@ -569,6 +588,7 @@ impl MemoryChannel {
                 rx_mask: 0,
                 tx_exclusive: None,
                 rx_exclusive: None,
+                permissions,
             });
             debug!(
                 "node{me}: region key {key} id {id}: pages {first}..{}",
@@ -617,6 +637,19 @@ impl MemoryChannel {
             let e = t
                 .by_id_mut(id)
                 .ok_or_else(|| McError::NoSuchRegion(format!("id {id}")))?;
+            let allowed = e.creator == me
+                || if transmit {
+                    e.permissions.others_transmit
+                } else {
+                    e.permissions.others_receive
+                };
+            if attach && !allowed {
+                return Err(McError::PermissionDenied {
+                    node: me,
+                    id,
+                    direction: if transmit { "transmit" } else { "receive" },
+                });
+            }
             let (mask, excl) = if transmit {
                 (&mut e.tx_mask, &mut e.tx_exclusive)
             } else {

@@ -27,6 +27,40 @@ pub struct RegionEntry {
     /// Node holding an exclusive transmit / receive attachment.
     pub tx_exclusive: Option<u8>,
     pub rx_exclusive: Option<u8>,
+    /// What nodes other than the creator may do.
+    pub permissions: Permissions,
+}
+
+/// Who may attach a region: the creating node always may; others as these say
+/// (the TruCluster API's region permissions, at node granularity).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Permissions {
+    pub others_transmit: bool,
+    pub others_receive: bool,
+}
+
+impl Permissions {
+    /// Every node may transmit and receive.
+    pub const ALL: Permissions = Permissions {
+        others_transmit: true,
+        others_receive: true,
+    };
+    /// Only the creator writes; everyone may read.
+    pub const PUBLISH: Permissions = Permissions {
+        others_transmit: false,
+        others_receive: true,
+    };
+
+    fn bits(self) -> u32 {
+        u32::from(self.others_transmit) | u32::from(self.others_receive) << 1
+    }
+
+    fn from_bits(b: u32) -> Self {
+        Permissions {
+            others_transmit: b & 1 != 0,
+            others_receive: b & 2 != 0,
+        }
+    }
 }
 
 /// A set of cluster spinlocks allocated by key.
@@ -85,6 +119,7 @@ impl Entry for RegionEntry {
         put(b, 40, &self.rx_mask.to_le_bytes());
         put(b, 48, &opt(self.tx_exclusive).to_le_bytes());
         put(b, 52, &opt(self.rx_exclusive).to_le_bytes());
+        put(b, 56, &self.permissions.bits().to_le_bytes());
     }
     fn decode(b: &[u8]) -> Option<Self> {
         Some(RegionEntry {
@@ -99,6 +134,7 @@ impl Entry for RegionEntry {
             rx_mask: u64_at(b, 40)?,
             tx_exclusive: unopt(u32_at(b, 48)?),
             rx_exclusive: unopt(u32_at(b, 52)?),
+            permissions: Permissions::from_bits(u32_at(b, 56)?),
         })
     }
     fn id(&self) -> u32 {
@@ -238,6 +274,7 @@ mod tests {
             rx_mask: 0b11,
             tx_exclusive: None,
             rx_exclusive: Some(1),
+            permissions: Permissions::PUBLISH,
         });
         t.next_id = 2;
         let b = t.encode(8192).unwrap();
