@@ -243,3 +243,61 @@ fn mc1_timing_is_applied_when_throttled() {
     assert_eq!(rx.read_vec(0, 50_000).unwrap(), data);
     drop((g0, g1));
 }
+
+/// One guest floods the hub with large chains; two others keep exchanging
+/// messages, and every one of their round trips completes.
+#[test]
+fn a_flooding_guest_does_not_stop_the_others() {
+    let vc = VirtualCluster::start(ClusterConfig::new(3));
+    let (mut g0, mut g1, mut flood) = (vc.adapter(0), vc.adapter(1), vc.adapter(2));
+    let both = PctEntry::transmit_broadcast().with_receive();
+    let r0 = g0.map_receive(1, 1, both.to_bits()).unwrap();
+    let r1 = g1.map_receive(1, 1, both.to_bits()).unwrap();
+    flood
+        .set_pct(8, 8, PctEntry::transmit_broadcast().to_bits(), &[])
+        .unwrap();
+    let _victims: Vec<_> = [&mut g0, &mut g1]
+        .into_iter()
+        .map(|g| g.map_receive(8, 8, PctEntry::receive().to_bits()).unwrap())
+        .collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let s = stop.clone();
+    let flooder = std::thread::spawn(move || {
+        let data = vec![0xeeu8; 60_000];
+        let mut chains = 0u64;
+        while !s.load(Ordering::Acquire) {
+            // Stores, and refused stores (page 0 is not enabled), as fast as it can.
+            let _ = flood.post_transmit(&[(8 * PAGE, &data), (0, &data[..8])]);
+            while let Ok(Some(_)) = flood.poll_transmit() {
+                chains += 1;
+            }
+        }
+        let _ = flood.drain_transmit();
+        chains
+    });
+    let start = Instant::now();
+    for i in 1..=200u64 {
+        g0.transmit(&[(PAGE, &i.to_le_bytes())]).unwrap();
+        while r1.load_u64(0).unwrap() != i {
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "round trip {i} never completed"
+            );
+            std::thread::yield_now();
+        }
+        g1.transmit(&[(PAGE + 8, &i.to_le_bytes())]).unwrap();
+        while r0.load_u64(8).unwrap() != i {
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "round trip {i} never completed"
+            );
+            std::thread::yield_now();
+        }
+    }
+    let took = start.elapsed();
+    stop.store(true, Ordering::Release);
+    let chains = flooder.join().unwrap();
+    println!("200 round trips in {took:?} while the flooder completed {chains} chains");
+    assert!(chains > 0);
+    assert!(vc.cluster.snapshot().nodes[2].counters.protection_errors > 0);
+}

@@ -69,6 +69,23 @@ impl Ring {
         head
     }
 
+    /// Write descriptor `i` verbatim (to build loops and other broken chains)
+    /// and make `head` available.
+    pub(crate) fn post_raw(&mut self, mem: &Mem, descs: &[(u16, u64, u32, u16, u16)], head: u16) {
+        for &(i, gpa, len, flags, next) in descs {
+            let d = self.desc() + 16 * u64::from(i % QSIZE);
+            mem.write_obj(gpa, GuestAddress(d)).unwrap();
+            mem.write_obj(len, GuestAddress(d + 8)).unwrap();
+            mem.write_obj(flags, GuestAddress(d + 12)).unwrap();
+            mem.write_obj(next, GuestAddress(d + 14)).unwrap();
+        }
+        let slot = self.avail() + 4 + 2 * u64::from(self.avail_idx % QSIZE);
+        mem.write_obj(head, GuestAddress(slot)).unwrap();
+        self.avail_idx = self.avail_idx.wrapping_add(1);
+        mem.write_obj(self.avail_idx, GuestAddress(self.avail() + 2))
+            .unwrap();
+    }
+
     /// Completions not yet seen: (head, written length).
     pub(crate) fn reap(&mut self, mem: &Mem) -> Vec<(u32, u32)> {
         let idx: u16 = mem.read_obj(GuestAddress(self.used() + 2)).unwrap();
@@ -88,7 +105,7 @@ impl Ring {
 pub(crate) struct FakeGuest {
     atomic: GuestMemoryAtomic<Mem>,
     vrings: Vec<VringRwLock>,
-    rings: Vec<Ring>,
+    pub(crate) rings: Vec<Ring>,
     next_buf: u64,
     next_frame: u64,
 }

@@ -69,8 +69,10 @@ fn split_chain(chain: DescriptorChain<MemGuard>, mem: &MemGuard, max_readable: u
             }
             c.readable_len += u64::from(len);
             if c.readable_len > max_readable {
+                // Keep walking (the chain length is bounded by the queue) to
+                // find the completion buffer, but keep no more data.
                 c.defect.get_or_insert(Status::TooLarge);
-                break;
+                continue;
             }
             c.readable.push((addr, len));
         }
