@@ -5,7 +5,7 @@
 //!   and an allocator for rings, buffers and frames;
 //! - [`virtqueue`]: the driver side of a split virtqueue;
 //! - [`transport`]: how the adapter is reached (a virtual guest over vhost-user
-//!   today; a PCI user-space driver in a QEMU guest to come);
+//!   and a PCI user-space driver inside a QEMU guest);
 //! - [`tx`]: building transmit records;
 //! - [`adapter`]: the adapter driver: control requests, transmit, events,
 //!   status page, receive frames.
@@ -25,6 +25,7 @@ pub mod virtqueue;
 pub use adapter::{Adapter, AdapterOptions, RxRegion, StatusView, TxTicket};
 pub use dma::{DmaAllocator, DmaBacking, DmaError, DmaRegion, MemfdMemory};
 pub use error::{Error, Result};
+pub use transport::pci::{PciOptions, PciTransport};
 pub use transport::vhost_user::{VhostUserOptions, VhostUserTransport};
 pub use transport::{Transport, TransportError};
 pub use virtqueue::{QueueError, Virtqueue};

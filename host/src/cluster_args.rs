@@ -64,6 +64,33 @@ impl ClusterArgs {
         Ok(c)
     }
 
+    /// The same options as command-line arguments (for `mc-host serve`
+    /// started by `mc-host cluster up`).
+    pub fn to_args(&self) -> Vec<String> {
+        let mut a = vec![
+            "--nodes".to_string(),
+            self.nodes.to_string(),
+            "--link".into(),
+            self.link.to_string(),
+            "--page-size".into(),
+            self.page_size.to_string(),
+            "--address-space".into(),
+            self.address_space.to_string(),
+            "--max-payload".into(),
+            self.max_payload.to_string(),
+        ];
+        if let Some(p) = self.hub_ports {
+            a.extend(["--hub-ports".into(), p.to_string()]);
+        }
+        if let Some(s) = self.seed {
+            a.extend(["--seed".into(), s.to_string()]);
+        }
+        if let Some(f) = &self.fault_plan {
+            a.extend(["--fault-plan".into(), f.display().to_string()]);
+        }
+        a
+    }
+
     /// Deliveries wait for their modelled time unless the link is unthrottled.
     pub fn throttle(&self) -> bool {
         self.link != LinkTiming::UNTHROTTLED

@@ -1,6 +1,7 @@
 //! `mc-host`: the command users run.
 
 mod cluster_args;
+mod cluster_cmd;
 mod control;
 mod demo;
 mod fault_cmd;
@@ -46,6 +47,9 @@ enum Command {
     /// Boot one guest under QEMU (TCG), optionally with the Memory Channel
     /// adapter on a vhost-user socket, run a command in it and report timings.
     QemuBoot(qemu_cmd::BootArgs),
+    /// A cluster of QEMU guests on one backend: `up`, `run -- CMD`, `status`,
+    /// `down`.
+    Cluster(cluster_cmd::ClusterCmd),
 }
 
 /// How a command failed: bad usage exits 2, anything else 1.
@@ -80,6 +84,7 @@ fn main() -> ExitCode {
         Command::Stats(args) => fault_cmd::stats(&args),
         Command::Image(args) => qemu_cmd::image(&args).map_err(|e| rt(&e)),
         Command::QemuCheck(args) => qemu_cmd::check(&args).map_err(|e| rt(&e)),
+        Command::Cluster(args) => cluster_cmd::run(&args),
         Command::QemuBoot(args) => match qemu_cmd::qemu_boot(&args) {
             Ok(0) => Ok(()),
             Ok(status) => Err(CliError::Runtime(format!(

@@ -48,8 +48,9 @@ pub struct BootArgs {
     /// Attach the Memory Channel adapter: the vhost-user backend's socket.
     #[arg(long)]
     pub vhost_socket: Option<PathBuf>,
-    /// Config space size of the adapter (what the backend serves).
-    #[arg(long, default_value_t = 64)]
+    /// Config space size of the adapter (what the backend serves: the
+    /// register file, abi::CONFIG_SIZE).
+    #[arg(long, default_value_t = firmware_model::abi::CONFIG_SIZE as u32)]
     pub config_size: u32,
     /// Guest memory in MiB.
     #[arg(long, default_value_t = 256)]

@@ -1,7 +1,9 @@
 //! `mc-guest`: the program that runs in every guest of a Memory Channel cluster.
 //!
 //! In a virtual guest (`mc-host run --nodes N -- mc-guest ...`) it reaches its
-//! adapter over vhost-user on the socket named by `MC_SOCKET`.
+//! adapter over vhost-user on the socket named by `--socket` or `MC_SOCKET`.
+//! Without either it drives the adapter's PCI function directly: as root inside
+//! a QEMU guest (`mc-host qemu-boot`, `mc-host cluster`), no kernel module.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -11,7 +13,10 @@ use firmware_model::abi::{self, features};
 use firmware_model::{AdapterErrorStatus, NodeSet};
 use guest_driver::apps::{bench, selftest};
 use guest_driver::mc::{AdapterPort, MemoryChannel, OpenOptions};
-use guest_driver::{Adapter, AdapterOptions, VhostUserOptions, VhostUserTransport};
+use guest_driver::{
+    Adapter, AdapterOptions, PciOptions, PciTransport, Transport, VhostUserOptions,
+    VhostUserTransport,
+};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -26,6 +31,10 @@ struct Cli {
     /// Guest RAM of a virtual guest, in MiB.
     #[arg(long, global = true, default_value_t = 64)]
     ram_mib: usize,
+    /// DMA memory of the PCI transport (QEMU guest), in MiB: whole 2 MiB
+    /// hugepages, physically contiguous.
+    #[arg(long, global = true, default_value_t = 16)]
+    dma_mib: usize,
     #[command(subcommand)]
     command: Command,
 }
@@ -50,22 +59,32 @@ enum Command {
     },
 }
 
-fn adapter(cli: &Cli) -> Result<Adapter<VhostUserTransport>, String> {
+fn adapter(cli: &Cli) -> Result<Adapter<Box<dyn Transport>>, String> {
     let socket = cli
         .socket
         .clone()
-        .or_else(|| std::env::var_os("MC_SOCKET").map(PathBuf::from))
-        .ok_or_else(|| {
-            "no adapter: give --socket or set MC_SOCKET (a virtual guest, as `mc-host run` does); \
-             the PCI transport for QEMU guests is not built yet"
-                .to_string()
-        })?;
-    let opts = VhostUserOptions {
-        ram_size: cli.ram_mib << 20,
-        ..Default::default()
+        .or_else(|| std::env::var_os("MC_SOCKET").map(PathBuf::from));
+    let t: Box<dyn Transport> = match socket {
+        Some(socket) => {
+            let opts = VhostUserOptions {
+                ram_size: cli.ram_mib << 20,
+                ..Default::default()
+            };
+            Box::new(
+                VhostUserTransport::connect(&socket, &opts)
+                    .map_err(|e| format!("{}: {e}", socket.display()))?,
+            )
+        }
+        None => {
+            let opts = PciOptions {
+                dma_size: cli.dma_mib << 20,
+                ..Default::default()
+            };
+            Box::new(PciTransport::open(&opts).map_err(|e| {
+                format!("{e} (no --socket or MC_SOCKET given, so the PCI adapter was tried)")
+            })?)
+        }
     };
-    let t = VhostUserTransport::connect(&socket, &opts)
-        .map_err(|e| format!("{}: {e}", socket.display()))?;
     // Spin only briefly before yielding: guests, the hub and its workers share
     // the cores, and a long spin starves the very thread it waits for.
     let opts = AdapterOptions {

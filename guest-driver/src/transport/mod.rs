@@ -4,9 +4,10 @@
 //!
 //! - [`vhost_user::VhostUserTransport`]: a virtual guest, a process that speaks
 //!   vhost-user to the backend's socket as QEMU does, its RAM a shared memfd.
-//! - A PCI transport (a user-space driver inside a QEMU guest: BARs through
-//!   sysfs, hugepage DMA memory, GPAs from `/proc/self/pagemap`) is to come.
+//! - [`pci::PciTransport`]: a user-space driver inside a QEMU guest: BARs
+//!   through sysfs, hugepage DMA memory, GPAs from `/proc/self/pagemap`.
 
+pub mod pci;
 pub mod vhost_user;
 
 use firmware_model::abi::Registers;
@@ -37,6 +38,8 @@ pub enum TransportError {
     NotReady(&'static str),
     #[error(transparent)]
     Dma(#[from] crate::dma::DmaError),
+    #[error("PCI: {0}")]
+    Pci(String),
     #[error("{what}: {source}")]
     Io {
         what: &'static str,
@@ -78,4 +81,33 @@ pub trait Transport: Send {
 
     /// Notify the device that queue `queue` has new buffers (a kick).
     fn notify(&self, queue: u16) -> Result<(), TransportError>;
+}
+
+impl<T: Transport + ?Sized> Transport for Box<T> {
+    fn registers(&mut self) -> Result<Registers, TransportError> {
+        (**self).registers()
+    }
+    fn dma(&self) -> &DmaRegion {
+        (**self).dma()
+    }
+    fn event_idx(&self) -> bool {
+        (**self).event_idx()
+    }
+    fn max_queue_size(&self, queue: u16) -> u16 {
+        (**self).max_queue_size(queue)
+    }
+    fn setup_queue(
+        &mut self,
+        queue: u16,
+        size: u16,
+        rings: &RingLayout,
+    ) -> Result<(), TransportError> {
+        (**self).setup_queue(queue, size, rings)
+    }
+    fn start(&mut self) -> Result<(), TransportError> {
+        (**self).start()
+    }
+    fn notify(&self, queue: u16) -> Result<(), TransportError> {
+        (**self).notify(queue)
+    }
 }

@@ -73,6 +73,10 @@ pub struct BootSpec {
     pub quiet: bool,
     /// The accelerator to try first (see [`super::find::preferred_accel`]).
     pub accel: Accel,
+    /// Run the command agent instead of `command` (`mc.agent=1`): its
+    /// channel is the guest's second serial port, served by QEMU on this
+    /// Unix socket (see init.sh and [`super::cluster`]).
+    pub agent_socket: Option<PathBuf>,
 }
 
 impl BootSpec {
@@ -90,6 +94,7 @@ impl BootSpec {
             kvm_probe_timeout: Duration::from_secs(20),
             quiet: true,
             accel: Accel::Tcg,
+            agent_socket: None,
         }
     }
 
@@ -148,7 +153,10 @@ pub fn qemu_args(spec: &BootSpec, accel: Accel) -> Result<Vec<OsString>, QemuErr
         }
     }
     let mem = spec.memory_mib;
-    let append = kernel_cmdline(spec.node, &spec.command, spec.quiet, None)?;
+    let append = match &spec.agent_socket {
+        Some(_) => kernel_cmdline(spec.node, "", spec.quiet, Some("mc.agent=1"))?,
+        None => kernel_cmdline(spec.node, &spec.command, spec.quiet, None)?,
+    };
     let mut a: Vec<String> = vec![
         "-accel".into(),
         accel.qemu_name().into(),
@@ -171,6 +179,18 @@ pub fn qemu_args(spec: &BootSpec, accel: Accel) -> Result<Vec<OsString>, QemuErr
         "-append".into(),
         append,
     ];
+    if let Some(sock) = &spec.agent_socket {
+        // The second -serial is the guest's ttyS1.
+        a.extend([
+            "-chardev".into(),
+            format!(
+                "socket,id=agent,path={},server=on,wait=off",
+                path_arg("agent socket", sock)?
+            ),
+            "-serial".into(),
+            "chardev:agent".into(),
+        ]);
+    }
     if accel == Accel::Kvm {
         a.extend(["-cpu".into(), "host".into()]);
     }

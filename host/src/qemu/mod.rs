@@ -5,6 +5,7 @@
 //! fills the cache directory ([`CacheDir`]) this module reads. See docs/qemu.md.
 
 pub mod boot;
+pub mod cluster;
 pub mod cpio;
 pub mod find;
 pub mod image;

@@ -1,0 +1,256 @@
+//! `mc-host cluster up|run|status|down`: a cluster of QEMU guests on one
+//! backend. The logic is in `host::qemu::cluster`; see docs/qemu.md.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use clap::{Args, Subcommand};
+use host::qemu::cluster::{self, StateDir, UpOptions};
+use host::qemu::image::{recorded_guest_binary, shell_join};
+use host::qemu::{build_image, find_qemu, CacheDir, GuestInputs};
+
+use crate::cluster_args::{parse_size, ClusterArgs};
+use crate::CliError;
+
+#[derive(Args, Debug)]
+pub struct ClusterCmd {
+    /// State directory: pid files, sockets, serial logs
+    /// [default: $MC_CLUSTER_DIR, else /tmp/mc-cluster-<uid>].
+    #[arg(long, global = true)]
+    pub state_dir: Option<PathBuf>,
+    #[command(subcommand)]
+    pub action: Action,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Action {
+    /// Start the backend and one QEMU guest (TCG) per node; wait until every
+    /// guest is ready for commands.
+    Up(UpArgs),
+    /// Run a command on every guest at once; print each node's output and
+    /// exit status (exit 1 if any node failed).
+    Run(RunArgs),
+    /// Show the processes of the cluster and the backend's counters.
+    Status,
+    /// Stop every process of the cluster (also after a crash of mc-host).
+    Down,
+}
+
+#[derive(Args, Debug)]
+pub struct UpArgs {
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    /// Guest memory (shared memfd RAM), e.g. 256M.
+    #[arg(long, default_value = "256M", value_parser = parse_size)]
+    pub memory: u64,
+    /// QEMU binary to use (else MC_QEMU, PATH, the cached root).
+    #[arg(long)]
+    pub qemu: Option<PathBuf>,
+    /// Image directory [default: <cache>/image]; (re)built there if needed.
+    #[arg(long)]
+    pub image_dir: Option<PathBuf>,
+    /// Static mc-guest to put in the image [default: the one the image was
+    /// last built with].
+    #[arg(long)]
+    pub guest_binary: Option<PathBuf>,
+    /// Seconds each guest may take to become ready.
+    #[arg(long, default_value_t = 90)]
+    pub ready_timeout: u64,
+    /// Leave `quiet` off the guests' kernel command line.
+    #[arg(long)]
+    pub verbose_kernel: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// Give up on a node after this many seconds without output.
+    #[arg(long, default_value_t = 600)]
+    pub timeout: u64,
+    /// Print the output node by node at the end only (not live).
+    #[arg(long)]
+    pub quiet: bool,
+    /// The command (argv, after `--`), e.g. `mc-guest selftest`.
+    #[arg(last = true, required = true, num_args = 1..)]
+    pub command: Vec<String>,
+}
+
+fn state_dir(cmd: &ClusterCmd) -> StateDir {
+    if let Some(d) = &cmd.state_dir {
+        return StateDir(d.clone());
+    }
+    if let Some(d) = std::env::var_os("MC_CLUSTER_DIR").filter(|d| !d.is_empty()) {
+        return StateDir(PathBuf::from(d));
+    }
+    // SAFETY: getuid has no preconditions.
+    let uid = unsafe { libc::getuid() };
+    StateDir(PathBuf::from(format!("/tmp/mc-cluster-{uid}")))
+}
+
+fn rt(e: impl std::fmt::Display) -> CliError {
+    CliError::Runtime(e.to_string())
+}
+
+pub fn run(cmd: &ClusterCmd) -> Result<(), CliError> {
+    let st = state_dir(cmd);
+    match &cmd.action {
+        Action::Up(a) => up(&st, a),
+        Action::Run(a) => run_cmd(&st, a),
+        Action::Status => status(&st),
+        Action::Down => {
+            let n = cluster::down(&st, &mut |l| println!("{l}")).map_err(rt)?;
+            println!(
+                "cluster in {} is down ({n} processes stopped)",
+                st.0.display()
+            );
+            Ok(())
+        }
+    }
+}
+
+fn up(st: &StateDir, a: &UpArgs) -> Result<(), CliError> {
+    let cache = CacheDir::from_env().map_err(rt)?;
+    // What is missing, before anything starts.
+    let qemu = find_qemu(a.qemu.as_deref(), &cache).map_err(rt)?;
+    let dir = a.image_dir.clone().unwrap_or_else(|| cache.image_dir());
+    let guest = a
+        .guest_binary
+        .clone()
+        .or_else(|| recorded_guest_binary(&dir));
+    let Some(guest) = guest else {
+        return Err(CliError::Usage(format!(
+            "no guest program: give --guest-binary with a static mc-guest (the image in {} \
+             records none); build one with \
+             `RUSTFLAGS='-C target-feature=+crt-static' cargo build --release -p guest-driver \
+             --bin mc-guest --target x86_64-unknown-linux-gnu`",
+            dir.display()
+        )));
+    };
+    let img = build_image(
+        &GuestInputs::from_cache(&cache, Some(&guest)).map_err(rt)?,
+        &dir,
+    )
+    .map_err(rt)?;
+    let memory_mib = u32::try_from(a.memory >> 20)
+        .map_err(|_| CliError::Usage(format!("--memory {} is too large", a.memory)))?;
+    let exe = std::env::current_exe().map_err(|e| rt(format!("finding mc-host: {e}")))?;
+    let mut backend = Command::new(exe);
+    backend
+        .arg("serve")
+        .args(a.cluster.to_args())
+        .arg("--socket-dir")
+        .arg(st.socket_dir());
+    let opts = UpOptions {
+        state: st.clone(),
+        nodes: u32::from(a.cluster.nodes),
+        memory_mib,
+        kernel: img.kernel,
+        initrd: img.initrd,
+        image_dir: dir,
+        ready_timeout: Duration::from_secs(a.ready_timeout),
+        quiet: !a.verbose_kernel,
+    };
+    let start = Instant::now();
+    println!(
+        "starting a {}-node cluster in {} (QEMU {})",
+        opts.nodes,
+        st.0.display(),
+        qemu.version
+    );
+    cluster::up(&qemu, &opts, backend, &mut |l| {
+        println!("{l}");
+        let _ = std::io::stdout().flush();
+    })
+    .map_err(rt)?;
+    println!(
+        "cluster up after {:.2} s: run commands with `mc-host cluster run -- mc-guest selftest`, \
+         stop it with `mc-host cluster down`",
+        start.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+fn run_cmd(st: &StateDir, a: &RunArgs) -> Result<(), CliError> {
+    let line = shell_join(&a.command);
+    let start = Instant::now();
+    let live = !a.quiet;
+    let results = cluster::run(st, &line, Duration::from_secs(a.timeout), &|n, l| {
+        if live {
+            println!("[node {n}] {l}");
+        }
+    })
+    .map_err(rt)?;
+    let secs = start.elapsed().as_secs_f64();
+    let mut failed = 0;
+    for r in &results {
+        if !live {
+            println!("--- node {} ---", r.node);
+            print!("{}", r.output);
+        }
+        match (r.status, &r.error) {
+            (Some(0), _) => {}
+            (Some(s), _) => {
+                failed += 1;
+                eprintln!("node {}: exit status {s}", r.node);
+            }
+            (None, e) => {
+                failed += 1;
+                eprintln!("node {}: {}", r.node, e.as_deref().unwrap_or("no result"));
+            }
+        }
+    }
+    let statuses: Vec<String> = results
+        .iter()
+        .map(|r| {
+            format!(
+                "node {}: {}",
+                r.node,
+                r.status.map_or("-".into(), |s| s.to_string())
+            )
+        })
+        .collect();
+    println!("exit status: {} ({secs:.2} s)", statuses.join(", "));
+    if failed > 0 {
+        return Err(CliError::Runtime(format!(
+            "{failed} of {} nodes failed",
+            results.len()
+        )));
+    }
+    Ok(())
+}
+
+fn status(st: &StateDir) -> Result<(), CliError> {
+    let procs = cluster::status(st);
+    if procs.is_empty() {
+        println!("no cluster in {}", st.0.display());
+        return Ok(());
+    }
+    if let Ok(cs) = st.load() {
+        println!(
+            "cluster in {}: {} nodes, {} MiB each, image {}",
+            st.0.display(),
+            cs.nodes,
+            cs.memory_mib,
+            cs.image_dir.display()
+        );
+    } else {
+        println!(
+            "cluster in {}: not fully up (no cluster.toml)",
+            st.0.display()
+        );
+    }
+    for p in &procs {
+        println!(
+            "  {:<8} pid {:<8} {}",
+            p.what,
+            p.pid.map_or("?".into(), |p| p.to_string()),
+            if p.alive { "running" } else { "NOT RUNNING" }
+        );
+    }
+    match crate::control::request(&st.socket_dir(), "stats") {
+        Ok(s) => print!("{s}"),
+        Err(e) => println!("backend counters unavailable: {e}"),
+    }
+    Ok(())
+}
