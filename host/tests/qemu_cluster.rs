@@ -153,7 +153,7 @@ fn three_qemu_guests_run_the_selftest_and_two_the_latency_bench() {
                 "ok   spinlock mutual exclusion: 200 increments under the lock",
                 "ok   shared counter adds up: 600 = 200 x 3",
                 "ok   save count, write, check: error count 0 before and after, every adapter healthy",
-                &format!("selftest: 8 checks passed on node {n}"),
+                &format!("selftest: 9 checks passed on node {n}"),
             ] {
                 assert!(has(want), "node {n} did not print {want:?}:\n{out}");
             }

@@ -35,7 +35,7 @@ fn selftest_passes_on_two_and_four_virtual_guests() {
         assert!(ok, "{out}");
         for n in 0..nodes {
             assert!(
-                out.contains(&format!("[node{n}] selftest: 8 checks passed on node {n}")),
+                out.contains(&format!("[node{n}] selftest: 9 checks passed on node {n}")),
                 "{out}"
             );
         }

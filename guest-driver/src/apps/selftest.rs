@@ -12,6 +12,7 @@ const KEY_LOOP: u32 = 0x5e1f_0003;
 const KEY_LOCK: u32 = 0x5e1f_0004;
 const KEY_COUNTER: u32 = 0x5e1f_0005;
 const KEY_ERR: u32 = 0x5e1f_0006;
+const KEY_P2P: u32 = 0x5e1f_0007;
 
 /// A failed check.
 #[derive(Debug, thiserror::Error)]
@@ -204,6 +205,65 @@ pub fn run(
         })
     })?;
     drop(lrx);
+
+    // Point-to-point (Memory Channel 2): node 0 writes to the last node only;
+    // every node has the region mapped for receive.
+    let target = nodes - 1;
+    let pid = mc
+        .region_alloc(KEY_P2P, 8192, false)
+        .map_err(|source| SelftestError::Api {
+            check: "point-to-point",
+            source,
+        })?;
+    let prx = mc
+        .attach_receive(pid, Sharing::Shared, false)
+        .map_err(|source| SelftestError::Api {
+            check: "point-to-point",
+            source,
+        })?;
+    sync("point-to-point")?;
+    let p2p = pattern(256, 9);
+    if me == 0 && nodes > 1 {
+        let tx = mc
+            .attach_transmit_to(pid, Sharing::Shared, firmware_model::NodeId(target as u8))
+            .map_err(|source| SelftestError::Api {
+                check: "point-to-point",
+                source,
+            })?;
+        tx.write(0, &p2p).map_err(|source| SelftestError::Api {
+            check: "point-to-point",
+            source,
+        })?;
+    }
+    sync("point-to-point")?;
+    r.check("point-to-point", |_| {
+        let got = prx.to_vec(0, 256)?;
+        let want = if u32::from(me) == target && nodes > 1 {
+            p2p.clone()
+        } else {
+            vec![0u8; 256]
+        };
+        Ok(if got == want {
+            Ok(format!(
+                "node 0 -> node {target} only ({})",
+                if got == p2p {
+                    "received here"
+                } else {
+                    "nothing here"
+                }
+            ))
+        } else {
+            Err(format!(
+                "node {me} {}",
+                if got == p2p {
+                    "received a write meant for another node"
+                } else {
+                    "missed the write"
+                }
+            ))
+        })
+    })?;
+    drop(prx);
 
     // A cluster spinlock protects a shared counter in a coherent region.
     let cid = mc

@@ -77,6 +77,8 @@ pub enum McError {
         id: u32,
         direction: &'static str,
     },
+    #[error("point-to-point transmit to {0} is not possible here: it must be another node of the cluster, and the region an ordinary (not coherent) one")]
+    BadDestination(NodeId),
     #[error("lock index {index} out of range: set {set} has {count} locks")]
     NoSuchLock { set: u32, index: u32, count: u32 },
     #[error("access of {len} bytes at offset {offset} is outside the {size}-byte region")]
@@ -155,7 +157,8 @@ pub struct Notification {
 /// This node's attachments of one region.
 #[derive(Default)]
 struct LocalAttach {
-    tx: Option<bool>,
+    /// Loopback, and the destination (None = broadcast).
+    tx: Option<(bool, Option<NodeId>)>,
     rx: Option<(Arc<dyn ReceiveMemory>, bool)>,
 }
 
@@ -696,8 +699,11 @@ impl MemoryChannel {
         let tx = a.and_then(|a| a.tx);
         let rx = a.and_then(|a| a.rx.as_ref());
         let mut entry = PctEntry::DISABLED;
-        if let Some(lb) = tx {
-            entry.transmit = Some(firmware_model::Destination::Broadcast);
+        if let Some((lb, dest)) = tx {
+            entry.transmit = Some(match dest {
+                None => firmware_model::Destination::Broadcast,
+                Some(n) => firmware_model::Destination::Node(n),
+            });
             entry.loopback = lb;
         }
         let mut frames = Vec::new();
@@ -719,6 +725,38 @@ impl MemoryChannel {
         sharing: Sharing,
         loopback: bool,
     ) -> Result<TxRegion, McError> {
+        self.attach_tx(id, sharing, loopback, None)
+    }
+
+    /// Attach region `id` for transmit to one node only (Memory Channel 2's
+    /// point-to-point mode): other nodes' receive mappings see nothing. Only
+    /// ordinary regions: a coherent region goes to every node by definition.
+    pub fn attach_transmit_to(
+        &self,
+        id: u32,
+        sharing: Sharing,
+        dest: NodeId,
+    ) -> Result<TxRegion, McError> {
+        self.attach_tx(id, sharing, false, Some(dest))
+    }
+
+    fn attach_tx(
+        &self,
+        id: u32,
+        sharing: Sharing,
+        loopback: bool,
+        dest: Option<NodeId>,
+    ) -> Result<TxRegion, McError> {
+        if let Some(d) = dest {
+            if u32::from(d.0) >= self.nodes() || d == self.node_id() {
+                return Err(McError::BadDestination(d));
+            }
+            let (_, t) =
+                self.read_table::<RegionEntry>(REGION_TOGGLE, layout::REGION_TABLE_PAGE)?;
+            if t.by_id(id).is_some_and(|e| e.coherent) {
+                return Err(McError::BadDestination(d));
+            }
+        }
         let e = self.attach_bookkeeping(id, true, sharing, true)?;
         self.inner
             .attach
@@ -726,7 +764,7 @@ impl MemoryChannel {
             .unwrap_or_else(|p| p.into_inner())
             .entry(id)
             .or_default()
-            .tx = Some(loopback);
+            .tx = Some((loopback, dest));
         if let Err(err) = self.reprogram(&e) {
             let _ = self.detach(&e, true);
             return Err(err);
