@@ -154,6 +154,15 @@ impl Node {
             .all(|n| self.meta.state_of(p, n) == Sharing::Invalid);
         self.meta.set_state(p, Sharing::ReadWrite)?;
         if home == self.me && alone && self.exclusive_mode {
+            // In Read state every local write has been flushed, so the master
+            // copy holds all the working copy does, and maybe diffs that a
+            // former sharer flushed as it invalidated (their notices come at
+            // its next release). Take them now: leaving Exclusive publishes
+            // the whole working copy.
+            let mut buf = vec![0u8; self.ps()];
+            self.data.read_master(p, &mut buf)?;
+            self.heap.write_bytes(p as usize * self.ps(), &buf);
+            st.stats.home_refreshes += 1;
             self.meta.set_exclusive(p, self.me, true)?;
             st.stats.exclusive_entries += 1;
             st.pages[p as usize].state = PageState::Exclusive;
