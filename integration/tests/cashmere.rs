@@ -16,7 +16,14 @@ fn run_csm(nodes: u32, args: &[&str]) -> String {
     let host = binary("mc-host");
     let guest = binary("mc-guest");
     let out = Command::new(host)
-        .args(["run", "--nodes", &nodes.to_string(), "--timeout", "240", "--"])
+        .args([
+            "run",
+            "--nodes",
+            &nodes.to_string(),
+            "--timeout",
+            "240",
+            "--",
+        ])
         .arg(guest)
         .arg("csm")
         .args(args)
@@ -27,10 +34,14 @@ fn run_csm(nodes: u32, args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(out.status.success(), "{args:?} on {nodes} nodes failed:\n{text}");
+    assert!(
+        out.status.success(),
+        "{args:?} on {nodes} nodes failed:\n{text}"
+    );
     for n in 0..nodes {
         assert!(
-            text.contains(&format!("on node {n}\n")) && text.contains(&format!("[node{n}] csm stats node {n}: faults")),
+            text.contains(&format!("on node {n}\n"))
+                && text.contains(&format!("[node{n}] csm stats node {n}: faults")),
             "node {n} did not report for {args:?}:\n{text}"
         );
     }
@@ -75,7 +86,19 @@ fn tsp_on_2_and_4_nodes_with_1_and_2_threads() {
 
 #[test]
 fn sor_with_4_kib_pages_and_without_exclusive_mode() {
-    let out = run_csm(2, &["sor", "--size", "48", "--iters", "4", "--page-size", "4096", "--no-exclusive"]);
+    let out = run_csm(
+        2,
+        &[
+            "sor",
+            "--size",
+            "48",
+            "--iters",
+            "4",
+            "--page-size",
+            "4096",
+            "--no-exclusive",
+        ],
+    );
     assert!(out.contains("exclusive in/out 0/0"), "{out}");
 }
 
@@ -92,8 +115,14 @@ fn wtest_in_process_moves_pages_between_nodes() {
         let o = o.expect("wtest");
         assert_eq!(o.checked, 2 * 2 * 4 * 64 * 2, "{o}");
         let s = o.stats;
-        assert!(s.read_faults > 0 && s.write_faults > 0 && s.twins > 0, "{o}");
-        assert!(s.diffs > 0 && s.diff_bytes > 0 && s.write_notices_sent > 0, "{o}");
+        assert!(
+            s.read_faults > 0 && s.write_faults > 0 && s.twins > 0,
+            "{o}"
+        );
+        assert!(
+            s.diffs > 0 && s.diff_bytes > 0 && s.write_notices_sent > 0,
+            "{o}"
+        );
         assert!(s.page_transfers + s.messages_served > 0, "{o}");
         assert_eq!(s.lock_acquires, 2 * 2 * 4, "{o}");
     }
@@ -131,7 +160,11 @@ fn exclusive_home_then_sharing_then_release_consistency() {
             assert_eq!(a.get(6), 18);
         } else {
             assert_eq!(csm.stats().diffs, 1);
-            assert_eq!(csm.stats().diff_bytes, 8, "one changed u64: two 32-bit words");
+            assert_eq!(
+                csm.stats().diff_bytes,
+                8,
+                "one changed u64: two 32-bit words"
+            );
         }
         csm.finish().unwrap();
     });

@@ -72,7 +72,8 @@ impl Metadata for DmsMeta {
             if let Some(h) = self.home(page) {
                 return Ok(h);
             }
-            self.dir_tx.write_u32(self.l.dir_shared(page), self.me + 1)?;
+            self.dir_tx
+                .write_u32(self.l.dir_shared(page), self.me + 1)?;
             Ok(self.me)
         })();
         self.dir_lock.release(0)?;
@@ -90,7 +91,11 @@ impl Metadata for DmsMeta {
     }
 
     fn state_of(&self, page: u32, node: u32) -> Sharing {
-        Sharing::from_word(self.dir_rx.load_u32(self.l.dir_node(page, node)).unwrap_or(0))
+        Sharing::from_word(
+            self.dir_rx
+                .load_u32(self.l.dir_node(page, node))
+                .unwrap_or(0),
+        )
     }
 
     fn set_state(&self, page: u32, state: Sharing) -> Result<(), CsmError> {

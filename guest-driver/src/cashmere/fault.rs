@@ -88,8 +88,7 @@ impl FaultQueue {
         let prot = self.prot[page].load(Ordering::Acquire);
         loop {
             for s in self.slots.iter() {
-                if s
-                    .state
+                if s.state
                     .compare_exchange(FREE, CLAIMED, Ordering::Acquire, Ordering::Relaxed)
                     .is_ok()
                 {
@@ -174,8 +173,7 @@ pub fn register(q: &FaultQueue) -> Option<usize> {
     install();
     let p = q as *const FaultQueue as *mut FaultQueue;
     for (i, h) in HEAPS.iter().enumerate() {
-        if h
-            .compare_exchange(std::ptr::null_mut(), p, Ordering::AcqRel, Ordering::Relaxed)
+        if h.compare_exchange(std::ptr::null_mut(), p, Ordering::AcqRel, Ordering::Relaxed)
             .is_ok()
         {
             return Some(i);

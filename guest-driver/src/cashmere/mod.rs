@@ -285,7 +285,11 @@ impl Csm {
     /// or to a page with `page_aligned`). Allocation is deterministic: every
     /// node makes the same calls in the same order and gets the same array.
     pub fn alloc<T: Copy>(&self, len: usize, page_aligned: bool) -> Result<Shared<T>, CsmError> {
-        let mut next = self.node.next_alloc.lock().unwrap_or_else(|p| p.into_inner());
+        let mut next = self
+            .node
+            .next_alloc
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         let align = if page_aligned {
             self.node.page_size as usize
         } else {
@@ -446,7 +450,8 @@ impl Csm {
         let mut st = n.lock_state();
         let words = n.page_size as usize / 4;
         let mut t = st.twins.take(words);
-        n.heap.read_words(page as usize * n.page_size as usize, &mut t);
+        n.heap
+            .read_words(page as usize * n.page_size as usize, &mut t);
         std::hint::black_box(&t);
         st.twins.give(t);
         Ok(())
@@ -465,7 +470,8 @@ impl Csm {
             .ok_or_else(|| CsmError::Usage(format!("page {page} has no home yet")))?;
         let nw = n.page_size as usize / 4;
         let mut cur = vec![0u32; nw];
-        n.heap.read_words(page as usize * n.page_size as usize, &mut cur);
+        n.heap
+            .read_words(page as usize * n.page_size as usize, &mut cur);
         let mut twin = cur.clone();
         for w in twin.iter_mut().take(words) {
             *w = !*w;
@@ -485,12 +491,7 @@ impl Csm {
         };
         self.node.sync.barrier(episode)?;
         self.node.stop.store(true, Ordering::Release);
-        if let Some(h) = self
-            .server
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
-        {
+        if let Some(h) = self.server.lock().unwrap_or_else(|p| p.into_inner()).take() {
             let _ = h.join();
         }
         self.check_failed()?;

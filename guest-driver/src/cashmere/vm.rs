@@ -45,16 +45,7 @@ impl HeapMemory {
                 libc::close(fd);
                 return Err(os_err("ftruncate"));
             }
-            let map = |prot| {
-                libc::mmap(
-                    std::ptr::null_mut(),
-                    len,
-                    prot,
-                    libc::MAP_SHARED,
-                    fd,
-                    0,
-                )
-            };
+            let map = |prot| libc::mmap(std::ptr::null_mut(), len, prot, libc::MAP_SHARED, fd, 0);
             let app = map(libc::PROT_NONE);
             if app == libc::MAP_FAILED {
                 libc::close(fd);
@@ -119,7 +110,9 @@ impl HeapMemory {
     pub fn read_bytes(&self, offset: usize, out: &mut [u8]) {
         assert!(offset + out.len() <= self.len);
         // SAFETY: in bounds.
-        unsafe { std::ptr::copy_nonoverlapping(self.proto.add(offset), out.as_mut_ptr(), out.len()) }
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.proto.add(offset), out.as_mut_ptr(), out.len())
+        }
     }
 }
 

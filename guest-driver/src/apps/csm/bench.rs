@@ -47,11 +47,36 @@ pub fn run(mc: &MemoryChannel, iters: u32) -> Result<Vec<Row>, CsmError> {
     let mut rows = Vec::new();
     if me == 0 {
         let _ = page.get(0);
-        rows.push(("null message round trip", "15", time_us(iters, || csm.null_round_trip(1))?, 15.0));
-        rows.push(("page fetch (8 KiB)", "220", time_us(iters, || csm.bench_fetch(0))?, 220.0));
-        rows.push(("twin (8 KiB)", "68", time_us(iters, || csm.bench_twin(0))?, 68.0));
-        rows.push(("diff, small (16 words)", "31", time_us(iters, || csm.bench_diff(0, 16).map(|_| ()))?, 31.0));
-        rows.push(("diff, large (whole page)", "129", time_us(iters, || csm.bench_diff(0, 2048).map(|_| ()))?, 129.0));
+        rows.push((
+            "null message round trip",
+            "15",
+            time_us(iters, || csm.null_round_trip(1))?,
+            15.0,
+        ));
+        rows.push((
+            "page fetch (8 KiB)",
+            "220",
+            time_us(iters, || csm.bench_fetch(0))?,
+            220.0,
+        ));
+        rows.push((
+            "twin (8 KiB)",
+            "68",
+            time_us(iters, || csm.bench_twin(0))?,
+            68.0,
+        ));
+        rows.push((
+            "diff, small (16 words)",
+            "31",
+            time_us(iters, || csm.bench_diff(0, 16).map(|_| ()))?,
+            31.0,
+        ));
+        rows.push((
+            "diff, large (whole page)",
+            "129",
+            time_us(iters, || csm.bench_diff(0, 2048).map(|_| ()))?,
+            129.0,
+        ));
         rows.push((
             "lock acquire (+release)",
             "10",

@@ -94,7 +94,11 @@ pub fn run(mc: &MemoryChannel, p: &Params) -> Result<Outcome, CsmError> {
         App::Wtest | App::Test => {
             let s = if p.size == 0 { 256 } else { p.size };
             let i = if p.iters == 0 { 3 } else { p.iters };
-            (s, i, format!("{:?} ({s} elements per thread, {i} rounds)", p.app).to_lowercase())
+            (
+                s,
+                i,
+                format!("{:?} ({s} elements per thread, {i} rounds)", p.app).to_lowercase(),
+            )
         }
         App::Sor => {
             let s = if p.size == 0 { 64 } else { p.size };
@@ -144,7 +148,8 @@ pub fn run(mc: &MemoryChannel, p: &Params) -> Result<Outcome, CsmError> {
                 first_err.get_or_insert(e);
             }
             Err(_) => {
-                first_err.get_or_insert(CsmError::Protocol("an application thread panicked".into()));
+                first_err
+                    .get_or_insert(CsmError::Protocol("an application thread panicked".into()));
             }
         }
     }

@@ -27,9 +27,13 @@ pub fn distances(c: usize) -> Vec<u32> {
     let mut s = 12_345u64;
     let mut pts = Vec::new();
     for _ in 0..c {
-        s = s.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        s = s
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
         let x = (s >> 33) % 1000;
-        s = s.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        s = s
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
         let y = (s >> 33) % 1000;
         pts.push((x as f64, y as f64));
     }

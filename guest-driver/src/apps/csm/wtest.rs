@@ -48,7 +48,12 @@ pub fn wtest(csm: &Csm, d: &Data, tid: usize, rounds: u32) -> Result<u64, CsmErr
         for i in 0..p * d.per {
             let v = d.a.get(i);
             if v != value(r, i) {
-                return Err(mismatch("wtest write phase", i, v.into(), value(r, i).into()));
+                return Err(mismatch(
+                    "wtest write phase",
+                    i,
+                    v.into(),
+                    value(r, i).into(),
+                ));
             }
             checks += 1;
         }
