@@ -1,4 +1,4 @@
-//! `wtest` and `test`, the Cashmere debugging programs of seed 002 s.7: a
+//! `wtest` and `test`, the Cashmere debugging programs of seed 002 s.9: a
 //! small array partitioned by thread; every thread works on every partition
 //! and every element is checked at each step.
 
