@@ -342,15 +342,14 @@ impl Csm {
         self.node.sync.lock_release(lock)
     }
 
-    /// A barrier of every thread on every node: each thread releases; the
-    /// last thread of a node to arrive takes the node through the cluster
-    /// barrier and the acquire, then lets its node's threads go.
+    /// A barrier of every thread on every node. The last thread of a node to
+    /// arrive releases for all of them (they share the frames, so the node's
+    /// dirty list holds every thread's writes: the seed's "diff performed
+    /// only by the last writer to enter the barrier", seed 002 s.3.3), takes
+    /// the node through the cluster barrier and the acquire, then lets its
+    /// node's threads go.
     pub fn barrier(&self) -> Result<(), CsmError> {
         self.check_failed()?;
-        {
-            let mut st = self.node.lock_state();
-            self.node.release(&mut st)?;
-        }
         let n = &self.node;
         let mut lb = n.local.lock().unwrap_or_else(|p| p.into_inner());
         lb.arrived += 1;
@@ -368,6 +367,7 @@ impl Csm {
         let r = (|| {
             let episode = {
                 let mut st = n.lock_state();
+                n.release(&mut st)?;
                 st.barrier_episode += 1;
                 st.stats.barriers += 1;
                 st.barrier_episode

@@ -111,18 +111,18 @@ impl Node {
             PageState::Read => Prot::Read,
             PageState::ReadWrite | PageState::Exclusive => Prot::ReadWrite,
         };
-        if now as u8 > f.prot {
+        if now == Prot::ReadWrite || now as u8 > f.prot {
             // Another thread's fault already upgraded the page: just retry.
+            // (The protection a fault records can be stale by a moment: it is
+            // stored just after the mprotect, so a thread that faulted while
+            // a release was downgrading the page may report read-write.)
             return Ok(());
         }
-        match now {
+        if now == Prot::None {
             // A write to an invalid page faults again once readable.
-            Prot::None => self.read_fault(st, p),
-            Prot::Read => self.write_fault(st, p),
-            Prot::ReadWrite => Err(CsmError::Protocol(format!(
-                "fault on read-write page {p} at offset {:#x}",
-                f.offset
-            ))),
+            self.read_fault(st, p)
+        } else {
+            self.write_fault(st, p)
         }
     }
 
