@@ -49,19 +49,39 @@ impl Synchronization for DmsSync {
 
     fn barrier(&self, episode: u64) -> Result<(), CsmError> {
         self.tx.write_u64(self.l.arrival(self.me), episode)?;
+        let failed = |n: u32| CsmError::Protocol(format!("node {n} failed"));
         if self.me == 0 {
             wait_for("every node at the barrier", WAIT, || {
+                if let Some(n) = self.aborted() {
+                    return Some(Err(failed(n)));
+                }
                 (0..self.l.nodes)
                     .all(|n| self.rx.load_u64(self.l.arrival(n)).unwrap_or(0) >= episode)
-                    .then_some(())
-            })?;
+                    .then_some(Ok(()))
+            })??;
             self.tx.write_u64(self.l.sense(), episode)?;
         } else {
             wait_for("the barrier master", WAIT, || {
-                (self.rx.load_u64(self.l.sense()).unwrap_or(0) >= episode).then_some(())
-            })?;
+                if let Some(n) = self.aborted() {
+                    return Some(Err(failed(n)));
+                }
+                (self.rx.load_u64(self.l.sense()).unwrap_or(0) >= episode).then_some(Ok(()))
+            })??;
         }
         Ok(())
+    }
+
+    fn abort(&self) {
+        if self.aborted().is_none() {
+            let _ = self.tx.write_u64(self.l.abort(), u64::from(self.me) + 1);
+        }
+    }
+
+    fn aborted(&self) -> Option<u32> {
+        match self.rx.load_u64(self.l.abort()).unwrap_or(0) {
+            0 => None,
+            n => Some(n as u32 - 1),
+        }
     }
 
     fn flag_set(&self, flag: u32, value: u64) -> Result<(), CsmError> {

@@ -7,7 +7,7 @@
 //! | directory | per page `1 + nodes` words: the shared word (home + 1, Exclusive bit), then one word per node (its sharing state) |
 //! | messages | request words `[requester][home]`, then one reply buffer per requester |
 //! | notices | write-notice bin `[receiver][sender]`: SendIdx, RecvIdx, entries |
-//! | sync | barrier arrival words, the barrier sense word, flags |
+//! | sync | barrier arrival words, the barrier sense word, the abort word, flags |
 
 pub const KEY_HEAP: u32 = 0xc5a0_0001;
 pub const KEY_DIR: u32 = 0xc5a0_0002;
@@ -87,8 +87,12 @@ impl CsmLayout {
     pub fn sense(&self) -> usize {
         8 * 64
     }
+    /// Node + 1 of a node that failed; 0 while all is well.
+    pub fn abort(&self) -> usize {
+        8 * 65
+    }
     pub fn flag(&self, i: u32) -> usize {
-        8 * 65 + 8 * i as usize
+        8 * 66 + 8 * i as usize
     }
     pub fn sync_bytes(&self) -> u64 {
         self.flag(self.flags) as u64 + 8

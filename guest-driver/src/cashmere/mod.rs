@@ -356,7 +356,16 @@ impl Csm {
         let gen = lb.generation;
         if lb.arrived < n.threads {
             while lb.generation == gen {
-                lb = n.local_cv.wait(lb).unwrap_or_else(|p| p.into_inner());
+                lb = n
+                    .local_cv
+                    .wait_timeout(lb, std::time::Duration::from_millis(10))
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+                if lb.generation == gen {
+                    if let Some(f) = n.sync.aborted() {
+                        return Err(CsmError::Protocol(format!("node {f} failed")));
+                    }
+                }
             }
             return match &lb.failed {
                 Some(e) => Err(CsmError::Protocol(e.clone())),
@@ -407,12 +416,21 @@ impl Csm {
                 break v;
             }
             self.check_failed()?;
+            if let Some(n) = self.node.sync.aborted() {
+                return Err(CsmError::Protocol(format!("node {n} failed")));
+            }
             backoff(&mut spins);
         };
         let mut st = self.node.lock_state();
         st.stats.flag_waits += 1;
         self.node.acquire(&mut st)?;
         Ok(v)
+    }
+
+    /// Tell every node this one has failed: their barriers, flag waits and
+    /// page fetches then fail instead of waiting for it.
+    pub fn abort(&self) {
+        self.node.sync.abort();
     }
 
     pub fn stats(&self) -> Stats {
@@ -525,6 +543,7 @@ fn protocol_thread(node: &Node) {
         drop(st);
         if let Err(e) = r {
             log::error!("node{}: cashmere protocol thread: {e}", node.me);
+            node.sync.abort();
             *node.failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
             // Keep failing faults so application threads do not hang.
             while !node.stop.load(Ordering::Acquire) {

@@ -197,6 +197,9 @@ impl Node {
         let mut spins = 0u32;
         let start = std::time::Instant::now();
         while self.data.reply_seq() != seq {
+            if let Some(n) = self.sync.aborted() {
+                return Err(CsmError::Protocol(format!("node {n} failed")));
+            }
             self.poll_others(st)?;
             backoff(&mut spins);
             if start.elapsed() > std::time::Duration::from_secs(120) {

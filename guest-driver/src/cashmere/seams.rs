@@ -77,4 +77,8 @@ pub trait Synchronization: Send + Sync {
     fn barrier(&self, episode: u64) -> Result<(), CsmError>;
     fn flag_set(&self, flag: u32, value: u64) -> Result<(), CsmError>;
     fn flag_get(&self, flag: u32) -> Result<u64, CsmError>;
+    /// Tell every node this one has failed, so nobody waits for it forever.
+    fn abort(&self);
+    /// The node that failed, if one has.
+    fn aborted(&self) -> Option<u32>;
 }

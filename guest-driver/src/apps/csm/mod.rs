@@ -130,12 +130,19 @@ pub fn run(mc: &MemoryChannel, p: &Params) -> Result<Outcome, CsmError> {
             let tid = (csm.node_id() * csm.threads() + t) as usize;
             std::thread::Builder::new()
                 .name(format!("csm-app{tid}"))
-                .spawn(move || match (&*data, app) {
-                    (Data::W(d), App::Wtest) => wtest::wtest(&csm, d, tid, iters),
-                    (Data::W(d), _) => wtest::test(&csm, d, tid, iters),
-                    (Data::S(d), _) => sor::run(&csm, d, tid, iters),
-                    (Data::G(d), _) => gauss::run(&csm, d, tid),
-                    (Data::T(d), _) => tsp::run(&csm, d, tid),
+                .spawn(move || {
+                    let r = match (&*data, app) {
+                        (Data::W(d), App::Wtest) => wtest::wtest(&csm, d, tid, iters),
+                        (Data::W(d), _) => wtest::test(&csm, d, tid, iters),
+                        (Data::S(d), _) => sor::run(&csm, d, tid, iters),
+                        (Data::G(d), _) => gauss::run(&csm, d, tid),
+                        (Data::T(d), _) => tsp::run(&csm, d, tid),
+                    };
+                    if r.is_err() {
+                        // Nobody, here or elsewhere, waits for this thread.
+                        csm.abort();
+                    }
+                    r
                 })
         })
         .collect::<Result<_, _>>()?;
@@ -155,6 +162,7 @@ pub fn run(mc: &MemoryChannel, p: &Params) -> Result<Outcome, CsmError> {
     }
     let seconds = csm.elapsed() - t0;
     if let Some(e) = first_err {
+        csm.abort();
         return Err(e);
     }
     let stats = csm.finish()?;
