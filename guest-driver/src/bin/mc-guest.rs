@@ -71,6 +71,10 @@ enum Command {
         /// Do not let a sole-sharer home go Exclusive.
         #[arg(long)]
         no_exclusive: bool,
+        /// Also time the sequential version (sor, gauss, tsp) and print the
+        /// speedup.
+        #[arg(long)]
+        sequential: bool,
     },
 }
 
@@ -196,6 +200,7 @@ fn main() -> ExitCode {
             page_size,
             heap_kib,
             no_exclusive,
+            sequential,
         } => {
             let mut p = csm::Params::new(*app, *threads);
             p.size = *size;
@@ -203,6 +208,7 @@ fn main() -> ExitCode {
             p.page_size = *page_size;
             p.heap_bytes = heap_kib << 10;
             p.exclusive_mode = !no_exclusive;
+            p.time_sequential = *sequential;
             let opts = OpenOptions {
                 arena_bytes: (4 << 20) + 2 * p.heap_bytes as u64,
                 ..Default::default()

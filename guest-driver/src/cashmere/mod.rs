@@ -117,6 +117,7 @@ pub(crate) struct Node {
     next_alloc: Mutex<usize>,
     start: Instant,
     failure: Mutex<Option<String>>,
+    window: Mutex<(Option<f64>, Option<f64>)>,
 }
 
 impl Drop for Node {
@@ -234,6 +235,7 @@ impl Csm {
             next_alloc: Mutex::new(0),
             start: Instant::now(),
             failure: Mutex::new(None),
+            window: Mutex::new((None, None)),
         });
         {
             // Requests answered before this start are not ours to answer.
@@ -279,6 +281,27 @@ impl Csm {
     /// Seconds since this node started Cashmere.
     pub fn elapsed(&self) -> f64 {
         self.node.start.elapsed().as_secs_f64()
+    }
+
+    /// Mark the start of the timed part of a program (the earliest mark of
+    /// the node's threads counts).
+    pub fn mark_start(&self) {
+        let t = self.elapsed();
+        let mut w = self.node.window.lock().unwrap_or_else(|p| p.into_inner());
+        w.0 = Some(w.0.map_or(t, |s| s.min(t)));
+    }
+
+    /// Mark the end of the timed part (the latest mark counts).
+    pub fn mark_end(&self) {
+        let t = self.elapsed();
+        let mut w = self.node.window.lock().unwrap_or_else(|p| p.into_inner());
+        w.1 = Some(w.1.map_or(t, |e| e.max(t)));
+    }
+
+    /// Seconds between the marks, if both were made.
+    pub fn timed(&self) -> Option<f64> {
+        let w = self.node.window.lock().unwrap_or_else(|p| p.into_inner());
+        Some(w.1? - w.0?)
     }
 
     /// Allocate `len` elements in the shared heap (aligned to `T` and 8 bytes,

@@ -66,6 +66,7 @@ pub fn run(csm: &Csm, d: &Data, tid: usize) -> Result<u64, CsmError> {
         }
     }
     csm.barrier()?;
+    csm.mark_start();
     for k in 0..n {
         if mine(k) {
             csm.flag_set(k as u32, 1)?;
@@ -87,6 +88,7 @@ pub fn run(csm: &Csm, d: &Data, tid: usize) -> Result<u64, CsmError> {
         }
     }
     csm.barrier()?;
+    csm.mark_end();
     let want = sequential(n);
     for (i, wv) in want.iter().enumerate() {
         let v = d.x.get(i);

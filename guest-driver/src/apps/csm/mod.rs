@@ -30,6 +30,8 @@ pub struct Params {
     pub page_size: u32,
     pub heap_bytes: usize,
     pub exclusive_mode: bool,
+    /// Also time the app's sequential version on this node (sor, gauss, tsp).
+    pub time_sequential: bool,
 }
 
 impl Params {
@@ -42,6 +44,7 @@ impl Params {
             page_size: 8192,
             heap_bytes: 1 << 20,
             exclusive_mode: true,
+            time_sequential: false,
         }
     }
 
@@ -61,8 +64,11 @@ impl Params {
 #[derive(Clone, Debug)]
 pub struct Outcome {
     pub node: u32,
-    /// Seconds from the start barrier to the end of the computation.
+    /// Seconds of the timed computation (between the app's marks, after
+    /// initialisation and before verification).
     pub seconds: f64,
+    /// The sequential version's time on this node, when asked for.
+    pub sequential_seconds: Option<f64>,
     /// Elements (or values) checked against the expected result.
     pub checked: u64,
     pub stats: Stats,
@@ -73,8 +79,17 @@ impl std::fmt::Display for Outcome {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "csm {}: verified {} values in {:.3} s on node {}\ncsm stats node {}: {}",
-            self.summary, self.checked, self.seconds, self.node, self.node, self.stats
+            "csm {}: verified {} values; computed in {:.4} s{} on node {}\ncsm stats node {}: {}",
+            self.summary,
+            self.checked,
+            self.seconds,
+            match self.sequential_seconds {
+                Some(s) => format!(" (sequential {s:.4} s, speedup {:.2})", s / self.seconds),
+                None => String::new(),
+            },
+            self.node,
+            self.node,
+            self.stats
         )
     }
 }
@@ -122,7 +137,6 @@ pub fn run(mc: &MemoryChannel, p: &Params) -> Result<Outcome, CsmError> {
     };
     let data = std::sync::Arc::new(data);
     let app = p.app;
-    let t0 = csm.elapsed();
     let handles: Vec<_> = (0..p.threads)
         .map(|t| {
             let csm = csm.clone();
@@ -160,15 +174,28 @@ pub fn run(mc: &MemoryChannel, p: &Params) -> Result<Outcome, CsmError> {
             }
         }
     }
-    let seconds = csm.elapsed() - t0;
     if let Some(e) = first_err {
         csm.abort();
         return Err(e);
     }
     let stats = csm.finish()?;
+    let seconds = csm.timed().unwrap_or(f64::NAN);
+    let sequential_seconds = if p.time_sequential {
+        let t = std::time::Instant::now();
+        match p.app {
+            App::Sor => drop(std::hint::black_box(sor::sequential(size, size, iters))),
+            App::Gauss => drop(std::hint::black_box(gauss::sequential(size))),
+            App::Tsp => drop(std::hint::black_box(tsp::sequential(size))),
+            App::Wtest | App::Test => {}
+        }
+        matches!(p.app, App::Sor | App::Gauss | App::Tsp).then(|| t.elapsed().as_secs_f64())
+    } else {
+        None
+    };
     Ok(Outcome {
         node: csm.node_id(),
         seconds,
+        sequential_seconds,
         checked,
         stats,
         summary,

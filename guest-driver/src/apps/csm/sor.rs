@@ -75,6 +75,7 @@ pub fn run(csm: &Csm, d: &Data, tid: usize, iters: u32) -> Result<u64, CsmError>
         }
     }
     csm.barrier()?;
+    csm.mark_start();
     for _ in 0..iters {
         for colour in 0..2 {
             for i in mine.clone() {
@@ -87,6 +88,7 @@ pub fn run(csm: &Csm, d: &Data, tid: usize, iters: u32) -> Result<u64, CsmError>
             csm.barrier()?;
         }
     }
+    csm.mark_end();
     let want = sequential(rows, cols, iters);
     for (k, w) in want.iter().enumerate() {
         let v = g.get(k);

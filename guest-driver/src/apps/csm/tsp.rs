@@ -112,6 +112,7 @@ pub fn run(csm: &Csm, data: &Data, tid: usize) -> Result<u64, CsmError> {
         data.best.set(0, u32::MAX);
     }
     csm.barrier()?;
+    csm.mark_start();
     let all = tasks(c);
     let d = |i: usize, j: usize| data.dist.get(i * c + j);
     let mut err = None;
@@ -157,6 +158,7 @@ pub fn run(csm: &Csm, data: &Data, tid: usize) -> Result<u64, CsmError> {
         }
     }
     csm.barrier()?;
+    csm.mark_end();
     let best = data.best.get(0);
     let want = sequential(c);
     if best != want {

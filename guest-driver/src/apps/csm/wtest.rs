@@ -40,6 +40,7 @@ pub fn wtest(csm: &Csm, d: &Data, tid: usize, rounds: u32) -> Result<u64, CsmErr
     let all = if p == 32 { u32::MAX } else { (1u32 << p) - 1 };
     let mine = tid * d.per..(tid + 1) * d.per;
     let mut checks = 0u64;
+    csm.mark_start();
     for r in 0..rounds {
         for i in mine.clone() {
             d.a.set(i, value(r, i));
@@ -80,6 +81,7 @@ pub fn wtest(csm: &Csm, d: &Data, tid: usize, rounds: u32) -> Result<u64, CsmErr
         }
         csm.barrier()?;
     }
+    csm.mark_end();
     Ok(checks)
 }
 
@@ -89,6 +91,7 @@ pub fn wtest(csm: &Csm, d: &Data, tid: usize, rounds: u32) -> Result<u64, CsmErr
 pub fn test(csm: &Csm, d: &Data, tid: usize, rounds: u32) -> Result<u64, CsmError> {
     let p = (csm.nodes() * csm.threads()) as usize;
     let mut checks = 0u64;
+    csm.mark_start();
     for r in 0..rounds {
         for i in tid * d.per..(tid + 1) * d.per {
             d.a.set(i, value(r, i));
@@ -114,5 +117,6 @@ pub fn test(csm: &Csm, d: &Data, tid: usize, rounds: u32) -> Result<u64, CsmErro
         checks += 1;
         csm.barrier()?;
     }
+    csm.mark_end();
     Ok(checks)
 }
