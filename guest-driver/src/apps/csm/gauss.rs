@@ -3,6 +3,7 @@
 //! final, and every thread waits for it before eliminating its rows with it.
 //! Thread 0 back-substitutes; every thread compares the solution with a
 //! sequential run, bit for bit (the same operations in the same order).
+//! Each row starts on a page of its own, so a row's page has one writer.
 
 use crate::cashmere::{Csm, CsmError, Shared};
 
@@ -10,13 +11,18 @@ pub struct Data {
     a: Shared<f64>,
     x: Shared<f64>,
     n: usize,
+    /// Elements from one row to the next: n + 1 rounded up to whole pages.
+    stride: usize,
 }
 
 pub fn setup(csm: &Csm, n: usize) -> Result<Data, CsmError> {
+    let ps = csm.page_size() as usize;
+    let stride = ((n + 1) * 8).div_ceil(ps) * ps / 8;
     Ok(Data {
-        a: csm.alloc(n * (n + 1), true)?,
+        a: csm.alloc(n * stride, true)?,
         x: csm.alloc(n, true)?,
         n,
+        stride,
     })
 }
 
@@ -58,11 +64,11 @@ fn back_substitute(n: usize, a: impl Fn(usize, usize) -> f64) -> Vec<f64> {
 pub fn run(csm: &Csm, d: &Data, tid: usize) -> Result<u64, CsmError> {
     let p = (csm.nodes() * csm.threads()) as usize;
     let (n, a) = (d.n, d.a);
-    let w = n + 1;
+    let (w, r) = (n + 1, d.stride);
     let mine = |i: usize| i % p == tid;
     for i in (0..n).filter(|&i| mine(i)) {
         for j in 0..w {
-            a.set(i * w + j, init(i, j, n));
+            a.set(i * r + j, init(i, j, n));
         }
     }
     csm.barrier()?;
@@ -74,15 +80,15 @@ pub fn run(csm: &Csm, d: &Data, tid: usize) -> Result<u64, CsmError> {
             csm.flag_wait(k as u32)?;
         }
         for i in (k + 1..n).filter(|&i| mine(i)) {
-            let f = a.get(i * w + k) / a.get(k * w + k);
+            let f = a.get(i * r + k) / a.get(k * r + k);
             for j in k..w {
-                a.set(i * w + j, a.get(i * w + j) - f * a.get(k * w + j));
+                a.set(i * r + j, a.get(i * r + j) - f * a.get(k * r + j));
             }
         }
     }
     csm.barrier()?;
     if tid == 0 {
-        let x = back_substitute(n, |i, j| a.get(i * w + j));
+        let x = back_substitute(n, |i, j| a.get(i * r + j));
         for (i, v) in x.iter().enumerate() {
             d.x.set(i, *v);
         }
