@@ -129,6 +129,12 @@ impl Node {
     fn read_fault(&self, st: &mut State, p: u32) -> Result<(), CsmError> {
         st.clock += 1;
         st.stats.read_faults += 1;
+        // The copy is at least as new as this moment. Notices taken while the
+        // request is in flight get a later stamp, so the acquire that follows
+        // still invalidates the page: the home may have read its master copy
+        // before the diff those notices announce arrived.
+        let stamp = st.clock;
+        st.clock += 1;
         let home = self.home_of(st, p)?;
         self.meta.set_state(p, Sharing::Read)?;
         let mut buf = vec![0u8; self.ps()];
@@ -139,8 +145,7 @@ impl Node {
             self.fetch(st, home, p, &mut buf)?;
         }
         self.heap.write_bytes(p as usize * self.ps(), &buf);
-        st.clock += 1;
-        st.pages[p as usize].fetched_at = st.clock;
+        st.pages[p as usize].fetched_at = stamp;
         st.pages[p as usize].state = PageState::Read;
         self.set_prot(p, Prot::Read)
     }
