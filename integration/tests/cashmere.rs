@@ -103,6 +103,24 @@ fn sor_with_4_kib_pages_and_without_exclusive_mode() {
 }
 
 #[test]
+fn wtest_with_4_kib_pages_on_4_nodes_with_2_threads() {
+    run_csm(
+        4,
+        &[
+            "wtest",
+            "--threads",
+            "2",
+            "--size",
+            "64",
+            "--iters",
+            "2",
+            "--page-size",
+            "4096",
+        ],
+    );
+}
+
+#[test]
 fn wtest_in_process_moves_pages_between_nodes() {
     let vc = VirtualCluster::start(ClusterConfig::new(2));
     let outs = vc.on_every_node(|mc| {
