@@ -15,6 +15,7 @@
 
 pub mod adapter;
 pub mod apps;
+pub mod cashmere;
 pub mod dma;
 pub mod error;
 pub mod mc;

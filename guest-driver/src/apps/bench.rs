@@ -29,6 +29,8 @@ pub enum Which {
     Broadcast,
     Lock,
     Errcheck,
+    /// Cashmere's Table II operations (not part of `all`).
+    Csm,
 }
 
 /// One printed row.

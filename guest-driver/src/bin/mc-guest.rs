@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use firmware_model::abi::{self, features};
 use firmware_model::{AdapterErrorStatus, NodeSet};
-use guest_driver::apps::{bench, selftest};
+use guest_driver::apps::{bench, csm, selftest};
 use guest_driver::mc::{AdapterPort, MemoryChannel, OpenOptions};
 use guest_driver::{
     Adapter, AdapterOptions, PciOptions, PciTransport, Transport, VhostUserOptions,
@@ -22,7 +22,7 @@ use guest_driver::{
 #[command(
     name = "mc-guest",
     version,
-    about = "Memory Channel guest program: info, selftest, bench"
+    about = "Memory Channel guest program: info, selftest, bench, csm"
 )]
 struct Cli {
     /// The adapter's vhost-user socket (virtual guest); default $MC_SOCKET.
@@ -56,6 +56,34 @@ enum Command {
         /// Samples per measurement.
         #[arg(long, default_value_t = 2000)]
         iters: u32,
+    },
+    /// Run a Cashmere (CSM-DMS) program, verified (every node must run it).
+    Csm {
+        #[arg(value_enum)]
+        app: csm::App,
+        /// Application threads per node (1: Cashmere-1L; more: 2L).
+        #[arg(long, default_value_t = 1)]
+        threads: u32,
+        /// Problem size (wtest/test: elements per thread; sor: grid side;
+        /// gauss: matrix side; tsp: cities); 0 for the app's default.
+        #[arg(long, default_value_t = 0)]
+        size: usize,
+        /// Rounds or iterations (wtest/test/sor); 0 for the default.
+        #[arg(long, default_value_t = 0)]
+        iters: u32,
+        /// Coherence unit in bytes: 8192 or 4096.
+        #[arg(long, default_value_t = 8192)]
+        page_size: u32,
+        /// Shared heap in KiB.
+        #[arg(long, default_value_t = 1024)]
+        heap_kib: usize,
+        /// Do not let a sole-sharer home go Exclusive.
+        #[arg(long)]
+        no_exclusive: bool,
+        /// Also time the sequential version (sor, gauss, tsp) and print the
+        /// speedup.
+        #[arg(long)]
+        sequential: bool,
     },
 }
 
@@ -95,8 +123,12 @@ fn adapter(cli: &Cli) -> Result<Adapter<Box<dyn Transport>>, String> {
 }
 
 fn open(cli: &Cli) -> Result<MemoryChannel, String> {
+    open_with(cli, &OpenOptions::default())
+}
+
+fn open_with(cli: &Cli, opts: &OpenOptions) -> Result<MemoryChannel, String> {
     let port = AdapterPort::new(adapter(cli)?).map_err(|e| e.to_string())?;
-    MemoryChannel::open(Box::new(port), &OpenOptions::default()).map_err(|e| e.to_string())
+    MemoryChannel::open(Box::new(port), opts).map_err(|e| e.to_string())
 }
 
 fn info(cli: &Cli) -> Result<(), String> {
@@ -169,6 +201,43 @@ fn main() -> ExitCode {
             println!("selftest: {n} checks passed on node {}", mc.node_id().0);
             Ok(())
         }),
+        Command::Bench {
+            which: bench::Which::Csm,
+            iters,
+        } => open(&cli).and_then(|mc| {
+            let rows = csm::bench::run(&mc, *iters).map_err(|e| e.to_string())?;
+            if mc.node_id().0 == 0 {
+                print!("{}", csm::bench::format(&rows, mc.nodes()));
+            }
+            Ok(())
+        }),
+        Command::Csm {
+            app,
+            threads,
+            size,
+            iters,
+            page_size,
+            heap_kib,
+            no_exclusive,
+            sequential,
+        } => {
+            let mut p = csm::Params::new(*app, *threads);
+            p.size = *size;
+            p.iters = *iters;
+            p.page_size = *page_size;
+            p.heap_bytes = heap_kib << 10;
+            p.exclusive_mode = !no_exclusive;
+            p.time_sequential = *sequential;
+            let opts = OpenOptions {
+                arena_bytes: (4 << 20) + 2 * p.heap_bytes as u64,
+                ..Default::default()
+            };
+            open_with(&cli, &opts).and_then(|mc| {
+                let o = csm::run(&mc, &p).map_err(|e| e.to_string())?;
+                println!("{o}");
+                Ok(())
+            })
+        }
         Command::Bench { which, iters } => open(&cli).and_then(|mc| {
             let rows = bench::run(&mc, *which, *iters)?;
             if mc.node_id().0 == 0 {

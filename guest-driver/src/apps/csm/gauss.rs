@@ -1,0 +1,108 @@
+//! Gaussian elimination with back-substitution (seed 000 s.3.2's Gauss):
+//! rows dealt out cyclically; the owner of row k sets flag k once row k is
+//! final, and every thread waits for it before eliminating its rows with it.
+//! Thread 0 back-substitutes; every thread compares the solution with a
+//! sequential run, bit for bit (the same operations in the same order).
+//! Each row starts on a page of its own, so a row's page has one writer.
+
+use crate::cashmere::{Csm, CsmError, Shared};
+
+pub struct Data {
+    a: Shared<f64>,
+    x: Shared<f64>,
+    n: usize,
+    /// Elements from one row to the next: n + 1 rounded up to whole pages.
+    stride: usize,
+}
+
+pub fn setup(csm: &Csm, n: usize) -> Result<Data, CsmError> {
+    let ps = csm.page_size() as usize;
+    let stride = ((n + 1) * 8).div_ceil(ps) * ps / 8;
+    Ok(Data {
+        a: csm.alloc(n * stride, true)?,
+        x: csm.alloc(n, true)?,
+        n,
+        stride,
+    })
+}
+
+fn init(i: usize, j: usize, n: usize) -> f64 {
+    let r = ((i * 7919 + j * 104_729) % 1009) as f64 / 1009.0;
+    if i == j {
+        r + n as f64
+    } else {
+        r
+    }
+}
+
+pub fn sequential(n: usize) -> Vec<f64> {
+    let w = n + 1;
+    let mut a: Vec<f64> = (0..n * w).map(|k| init(k / w, k % w, n)).collect();
+    for k in 0..n {
+        for i in k + 1..n {
+            let f = a[i * w + k] / a[k * w + k];
+            for j in k..w {
+                a[i * w + j] -= f * a[k * w + j];
+            }
+        }
+    }
+    back_substitute(n, |i, j| a[i * w + j])
+}
+
+fn back_substitute(n: usize, a: impl Fn(usize, usize) -> f64) -> Vec<f64> {
+    let mut x = vec![0.0; n];
+    for i in (0..n).rev() {
+        let mut s = a(i, n);
+        for (j, xj) in x.iter().enumerate().skip(i + 1) {
+            s -= a(i, j) * xj;
+        }
+        x[i] = s / a(i, i);
+    }
+    x
+}
+
+pub fn run(csm: &Csm, d: &Data, tid: usize) -> Result<u64, CsmError> {
+    let p = (csm.nodes() * csm.threads()) as usize;
+    let (n, a) = (d.n, d.a);
+    let (w, r) = (n + 1, d.stride);
+    let mine = |i: usize| i % p == tid;
+    for i in (0..n).filter(|&i| mine(i)) {
+        for j in 0..w {
+            a.set(i * r + j, init(i, j, n));
+        }
+    }
+    csm.barrier()?;
+    csm.mark_start();
+    for k in 0..n {
+        if mine(k) {
+            csm.flag_set(k as u32, 1)?;
+        } else {
+            csm.flag_wait(k as u32)?;
+        }
+        for i in (k + 1..n).filter(|&i| mine(i)) {
+            let f = a.get(i * r + k) / a.get(k * r + k);
+            for j in k..w {
+                a.set(i * r + j, a.get(i * r + j) - f * a.get(k * r + j));
+            }
+        }
+    }
+    csm.barrier()?;
+    if tid == 0 {
+        let x = back_substitute(n, |i, j| a.get(i * r + j));
+        for (i, v) in x.iter().enumerate() {
+            d.x.set(i, *v);
+        }
+    }
+    csm.barrier()?;
+    csm.mark_end();
+    let want = sequential(n);
+    for (i, wv) in want.iter().enumerate() {
+        let v = d.x.get(i);
+        if v.to_bits() != wv.to_bits() {
+            return Err(CsmError::Protocol(format!(
+                "gauss: x[{i}] is {v}, sequential run has {wv}"
+            )));
+        }
+    }
+    Ok(n as u64)
+}

@@ -1,0 +1,122 @@
+//! `wtest` and `test`, the Cashmere debugging programs of seed 002 s.9: a
+//! small array partitioned by thread; every thread works on every partition
+//! and every element is checked at each step.
+
+use crate::cashmere::{Csm, CsmError, Shared};
+
+pub struct Data {
+    a: Shared<u32>,
+    counter: Shared<u64>,
+    per: usize,
+}
+
+pub fn setup(csm: &Csm, per: usize) -> Result<Data, CsmError> {
+    let p = (csm.nodes() * csm.threads()) as usize;
+    Ok(Data {
+        a: csm.alloc(p * per, true)?,
+        counter: csm.alloc(1, true)?,
+        per,
+    })
+}
+
+fn value(round: u32, i: usize) -> u32 {
+    (round + 1).wrapping_mul(0x9e37_79b9) ^ (i as u32).wrapping_mul(2_654_435_761)
+}
+
+fn mismatch(what: &str, i: usize, got: u64, want: u64) -> CsmError {
+    CsmError::Protocol(format!(
+        "{what}: element {i} is {got:#x}, expected {want:#x}"
+    ))
+}
+
+/// wtest: per round, owners write their partitions and everyone checks every
+/// element; then every thread visits every element and sets its own bit,
+/// partition by partition under that partition's lock (very fine-grain
+/// sharing), and everyone checks every element again. Returns the number of
+/// element checks made.
+pub fn wtest(csm: &Csm, d: &Data, tid: usize, rounds: u32) -> Result<u64, CsmError> {
+    let p = (csm.nodes() * csm.threads()) as usize;
+    assert!(p <= 32, "wtest sets one bit per thread");
+    let all = if p == 32 { u32::MAX } else { (1u32 << p) - 1 };
+    let mine = tid * d.per..(tid + 1) * d.per;
+    let mut checks = 0u64;
+    csm.mark_start();
+    for r in 0..rounds {
+        for i in mine.clone() {
+            d.a.set(i, value(r, i));
+        }
+        csm.barrier()?;
+        for i in 0..p * d.per {
+            let v = d.a.get(i);
+            if v != value(r, i) {
+                return Err(mismatch(
+                    "wtest write phase",
+                    i,
+                    v.into(),
+                    value(r, i).into(),
+                ));
+            }
+            checks += 1;
+        }
+        csm.barrier()?;
+        for i in mine.clone() {
+            d.a.set(i, 0);
+        }
+        csm.barrier()?;
+        for k in 0..p {
+            let q = (tid + k) % p;
+            csm.lock_acquire(q as u32)?;
+            for i in q * d.per..(q + 1) * d.per {
+                d.a.set(i, d.a.get(i) | (1 << tid));
+            }
+            csm.lock_release(q as u32)?;
+        }
+        csm.barrier()?;
+        for i in 0..p * d.per {
+            let v = d.a.get(i);
+            if v != all {
+                return Err(mismatch("wtest bit phase", i, v.into(), all.into()));
+            }
+            checks += 1;
+        }
+        csm.barrier()?;
+    }
+    csm.mark_end();
+    Ok(checks)
+}
+
+/// test: per round, owners write their partitions; each thread checks its
+/// right neighbour's partition and adds one to a lock-protected counter;
+/// after a barrier everyone checks the counter.
+pub fn test(csm: &Csm, d: &Data, tid: usize, rounds: u32) -> Result<u64, CsmError> {
+    let p = (csm.nodes() * csm.threads()) as usize;
+    let mut checks = 0u64;
+    csm.mark_start();
+    for r in 0..rounds {
+        for i in tid * d.per..(tid + 1) * d.per {
+            d.a.set(i, value(r, i));
+        }
+        csm.barrier()?;
+        let q = (tid + 1) % p;
+        for i in q * d.per..(q + 1) * d.per {
+            let v = d.a.get(i);
+            if v != value(r, i) {
+                return Err(mismatch("test neighbour", i, v.into(), value(r, i).into()));
+            }
+            checks += 1;
+        }
+        csm.lock_acquire(0)?;
+        d.counter.set(0, d.counter.get(0) + 1);
+        csm.lock_release(0)?;
+        csm.barrier()?;
+        let c = d.counter.get(0);
+        let want = (p as u64) * u64::from(r + 1);
+        if c != want {
+            return Err(mismatch("test counter", 0, c, want));
+        }
+        checks += 1;
+        csm.barrier()?;
+    }
+    csm.mark_end();
+    Ok(checks)
+}

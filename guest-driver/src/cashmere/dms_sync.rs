@@ -1,0 +1,101 @@
+//! CSM-DMS synchronisation (seed 000 s.2.3.1.1 "Synchronization", seed 002
+//! s.6.1): locks are the API's cluster spinlocks (one entry per node in a
+//! broadcast + loopback page; write, wait for loopback, read the array);
+//! barriers are one arrival word per node and a sense word that a master
+//! (node 0) advances once every node has arrived; flags are write-once
+//! broadcast words.
+
+use std::time::Duration;
+
+use crate::mc::{wait_for, LockSet, MemoryChannel, RxRegion, Sharing as McSharing, TxRegion};
+
+use super::layout::{CsmLayout, KEY_LOCKS, KEY_SYNC};
+use super::seams::Synchronization;
+use super::CsmError;
+
+const WAIT: Duration = Duration::from_secs(300);
+
+pub struct DmsSync {
+    l: CsmLayout,
+    me: u32,
+    locks: LockSet,
+    tx: TxRegion,
+    rx: RxRegion,
+}
+
+impl DmsSync {
+    pub fn new(mc: &MemoryChannel, l: CsmLayout, locks: u32) -> Result<DmsSync, CsmError> {
+        let id = mc.region_alloc(KEY_SYNC, l.sync_bytes(), true)?;
+        Ok(DmsSync {
+            l,
+            me: mc.node_id().index() as u32,
+            locks: mc.lock_alloc(KEY_LOCKS, locks.max(1), false, false)?,
+            tx: mc.attach_transmit(id, McSharing::Shared, true)?,
+            rx: mc.attach_receive(id, McSharing::Shared, false)?,
+        })
+    }
+}
+
+impl Synchronization for DmsSync {
+    fn lock_acquire(&self, lock: u32) -> Result<(), CsmError> {
+        self.locks.acquire(lock)?;
+        Ok(())
+    }
+
+    fn lock_release(&self, lock: u32) -> Result<(), CsmError> {
+        self.locks.release(lock)?;
+        Ok(())
+    }
+
+    fn barrier(&self, episode: u64) -> Result<(), CsmError> {
+        self.tx.write_u64(self.l.arrival(self.me), episode)?;
+        let failed = |n: u32| CsmError::Protocol(format!("node {n} failed"));
+        if self.me == 0 {
+            wait_for("every node at the barrier", WAIT, || {
+                if let Some(n) = self.aborted() {
+                    return Some(Err(failed(n)));
+                }
+                (0..self.l.nodes)
+                    .all(|n| self.rx.load_u64(self.l.arrival(n)).unwrap_or(0) >= episode)
+                    .then_some(Ok(()))
+            })??;
+            self.tx.write_u64(self.l.sense(), episode)?;
+        } else {
+            wait_for("the barrier master", WAIT, || {
+                if let Some(n) = self.aborted() {
+                    return Some(Err(failed(n)));
+                }
+                (self.rx.load_u64(self.l.sense()).unwrap_or(0) >= episode).then_some(Ok(()))
+            })??;
+        }
+        Ok(())
+    }
+
+    fn abort(&self) {
+        if self.aborted().is_none() {
+            let _ = self.tx.write_u64(self.l.abort(), u64::from(self.me) + 1);
+        }
+    }
+
+    fn aborted(&self) -> Option<u32> {
+        match self.rx.load_u64(self.l.abort()).unwrap_or(0) {
+            0 => None,
+            n => Some(n as u32 - 1),
+        }
+    }
+
+    fn flag_set(&self, flag: u32, value: u64) -> Result<(), CsmError> {
+        if flag >= self.l.flags {
+            return Err(CsmError::Usage(format!("flag {flag} of {}", self.l.flags)));
+        }
+        self.tx.write_u64(self.l.flag(flag), value)?;
+        Ok(())
+    }
+
+    fn flag_get(&self, flag: u32) -> Result<u64, CsmError> {
+        if flag >= self.l.flags {
+            return Err(CsmError::Usage(format!("flag {flag} of {}", self.l.flags)));
+        }
+        Ok(self.rx.load_u64(self.l.flag(flag))?)
+    }
+}

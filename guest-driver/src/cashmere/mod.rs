@@ -1,0 +1,588 @@
+//! Cashmere-2L, CSM-DMS: page-based software distributed shared memory on the
+//! Memory Channel API (seed 000 s.2; seed 002 s.3-6). See docs/cashmere.md.
+//!
+//! Every node runs the same program: [`Csm::start`] with the heap size, then
+//! [`Csm::alloc`] (the same allocations in the same order on every node give
+//! the same addresses), shared data accessed through [`Shared`], and
+//! [`Csm::lock_acquire`] / [`Csm::lock_release`], [`Csm::barrier`],
+//! [`Csm::flag_set`] / [`Csm::flag_wait`]. Data-race-free programs see
+//! release consistency. Several threads of a node share its frames and its
+//! protocol state (2L); one thread per node is 1L.
+//!
+//! Files: `vm` (the heap's two mappings), `fault` (SIGSEGV hand-off), `twin`
+//! (twins and diffs), `seams` (the variant traits), `dms_data` / `dms_meta` /
+//! `dms_sync` (CSM-DMS on Memory Channel), `layout` (where that lives),
+//! `protocol` (faults, release, acquire, requests), `stats`.
+
+mod dms_data;
+mod dms_meta;
+mod dms_sync;
+mod fault;
+pub mod layout;
+mod protocol;
+pub mod seams;
+mod stats;
+pub mod twin;
+mod vm;
+
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use crate::mc::{McError, MemoryChannel};
+
+pub use layout::CsmLayout;
+pub use protocol::PageState;
+pub use stats::Stats;
+
+use fault::FaultQueue;
+use protocol::{backoff, State};
+use seams::{DataPropagation, Metadata, Synchronization};
+use vm::HeapMemory;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CsmError {
+    #[error("Memory Channel: {0}")]
+    Mc(#[from] McError),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("protocol: {0}")]
+    Protocol(String),
+    #[error("usage: {0}")]
+    Usage(String),
+}
+
+/// What [`Csm::start`] needs; every node must pass the same values.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub heap_bytes: usize,
+    /// Coherence unit: 8192 (default) or 4096.
+    pub page_size: u32,
+    /// Application threads per node (2L when more than one).
+    pub threads: u32,
+    pub locks: u32,
+    pub flags: u32,
+    /// The home of a page with no other sharer skips twins (seed 000 s.2.1).
+    pub exclusive_mode: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            heap_bytes: 1 << 20,
+            page_size: 8192,
+            threads: 1,
+            locks: 64,
+            flags: 64,
+            exclusive_mode: true,
+        }
+    }
+}
+
+impl Config {
+    pub fn layout(&self, nodes: u32) -> CsmLayout {
+        CsmLayout {
+            nodes,
+            pages: self.heap_bytes.div_ceil(self.page_size as usize) as u32,
+            page_size: self.page_size,
+            flags: self.flags,
+        }
+    }
+}
+
+struct LocalBarrier {
+    arrived: u32,
+    generation: u64,
+    failed: Option<String>,
+}
+
+pub(crate) struct Node {
+    me: u32,
+    nodes: u32,
+    page_size: u32,
+    threads: u32,
+    exclusive_mode: bool,
+    heap: HeapMemory,
+    faults: Box<FaultQueue>,
+    registration: usize,
+    data: Box<dyn DataPropagation>,
+    meta: Box<dyn Metadata>,
+    sync: Box<dyn Synchronization>,
+    state: Mutex<State>,
+    stop: AtomicBool,
+    local: Mutex<LocalBarrier>,
+    local_cv: Condvar,
+    next_alloc: Mutex<usize>,
+    start: Instant,
+    failure: Mutex<Option<String>>,
+    window: Mutex<(Option<f64>, Option<f64>)>,
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        fault::unregister(self.registration);
+    }
+}
+
+/// A node's handle on Cashmere; clone it for each application thread.
+#[derive(Clone)]
+pub struct Csm {
+    node: Arc<Node>,
+    server: Arc<Mutex<Option<JoinHandle<()>>>>,
+}
+
+/// A shared array of `T` in the Cashmere heap. Accesses are volatile so the
+/// compiler neither caches nor invents them; they fault into the protocol
+/// when the page is not accessible.
+pub struct Shared<T> {
+    ptr: *mut T,
+    len: usize,
+    offset: usize,
+    _t: PhantomData<T>,
+}
+
+impl<T> Clone for Shared<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for Shared<T> {}
+// SAFETY: the heap outlives every use made by the program's threads, and
+// coherence is the protocol's job.
+unsafe impl<T> Send for Shared<T> {}
+unsafe impl<T> Sync for Shared<T> {}
+
+impl<T: Copy> Shared<T> {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// Byte offset of element 0 in the heap.
+    pub fn offset(&self) -> usize {
+        self.offset
+    }
+    pub fn get(&self, i: usize) -> T {
+        assert!(i < self.len, "index {i} out of {}", self.len);
+        // SAFETY: in bounds of a live mapping; faults are resolved by the
+        // protocol before the access is retried.
+        unsafe { std::ptr::read_volatile(self.ptr.add(i)) }
+    }
+    pub fn set(&self, i: usize, v: T) {
+        assert!(i < self.len, "index {i} out of {}", self.len);
+        // SAFETY: as for get.
+        unsafe { std::ptr::write_volatile(self.ptr.add(i), v) }
+    }
+}
+
+impl Csm {
+    /// Start Cashmere on this node: allocate (or find) the Memory Channel
+    /// regions, map the heap, install the fault handler, start the protocol
+    /// thread, and wait until every node has done the same.
+    pub fn start(mc: &MemoryChannel, cfg: &Config) -> Result<Csm, CsmError> {
+        if cfg.page_size != 4096 && cfg.page_size != 8192 {
+            return Err(CsmError::Usage(format!(
+                "page size {} (4096 or 8192)",
+                cfg.page_size
+            )));
+        }
+        if cfg.threads == 0 {
+            return Err(CsmError::Usage("at least one thread per node".into()));
+        }
+        let nodes = mc.nodes();
+        let l = cfg.layout(nodes);
+        let heap = HeapMemory::new(l.heap_bytes() as usize)?;
+        let faults = Box::new(FaultQueue::new(
+            heap.app_base() as usize,
+            heap.len(),
+            cfg.page_size as usize,
+        ));
+        let registration = fault::register(&faults)
+            .ok_or_else(|| CsmError::Usage("too many Cashmere heaps in one process".into()))?;
+        let data = dms_data::DmsData::new(mc, l);
+        let meta = dms_meta::DmsMeta::new(mc, l);
+        let sync = dms_sync::DmsSync::new(mc, l, cfg.locks);
+        let (data, meta, sync) = match (data, meta, sync) {
+            (Ok(d), Ok(m), Ok(s)) => (d, m, s),
+            (d, m, s) => {
+                fault::unregister(registration);
+                return Err(d.err().or(m.err()).or(s.err()).expect("one failed"));
+            }
+        };
+        let node = Arc::new(Node {
+            me: mc.node_id().index() as u32,
+            nodes,
+            page_size: cfg.page_size,
+            threads: cfg.threads,
+            exclusive_mode: cfg.exclusive_mode,
+            heap,
+            faults,
+            registration,
+            data: Box::new(data),
+            meta: Box::new(meta),
+            sync: Box::new(sync),
+            state: Mutex::new(State::new(l.pages, nodes)),
+            stop: AtomicBool::new(false),
+            local: Mutex::new(LocalBarrier {
+                arrived: 0,
+                generation: 0,
+                failed: None,
+            }),
+            local_cv: Condvar::new(),
+            next_alloc: Mutex::new(0),
+            start: Instant::now(),
+            failure: Mutex::new(None),
+            window: Mutex::new((None, None)),
+        });
+        {
+            // Requests answered before this start are not ours to answer.
+            let mut st = node.lock_state();
+            for r in 0..nodes {
+                if let Some((seq, _)) = node.data.poll_request(r) {
+                    st.served[r as usize] = seq;
+                }
+            }
+            st.fetch_seq = node.data.reply_seq();
+        }
+        let n2 = node.clone();
+        let server = std::thread::Builder::new()
+            .name(format!("csm-proto{}", node.me))
+            .spawn(move || protocol_thread(&n2))?;
+        let csm = Csm {
+            node,
+            server: Arc::new(Mutex::new(Some(server))),
+        };
+        // Every node's regions and protocol thread are up past this point.
+        let episode = {
+            let mut st = csm.node.lock_state();
+            st.barrier_episode += 1;
+            st.barrier_episode
+        };
+        csm.node.sync.barrier(episode)?;
+        Ok(csm)
+    }
+
+    pub fn node_id(&self) -> u32 {
+        self.node.me
+    }
+    pub fn nodes(&self) -> u32 {
+        self.node.nodes
+    }
+    pub fn threads(&self) -> u32 {
+        self.node.threads
+    }
+    pub fn page_size(&self) -> u32 {
+        self.node.page_size
+    }
+
+    /// Seconds since this node started Cashmere.
+    pub fn elapsed(&self) -> f64 {
+        self.node.start.elapsed().as_secs_f64()
+    }
+
+    /// Mark the start of the timed part of a program (the earliest mark of
+    /// the node's threads counts).
+    pub fn mark_start(&self) {
+        let t = self.elapsed();
+        let mut w = self.node.window.lock().unwrap_or_else(|p| p.into_inner());
+        w.0 = Some(w.0.map_or(t, |s| s.min(t)));
+    }
+
+    /// Mark the end of the timed part (the latest mark counts).
+    pub fn mark_end(&self) {
+        let t = self.elapsed();
+        let mut w = self.node.window.lock().unwrap_or_else(|p| p.into_inner());
+        w.1 = Some(w.1.map_or(t, |e| e.max(t)));
+    }
+
+    /// Seconds between the marks, if both were made.
+    pub fn timed(&self) -> Option<f64> {
+        let w = self.node.window.lock().unwrap_or_else(|p| p.into_inner());
+        Some(w.1? - w.0?)
+    }
+
+    /// Allocate `len` elements in the shared heap (aligned to `T` and 8 bytes,
+    /// or to a page with `page_aligned`). Allocation is deterministic: every
+    /// node makes the same calls in the same order and gets the same array.
+    pub fn alloc<T: Copy>(&self, len: usize, page_aligned: bool) -> Result<Shared<T>, CsmError> {
+        let mut next = self
+            .node
+            .next_alloc
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let align = if page_aligned {
+            self.node.page_size as usize
+        } else {
+            std::mem::align_of::<T>().max(8)
+        };
+        let off = next.div_ceil(align) * align;
+        let bytes = len * std::mem::size_of::<T>();
+        if off + bytes > self.node.heap.len() {
+            return Err(CsmError::Usage(format!(
+                "shared heap of {} bytes is full (wanted {bytes} more at {off})",
+                self.node.heap.len()
+            )));
+        }
+        *next = off + bytes;
+        Ok(Shared {
+            // SAFETY: in bounds of the application view.
+            ptr: unsafe { self.node.heap.app_base().add(off) } as *mut T,
+            len,
+            offset: off,
+            _t: PhantomData,
+        })
+    }
+
+    fn check_failed(&self) -> Result<(), CsmError> {
+        if let Some(e) = self
+            .node
+            .failure
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+        {
+            return Err(CsmError::Protocol(format!("protocol thread failed: {e}")));
+        }
+        Ok(())
+    }
+
+    pub fn lock_acquire(&self, lock: u32) -> Result<(), CsmError> {
+        self.check_failed()?;
+        self.node.sync.lock_acquire(lock)?;
+        let mut st = self.node.lock_state();
+        st.stats.lock_acquires += 1;
+        self.node.acquire(&mut st)
+    }
+
+    pub fn lock_release(&self, lock: u32) -> Result<(), CsmError> {
+        {
+            let mut st = self.node.lock_state();
+            self.node.release(&mut st)?;
+        }
+        self.node.sync.lock_release(lock)
+    }
+
+    /// A barrier of every thread on every node. The last thread of a node to
+    /// arrive releases for all of them (they share the frames, so the node's
+    /// dirty list holds every thread's writes: the seed's "diff performed
+    /// only by the last writer to enter the barrier", seed 002 s.3.3), takes
+    /// the node through the cluster barrier and the acquire, then lets its
+    /// node's threads go.
+    pub fn barrier(&self) -> Result<(), CsmError> {
+        self.check_failed()?;
+        let n = &self.node;
+        let mut lb = n.local.lock().unwrap_or_else(|p| p.into_inner());
+        lb.arrived += 1;
+        let gen = lb.generation;
+        if lb.arrived < n.threads {
+            while lb.generation == gen {
+                lb = n
+                    .local_cv
+                    .wait_timeout(lb, std::time::Duration::from_millis(10))
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+                if lb.generation == gen {
+                    if let Some(f) = n.sync.aborted() {
+                        return Err(CsmError::Protocol(format!("node {f} failed")));
+                    }
+                }
+            }
+            return match &lb.failed {
+                Some(e) => Err(CsmError::Protocol(e.clone())),
+                None => Ok(()),
+            };
+        }
+        drop(lb);
+        let r = (|| {
+            let episode = {
+                let mut st = n.lock_state();
+                n.release(&mut st)?;
+                st.barrier_episode += 1;
+                st.stats.barriers += 1;
+                st.barrier_episode
+            };
+            n.sync.barrier(episode)?;
+            let mut st = n.lock_state();
+            n.acquire(&mut st)
+        })();
+        let mut lb = n.local.lock().unwrap_or_else(|p| p.into_inner());
+        lb.arrived = 0;
+        lb.generation += 1;
+        if let Err(e) = &r {
+            lb.failed = Some(e.to_string());
+        }
+        n.local_cv.notify_all();
+        r
+    }
+
+    /// Write-once flag: release, then broadcast `value` (nonzero).
+    pub fn flag_set(&self, flag: u32, value: u64) -> Result<(), CsmError> {
+        if value == 0 {
+            return Err(CsmError::Usage("a flag's value must be nonzero".into()));
+        }
+        {
+            let mut st = self.node.lock_state();
+            self.node.release(&mut st)?;
+        }
+        self.node.sync.flag_set(flag, value)
+    }
+
+    /// Wait until `flag` is set, then acquire; returns its value.
+    pub fn flag_wait(&self, flag: u32) -> Result<u64, CsmError> {
+        let mut spins = 0;
+        let v = loop {
+            let v = self.node.sync.flag_get(flag)?;
+            if v != 0 {
+                break v;
+            }
+            self.check_failed()?;
+            if let Some(n) = self.node.sync.aborted() {
+                return Err(CsmError::Protocol(format!("node {n} failed")));
+            }
+            backoff(&mut spins);
+        };
+        let mut st = self.node.lock_state();
+        st.stats.flag_waits += 1;
+        self.node.acquire(&mut st)?;
+        Ok(v)
+    }
+
+    /// Tell every node this one has failed: their barriers, flag waits and
+    /// page fetches then fail instead of waiting for it.
+    pub fn abort(&self) {
+        self.node.sync.abort();
+    }
+
+    pub fn stats(&self) -> Stats {
+        self.node.lock_state().stats
+    }
+
+    /// The protocol state of the page holding heap byte `offset` (for tests).
+    pub fn page_state(&self, offset: usize) -> PageState {
+        self.node.lock_state().pages[offset / self.node.page_size as usize].state
+    }
+
+    /// One null request/reply with `home` (the Table II "null message").
+    pub fn null_round_trip(&self, home: u32) -> Result<(), CsmError> {
+        let mut st = self.node.lock_state();
+        self.node.fetch(&mut st, home, u32::MAX, &mut [])
+    }
+
+    /// Fetch `page` from its home into the working copy regardless of state
+    /// (for the benchmark; leaves the protection as it was).
+    pub fn bench_fetch(&self, page: u32) -> Result<(), CsmError> {
+        let n = &self.node;
+        let mut st = n.lock_state();
+        let home = n
+            .meta
+            .home(page)
+            .ok_or_else(|| CsmError::Usage(format!("page {page} has no home yet")))?;
+        let mut buf = vec![0u8; n.page_size as usize];
+        n.fetch(&mut st, home, page, &mut buf)
+    }
+
+    /// Make a twin of `page` from the working copy and give it back (the
+    /// Table II "twin" operation).
+    pub fn bench_twin(&self, page: u32) -> Result<(), CsmError> {
+        let n = &self.node;
+        let mut st = n.lock_state();
+        let words = n.page_size as usize / 4;
+        let mut t = st.twins.take(words);
+        n.heap
+            .read_words(page as usize * n.page_size as usize, &mut t);
+        std::hint::black_box(&t);
+        st.twins.give(t);
+        Ok(())
+    }
+
+    /// Diff `page` against a twin that differs from it in its first `words`
+    /// words and write the diff to the page's home (the Table II "diff"
+    /// operation). The words written equal the working copy's, which this
+    /// node must not have modified. Returns the bytes sent.
+    pub fn bench_diff(&self, page: u32, words: usize) -> Result<usize, CsmError> {
+        let n = &self.node;
+        let _st = n.lock_state();
+        let home = n
+            .meta
+            .home(page)
+            .ok_or_else(|| CsmError::Usage(format!("page {page} has no home yet")))?;
+        let nw = n.page_size as usize / 4;
+        let mut cur = vec![0u32; nw];
+        n.heap
+            .read_words(page as usize * n.page_size as usize, &mut cur);
+        let mut twin = cur.clone();
+        for w in twin.iter_mut().take(words) {
+            *w = !*w;
+        }
+        let runs = twin::diff(&cur, &mut twin);
+        n.data.write_diff(home, page, &runs)
+    }
+
+    /// Final barrier, then stop the protocol thread. Call once, from one
+    /// thread per node, after every thread's last access to shared data.
+    pub fn finish(&self) -> Result<Stats, CsmError> {
+        let episode = {
+            let mut st = self.node.lock_state();
+            self.node.release(&mut st)?;
+            st.barrier_episode += 1;
+            st.barrier_episode
+        };
+        self.node.sync.barrier(episode)?;
+        self.node.stop.store(true, Ordering::Release);
+        if let Some(h) = self.server.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            let _ = h.join();
+        }
+        self.check_failed()?;
+        Ok(self.stats())
+    }
+}
+
+/// The node's protocol thread: resolve faults handed over by the SIGSEGV
+/// handler, answer page requests, drain write notices.
+fn protocol_thread(node: &Node) {
+    let mut faults = Vec::new();
+    let mut spins = 0u32;
+    while !node.stop.load(Ordering::Acquire) {
+        faults.clear();
+        node.faults.pending(&mut faults);
+        let mut st = node.lock_state();
+        let before = (st.stats.messages_served, st.stats.write_notices_received);
+        let mut r = Ok(());
+        for f in &faults {
+            let x = node.handle_fault(&mut st, f);
+            node.faults.complete(f, x.is_ok());
+            if x.is_err() && r.is_ok() {
+                r = x;
+            }
+        }
+        if r.is_ok() {
+            r = node.poll_others(&mut st);
+        }
+        let busy = !faults.is_empty()
+            || before != (st.stats.messages_served, st.stats.write_notices_received);
+        drop(st);
+        if let Err(e) = r {
+            log::error!("node{}: cashmere protocol thread: {e}", node.me);
+            node.sync.abort();
+            *node.failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
+            // Keep failing faults so application threads do not hang.
+            while !node.stop.load(Ordering::Acquire) {
+                faults.clear();
+                node.faults.pending(&mut faults);
+                for f in &faults {
+                    node.faults.complete(f, false);
+                }
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            return;
+        }
+        if busy {
+            spins = 0;
+        } else {
+            backoff(&mut spins);
+        }
+    }
+}

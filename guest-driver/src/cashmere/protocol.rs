@@ -1,0 +1,389 @@
+//! The CSM-2L protocol core (seed 000 s.2.1, seed 002 s.3): page faults,
+//! releases, acquires, and answering page requests, over the three seams.
+//!
+//! All threads of a node share one mapping of the heap, hence one frame per
+//! page and one protection: the node's protocol state is one structure under
+//! one mutex. A change of protection is made *before* the protocol reads a
+//! page it is about to flush or invalidate (the `mprotect` is the shoot-down),
+//! so a concurrent local writer faults and waits instead of writing behind
+//! the diff.
+
+use std::sync::atomic::Ordering;
+use std::sync::MutexGuard;
+
+use super::fault::Fault;
+use super::seams::Sharing;
+use super::stats::Stats;
+use super::twin::{diff, TwinPool};
+use super::vm::Prot;
+use super::{CsmError, Node};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PageState {
+    Invalid,
+    Read,
+    ReadWrite,
+    /// Read-write at the home with no other sharer: no twin, no diffs.
+    Exclusive,
+}
+
+pub struct PageInfo {
+    pub state: PageState,
+    pub home: Option<u32>,
+    pub twin: Option<Box<[u32]>>,
+    /// On the node's dirty list (needs write notices at the next release).
+    pub dirty: bool,
+    /// Logical time of the last fetch / refresh of the working copy.
+    pub fetched_at: u64,
+    /// Logical time a write notice for the page was taken from a bin; 0 when
+    /// none is pending.
+    pub notice_at: u64,
+}
+
+pub struct State {
+    pub pages: Vec<PageInfo>,
+    pub dirty: Vec<u32>,
+    pub pending: Vec<u32>,
+    pub clock: u64,
+    pub stats: Stats,
+    pub twins: TwinPool,
+    pub fetch_seq: u32,
+    pub served: Vec<u32>,
+    pub barrier_episode: u64,
+}
+
+impl State {
+    pub fn new(pages: u32, nodes: u32) -> State {
+        State {
+            pages: (0..pages)
+                .map(|_| PageInfo {
+                    state: PageState::Invalid,
+                    home: None,
+                    twin: None,
+                    dirty: false,
+                    fetched_at: 0,
+                    notice_at: 0,
+                })
+                .collect(),
+            dirty: Vec::new(),
+            pending: Vec::new(),
+            clock: 1,
+            stats: Stats::default(),
+            twins: TwinPool::default(),
+            fetch_seq: 0,
+            served: vec![0; nodes as usize],
+            barrier_episode: 0,
+        }
+    }
+}
+
+pub type Guard<'a> = MutexGuard<'a, State>;
+
+impl Node {
+    fn ps(&self) -> usize {
+        self.page_size as usize
+    }
+
+    fn set_prot(&self, p: u32, prot: Prot) -> Result<(), CsmError> {
+        let ps = self.ps();
+        self.heap.protect(p as usize * ps, ps, prot)?;
+        self.faults.prot[p as usize].store(prot as u8, Ordering::Release);
+        Ok(())
+    }
+
+    fn home_of(&self, st: &mut State, p: u32) -> Result<u32, CsmError> {
+        if let Some(h) = st.pages[p as usize].home {
+            return Ok(h);
+        }
+        let h = match self.meta.home(p) {
+            Some(h) => h,
+            None => self.meta.claim_home(p)?,
+        };
+        st.pages[p as usize].home = Some(h);
+        Ok(h)
+    }
+
+    /// Resolve one fault handed over by the SIGSEGV handler.
+    pub(crate) fn handle_fault(&self, st: &mut State, f: &Fault) -> Result<(), CsmError> {
+        let p = (f.offset / self.ps()) as u32;
+        let now = match st.pages[p as usize].state {
+            PageState::Invalid => Prot::None,
+            PageState::Read => Prot::Read,
+            PageState::ReadWrite | PageState::Exclusive => Prot::ReadWrite,
+        };
+        if now == Prot::ReadWrite || now as u8 > f.prot {
+            // Another thread's fault already upgraded the page: just retry.
+            // (The protection a fault records can be stale by a moment: it is
+            // stored just after the mprotect, so a thread that faulted while
+            // a release was downgrading the page may report read-write.)
+            return Ok(());
+        }
+        if now == Prot::None {
+            // A write to an invalid page faults again once readable.
+            self.read_fault(st, p)
+        } else {
+            self.write_fault(st, p)
+        }
+    }
+
+    fn read_fault(&self, st: &mut State, p: u32) -> Result<(), CsmError> {
+        st.clock += 1;
+        st.stats.read_faults += 1;
+        // The copy is at least as new as this moment. Notices taken while the
+        // request is in flight get a later stamp, so the acquire that follows
+        // still invalidates the page: the home may have read its master copy
+        // before the diff those notices announce arrived.
+        let stamp = st.clock;
+        st.clock += 1;
+        let home = self.home_of(st, p)?;
+        self.meta.set_state(p, Sharing::Read)?;
+        let mut buf = vec![0u8; self.ps()];
+        if home == self.me {
+            self.data.read_master(p, &mut buf)?;
+            st.stats.home_refreshes += 1;
+        } else {
+            self.fetch(st, home, p, &mut buf)?;
+        }
+        self.heap.write_bytes(p as usize * self.ps(), &buf);
+        st.pages[p as usize].fetched_at = stamp;
+        st.pages[p as usize].state = PageState::Read;
+        self.set_prot(p, Prot::Read)
+    }
+
+    fn write_fault(&self, st: &mut State, p: u32) -> Result<(), CsmError> {
+        st.clock += 1;
+        st.stats.write_faults += 1;
+        let home = self.home_of(st, p)?;
+        let alone = (0..self.nodes)
+            .filter(|&n| n != self.me)
+            .all(|n| self.meta.state_of(p, n) == Sharing::Invalid);
+        self.meta.set_state(p, Sharing::ReadWrite)?;
+        if home == self.me && alone && self.exclusive_mode {
+            // In Read state every local write has been flushed, so the master
+            // copy holds all the working copy does, and maybe diffs that a
+            // former sharer flushed as it invalidated (their notices come at
+            // its next release). Take them now: leaving Exclusive publishes
+            // the whole working copy.
+            let mut buf = vec![0u8; self.ps()];
+            self.data.read_master(p, &mut buf)?;
+            self.heap.write_bytes(p as usize * self.ps(), &buf);
+            st.stats.home_refreshes += 1;
+            self.meta.set_exclusive(p, self.me, true)?;
+            st.stats.exclusive_entries += 1;
+            st.pages[p as usize].state = PageState::Exclusive;
+        } else {
+            let words = self.ps() / 4;
+            let mut twin = st.twins.take(words);
+            self.heap.read_words(p as usize * self.ps(), &mut twin);
+            st.stats.twins += 1;
+            let pg = &mut st.pages[p as usize];
+            pg.twin = Some(twin);
+            pg.state = PageState::ReadWrite;
+            if !pg.dirty {
+                pg.dirty = true;
+                st.dirty.push(p);
+            }
+        }
+        self.set_prot(p, Prot::ReadWrite)
+    }
+
+    /// Request/reply with the home, answering other nodes while waiting.
+    pub(crate) fn fetch(
+        &self,
+        st: &mut State,
+        home: u32,
+        p: u32,
+        buf: &mut [u8],
+    ) -> Result<(), CsmError> {
+        st.fetch_seq = st.fetch_seq.wrapping_add(1).max(1);
+        let seq = st.fetch_seq;
+        self.data.send_request(home, seq, p)?;
+        st.stats.messages_sent += 1;
+        let mut spins = 0u32;
+        let start = std::time::Instant::now();
+        while self.data.reply_seq() != seq {
+            if let Some(n) = self.sync.aborted() {
+                return Err(CsmError::Protocol(format!("node {n} failed")));
+            }
+            self.poll_others(st)?;
+            backoff(&mut spins);
+            if start.elapsed() > std::time::Duration::from_secs(120) {
+                return Err(CsmError::Protocol(format!(
+                    "no reply from node {home} for page {p}"
+                )));
+            }
+        }
+        if p != u32::MAX {
+            self.data.read_reply(buf)?;
+            st.stats.page_transfers += 1;
+        }
+        Ok(())
+    }
+
+    /// What a node does whenever it waits: answer requests, drain notices.
+    pub(crate) fn poll_others(&self, st: &mut State) -> Result<(), CsmError> {
+        self.serve_requests(st)?;
+        self.drain_notices(st)
+    }
+
+    pub(crate) fn serve_requests(&self, st: &mut State) -> Result<(), CsmError> {
+        for r in 0..self.nodes {
+            if r == self.me {
+                continue;
+            }
+            let Some((seq, p)) = self.data.poll_request(r) else {
+                continue;
+            };
+            if seq == st.served[r as usize] {
+                continue;
+            }
+            st.served[r as usize] = seq;
+            st.stats.messages_served += 1;
+            if p == u32::MAX {
+                self.data.send_reply(r, seq, None)?;
+                continue;
+            }
+            if p as usize >= st.pages.len() {
+                return Err(CsmError::Protocol(format!("node {r} asked for page {p}")));
+            }
+            if st.pages[p as usize].state == PageState::Exclusive {
+                self.leave_exclusive(st, p)?;
+            }
+            let mut buf = vec![0u8; self.ps()];
+            self.data.read_master(p, &mut buf)?;
+            self.data.send_reply(r, seq, Some(&buf))?;
+        }
+        Ok(())
+    }
+
+    /// Another node wants a page this home holds exclusively: stop local
+    /// writers, publish the working copy as the master copy, go to Read.
+    fn leave_exclusive(&self, st: &mut State, p: u32) -> Result<(), CsmError> {
+        self.set_prot(p, Prot::Read)?;
+        let mut buf = vec![0u8; self.ps()];
+        self.heap.read_bytes(p as usize * self.ps(), &mut buf);
+        self.data.write_page(p, &buf)?;
+        self.meta.set_exclusive(p, self.me, false)?;
+        self.meta.set_state(p, Sharing::Read)?;
+        st.pages[p as usize].state = PageState::Read;
+        st.stats.exclusive_exits += 1;
+        Ok(())
+    }
+
+    pub(crate) fn drain_notices(&self, st: &mut State) -> Result<(), CsmError> {
+        let mut got = Vec::new();
+        self.meta.drain_notices(&mut got)?;
+        st.stats.write_notices_received += got.len() as u64;
+        for p in got {
+            let pg = &mut st.pages[p as usize];
+            if pg.notice_at == 0 {
+                st.pending.push(p);
+            }
+            pg.notice_at = st.clock;
+        }
+        Ok(())
+    }
+
+    /// Diff a twinned page against its twin and write the diff to the home.
+    /// The caller has already taken write permission away.
+    fn flush(&self, st: &mut State, p: u32) -> Result<(), CsmError> {
+        let Some(mut twin) = st.pages[p as usize].twin.take() else {
+            return Ok(());
+        };
+        let home = self.home_of(st, p)?;
+        let mut cur = vec![0u32; twin.len()];
+        self.heap.read_words(p as usize * self.ps(), &mut cur);
+        let runs = diff(&cur, &mut twin);
+        if !runs.is_empty() {
+            let bytes = self.data.write_diff(home, p, &runs)?;
+            st.stats.diffs += 1;
+            st.stats.diff_bytes += bytes as u64;
+        }
+        st.twins.give(twin);
+        Ok(())
+    }
+
+    /// Release (seed 002 s.3.3): flush every dirty page to its home, then send
+    /// write notices to the other sharers. Total order makes each diff visible
+    /// before the notices and before the synchronisation write that follows.
+    pub(crate) fn release(&self, st: &mut State) -> Result<(), CsmError> {
+        st.clock += 1;
+        st.stats.releases += 1;
+        let dirty = std::mem::take(&mut st.dirty);
+        let mut notices: Vec<Vec<u32>> = vec![Vec::new(); self.nodes as usize];
+        for &p in &dirty {
+            if st.pages[p as usize].twin.is_some() {
+                self.set_prot(p, Prot::Read)?;
+                self.flush(st, p)?;
+                st.pages[p as usize].state = PageState::Read;
+                self.meta.set_state(p, Sharing::Read)?;
+            }
+            st.pages[p as usize].dirty = false;
+            for n in 0..self.nodes {
+                if n != self.me && self.meta.state_of(p, n) != Sharing::Invalid {
+                    notices[n as usize].push(p);
+                }
+            }
+        }
+        for (n, list) in notices.iter().enumerate() {
+            let mut sent = 0;
+            let mut spins = 0u32;
+            while sent < list.len() {
+                let k = self.meta.send_notices(n as u32, &list[sent..])?;
+                sent += k;
+                st.stats.write_notices_sent += k as u64;
+                if k == 0 {
+                    // The receiver's bin is full: keep answering while it drains.
+                    self.poll_others(st)?;
+                    backoff(&mut spins);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Acquire (seed 002 s.3.2): take the notices that have arrived and
+    /// invalidate those pages, flushing a dirty one first. A notice older than
+    /// the page's last fetch is already reflected in it and is skipped (the
+    /// timestamps of seed 000 s.2.1).
+    pub(crate) fn acquire(&self, st: &mut State) -> Result<(), CsmError> {
+        st.clock += 1;
+        st.stats.acquires += 1;
+        self.drain_notices(st)?;
+        let pending = std::mem::take(&mut st.pending);
+        for p in pending {
+            let pg = &mut st.pages[p as usize];
+            let noticed = pg.notice_at;
+            pg.notice_at = 0;
+            if pg.fetched_at > noticed {
+                continue;
+            }
+            match pg.state {
+                PageState::Invalid | PageState::Exclusive => continue,
+                PageState::Read | PageState::ReadWrite => {}
+            }
+            self.set_prot(p, Prot::None)?;
+            self.flush(st, p)?;
+            st.pages[p as usize].state = PageState::Invalid;
+            self.meta.set_state(p, Sharing::Invalid)?;
+            st.stats.invalidations += 1;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn lock_state(&self) -> Guard<'_> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Spin, then yield, then sleep briefly: the cores are shared.
+pub(crate) fn backoff(spins: &mut u32) {
+    *spins += 1;
+    if *spins < 64 {
+        std::hint::spin_loop();
+    } else if *spins < 2_000 {
+        std::thread::yield_now();
+    } else {
+        std::thread::sleep(std::time::Duration::from_micros(20));
+    }
+}

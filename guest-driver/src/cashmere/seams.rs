@@ -1,0 +1,84 @@
+//! The places where Cashmere's protocol variants differ (seed 000 s.2.3.1):
+//! how data moves (diffs and page fetches), how metadata is kept (page
+//! directory and write notices), and how programs synchronise. The protocol
+//! core talks only to these traits; CSM-DMS implements all three with Memory
+//! Channel remote writes, broadcast and total order. CSM-MS or CSM-S would
+//! implement `DataPropagation` / `Metadata` with explicit messages instead.
+
+use super::twin::Run;
+use super::CsmError;
+
+/// Sharing state of a page on one node, as the global directory records it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[repr(u32)]
+pub enum Sharing {
+    Invalid = 0,
+    Read = 1,
+    ReadWrite = 2,
+}
+
+impl Sharing {
+    pub fn from_word(w: u32) -> Sharing {
+        match w & 3 {
+            1 => Sharing::Read,
+            2 => Sharing::ReadWrite,
+            _ => Sharing::Invalid,
+        }
+    }
+}
+
+/// Data propagation: diffs to the master copy, page fetches from the home.
+pub trait DataPropagation: Send + Sync {
+    /// Apply a diff of `page` to the master copy at `home`; returns the bytes
+    /// sent.
+    fn write_diff(&self, home: u32, page: u32, runs: &[Run]) -> Result<usize, CsmError>;
+    /// Overwrite the master copy of a page this node is home of.
+    fn write_page(&self, page: u32, data: &[u8]) -> Result<(), CsmError>;
+    /// Read the master copy of a page (meaningful at its home).
+    fn read_master(&self, page: u32, out: &mut [u8]) -> Result<(), CsmError>;
+    /// Ask `home` for `page` (or a null request: `page == u32::MAX`).
+    fn send_request(&self, home: u32, seq: u32, page: u32) -> Result<(), CsmError>;
+    /// The newest request from node `from`: (sequence, page).
+    fn poll_request(&self, from: u32) -> Option<(u32, u32)>;
+    /// Answer request `seq` of node `to`, with the page's data or none.
+    fn send_reply(&self, to: u32, seq: u32, data: Option<&[u8]>) -> Result<(), CsmError>;
+    /// Sequence number of the newest reply to this node.
+    fn reply_seq(&self) -> u32;
+    /// The newest reply's data.
+    fn read_reply(&self, out: &mut [u8]) -> Result<(), CsmError>;
+}
+
+/// Metadata: the global page directory and write notices.
+pub trait Metadata: Send + Sync {
+    /// The page's home, if it has been touched.
+    fn home(&self, page: u32) -> Option<u32>;
+    /// Make this node the home unless another node got there first; returns
+    /// the home.
+    fn claim_home(&self, page: u32) -> Result<u32, CsmError>;
+    fn exclusive(&self, page: u32) -> bool;
+    /// Only the home calls this (it owns the page's shared word).
+    fn set_exclusive(&self, page: u32, home: u32, on: bool) -> Result<(), CsmError>;
+    fn state_of(&self, page: u32, node: u32) -> Sharing;
+    /// This node's own word of the page's entry.
+    fn set_state(&self, page: u32, state: Sharing) -> Result<(), CsmError>;
+    /// Deliver as many of `pages` to node `to` as its bin has room for;
+    /// returns how many went.
+    fn send_notices(&self, to: u32, pages: &[u32]) -> Result<usize, CsmError>;
+    /// Move every write notice that has arrived into `out`.
+    fn drain_notices(&self, out: &mut Vec<u32>) -> Result<(), CsmError>;
+}
+
+/// Synchronisation between nodes (the node-level part lives in the core).
+pub trait Synchronization: Send + Sync {
+    fn lock_acquire(&self, lock: u32) -> Result<(), CsmError>;
+    fn lock_release(&self, lock: u32) -> Result<(), CsmError>;
+    /// This node has arrived at barrier episode `episode`; returns when every
+    /// node has.
+    fn barrier(&self, episode: u64) -> Result<(), CsmError>;
+    fn flag_set(&self, flag: u32, value: u64) -> Result<(), CsmError>;
+    fn flag_get(&self, flag: u32) -> Result<u64, CsmError>;
+    /// Tell every node this one has failed, so nobody waits for it forever.
+    fn abort(&self);
+    /// The node that failed, if one has.
+    fn aborted(&self) -> Option<u32>;
+}

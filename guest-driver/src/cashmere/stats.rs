@@ -1,0 +1,60 @@
+//! Protocol statistics, per node.
+
+use std::fmt;
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub read_faults: u64,
+    pub write_faults: u64,
+    /// Pages fetched from a remote home by request/reply.
+    pub page_transfers: u64,
+    /// Pages a home copied from its own master copy.
+    pub home_refreshes: u64,
+    pub twins: u64,
+    pub diffs: u64,
+    pub diff_bytes: u64,
+    pub write_notices_sent: u64,
+    pub write_notices_received: u64,
+    pub invalidations: u64,
+    pub exclusive_entries: u64,
+    pub exclusive_exits: u64,
+    pub lock_acquires: u64,
+    pub barriers: u64,
+    pub flag_waits: u64,
+    pub acquires: u64,
+    pub releases: u64,
+    /// Request messages sent (page fetches and null requests).
+    pub messages_sent: u64,
+    /// Requests this node answered.
+    pub messages_served: u64,
+}
+
+impl fmt::Display for Stats {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "faults r/w {}/{}, page transfers {} (+{} home refreshes), twins {}, diffs {} ({} B), \
+             write notices sent/received {}/{}, invalidations {}, exclusive in/out {}/{}, \
+             locks {}, barriers {}, flag waits {}, acquires/releases {}/{}, messages sent/served {}/{}",
+            self.read_faults,
+            self.write_faults,
+            self.page_transfers,
+            self.home_refreshes,
+            self.twins,
+            self.diffs,
+            self.diff_bytes,
+            self.write_notices_sent,
+            self.write_notices_received,
+            self.invalidations,
+            self.exclusive_entries,
+            self.exclusive_exits,
+            self.lock_acquires,
+            self.barriers,
+            self.flag_waits,
+            self.acquires,
+            self.releases,
+            self.messages_sent,
+            self.messages_served
+        )
+    }
+}

@@ -1,0 +1,128 @@
+//! The shared heap's local memory: one memfd mapped twice. The application
+//! view is what programs touch; its protection (none / read / read-write) is
+//! how accesses are detected (seed 002 s.3.1). The protocol view is always
+//! read-write and is what the protocol copies pages into and diffs from, so
+//! protocol code never faults on the heap.
+
+use std::io;
+
+/// Page protection of the application view.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum Prot {
+    None = 0,
+    Read = 1,
+    ReadWrite = 2,
+}
+
+pub struct HeapMemory {
+    fd: libc::c_int,
+    len: usize,
+    app: *mut u8,
+    proto: *mut u8,
+}
+
+// SAFETY: the mappings live as long as the value; accesses go through raw
+// pointers under the protocol's own synchronisation.
+unsafe impl Send for HeapMemory {}
+unsafe impl Sync for HeapMemory {}
+
+fn os_err(what: &str) -> io::Error {
+    let e = io::Error::last_os_error();
+    io::Error::new(e.kind(), format!("{what}: {e}"))
+}
+
+impl HeapMemory {
+    /// `len` must be a multiple of the OS page size.
+    pub fn new(len: usize) -> io::Result<HeapMemory> {
+        // SAFETY: plain system calls on values we own; results checked.
+        unsafe {
+            let fd = libc::memfd_create(c"csm-heap".as_ptr(), libc::MFD_CLOEXEC);
+            if fd < 0 {
+                return Err(os_err("memfd_create"));
+            }
+            if libc::ftruncate(fd, len as libc::off_t) != 0 {
+                libc::close(fd);
+                return Err(os_err("ftruncate"));
+            }
+            let map = |prot| libc::mmap(std::ptr::null_mut(), len, prot, libc::MAP_SHARED, fd, 0);
+            let app = map(libc::PROT_NONE);
+            if app == libc::MAP_FAILED {
+                libc::close(fd);
+                return Err(os_err("mmap (application view)"));
+            }
+            let proto = map(libc::PROT_READ | libc::PROT_WRITE);
+            if proto == libc::MAP_FAILED {
+                libc::munmap(app, len);
+                libc::close(fd);
+                return Err(os_err("mmap (protocol view)"));
+            }
+            Ok(HeapMemory {
+                fd,
+                len,
+                app: app as *mut u8,
+                proto: proto as *mut u8,
+            })
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn app_base(&self) -> *mut u8 {
+        self.app
+    }
+
+    /// Set the application view's protection of `[offset, offset + len)`.
+    pub fn protect(&self, offset: usize, len: usize, prot: Prot) -> io::Result<()> {
+        assert!(offset + len <= self.len);
+        let p = match prot {
+            Prot::None => libc::PROT_NONE,
+            Prot::Read => libc::PROT_READ,
+            Prot::ReadWrite => libc::PROT_READ | libc::PROT_WRITE,
+        };
+        // SAFETY: the range lies inside our mapping.
+        if unsafe { libc::mprotect(self.app.add(offset) as *mut libc::c_void, len, p) } != 0 {
+            return Err(os_err("mprotect"));
+        }
+        Ok(())
+    }
+
+    /// The protocol view of one page as 32-bit words (volatile copies).
+    pub fn read_words(&self, offset: usize, out: &mut [u32]) {
+        assert!(offset % 4 == 0 && offset + 4 * out.len() <= self.len);
+        let src = unsafe { self.proto.add(offset) } as *const u32;
+        for (i, w) in out.iter_mut().enumerate() {
+            // SAFETY: in bounds and aligned (checked above).
+            *w = unsafe { std::ptr::read_volatile(src.add(i)) };
+        }
+    }
+
+    /// Copy bytes into the protocol view.
+    pub fn write_bytes(&self, offset: usize, data: &[u8]) {
+        assert!(offset + data.len() <= self.len);
+        // SAFETY: in bounds; the page is protected against the application
+        // or the application is not allowed to race with this update.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.proto.add(offset), data.len()) }
+    }
+
+    pub fn read_bytes(&self, offset: usize, out: &mut [u8]) {
+        assert!(offset + out.len() <= self.len);
+        // SAFETY: in bounds.
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.proto.add(offset), out.as_mut_ptr(), out.len())
+        }
+    }
+}
+
+impl Drop for HeapMemory {
+    fn drop(&mut self) {
+        // SAFETY: our own mappings and descriptor.
+        unsafe {
+            libc::munmap(self.app as *mut libc::c_void, self.len);
+            libc::munmap(self.proto as *mut libc::c_void, self.len);
+            libc::close(self.fd);
+        }
+    }
+}

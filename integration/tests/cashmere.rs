@@ -1,0 +1,189 @@
+//! Cashmere-2L (CSM-DMS) on virtual clusters: the seed's wtest/test and the
+//! applications, each checked against its expected result on every node, on
+//! 2 and 4 nodes with 1 and 2 threads per node; plus protocol behaviour seen
+//! through the API (first-touch homes, Exclusive mode, release consistency).
+
+use std::process::Command;
+
+use firmware_model::ClusterConfig;
+use guest_driver::apps::csm::{self, App, Params};
+use guest_driver::cashmere::{Config, Csm, PageState};
+use integration::{binary, VirtualCluster};
+
+/// `mc-host run --nodes N -- mc-guest csm ARGS`; every node must report its
+/// verified values and its statistics.
+fn run_csm(nodes: u32, args: &[&str]) -> String {
+    let host = binary("mc-host");
+    let guest = binary("mc-guest");
+    let out = Command::new(host)
+        .args([
+            "run",
+            "--nodes",
+            &nodes.to_string(),
+            "--timeout",
+            "240",
+            "--",
+        ])
+        .arg(guest)
+        .arg("csm")
+        .args(args)
+        .output()
+        .expect("run mc-host");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success(),
+        "{args:?} on {nodes} nodes failed:\n{text}"
+    );
+    for n in 0..nodes {
+        assert!(
+            text.contains(&format!("on node {n}\n"))
+                && text.contains(&format!("[node{n}] csm stats node {n}: faults")),
+            "node {n} did not report for {args:?}:\n{text}"
+        );
+    }
+    assert_eq!(text.matches("verified").count(), nodes as usize, "{text}");
+    text
+}
+
+fn each_config(app: &str, extra: &[&str]) {
+    for nodes in [2, 4] {
+        for threads in ["1", "2"] {
+            let mut args = vec![app, "--threads", threads];
+            args.extend_from_slice(extra);
+            run_csm(nodes, &args);
+        }
+    }
+}
+
+#[test]
+fn wtest_on_2_and_4_nodes_with_1_and_2_threads() {
+    each_config("wtest", &["--size", "64", "--iters", "2"]);
+}
+
+#[test]
+fn test_program_on_2_and_4_nodes_with_1_and_2_threads() {
+    each_config("test", &["--size", "128", "--iters", "2"]);
+}
+
+#[test]
+fn sor_on_2_and_4_nodes_with_1_and_2_threads() {
+    each_config("sor", &["--size", "48", "--iters", "4"]);
+}
+
+#[test]
+fn gauss_on_2_and_4_nodes_with_1_and_2_threads() {
+    each_config("gauss", &["--size", "32"]);
+}
+
+#[test]
+fn tsp_on_2_and_4_nodes_with_1_and_2_threads() {
+    each_config("tsp", &["--size", "8"]);
+}
+
+#[test]
+fn sor_with_4_kib_pages_and_without_exclusive_mode() {
+    let out = run_csm(
+        2,
+        &[
+            "sor",
+            "--size",
+            "48",
+            "--iters",
+            "4",
+            "--page-size",
+            "4096",
+            "--no-exclusive",
+        ],
+    );
+    assert!(out.contains("exclusive in/out 0/0"), "{out}");
+}
+
+#[test]
+fn wtest_with_4_kib_pages_on_4_nodes_with_2_threads() {
+    run_csm(
+        4,
+        &[
+            "wtest",
+            "--threads",
+            "2",
+            "--size",
+            "64",
+            "--iters",
+            "2",
+            "--page-size",
+            "4096",
+        ],
+    );
+}
+
+#[test]
+fn wtest_in_process_moves_pages_between_nodes() {
+    let vc = VirtualCluster::start(ClusterConfig::new(2));
+    let outs = vc.on_every_node(|mc| {
+        let mut p = Params::new(App::Wtest, 2);
+        p.size = 64;
+        p.iters = 2;
+        csm::run(&mc, &p).map_err(|e| e.to_string())
+    });
+    for o in outs {
+        let o = o.expect("wtest");
+        assert_eq!(o.checked, 2 * 2 * 4 * 64 * 2, "{o}");
+        let s = o.stats;
+        assert!(
+            s.read_faults > 0 && s.write_faults > 0 && s.twins > 0,
+            "{o}"
+        );
+        assert!(
+            s.diffs > 0 && s.diff_bytes > 0 && s.write_notices_sent > 0,
+            "{o}"
+        );
+        assert!(s.page_transfers + s.messages_served > 0, "{o}");
+        assert_eq!(s.lock_acquires, 2 * 2 * 4, "{o}");
+    }
+}
+
+/// First touch makes node 0 the home; alone, it goes Exclusive (no twin);
+/// node 1's read makes it publish and leave Exclusive; node 1's later write
+/// is diffed home and, after a barrier, node 0 sees it.
+#[test]
+fn exclusive_home_then_sharing_then_release_consistency() {
+    let vc = VirtualCluster::start(ClusterConfig::new(2));
+    vc.on_every_node(|mc| {
+        let csm = Csm::start(&mc, &Config::default()).unwrap();
+        let a = csm.alloc::<u64>(1024, true).unwrap();
+        let me = csm.node_id();
+        if me == 0 {
+            for i in 0..1024 {
+                a.set(i, i as u64 * 3);
+            }
+            assert_eq!(csm.page_state(a.offset()), PageState::Exclusive);
+            assert_eq!(csm.stats().twins, 0);
+        }
+        csm.barrier().unwrap();
+        if me == 1 {
+            for i in 0..1024 {
+                assert_eq!(a.get(i), i as u64 * 3, "node 1 reads node 0's data");
+            }
+            assert_eq!(csm.stats().page_transfers, 1);
+            a.set(5, 555 | (7 << 32));
+        }
+        csm.barrier().unwrap();
+        if me == 0 {
+            assert_eq!(csm.stats().exclusive_exits, 1);
+            assert_eq!(a.get(5), 555 | (7 << 32), "node 1's diff reached the home");
+            assert_eq!(a.get(6), 18);
+        } else {
+            assert_eq!(csm.stats().diffs, 1);
+            assert_eq!(
+                csm.stats().diff_bytes,
+                8,
+                "one changed u64: two 32-bit words"
+            );
+        }
+        csm.finish().unwrap();
+    });
+}
