@@ -32,6 +32,10 @@ pub struct RunArgs {
     /// cluster with `mc-host fault` or `mc-host stats` while it runs.
     #[arg(long)]
     pub socket_dir: Option<PathBuf>,
+    /// Application threads per guest, passed to each guest program as
+    /// MC_THREADS (`mc-guest csm` reads it).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub threads: Option<u32>,
     /// Print the cluster's counters when the run ends.
     #[arg(long)]
     pub stats: bool,
@@ -126,7 +130,11 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
         let socket = cluster
             .socket_path(NodeId(n))
             .ok_or_else(|| CliError::Runtime("socket missing".into()))?;
-        let child = Command::new(&program)
+        let mut cmd = Command::new(&program);
+        if let Some(t) = args.threads {
+            cmd.env("MC_THREADS", t.to_string());
+        }
+        let child = cmd
             .args(&args.command[1..])
             .env("MC_NODE", n.to_string())
             .env("MC_NODES", config.nodes.to_string())

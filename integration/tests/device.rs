@@ -261,20 +261,28 @@ fn a_flooding_guest_does_not_stop_the_others() {
         .map(|g| g.map_receive(8, 8, PctEntry::receive().to_bits()).unwrap())
         .collect();
     let stop = Arc::new(AtomicBool::new(false));
-    let s = stop.clone();
+    let done = Arc::new(AtomicU64::new(0));
+    let (s, d) = (stop.clone(), done.clone());
     let flooder = std::thread::spawn(move || {
         let data = vec![0xeeu8; 60_000];
-        let mut chains = 0u64;
         while !s.load(Ordering::Acquire) {
             // Stores, and refused stores (page 0 is not enabled), as fast as it can.
             let _ = flood.post_transmit(&[(8 * PAGE, &data), (0, &data[..8])]);
             while let Ok(Some(_)) = flood.poll_transmit() {
-                chains += 1;
+                d.fetch_add(1, Ordering::AcqRel);
             }
         }
         let _ = flood.drain_transmit();
-        chains
     });
+    // The flood is under way before the others start talking.
+    let wait = Instant::now();
+    while done.load(Ordering::Acquire) < 20 {
+        assert!(
+            wait.elapsed() < Duration::from_secs(30),
+            "the flooder never got going"
+        );
+        std::thread::yield_now();
+    }
     let start = Instant::now();
     for i in 1..=200u64 {
         g0.transmit(&[(PAGE, &i.to_le_bytes())]).unwrap();
@@ -295,9 +303,9 @@ fn a_flooding_guest_does_not_stop_the_others() {
         }
     }
     let took = start.elapsed();
+    let chains = done.load(Ordering::Acquire);
     stop.store(true, Ordering::Release);
-    let chains = flooder.join().unwrap();
-    println!("200 round trips in {took:?} while the flooder completed {chains} chains");
-    assert!(chains > 0);
+    flooder.join().unwrap();
+    println!("200 round trips in {took:?}; the flooder had completed {chains} chains by then");
     assert!(vc.cluster.snapshot().nodes[2].counters.protection_errors > 0);
 }

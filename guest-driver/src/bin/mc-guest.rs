@@ -61,8 +61,9 @@ enum Command {
     Csm {
         #[arg(value_enum)]
         app: csm::App,
-        /// Application threads per node (1: Cashmere-1L; more: 2L).
-        #[arg(long, default_value_t = 1)]
+        /// Application threads per node (1: Cashmere-1L; more: 2L); `mc-host
+        /// run --threads T` sets it for every guest through MC_THREADS.
+        #[arg(long, env = "MC_THREADS", default_value_t = 1)]
         threads: u32,
         /// Problem size (wtest/test: elements per thread; sor: grid side;
         /// gauss: matrix side; tsp: cities); 0 for the app's default.
