@@ -23,6 +23,27 @@ use std::sync::Arc;
 
 use log::debug;
 
+/// Map `len` bytes of `file` read-write and shared (guest RAM, a BAR), at an
+/// address the kernel picks.
+pub(crate) fn map_shared(file: &File, len: usize) -> io::Result<*mut u8> {
+    // SAFETY: a fresh mapping of a file the caller holds open; nothing else
+    // is at the address the kernel picks, and the result is checked.
+    let ptr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            file.as_raw_fd(),
+            0,
+        )
+    };
+    if ptr == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(ptr.cast())
+}
+
 /// Errors of DMA memory access and allocation.
 #[derive(Debug, thiserror::Error)]
 pub enum DmaError {
@@ -105,28 +126,14 @@ impl MemfdMemory {
         // SAFETY: `fd` is a fresh descriptor that nothing else owns.
         let file = unsafe { File::from_raw_fd(fd) };
         file.set_len(len as u64).map_err(DmaError::Os)?;
-        // SAFETY: mapping a file we own, at an address the kernel picks; the
-        // result is checked against MAP_FAILED.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                file.as_raw_fd(),
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(DmaError::Os(io::Error::last_os_error()));
-        }
+        let ptr = map_shared(&file, len).map_err(DmaError::Os)?;
         debug!(
             "guest RAM: {} MiB memfd at gpa {gpa_base:#x}, host {ptr:p}",
             len >> 20
         );
         Ok(MemfdMemory {
             file,
-            ptr: ptr.cast(),
+            ptr,
             len,
             gpa_base,
         })

@@ -196,29 +196,9 @@ impl BarMap {
                 path.display()
             )));
         }
-        // SAFETY: mapping a sysfs resource file we opened read-write; the
-        // result is checked against MAP_FAILED.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                f.as_raw_fd(),
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(pci_err(format!(
-                "mmap {}: {}",
-                path.display(),
-                io::Error::last_os_error()
-            )));
-        }
-        Ok(BarMap {
-            ptr: ptr.cast(),
-            len,
-        })
+        let ptr = crate::dma::map_shared(&f, len)
+            .map_err(|e| pci_err(format!("mmap {}: {e}", path.display())))?;
+        Ok(BarMap { ptr, len })
     }
 }
 
