@@ -368,7 +368,11 @@ impl ClusterState {
         let mut off = 0u64;
         let mut done = 0u32;
         let now = self.now();
-        let throttle_from = self.throttle.then_some(self.start);
+        // Deliveries wait for their due time when the user asked for hardware
+        // timing, and always while the hub is stalled (a fault): unthrottled,
+        // a stall is the only thing that makes a delivery due later.
+        let stalled = self.hub.stalled_until() > now;
+        let throttle_from = (self.throttle || stalled).then_some(self.start);
         let mut acks = Vec::new();
         while off < total {
             let mut h = [0u8; TX_RECORD_HEADER_SIZE];

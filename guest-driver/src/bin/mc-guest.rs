@@ -35,6 +35,10 @@ struct Cli {
     /// hugepages, physically contiguous.
     #[arg(long, global = true, default_value_t = 16)]
     dma_mib: usize,
+    /// Check every store through the ACK page and repeat it until it went
+    /// through clean (survives corrupted packets and link flaps, slower).
+    #[arg(long, global = true, env = "MC_RELIABLE")]
+    reliable: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -129,7 +133,11 @@ fn open(cli: &Cli) -> Result<MemoryChannel, String> {
 
 fn open_with(cli: &Cli, opts: &OpenOptions) -> Result<MemoryChannel, String> {
     let port = AdapterPort::new(adapter(cli)?).map_err(|e| e.to_string())?;
-    MemoryChannel::open(Box::new(port), opts).map_err(|e| e.to_string())
+    let opts = OpenOptions {
+        reliable: opts.reliable || cli.reliable,
+        ..opts.clone()
+    };
+    MemoryChannel::open(Box::new(port), &opts).map_err(|e| e.to_string())
 }
 
 fn info(cli: &Cli) -> Result<(), String> {

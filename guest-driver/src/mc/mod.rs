@@ -110,6 +110,11 @@ pub struct OpenOptions {
     pub arena_bytes: u64,
     /// How long to wait for every member to open the API.
     pub rendezvous_timeout: Duration,
+    /// Check every store with the ACK page and send it again until it went
+    /// through clean: "save count, write, check, retry" (seed 004, Error
+    /// Management) applied to everything, so programs survive corrupted packets
+    /// and link flaps, more slowly. Silent drops are not detected.
+    pub reliable: bool,
 }
 
 impl Default for OpenOptions {
@@ -117,6 +122,7 @@ impl Default for OpenOptions {
         OpenOptions {
             arena_bytes: 4 << 20,
             rendezvous_timeout: Duration::from_secs(60),
+            reliable: false,
         }
     }
 }
@@ -173,6 +179,10 @@ pub(crate) struct Inner {
     /// Serialises this node's threads on the meta lock and the ACK slot.
     meta: Mutex<()>,
     ack_slot: Mutex<()>,
+    /// Which slot of the ACK page the next check uses: each check has its own
+    /// slot, so a late answer to an earlier check cannot be taken for its own.
+    ack_seq: std::sync::atomic::AtomicU32,
+    reliable: bool,
     attach: Mutex<HashMap<u32, LocalAttach>>,
     events: Mutex<Vec<EventRecord>>,
     pub(crate) lock_state: lock::LocalLocks,
@@ -212,6 +222,11 @@ pub(crate) fn wait_for<T>(
         }
     }
 }
+
+/// Bytes per checked piece of a reliable store.
+pub const RELIABLE_CHUNK: usize = 128;
+/// How long a reliable store waits for its ACK answer before sending again.
+const RELIABLE_ACK_WAIT: Duration = Duration::from_millis(50);
 
 /// How long cluster operations wait before they report a timeout.
 pub(crate) const OP_TIMEOUT: Duration = Duration::from_secs(30);
@@ -253,6 +268,8 @@ impl MemoryChannel {
                 ack,
                 meta: Mutex::new(()),
                 ack_slot: Mutex::new(()),
+                ack_seq: std::sync::atomic::AtomicU32::new(0),
+                reliable: opts.reliable,
                 attach: Mutex::new(HashMap::new()),
                 events: Mutex::new(Vec::new()),
                 lock_state: lock::LocalLocks::default(),
@@ -334,11 +351,49 @@ impl MemoryChannel {
     }
 
     pub(crate) fn store(&self, addr: u64, data: &[u8]) -> Result<(), McError> {
+        if self.inner.reliable {
+            return self.reliable_store(&[(addr, data)]);
+        }
         self.port().store(addr, data)
     }
 
     pub(crate) fn store_batch(&self, records: &[(u64, &[u8])]) -> Result<(), McError> {
+        if self.inner.reliable {
+            return self.reliable_store(records);
+        }
         self.port().store_batch(records)
+    }
+
+    /// Save the count, write, check, and write again until the check is clean.
+    /// Stores go in pieces of [`RELIABLE_CHUNK`] bytes, each checked on its own:
+    /// at 1% corruption a large write would almost never come through whole.
+    fn reliable_store(&self, records: &[(u64, &[u8])]) -> Result<(), McError> {
+        let start = Instant::now();
+        for &(addr, data) in records {
+            for (k, piece) in data.chunks(RELIABLE_CHUNK).enumerate() {
+                let at = addr + (k * RELIABLE_CHUNK) as u64;
+                let mut attempt = 0u32;
+                loop {
+                    let saved = self.error_count();
+                    self.port().store(at, piece)?;
+                    match self.check_errors_within(RELIABLE_ACK_WAIT) {
+                        Ok(c) if c.count == saved && c.all_healthy(self.members_mask()) => break,
+                        Ok(_) | Err(McError::Timeout(..)) => {}
+                        Err(e) => return Err(e),
+                    }
+                    attempt += 1;
+                    if start.elapsed() > OP_TIMEOUT {
+                        return Err(McError::Timeout(
+                            OP_TIMEOUT,
+                            format!("a clean store at {at:#x} ({attempt} tries)"),
+                        ));
+                    }
+                    // A link that is down stays down for a while: back off.
+                    std::thread::sleep(Duration::from_micros(u64::from(attempt.min(50)) * 20));
+                }
+            }
+        }
+        Ok(())
     }
 
     pub(crate) fn members_mask(&self) -> u64 {
@@ -373,27 +428,37 @@ impl MemoryChannel {
     /// (imc_ckerrcnt). The ACK is ordered after every store this node made
     /// before it, so "save count, write, check" detects any error in between.
     pub fn check_errors(&self) -> Result<ErrorCheck, McError> {
+        self.check_errors_within(OP_TIMEOUT)
+    }
+
+    /// [`MemoryChannel::check_errors`], giving up after `timeout` (the query is
+    /// lost while this node's link is down).
+    pub fn check_errors_within(&self, timeout: Duration) -> Result<ErrorCheck, McError> {
         let _slot = self
             .inner
             .ack_slot
             .lock()
             .unwrap_or_else(|p| p.into_inner());
+        let l = self.inner.layout;
         let n = self.inner.regs.nodes as usize;
-        // Words never have bits 24..29 set, so all-ones marks "not yet answered".
-        self.inner.ack.write_local(0, &vec![0xff; 4 * n]);
-        let addr = self
+        let slots = (l.page_size as usize / (4 * n)).max(1);
+        let seq = self
             .inner
-            .layout
-            .page_addr(self.inner.layout.ack_page(self.inner.me));
-        self.store(addr, &[1])?;
+            .ack_seq
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed) as usize;
+        let base = (seq % slots) * 4 * n;
+        // Words never have bits 24..29 set, so all-ones marks "not yet answered".
+        self.inner.ack.write_local(base, &vec![0xff; 4 * n]);
+        let addr = l.page_addr(l.ack_page(self.inner.me)) + base as u64;
+        self.port().store(addr, &[1])?;
         let ack = &self.inner.ack;
-        wait_for("the ACK page answer", OP_TIMEOUT, || {
+        wait_for("the ACK page answer", timeout, || {
             (0..n)
-                .all(|i| ack.load_u32(4 * i) != u32::MAX)
+                .all(|i| ack.load_u32(base + 4 * i) != u32::MAX)
                 .then_some(())
         })?;
         let statuses = (0..n)
-            .map(|i| AdapterErrorStatus::from_word(ack.load_u32(4 * i)))
+            .map(|i| AdapterErrorStatus::from_word(ack.load_u32(base + 4 * i)))
             .collect();
         Ok(ErrorCheck {
             count: self.error_count(),
