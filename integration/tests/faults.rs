@@ -175,3 +175,46 @@ fn cashmere_sor_survives_corruption_and_a_link_flap() {
         .unwrap_or(0);
     assert!(errors > 0, "the plan injected no errors?\n{text}");
 }
+
+/// A node's adapter crashes in the middle of a Cashmere run: the survivors see
+/// the membership change and stop with an error naming it instead of hanging.
+#[test]
+fn cashmere_stops_naming_a_crashed_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("crash.toml");
+    std::fs::write(
+        &plan,
+        "seed = 1\n[[fault]]\nat = \"300ms\"\ndo = \"crash 2\"\n",
+    )
+    .unwrap();
+    binary("mc-guest");
+    let start = Instant::now();
+    let out = Command::new(binary("mc-host"))
+        .args(["run", "--nodes", "3", "--timeout", "120", "--fault-plan"])
+        .arg(&plan)
+        .args([
+            "--", "mc-guest", "csm", "sor", "--size", "256", "--iters", "100000",
+        ])
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!out.status.success(), "{text}");
+    assert!(
+        !text.contains("timed out"),
+        "it hung until the timeout:\n{text}"
+    );
+    // Either the program's own error, or (when the crash hits a page fault
+    // being resolved) the protocol thread's, before the fault handler aborts.
+    for n in [0, 1] {
+        assert!(
+            text.lines().any(|l| l.starts_with(&format!("[node{n}]"))
+                && l.contains("node 2 failed or left the cluster")),
+            "{text}"
+        );
+    }
+    assert!(start.elapsed() < Duration::from_secs(100));
+}

@@ -18,6 +18,10 @@ const WAIT: Duration = Duration::from_secs(300);
 pub struct DmsSync {
     l: CsmLayout,
     me: u32,
+    mc: MemoryChannel,
+    /// Cluster members when the program started: a node that leaves (its
+    /// adapter crashed) ends the run with an error naming it.
+    members: u64,
     locks: LockSet,
     tx: TxRegion,
     rx: RxRegion,
@@ -29,6 +33,8 @@ impl DmsSync {
         Ok(DmsSync {
             l,
             me: mc.node_id().index() as u32,
+            mc: mc.clone(),
+            members: mc.members_mask(),
             locks: mc.lock_alloc(KEY_LOCKS, locks.max(1), false, false)?,
             tx: mc.attach_transmit(id, McSharing::Shared, true)?,
             rx: mc.attach_receive(id, McSharing::Shared, false)?,
@@ -49,7 +55,7 @@ impl Synchronization for DmsSync {
 
     fn barrier(&self, episode: u64) -> Result<(), CsmError> {
         self.tx.write_u64(self.l.arrival(self.me), episode)?;
-        let failed = |n: u32| CsmError::Protocol(format!("node {n} failed"));
+        let failed = |n: u32| CsmError::Protocol(format!("node {n} failed or left the cluster"));
         if self.me == 0 {
             wait_for("every node at the barrier", WAIT, || {
                 if let Some(n) = self.aborted() {
@@ -79,7 +85,12 @@ impl Synchronization for DmsSync {
 
     fn aborted(&self) -> Option<u32> {
         match self.rx.load_u64(self.l.abort()).unwrap_or(0) {
-            0 => None,
+            // A crashed adapter cannot write the abort word: the membership
+            // change the device reports says it instead.
+            0 => {
+                let lost = self.members & !self.mc.members_mask();
+                (lost != 0).then(|| lost.trailing_zeros())
+            }
             n => Some(n as u32 - 1),
         }
     }

@@ -386,7 +386,9 @@ impl Csm {
                     .0;
                 if lb.generation == gen {
                     if let Some(f) = n.sync.aborted() {
-                        return Err(CsmError::Protocol(format!("node {f} failed")));
+                        return Err(CsmError::Protocol(format!(
+                            "node {f} failed or left the cluster"
+                        )));
                     }
                 }
             }
@@ -440,7 +442,9 @@ impl Csm {
             }
             self.check_failed()?;
             if let Some(n) = self.node.sync.aborted() {
-                return Err(CsmError::Protocol(format!("node {n} failed")));
+                return Err(CsmError::Protocol(format!(
+                    "node {n} failed or left the cluster"
+                )));
             }
             backoff(&mut spins);
         };

@@ -203,7 +203,9 @@ impl Node {
         let start = std::time::Instant::now();
         while self.data.reply_seq() != seq {
             if let Some(n) = self.sync.aborted() {
-                return Err(CsmError::Protocol(format!("node {n} failed")));
+                return Err(CsmError::Protocol(format!(
+                    "node {n} failed or left the cluster"
+                )));
             }
             self.poll_others(st)?;
             backoff(&mut spins);

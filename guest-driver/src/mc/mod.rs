@@ -396,7 +396,8 @@ impl MemoryChannel {
         Ok(())
     }
 
-    pub(crate) fn members_mask(&self) -> u64 {
+    /// Current cluster members (bit i = node i), from the status page.
+    pub fn members_mask(&self) -> u64 {
         let m = self.port().status().members;
         if m == 0 {
             self.inner.regs.members
