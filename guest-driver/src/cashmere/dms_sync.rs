@@ -19,7 +19,7 @@ pub struct DmsSync {
     l: CsmLayout,
     me: u32,
     mc: MemoryChannel,
-    /// Cluster members when the program started: a node that leaves (its
+    /// The nodes the program runs on: one that leaves the cluster (its
     /// adapter crashed) ends the run with an error naming it.
     members: u64,
     locks: LockSet,
@@ -34,7 +34,13 @@ impl DmsSync {
             l,
             me: mc.node_id().index() as u32,
             mc: mc.clone(),
-            members: mc.members_mask(),
+            // Every node of the cluster takes part; one that is not a member
+            // (now or later) is lost.
+            members: if l.nodes >= 64 {
+                u64::MAX
+            } else {
+                (1u64 << l.nodes) - 1
+            },
             locks: mc.lock_alloc(KEY_LOCKS, locks.max(1), false, false)?,
             tx: mc.attach_transmit(id, McSharing::Shared, true)?,
             rx: mc.attach_receive(id, McSharing::Shared, false)?,

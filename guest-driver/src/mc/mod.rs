@@ -284,10 +284,12 @@ impl MemoryChannel {
     /// from, until every member reports every member. A node that maps the
     /// control pages late would otherwise miss writes made before it listened.
     fn rendezvous(&self, timeout: Duration) -> Result<(), McError> {
-        let members = self.members_mask();
         let me = self.inner.me;
         let start = Instant::now();
         loop {
+            // A node that leaves the cluster meanwhile (its adapter crashed) is
+            // no longer waited for.
+            let members = self.members_mask();
             let mut seen = 1u64 << me;
             let mut all_full = true;
             for n in 0..self.inner.regs.nodes {
