@@ -187,3 +187,110 @@ fn exclusive_home_then_sharing_then_release_consistency() {
         csm.finish().unwrap();
     });
 }
+
+/// 2L: node 0's thread B writes its quarter of a page without pause while
+/// node 0's thread A acquires (a flag wait) the page that node 1 changed in
+/// another quarter. With incoming diffs the page is updated in place (B never
+/// stops, nothing of B's is lost, A sees node 1's words); without them it is
+/// invalidated and flushed (a shoot-down) and must come out the same.
+fn concurrent_local_writer_during_an_acquire(incoming_diffs: bool) {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::Arc;
+    let vc = VirtualCluster::start(ClusterConfig::new(2));
+    vc.on_every_node(move |mc| {
+        let cfg = Config {
+            threads: 2,
+            incoming_diffs,
+            ..Config::default()
+        };
+        let csm = Csm::start(&mc, &cfg).unwrap();
+        let a = csm.alloc::<u64>(1024, true).unwrap();
+        let me = csm.node_id();
+        if me == 0 {
+            for i in 0..1024 {
+                a.set(i, 0);
+            }
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let last_round = Arc::new(AtomicU64::new(0));
+        let (csm_b, stop_b, last_b) = (csm.clone(), stop.clone(), last_round.clone());
+        let writer = std::thread::spawn(move || {
+            csm_b.barrier().unwrap();
+            let mut round = 0u64;
+            if csm_b.node_id() == 0 {
+                while !stop_b.load(Ordering::Acquire) {
+                    round += 1;
+                    for k in 0..256 {
+                        a.set(k, round);
+                    }
+                    // Only this thread writes these words: an update that
+                    // overwrote them would show here.
+                    for k in 0..256 {
+                        assert_eq!(a.get(k), round, "writer's word {k} was overwritten");
+                    }
+                }
+            }
+            last_b.store(round, Ordering::Release);
+            csm_b.barrier().unwrap();
+            csm_b.barrier().unwrap();
+        });
+        csm.barrier().unwrap();
+        if me == 1 {
+            // A read makes node 0 (the home) leave Exclusive; node 0's
+            // writer then write-faults and twins the page.
+            assert_eq!(a.get(600), 0);
+            for k in 512..768 {
+                a.set(k, 7);
+            }
+            csm.flag_set(0, 1).unwrap();
+        } else {
+            let t0 = std::time::Instant::now();
+            while csm.page_state(a.offset()) != PageState::ReadWrite {
+                assert!(t0.elapsed().as_secs() < 30, "writer never twinned");
+                std::thread::yield_now();
+            }
+            let before = csm.stats();
+            csm.flag_wait(0).unwrap();
+            for k in 512..768 {
+                assert_eq!(a.get(k), 7, "node 1's word {k} after the acquire");
+            }
+            let s = csm.stats();
+            if incoming_diffs {
+                assert_eq!(s.incoming_diffs - before.incoming_diffs, 1, "{s}");
+                assert_eq!(s.incoming_diff_words - before.incoming_diff_words, 256);
+                assert_eq!(s.invalidations, before.invalidations, "{s}");
+            } else {
+                assert_eq!(s.incoming_diffs, 0, "{s}");
+                assert!(s.invalidations > before.invalidations, "{s}");
+            }
+            stop.store(true, Ordering::Release);
+        }
+        csm.barrier().unwrap();
+        if me == 0 {
+            let round = last_round.load(Ordering::Acquire);
+            assert!(round > 0);
+            a.set(256, round);
+        }
+        csm.barrier().unwrap();
+        writer.join().unwrap();
+        let last = a.get(256);
+        assert!(last > 0, "node {me}: the writer's last round");
+        for k in 0..256 {
+            assert_eq!(a.get(k), last, "node {me}: writer's word {k}");
+        }
+        for k in 512..768 {
+            assert_eq!(a.get(k), 7, "node {me}: node 1's word {k}");
+        }
+        csm.finish().unwrap();
+    });
+}
+
+#[test]
+fn incoming_diff_keeps_a_concurrent_local_writer_running() {
+    concurrent_local_writer_during_an_acquire(true);
+}
+
+#[test]
+fn shoot_down_without_incoming_diffs_gives_the_same_result() {
+    concurrent_local_writer_during_an_acquire(false);
+}

@@ -85,6 +85,10 @@ enum Command {
         /// Do not let a sole-sharer home go Exclusive.
         #[arg(long)]
         no_exclusive: bool,
+        /// Invalidate write-noticed pages that local threads are writing
+        /// (a shoot-down) instead of updating them by incoming diffs.
+        #[arg(long)]
+        no_incoming_diffs: bool,
         /// Also time the sequential version (sor, gauss, tsp) and print the
         /// speedup.
         #[arg(long)]
@@ -228,6 +232,7 @@ fn main() -> ExitCode {
             page_size,
             heap_kib,
             no_exclusive,
+            no_incoming_diffs,
             sequential,
         } => {
             let mut p = csm::Params::new(*app, *threads);
@@ -236,6 +241,7 @@ fn main() -> ExitCode {
             p.page_size = *page_size;
             p.heap_bytes = heap_kib << 10;
             p.exclusive_mode = !no_exclusive;
+            p.incoming_diffs = !no_incoming_diffs;
             p.time_sequential = *sequential;
             let opts = OpenOptions {
                 arena_bytes: (4 << 20) + 2 * p.heap_bytes as u64,

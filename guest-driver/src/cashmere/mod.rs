@@ -66,6 +66,11 @@ pub struct Config {
     pub flags: u32,
     /// The home of a page with no other sharer skips twins (seed 000 s.2.1).
     pub exclusive_mode: bool,
+    /// With several threads per node, update a write-noticed page that local
+    /// threads are writing by an incoming diff at the acquire, instead of
+    /// invalidating it (which stops those writers: a shoot-down). Seed 000
+    /// s.2.1.
+    pub incoming_diffs: bool,
 }
 
 impl Default for Config {
@@ -77,6 +82,7 @@ impl Default for Config {
             locks: 64,
             flags: 64,
             exclusive_mode: true,
+            incoming_diffs: true,
         }
     }
 }
@@ -104,6 +110,7 @@ pub(crate) struct Node {
     page_size: u32,
     threads: u32,
     exclusive_mode: bool,
+    incoming_diffs: bool,
     heap: HeapMemory,
     faults: Box<FaultQueue>,
     registration: usize,
@@ -218,6 +225,7 @@ impl Csm {
             page_size: cfg.page_size,
             threads: cfg.threads,
             exclusive_mode: cfg.exclusive_mode,
+            incoming_diffs: cfg.incoming_diffs && cfg.threads > 1,
             heap,
             faults,
             registration,

@@ -6,7 +6,9 @@
 //! one mutex. A change of protection is made *before* the protocol reads a
 //! page it is about to flush or invalidate (the `mprotect` is the shoot-down),
 //! so a concurrent local writer faults and waits instead of writing behind
-//! the diff.
+//! the diff. At an acquire, a noticed page that local threads are writing is
+//! instead updated in place by an incoming diff (seed 000 s.2.1), which
+//! stops nobody.
 
 use std::sync::atomic::Ordering;
 use std::sync::MutexGuard;
@@ -14,7 +16,7 @@ use std::sync::MutexGuard;
 use super::fault::Fault;
 use super::seams::Sharing;
 use super::stats::Stats;
-use super::twin::{diff, TwinPool};
+use super::twin::{self, diff, TwinPool};
 use super::vm::Prot;
 use super::{CsmError, Node};
 
@@ -362,6 +364,12 @@ impl Node {
             }
             match pg.state {
                 PageState::Invalid | PageState::Exclusive => continue,
+                PageState::ReadWrite if self.incoming_diffs && pg.twin.is_some() => {
+                    // Other threads of this node may be writing the page
+                    // right now: update it in place rather than stop them.
+                    self.incoming_diff(st, p)?;
+                    continue;
+                }
                 PageState::Read | PageState::ReadWrite => {}
             }
             self.set_prot(p, Prot::None)?;
@@ -370,6 +378,48 @@ impl Node {
             self.meta.set_state(p, Sharing::Invalid)?;
             st.stats.invalidations += 1;
         }
+        Ok(())
+    }
+
+    /// The incoming-diff page update (seed 000 s.2.1): fetch the page and
+    /// write into the working copy and the twin only the words where the
+    /// home's copy differs from the twin, which for a data-race-free program
+    /// are the remote writes this acquire must make visible. The page keeps
+    /// its protection and its place on the dirty list; local threads go on
+    /// writing throughout, and their words are flushed at the next release.
+    ///
+    /// With one shared mapping per node this happens at the acquire, not at
+    /// the next access: the page is never made inaccessible, so there is no
+    /// fault to defer it to.
+    fn incoming_diff(&self, st: &mut State, p: u32) -> Result<(), CsmError> {
+        st.clock += 1;
+        let stamp = st.clock;
+        st.clock += 1;
+        let home = self.home_of(st, p)?;
+        let mut buf = vec![0u8; self.ps()];
+        if home == self.me {
+            self.data.read_master(p, &mut buf)?;
+            st.stats.home_refreshes += 1;
+        } else {
+            self.fetch(st, home, p, &mut buf)?;
+        }
+        let incoming: Vec<u32> = buf
+            .chunks_exact(4)
+            .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+            .collect();
+        let base = p as usize * self.ps();
+        let pg = &mut st.pages[p as usize];
+        let Some(twin) = pg.twin.as_mut() else {
+            return Err(CsmError::Protocol(format!(
+                "incoming diff for page {p}, which has no twin"
+            )));
+        };
+        let words = twin::apply_incoming(&incoming, twin, |i, w| {
+            self.heap.write_word(base + 4 * i, w)
+        });
+        pg.fetched_at = stamp;
+        st.stats.incoming_diffs += 1;
+        st.stats.incoming_diff_words += words as u64;
         Ok(())
     }
 

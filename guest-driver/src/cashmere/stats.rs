@@ -16,6 +16,11 @@ pub struct Stats {
     pub write_notices_sent: u64,
     pub write_notices_received: u64,
     pub invalidations: u64,
+    /// Write-noticed pages with local writers updated in place by an
+    /// incoming diff instead of being invalidated.
+    pub incoming_diffs: u64,
+    /// Words those incoming diffs wrote.
+    pub incoming_diff_words: u64,
     pub exclusive_entries: u64,
     pub exclusive_exits: u64,
     pub lock_acquires: u64,
@@ -34,7 +39,7 @@ impl fmt::Display for Stats {
         write!(
             f,
             "faults r/w {}/{}, page transfers {} (+{} home refreshes), twins {}, diffs {} ({} B), \
-             write notices sent/received {}/{}, invalidations {}, exclusive in/out {}/{}, \
+             write notices sent/received {}/{}, invalidations {}, incoming diffs {} ({} words), exclusive in/out {}/{}, \
              locks {}, barriers {}, flag waits {}, acquires/releases {}/{}, messages sent/served {}/{}",
             self.read_faults,
             self.write_faults,
@@ -46,6 +51,8 @@ impl fmt::Display for Stats {
             self.write_notices_sent,
             self.write_notices_received,
             self.invalidations,
+            self.incoming_diffs,
+            self.incoming_diff_words,
             self.exclusive_entries,
             self.exclusive_exits,
             self.lock_acquires,

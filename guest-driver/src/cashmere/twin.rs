@@ -50,9 +50,51 @@ pub fn diff(current: &[u32], twin: &mut [u32]) -> Vec<Run> {
     runs
 }
 
+/// The incoming-diff page update (seed 000 s.2.1, CSM-2L): compare the page
+/// that came from the home with the twin and write only the words that differ,
+/// to the working copy (through `write`) and to the twin. For a data-race-free
+/// program those words are exactly the remote modifications, disjoint from
+/// what local threads are writing meanwhile, so concurrent local writers are
+/// neither stopped nor overwritten, and the twin keeps diffing out only local
+/// changes at the next release. Returns the number of words written.
+pub fn apply_incoming(
+    incoming: &[u32],
+    twin: &mut [u32],
+    mut write: impl FnMut(usize, u32),
+) -> usize {
+    assert_eq!(incoming.len(), twin.len());
+    let mut n = 0;
+    for (i, (&new, old)) in incoming.iter().zip(twin.iter_mut()).enumerate() {
+        if new != *old {
+            write(i, new);
+            *old = new;
+            n += 1;
+        }
+    }
+    n
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_incoming_diff_keeps_local_writes_and_takes_remote_ones() {
+        // Twin made at the write fault; since then this node wrote words 1
+        // and 2, another node wrote words 5 and 6 (and flushed them home).
+        let mut twin = vec![10u32, 11, 12, 13, 14, 15, 16, 17];
+        let mut working = vec![10u32, 91, 92, 13, 14, 15, 16, 17];
+        let home = vec![10u32, 11, 12, 13, 14, 85, 86, 17];
+        let n = apply_incoming(&home, &mut twin, |i, w| working[i] = w);
+        assert_eq!(n, 2);
+        assert_eq!(working, vec![10, 91, 92, 13, 14, 85, 86, 17]);
+        assert_eq!(twin, home);
+        // The next release diffs out only this node's own words.
+        let runs = diff(&working, &mut twin);
+        assert_eq!(runs.len(), 1);
+        assert_eq!(runs[0].0, 4);
+        assert_eq!(runs[0].1.len(), 8);
+    }
 
     #[test]
     fn diff_finds_runs_and_updates_the_twin() {

@@ -99,6 +99,15 @@ impl HeapMemory {
         }
     }
 
+    /// Store one aligned 32-bit word through the protocol view. A single
+    /// aligned store, so application threads writing other words of the same
+    /// page through their view at the same moment lose nothing.
+    pub fn write_word(&self, offset: usize, w: u32) {
+        assert!(offset % 4 == 0 && offset + 4 <= self.len);
+        // SAFETY: in bounds and aligned (checked above).
+        unsafe { std::ptr::write_volatile(self.proto.add(offset) as *mut u32, w) }
+    }
+
     /// Copy bytes into the protocol view.
     pub fn write_bytes(&self, offset: usize, data: &[u8]) {
         assert!(offset + data.len() <= self.len);

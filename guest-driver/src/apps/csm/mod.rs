@@ -30,6 +30,8 @@ pub struct Params {
     pub page_size: u32,
     pub heap_bytes: usize,
     pub exclusive_mode: bool,
+    /// Update write-noticed pages with local writers by incoming diffs (2L).
+    pub incoming_diffs: bool,
     /// Also time the app's sequential version on this node (sor, gauss, tsp).
     pub time_sequential: bool,
 }
@@ -44,6 +46,7 @@ impl Params {
             page_size: 8192,
             heap_bytes: 1 << 20,
             exclusive_mode: true,
+            incoming_diffs: true,
             time_sequential: false,
         }
     }
@@ -56,6 +59,7 @@ impl Params {
             locks: 64,
             flags: 64.max(self.size as u32),
             exclusive_mode: self.exclusive_mode,
+            incoming_diffs: self.incoming_diffs,
         }
     }
 }
