@@ -218,3 +218,71 @@ fn cashmere_stops_naming_a_crashed_node() {
     }
     assert!(start.elapsed() < Duration::from_secs(100));
 }
+
+/// Cashmere's message layer (page request/reply) under silent drops and CRC
+/// discards: every fetched copy is byte-for-byte the home's page, because a
+/// damaged reply fails its end-to-end check and a lost one times out, and
+/// either way the request goes out again.
+#[test]
+fn cashmere_page_fetches_survive_lost_and_corrupted_packets() {
+    use guest_driver::cashmere::{Config, Csm};
+    use std::sync::{Arc, Barrier};
+    const PAGES: usize = 4;
+    let vc = VirtualCluster::start(ClusterConfig {
+        fault_seed: 7,
+        ..ClusterConfig::new(2)
+    });
+    let cluster = vc.cluster.clone();
+    let gate = Arc::new(Barrier::new(2));
+    let value = |i: usize| (i as u32).wrapping_mul(2_654_435_761);
+    vc.on_every_node(move |mc| {
+        let csm = Csm::start(&mc, &Config::default()).unwrap();
+        let words = PAGES * 2048;
+        let a = csm.alloc::<u32>(words, true).unwrap();
+        if csm.node_id() == 1 {
+            // Node 1 touches the pages first: it is their home.
+            for i in 0..words {
+                a.set(i, value(i));
+            }
+        }
+        csm.barrier().unwrap();
+        if csm.node_id() == 0 {
+            // One clean fetch each first: the home leaves Exclusive and
+            // publishes its master copy before any packet is lost.
+            for p in 0..PAGES as u32 {
+                csm.bench_fetch(p).unwrap();
+            }
+            for fault in [PacketFault::Drop, PacketFault::Corrupt] {
+                cluster
+                    .apply_fault(FaultCommand::Packets {
+                        fault,
+                        scope: FaultScope::Everywhere,
+                        rate: Rate::from_probability(0.002).unwrap(),
+                    })
+                    .unwrap();
+            }
+            let before = csm.stats();
+            for _ in 0..25 {
+                for p in 0..PAGES {
+                    let got = csm.bench_fetch(p as u32).unwrap();
+                    for (w, b) in got.chunks_exact(4).enumerate() {
+                        let i = p * 2048 + w;
+                        let v = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+                        assert_eq!(v, value(i), "word {i} of a fetched page");
+                    }
+                }
+            }
+            cluster.apply_fault(FaultCommand::ClearPackets).unwrap();
+            let s = csm.stats();
+            assert_eq!(s.page_transfers - before.page_transfers, 100, "{s}");
+            eprintln!("fetch stats: {s}");
+            let retries = (s.request_timeouts - before.request_timeouts)
+                + (s.damaged_replies - before.damaged_replies);
+            assert!(retries > 0, "0.2% loss of 8 KiB replies must hit some: {s}");
+            let hub = cluster.snapshot().hub;
+            assert!(hub.drops > 0 && hub.errors > 0, "{hub:?}");
+        }
+        gate.wait();
+        csm.finish().unwrap();
+    });
+}

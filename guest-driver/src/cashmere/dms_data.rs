@@ -67,14 +67,28 @@ impl DataPropagation for DmsData {
         Some(((w >> 32) as u32, w as u32))
     }
 
-    fn send_reply(&self, to: u32, seq: u32, data: Option<&[u8]>) -> Result<(), CsmError> {
+    fn send_reply(
+        &self,
+        to: u32,
+        seq: u32,
+        page: u32,
+        data: Option<&[u8]>,
+    ) -> Result<(), CsmError> {
         let at = self.l.reply(to);
-        let s = seq.to_le_bytes();
-        match data {
-            // Data first, then the sequence word: total order shows the data
-            // to the requester before it sees the answer.
-            Some(d) => self.msg_tx.write_many(&[(at + 64, d), (at, &s)])?,
-            None => self.msg_tx.write(at, &s)?,
+        let d = data.unwrap_or(&[]);
+        let header = ReplyHeader {
+            seq,
+            page,
+            checksum: checksum(seq, page, d),
+        }
+        .encode();
+        // Data first, then the header: total order shows the data to the
+        // requester before it sees the answer. The header is one aligned
+        // 16-byte store, so it travels in one packet: whole or not at all.
+        if d.is_empty() {
+            self.msg_tx.write(at, &header)?;
+        } else {
+            self.msg_tx.write_many(&[(at + 64, d), (at, &header)])?;
         }
         Ok(())
     }
@@ -83,8 +97,100 @@ impl DataPropagation for DmsData {
         self.msg_rx.load_u32(self.l.reply(self.me)).unwrap_or(0)
     }
 
-    fn read_reply(&self, out: &mut [u8]) -> Result<(), CsmError> {
-        self.msg_rx.read(self.l.reply(self.me) + 64, out)?;
-        Ok(())
+    fn read_reply(&self, seq: u32, page: u32, out: &mut [u8]) -> Result<bool, CsmError> {
+        let at = self.l.reply(self.me);
+        // Data before header: a stray late reply landing in between makes
+        // the checksum disagree, never passes for this one.
+        self.msg_rx.read(at + 64, out)?;
+        let mut h = [0u8; 16];
+        self.msg_rx.read(at, &mut h)?;
+        let h = ReplyHeader::decode(&h);
+        Ok(h.seq == seq && h.page == page && h.checksum == checksum(seq, page, out))
+    }
+}
+
+/// The first 16 bytes of a reply buffer.
+struct ReplyHeader {
+    seq: u32,
+    page: u32,
+    checksum: u64,
+}
+
+impl ReplyHeader {
+    fn encode(&self) -> [u8; 16] {
+        let mut b = [0u8; 16];
+        b[..4].copy_from_slice(&self.seq.to_le_bytes());
+        b[4..8].copy_from_slice(&self.page.to_le_bytes());
+        b[8..].copy_from_slice(&self.checksum.to_le_bytes());
+        b
+    }
+
+    fn decode(b: &[u8; 16]) -> ReplyHeader {
+        let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+        ReplyHeader {
+            seq: u32_at(0),
+            page: u32_at(4),
+            checksum: u64::from(u32_at(8)) | u64::from(u32_at(12)) << 32,
+        }
+    }
+}
+
+/// End-to-end check of a reply: the Memory Channel delivers a packet whole
+/// or not at all (a corrupted one is discarded by the CRC), so what a lost
+/// packet leaves behind is stale bytes from an earlier reply. Any
+/// well-mixed hash over the sequence, the page and the data tells them apart.
+pub(crate) fn checksum(seq: u32, page: u32, data: &[u8]) -> u64 {
+    let mix = |h: u64, w: u64| {
+        let h = (h ^ w).wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h ^ (h >> 32)
+    };
+    let mut h = mix(
+        0x9e37_79b9_7f4a_7c15,
+        u64::from(seq) << 32 | u64::from(page),
+    );
+    let mut words = data.chunks_exact(8);
+    for w in &mut words {
+        h = mix(
+            h,
+            u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]),
+        );
+    }
+    let rest = words.remainder();
+    if !rest.is_empty() {
+        let mut b = [0u8; 8];
+        b[..rest.len()].copy_from_slice(rest);
+        h = mix(h, u64::from_le_bytes(b) ^ (rest.len() as u64) << 56);
+    }
+    mix(h, data.len() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_checksum_tells_stale_data_and_other_requests_apart() {
+        let page: Vec<u8> = (0..8192u32).map(|i| (i * 7) as u8).collect();
+        let c = checksum(5, 3, &page);
+        assert_eq!(c, checksum(5, 3, &page));
+        assert_ne!(c, checksum(6, 3, &page), "another request");
+        assert_ne!(c, checksum(5, 4, &page), "another page");
+        for lost in [0usize, 32, 8160] {
+            let mut stale = page.clone();
+            stale[lost..lost + 32].fill(0);
+            assert_ne!(c, checksum(5, 3, &stale), "packet at {lost} lost");
+        }
+        assert_ne!(checksum(1, 0, &[]), checksum(1, 0, &[0]));
+    }
+
+    #[test]
+    fn a_reply_header_round_trips() {
+        let h = ReplyHeader {
+            seq: 0xdead_beef,
+            page: 42,
+            checksum: 0x0123_4567_89ab_cdef,
+        };
+        let d = ReplyHeader::decode(&h.encode());
+        assert_eq!((d.seq, d.page, d.checksum), (h.seq, h.page, h.checksum));
     }
 }

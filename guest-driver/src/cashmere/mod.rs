@@ -483,9 +483,10 @@ impl Csm {
         self.node.fetch(&mut st, home, u32::MAX, &mut [])
     }
 
-    /// Fetch `page` from its home into the working copy regardless of state
-    /// (for the benchmark; leaves the protection as it was).
-    pub fn bench_fetch(&self, page: u32) -> Result<(), CsmError> {
+    /// Fetch a copy of `page` from its home by request/reply and return it,
+    /// leaving the working copy and the page's state alone (for the
+    /// benchmark and for tests of the message layer).
+    pub fn bench_fetch(&self, page: u32) -> Result<Vec<u8>, CsmError> {
         let n = &self.node;
         let mut st = n.lock_state();
         let home = n
@@ -493,7 +494,8 @@ impl Csm {
             .home(page)
             .ok_or_else(|| CsmError::Usage(format!("page {page} has no home yet")))?;
         let mut buf = vec![0u8; n.page_size as usize];
-        n.fetch(&mut st, home, page, &mut buf)
+        n.fetch(&mut st, home, page, &mut buf)?;
+        Ok(buf)
     }
 
     /// Make a twin of `page` from the working copy and give it back (the

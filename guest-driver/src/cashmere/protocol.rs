@@ -81,6 +81,16 @@ impl State {
 
 pub type Guard<'a> = MutexGuard<'a, State>;
 
+/// How long a page request waits for its reply before asking again. A reply
+/// normally takes tens of microseconds; this is long enough that a home busy
+/// on a loaded machine is not asked twice for nothing, short enough that a
+/// lost message costs little.
+const REPLY_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(20);
+/// The longest wait between two tries (the wait doubles from REPLY_TIMEOUT).
+const REPLY_TIMEOUT_MAX: std::time::Duration = std::time::Duration::from_millis(640);
+/// When a fetch gives up and the node fails.
+const FETCH_GIVE_UP: std::time::Duration = std::time::Duration::from_secs(120);
+
 impl Node {
     fn ps(&self) -> usize {
         self.page_size as usize
@@ -190,6 +200,13 @@ impl Node {
     }
 
     /// Request/reply with the home, answering other nodes while waiting.
+    ///
+    /// The message layer checks every reply end to end (sequence, page and a
+    /// checksum over the data, `dms_data`) and asks again, with a new
+    /// sequence number, when the reply is damaged (a packet of it was lost or
+    /// discarded by the CRC) or does not come within [`REPLY_TIMEOUT`] (the
+    /// request or the whole reply was lost), doubling the wait each time. A
+    /// request is idempotent at the home, so asking twice is harmless.
     pub(crate) fn fetch(
         &self,
         st: &mut State,
@@ -197,28 +214,54 @@ impl Node {
         p: u32,
         buf: &mut [u8],
     ) -> Result<(), CsmError> {
-        st.fetch_seq = st.fetch_seq.wrapping_add(1).max(1);
-        let seq = st.fetch_seq;
-        self.data.send_request(home, seq, p)?;
-        st.stats.messages_sent += 1;
-        let mut spins = 0u32;
         let start = std::time::Instant::now();
-        while self.data.reply_seq() != seq {
-            if let Some(n) = self.sync.aborted() {
-                return Err(CsmError::Protocol(format!(
-                    "node {n} failed or left the cluster"
-                )));
-            }
-            self.poll_others(st)?;
-            backoff(&mut spins);
-            if start.elapsed() > std::time::Duration::from_secs(120) {
-                return Err(CsmError::Protocol(format!(
-                    "no reply from node {home} for page {p}"
-                )));
+        let mut wait = REPLY_TIMEOUT;
+        'ask: loop {
+            st.fetch_seq = st.fetch_seq.wrapping_add(1).max(1);
+            let seq = st.fetch_seq;
+            self.data.send_request(home, seq, p)?;
+            st.stats.messages_sent += 1;
+            let sent = std::time::Instant::now();
+            let mut spins = 0u32;
+            loop {
+                if self.data.reply_seq() == seq {
+                    let data: &mut [u8] = if p == u32::MAX { &mut [] } else { &mut *buf };
+                    if self.data.read_reply(seq, p, data)? {
+                        break 'ask;
+                    }
+                    st.stats.damaged_replies += 1;
+                    log::debug!(
+                        "node{}: reply {seq} from node {home} for page {p} damaged; asking again",
+                        self.me
+                    );
+                    continue 'ask;
+                }
+                if let Some(n) = self.sync.aborted() {
+                    return Err(CsmError::Protocol(format!(
+                        "node {n} failed or left the cluster"
+                    )));
+                }
+                if start.elapsed() > FETCH_GIVE_UP {
+                    return Err(CsmError::Protocol(format!(
+                        "no reply from node {home} for page {p} in {FETCH_GIVE_UP:?} \
+                         ({} timeouts, {} damaged replies so far)",
+                        st.stats.request_timeouts, st.stats.damaged_replies
+                    )));
+                }
+                if sent.elapsed() > wait {
+                    st.stats.request_timeouts += 1;
+                    log::debug!(
+                        "node{}: no reply {seq} from node {home} for page {p} in {wait:?}; asking again",
+                        self.me
+                    );
+                    wait = (wait * 2).min(REPLY_TIMEOUT_MAX);
+                    continue 'ask;
+                }
+                self.poll_others(st)?;
+                backoff(&mut spins);
             }
         }
         if p != u32::MAX {
-            self.data.read_reply(buf)?;
             st.stats.page_transfers += 1;
         }
         Ok(())
@@ -244,7 +287,7 @@ impl Node {
             st.served[r as usize] = seq;
             st.stats.messages_served += 1;
             if p == u32::MAX {
-                self.data.send_reply(r, seq, None)?;
+                self.data.send_reply(r, seq, p, None)?;
                 continue;
             }
             if p as usize >= st.pages.len() {
@@ -255,7 +298,7 @@ impl Node {
             }
             let mut buf = vec![0u8; self.ps()];
             self.data.read_master(p, &mut buf)?;
-            self.data.send_reply(r, seq, Some(&buf))?;
+            self.data.send_reply(r, seq, p, Some(&buf))?;
         }
         Ok(())
     }

@@ -40,12 +40,16 @@ pub trait DataPropagation: Send + Sync {
     fn send_request(&self, home: u32, seq: u32, page: u32) -> Result<(), CsmError>;
     /// The newest request from node `from`: (sequence, page).
     fn poll_request(&self, from: u32) -> Option<(u32, u32)>;
-    /// Answer request `seq` of node `to`, with the page's data or none.
-    fn send_reply(&self, to: u32, seq: u32, data: Option<&[u8]>) -> Result<(), CsmError>;
+    /// Answer request `seq` of node `to` for `page`, with the page's data or
+    /// none (a null request).
+    fn send_reply(&self, to: u32, seq: u32, page: u32, data: Option<&[u8]>)
+        -> Result<(), CsmError>;
     /// Sequence number of the newest reply to this node.
     fn reply_seq(&self) -> u32;
-    /// The newest reply's data.
-    fn read_reply(&self, out: &mut [u8]) -> Result<(), CsmError>;
+    /// Copy out the newest reply's data (`out` empty for a null request) and
+    /// say whether it is reply `seq` for `page`, whole: `false` when a packet
+    /// of it was lost or discarded on the way (the caller asks again).
+    fn read_reply(&self, seq: u32, page: u32, out: &mut [u8]) -> Result<bool, CsmError>;
 }
 
 /// Metadata: the global page directory and write notices.

@@ -32,6 +32,10 @@ pub struct Stats {
     pub messages_sent: u64,
     /// Requests this node answered.
     pub messages_served: u64,
+    /// Requests sent again because no reply came in time.
+    pub request_timeouts: u64,
+    /// Replies that failed the end-to-end check (a packet lost or discarded).
+    pub damaged_replies: u64,
 }
 
 impl fmt::Display for Stats {
@@ -40,7 +44,8 @@ impl fmt::Display for Stats {
             f,
             "faults r/w {}/{}, page transfers {} (+{} home refreshes), twins {}, diffs {} ({} B), \
              write notices sent/received {}/{}, invalidations {}, incoming diffs {} ({} words), exclusive in/out {}/{}, \
-             locks {}, barriers {}, flag waits {}, acquires/releases {}/{}, messages sent/served {}/{}",
+             locks {}, barriers {}, flag waits {}, acquires/releases {}/{}, messages sent/served {}/{}, \
+             retries after timeout/damage {}/{}",
             self.read_faults,
             self.write_faults,
             self.page_transfers,
@@ -61,7 +66,9 @@ impl fmt::Display for Stats {
             self.acquires,
             self.releases,
             self.messages_sent,
-            self.messages_served
+            self.messages_served,
+            self.request_timeouts,
+            self.damaged_replies
         )
     }
 }
