@@ -147,15 +147,8 @@ impl Node {
         // before the diff those notices announce arrived.
         let stamp = st.clock;
         st.clock += 1;
-        let home = self.home_of(st, p)?;
         self.meta.set_state(p, Sharing::Read)?;
-        let mut buf = vec![0u8; self.ps()];
-        if home == self.me {
-            self.data.read_master(p, &mut buf)?;
-            st.stats.home_refreshes += 1;
-        } else {
-            self.fetch(st, home, p, &mut buf)?;
-        }
+        let buf = self.home_copy(st, p)?;
         self.heap.write_bytes(p as usize * self.ps(), &buf);
         st.pages[p as usize].fetched_at = stamp;
         st.pages[p as usize].state = PageState::Read;
@@ -197,6 +190,20 @@ impl Node {
             }
         }
         self.set_prot(p, Prot::ReadWrite)
+    }
+
+    /// The master copy of a page: read locally at its home, fetched from a
+    /// remote home.
+    fn home_copy(&self, st: &mut State, p: u32) -> Result<Vec<u8>, CsmError> {
+        let home = self.home_of(st, p)?;
+        let mut buf = vec![0u8; self.ps()];
+        if home == self.me {
+            self.data.read_master(p, &mut buf)?;
+            st.stats.home_refreshes += 1;
+        } else {
+            self.fetch(st, home, p, &mut buf)?;
+        }
+        Ok(buf)
     }
 
     /// Request/reply with the home, answering other nodes while waiting.
@@ -438,14 +445,7 @@ impl Node {
         st.clock += 1;
         let stamp = st.clock;
         st.clock += 1;
-        let home = self.home_of(st, p)?;
-        let mut buf = vec![0u8; self.ps()];
-        if home == self.me {
-            self.data.read_master(p, &mut buf)?;
-            st.stats.home_refreshes += 1;
-        } else {
-            self.fetch(st, home, p, &mut buf)?;
-        }
+        let buf = self.home_copy(st, p)?;
         let incoming: Vec<u32> = buf
             .chunks_exact(4)
             .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
