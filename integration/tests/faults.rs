@@ -286,3 +286,230 @@ fn cashmere_page_fetches_survive_lost_and_corrupted_packets() {
         csm.finish().unwrap();
     });
 }
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+const T: Duration = Duration::from_secs(30);
+
+/// Poll `f` until it holds; panic naming `what` after `T`.
+fn eventually(what: &str, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(start.elapsed() < T, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// The first offset where two nodes' coherent state differs, if any.
+fn first_difference(a: &[u8], b: &[u8]) -> Option<usize> {
+    (a.len() != b.len())
+        .then_some(a.len().min(b.len()))
+        .or_else(|| a.iter().zip(b).position(|(x, y)| x != y))
+}
+
+fn assert_same_everywhere(snapshots: &[Vec<u8>]) {
+    for (n, s) in snapshots.iter().enumerate().skip(1) {
+        if let Some(at) = first_difference(&snapshots[0], s) {
+            panic!(
+                "node {n}'s coherent state differs from node 0's at byte {at:#x} \
+                 (page {}): {:?} vs {:?}",
+                at / 8192,
+                &s[at..(at + 16).min(s.len())],
+                &snapshots[0][at..(at + 16).min(s.len())]
+            );
+        }
+    }
+}
+
+/// Issue 7 (seed 004, "Late Join"): node 2's adapter crashes; meanwhile the
+/// others rewrite a coherent region, allocate another and a lock set. After
+/// it rejoins, node 2 holds byte for byte the cluster's control pages and
+/// coherent arena, finds the new region by key, and its stores reach the
+/// others again.
+#[test]
+fn a_rejoined_node_catches_up_with_the_coherent_state() {
+    use guest_driver::mc::{Barrier, Coherence, McError, Sharing};
+    use std::sync::{Arc, Barrier as Sync};
+
+    let _ = env_logger::builder().is_test(true).try_init();
+
+    let vc = VirtualCluster::start(config());
+    let cluster = vc.cluster.clone();
+    let sync = Arc::new(Sync::new(3));
+    let len = 64 << 10;
+    let snapshots = vc.on_every_node(move |mc| {
+        let me = mc.node_id().0;
+        let id = mc.region_alloc(21, len as u64, true).unwrap();
+        let tx = mc.attach_transmit(id, Sharing::Shared, true).unwrap();
+        let rx = mc.attach_receive(id, Sharing::Shared, false).unwrap();
+        let mut b = Barrier::new(&mc, 1).unwrap();
+        if me == 0 {
+            tx.write(0, &pattern(len, 1)).unwrap();
+        }
+        b.wait(T).unwrap();
+        assert_eq!(rx.to_vec(0, len).unwrap(), pattern(len, 1));
+        sync.wait();
+        if me == 0 {
+            cluster.apply_fault(FaultCommand::Crash(NodeId(2))).unwrap();
+        }
+        sync.wait();
+        match me {
+            0 => tx.write(0, &pattern(len, 2)).unwrap(),
+            1 => {
+                let id2 = mc.region_alloc(22, 20_000, true).unwrap();
+                let tx2 = mc.attach_transmit(id2, Sharing::Shared, true).unwrap();
+                tx2.write(0, &pattern(20_000, 3)).unwrap();
+                let locks = mc.lock_alloc(23, 2, false, false).unwrap();
+                locks.acquire(1).unwrap();
+                locks.release(1).unwrap();
+            }
+            _ => {
+                assert!(
+                    tx.write(0, b"lost").is_err(),
+                    "an offline adapter sends nothing"
+                );
+                eventually("node 2 to notice it is offline", || {
+                    mc.coherence() == Coherence::Offline
+                });
+                assert!(matches!(mc.region_lookup(21), Err(McError::Offline)));
+            }
+        }
+        sync.wait();
+        if me == 0 {
+            cluster
+                .apply_fault(FaultCommand::Rejoin(NodeId(2)))
+                .unwrap();
+        }
+        sync.wait();
+        if me == 2 {
+            mc.wait_coherent(T).unwrap();
+            let r = mc.last_resync().unwrap();
+            eprintln!("node 2 caught up: {r:?}");
+            assert_eq!(mc.rejoins(), 1);
+            assert!(matches!(r.server, Some(NodeId(0 | 1))), "{r:?}");
+            assert_eq!(rx.to_vec(0, len).unwrap(), pattern(len, 2));
+            let id2 = mc.region_lookup(22).unwrap();
+            let rx2 = mc.attach_receive(id2, Sharing::Shared, false).unwrap();
+            assert_eq!(rx2.to_vec(0, 20_000).unwrap(), pattern(20_000, 3));
+            // Same count: the lock set is found, not created again.
+            mc.lock_alloc(23, 2, false, false).unwrap();
+            tx.write(100, b"back").unwrap();
+        }
+        b.wait(T).unwrap();
+        assert_eq!(rx.to_vec(100, 4).unwrap(), b"back", "node {me}");
+        b.wait(T).unwrap();
+        sync.wait();
+        let snapshot = mc.coherent_snapshot();
+        sync.wait();
+        snapshot
+    });
+    assert_same_everywhere(&snapshots);
+}
+
+/// The cluster keeps running while node 2 catches up: node 0 writes without
+/// pause (a hot word, a sweeping block, single bytes), and node 2 itself
+/// writes as soon as its stores go through again. At the end every node holds
+/// what node 0 and node 2 last wrote, and the same coherent state.
+#[test]
+fn a_node_catches_up_while_the_cluster_keeps_writing() {
+    use guest_driver::mc::{Barrier, Sharing};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Barrier as Sync, Mutex};
+
+    let _ = env_logger::builder().is_test(true).try_init();
+
+    let vc = VirtualCluster::start(config());
+    let cluster = vc.cluster.clone();
+    let sync = Arc::new(Sync::new(3));
+    let caught_up = Arc::new(AtomicBool::new(false));
+    let expected = Arc::new(Mutex::new(vec![0u8; 256 << 10]));
+    let exp = expected.clone();
+    let len = 256 << 10;
+    let out = vc.on_every_node(move |mc| {
+        let me = mc.node_id().0;
+        let id = mc.region_alloc(31, len as u64, true).unwrap();
+        let tx = mc.attach_transmit(id, Sharing::Shared, true).unwrap();
+        let rx = mc.attach_receive(id, Sharing::Shared, false).unwrap();
+        let mut b = Barrier::new(&mc, 1).unwrap();
+        b.wait(T).unwrap();
+        sync.wait();
+        match me {
+            0 => {
+                let mut model = vec![0u8; len];
+                let mut after = 0;
+                let mut i = 1u64;
+                // Until well after node 2 is coherent again.
+                while after < 200 {
+                    let mut put = |off: usize, data: &[u8]| {
+                        tx.write(off, data).unwrap();
+                        model[off..off + data.len()].copy_from_slice(data);
+                    };
+                    put(0, &i.to_le_bytes());
+                    let off = 4096 + (i as usize * 1000) % (len - 8192);
+                    put(off, &pattern(1000, i as u8));
+                    put(len - 1 - (i as usize % 4000), &[i as u8]);
+                    i += 1;
+                    if caught_up.load(Ordering::Acquire) {
+                        after += 1;
+                    }
+                }
+                *exp.lock().unwrap() = model;
+            }
+            1 => {
+                std::thread::sleep(Duration::from_millis(5));
+                cluster.apply_fault(FaultCommand::Crash(NodeId(2))).unwrap();
+                std::thread::sleep(Duration::from_millis(20));
+                cluster
+                    .apply_fault(FaultCommand::Rejoin(NodeId(2)))
+                    .unwrap();
+            }
+            _ => {
+                // Node 2 writes its own word throughout; what went through last
+                // must be what everyone holds.
+                let mut last_ok = None;
+                let mut k = 1u64;
+                let start = Instant::now();
+                while mc.rejoins() == 0 {
+                    assert!(start.elapsed() < T, "node 2 never caught up");
+                    if tx.write_u64(8, k).is_ok() {
+                        last_ok = Some(k);
+                    }
+                    k += 1;
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+                mc.wait_coherent(T).unwrap();
+                eprintln!("node 2 caught up: {:?}", mc.last_resync());
+                caught_up.store(true, Ordering::Release);
+                let v = last_ok.map_or(0, |v| v + 1);
+                // One more, to see it reach everyone after the catch-up.
+                tx.write_u64(8, v).unwrap();
+            }
+        }
+        b.wait(T).unwrap();
+        sync.wait();
+        let snapshot = mc.coherent_snapshot();
+        let region = rx.to_vec(0, len).unwrap();
+        sync.wait();
+        (snapshot, region)
+    });
+    let model = expected.lock().unwrap().clone();
+    let node2_word = out[2].1[8..16].to_vec();
+    for (n, (_, region)) in out.iter().enumerate() {
+        // Words 0 (hot) and 1 (node 2's) are checked on their own.
+        assert_eq!(region[..8], model[..8], "node {n}: the hot word");
+        assert_eq!(region[8..16], node2_word[..], "node {n}: node 2's word");
+        assert_ne!(node2_word, vec![0u8; 8], "node 2's writes never arrived");
+        if let Some(at) = first_difference(&region[16..], &model[16..]) {
+            panic!(
+                "node {n}: the region differs from what node 0 wrote at {}",
+                at + 16
+            );
+        }
+    }
+    let snapshots: Vec<Vec<u8>> = out.into_iter().map(|(s, _)| s).collect();
+    assert_same_everywhere(&snapshots);
+}

@@ -54,7 +54,8 @@ impl LocalLocks {
             .remove(&offset);
     }
 
-    fn held(&self, offset: usize) -> bool {
+    /// Held, or being acquired, by a thread of this node.
+    pub(crate) fn held(&self, offset: usize) -> bool {
         self.owners
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -93,6 +94,11 @@ impl ClusterLock {
             ^ Instant::now().elapsed().as_nanos() as u64;
         let start = Instant::now();
         loop {
+            // After a rejoin this node's copy of the arrays is stale until it
+            // has caught up; a thread that got past here before the crash
+            // sees the generation move and starts over.
+            inner.join.gate(OP_TIMEOUT)?;
+            let generation = inner.join.generation();
             let t = ticket();
             mc.store(addr, &t.to_le_bytes())?;
             wait_for("a lock entry to loop back", OP_TIMEOUT, || {
@@ -102,10 +108,14 @@ impl ClusterLock {
             let contended = (0..inner.layout().nodes)
                 .filter(|&n| n != me && members & (1 << n) != 0)
                 .any(|n| c.load_u32(self.offset + 4 * n as usize) != 0);
-            if !contended {
+            let stale = inner.join.generation() != generation || !inner.join.is_coherent();
+            if !contended && !stale {
                 return Ok(true);
             }
             mc.store(addr, &0u32.to_le_bytes())?;
+            if stale {
+                continue;
+            }
             if try_once {
                 return Ok(false);
             }

@@ -18,12 +18,15 @@
 //!
 //! All cluster-wide bookkeeping lives in Memory Channel space (see [`layout`]),
 //! updated under a cluster spinlock with old/new copies and a toggle; there is
-//! no side channel between nodes.
+//! no side channel between nodes. A node whose adapter crashed and rejoined is
+//! brought up to date by a surviving member (`join`).
 
 mod adapter_port;
 mod barrier;
+mod join;
 pub mod layout;
 mod lock;
+mod pct_log;
 pub mod port;
 mod region;
 pub mod table;
@@ -38,6 +41,7 @@ use log::{debug, info};
 
 pub use adapter_port::AdapterPort;
 pub use barrier::Barrier;
+pub use join::{Coherence, Resync};
 pub use lock::LockSet;
 pub use port::{McPort, ReceiveMemory};
 pub use region::{RxRegion, TxRegion};
@@ -89,6 +93,8 @@ pub enum McError {
     },
     #[error("timed out after {0:?} waiting for {1}")]
     Timeout(Duration, String),
+    #[error("this node's adapter is offline (crashed): it is out of the cluster until it rejoins")]
+    Offline,
     #[error("corrupt Memory Channel state: {0}")]
     Corrupt(String),
     #[error("the cluster layout does not fit: {0}")]
@@ -169,7 +175,7 @@ struct LocalAttach {
 }
 
 pub(crate) struct Inner {
-    port: Mutex<Box<dyn McPort>>,
+    port: Mutex<pct_log::RecordingPort>,
     regs: Registers,
     layout: Layout,
     me: u32,
@@ -186,6 +192,7 @@ pub(crate) struct Inner {
     attach: Mutex<HashMap<u32, LocalAttach>>,
     events: Mutex<Vec<EventRecord>>,
     pub(crate) lock_state: lock::LocalLocks,
+    pub(crate) join: join::JoinState,
 }
 
 /// A node's handle on the Memory Channel API. Cheap to clone; every thread of
@@ -234,8 +241,12 @@ pub(crate) const OP_TIMEOUT: Duration = Duration::from_secs(30);
 impl MemoryChannel {
     /// Bring up the API on this node: map the control pages and the coherent
     /// arena (broadcast, loopback, receive), this node's ACK page and status
-    /// page, then wait until every cluster member has done the same.
-    pub fn open(mut port: Box<dyn McPort>, opts: &OpenOptions) -> Result<MemoryChannel, McError> {
+    /// page, then wait until every cluster member has done the same. Starts
+    /// the node's management thread, which brings the node up to date if its
+    /// adapter crashes and rejoins (see [`MemoryChannel::wait_coherent`]).
+    pub fn open(port: Box<dyn McPort>, opts: &OpenOptions) -> Result<MemoryChannel, McError> {
+        // Every PCT entry is recorded, to be programmed again after a rejoin.
+        let mut port = pct_log::RecordingPort::new(port);
         let regs = port.registers();
         let page_size = regs.page_size;
         let layout = Layout {
@@ -273,9 +284,11 @@ impl MemoryChannel {
                 attach: Mutex::new(HashMap::new()),
                 events: Mutex::new(Vec::new()),
                 lock_state: lock::LocalLocks::default(),
+                join: join::JoinState::new(),
             }),
         };
         mc.rendezvous(opts.rendezvous_timeout)?;
+        join::start(&mc)?;
         info!("node{me}: Memory Channel API open ({} nodes)", regs.nodes);
         Ok(mc)
     }
@@ -348,7 +361,7 @@ impl MemoryChannel {
         self.inner.layout
     }
 
-    fn port(&self) -> MutexGuard<'_, Box<dyn McPort>> {
+    fn port(&self) -> MutexGuard<'_, pct_log::RecordingPort> {
         self.inner.port.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -503,6 +516,47 @@ impl MemoryChannel {
         })
     }
 
+    /// Whether this node's copy of the control pages and the coherent arena is
+    /// up to date, or its adapter is offline, or it rejoined and is catching up.
+    pub fn coherence(&self) -> Coherence {
+        self.inner.join.coherence()
+    }
+
+    /// Wait until this node is coherent again after its adapter crashed and
+    /// rejoined: a surviving member has retransmitted the control pages and
+    /// the coherent arena (seed 004, "Late Join"). Returns at once on a node
+    /// that is coherent. Waits also while the adapter is still offline.
+    /// Lock and table operations wait by themselves while the node catches up
+    /// (and fail with [`McError::Offline`] while it is offline); reads of
+    /// coherent regions do not, so call this before trusting them.
+    pub fn wait_coherent(&self, timeout: Duration) -> Result<(), McError> {
+        self.inner.join.wait(timeout, true)
+    }
+
+    /// How many times this node caught up after a rejoin.
+    pub fn rejoins(&self) -> u64 {
+        self.inner.join.rejoins()
+    }
+
+    /// The last catch-up after a rejoin, if any.
+    pub fn last_resync(&self) -> Option<Resync> {
+        self.inner.join.last()
+    }
+
+    /// This node's copy of the coherent state: control pages, then the arena.
+    /// For tests and diagnostics (every coherent node holds the same bytes once
+    /// the cluster is quiet).
+    pub fn coherent_snapshot(&self) -> Vec<u8> {
+        let l = self.inner.layout;
+        let ps = l.page_size as usize;
+        let split = CONTROL_PAGES as usize * ps;
+        let mut v = vec![0u8; l.resync_pages() as usize * ps];
+        let (c, a) = v.split_at_mut(split);
+        self.inner.control.read(0, c);
+        self.inner.arena.read(0, a);
+        v
+    }
+
     /// Membership changes seen since the last call: (epoch, members).
     pub fn membership_changes(&self) -> Vec<(u64, u64)> {
         self.pump_events();
@@ -522,6 +576,8 @@ impl MemoryChannel {
     // ---- tables -------------------------------------------------------
 
     fn read_table<E: Entry>(&self, toggle: usize, page: u32) -> Result<(u64, Table<E>), McError> {
+        // A node catching up after a rejoin has stale tables.
+        self.inner.join.gate(OP_TIMEOUT)?;
         let ps = self.inner.layout.page_size as usize;
         let c = &self.inner.control;
         for _ in 0..1000 {
@@ -635,7 +691,7 @@ impl MemoryChannel {
             let (start, end) = if coherent {
                 (ARENA_PAGE, l.arena_end())
             } else {
-                (l.arena_end(), l.pages)
+                (l.arena_end(), l.ordinary_end())
             };
             let mut used: Vec<(u32, u32)> =
                 t.entries.iter().map(|e| (e.first_page, e.pages)).collect();
