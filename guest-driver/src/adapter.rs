@@ -161,6 +161,9 @@ pub struct StatusView {
     region: DmaRegion,
 }
 
+/// How long [`StatusView::read`] keeps trying for a consistent copy.
+const STATUS_READ_GIVE_UP: std::time::Duration = std::time::Duration::from_secs(1);
+
 impl StatusView {
     /// The cluster error count: one aligned 64-bit load (`imc_rderrcnt`).
     pub fn cluster_error_count(&self) -> Result<u64> {
@@ -183,22 +186,30 @@ impl StatusView {
     /// The whole page, consistent: re-read while the device updated it meanwhile.
     pub fn read(&self) -> Result<StatusPage> {
         let mut buf = [0u8; STATUS_PAGE_SIZE];
-        for _ in 0..10_000 {
+        let start = std::time::Instant::now();
+        let mut tries = 0u32;
+        loop {
             // A sequence lock: odd while the device is writing the page.
             let before = self.updates()?;
-            if before % 2 == 1 {
+            if before % 2 == 0 {
+                self.region.read(0, &mut buf)?;
+                std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+                if self.updates()? == before {
+                    return StatusPage::from_bytes(&buf).ok_or(Error::StatusPageNotReady);
+                }
+            }
+            // The device's writer may have been preempted half-way through
+            // an update (cores are shared): spin a little, then yield to it.
+            tries = tries.saturating_add(1);
+            if tries < 64 {
                 std::hint::spin_loop();
-                continue;
+            } else if start.elapsed() > STATUS_READ_GIVE_UP {
+                // Never whole for this long: the device is not updating it sanely.
+                return Err(Error::StatusPageNotReady);
+            } else {
+                std::thread::yield_now();
             }
-            self.region.read(0, &mut buf)?;
-            std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
-            if self.updates()? == before {
-                return StatusPage::from_bytes(&buf).ok_or(Error::StatusPageNotReady);
-            }
-            std::hint::spin_loop();
         }
-        // Never whole for this long: the device is not updating it sanely.
-        Err(Error::StatusPageNotReady)
     }
 }
 

@@ -554,6 +554,14 @@ impl Csm {
     }
 }
 
+/// Log a protocol failure, tell the other nodes, and keep it for the
+/// application threads' next call.
+fn report_failure(node: &Node, e: &CsmError) {
+    log::error!("node{}: cashmere protocol thread: {e}", node.me);
+    node.sync.abort();
+    *node.failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
+}
+
 /// The node's protocol thread: resolve faults handed over by the SIGSEGV
 /// handler, answer page requests, drain write notices.
 fn protocol_thread(node: &Node) {
@@ -567,11 +575,17 @@ fn protocol_thread(node: &Node) {
         let mut r = Ok(());
         for f in &faults {
             let x = node.handle_fault(&mut st, f);
+            if let (Err(e), Ok(())) = (&x, &r) {
+                // Said before the fault is completed: the faulting thread
+                // then aborts the process, and the reason must be out first.
+                report_failure(node, e);
+            }
             node.faults.complete(f, x.is_ok());
             if x.is_err() && r.is_ok() {
                 r = x;
             }
         }
+        let reported = r.is_err();
         if r.is_ok() {
             r = node.poll_others(&mut st);
         }
@@ -579,9 +593,9 @@ fn protocol_thread(node: &Node) {
             || before != (st.stats.messages_served, st.stats.write_notices_received);
         drop(st);
         if let Err(e) = r {
-            log::error!("node{}: cashmere protocol thread: {e}", node.me);
-            node.sync.abort();
-            *node.failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
+            if !reported {
+                report_failure(node, &e);
+            }
             // Keep failing faults so application threads do not hang.
             while !node.stop.load(Ordering::Acquire) {
                 faults.clear();
