@@ -489,6 +489,10 @@ impl<T: Transport> Adapter<T> {
     /// `entry` (`firmware_model::PctEntry::to_bits`). With receive enabled,
     /// `frames` holds `count * page_size / 4096` frame addresses (see
     /// [`RxRegion::frames`]); otherwise it is empty.
+    ///
+    /// More than `MAX_PCT_PAGES_PER_REQUEST` pages go as several requests,
+    /// in order; if the device refuses one, the pages before it stay
+    /// programmed and the error names the first page of the refused piece.
     pub fn set_pct(
         &mut self,
         first_page: u32,
@@ -496,16 +500,40 @@ impl<T: Transport> Adapter<T> {
         entry: u32,
         frames: &[u64],
     ) -> Result<()> {
-        self.ctrl_ok(
-            "SET_PCT",
-            &CtrlRequest::SetPct {
-                first_page,
-                count,
-                entry,
-                frames: frames.to_vec(),
-            },
-        )?;
-        Ok(())
+        let per_page = (self.regs.page_size / FRAME_SIZE).max(1) as usize;
+        if !frames.is_empty() && frames.len() != count as usize * per_page {
+            return Err(Error::Invalid(format!(
+                "{} frames for {count} pages of {} bytes (want {})",
+                frames.len(),
+                self.regs.page_size,
+                count as usize * per_page
+            )));
+        }
+        let mut done = 0u32;
+        loop {
+            let n = (count - done).min(MAX_PCT_PAGES_PER_REQUEST);
+            let piece = if frames.is_empty() {
+                Vec::new()
+            } else {
+                frames[done as usize * per_page..(done + n) as usize * per_page].to_vec()
+            };
+            let first = first_page
+                .checked_add(done)
+                .ok_or_else(|| Error::Invalid(format!("{count} pages from page {first_page}")))?;
+            self.ctrl_ok(
+                "SET_PCT",
+                &CtrlRequest::SetPct {
+                    first_page: first,
+                    count: n,
+                    entry,
+                    frames: piece,
+                },
+            )?;
+            done += n;
+            if done >= count {
+                return Ok(());
+            }
+        }
     }
 
     /// A PCT entry word, and whether receive frames are bound to the page.

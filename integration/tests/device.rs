@@ -309,3 +309,37 @@ fn a_flooding_guest_does_not_stop_the_others() {
     println!("200 round trips in {took:?}; the flooder had completed {chains} chains by then");
     assert!(vc.cluster.snapshot().nodes[2].counters.protection_errors > 0);
 }
+
+/// A PCT range larger than one control request takes (4096 pages) is sent in
+/// pieces by the driver; every page of it, the last included, is programmed.
+#[test]
+fn a_pct_range_larger_than_one_request_is_programmed_whole() {
+    use firmware_model::abi::MAX_PCT_PAGES_PER_REQUEST;
+    let vc = VirtualCluster::start(ClusterConfig {
+        page_size: 4096,
+        ..ClusterConfig::new(2)
+    });
+    let (mut g0, mut g1) = (vc.adapter(0), vc.adapter(1));
+    let pages = MAX_PCT_PAGES_PER_REQUEST + 3;
+    g0.set_pct(0, pages, PctEntry::transmit_broadcast().to_bits(), &[])
+        .unwrap();
+    let rx = g1
+        .map_receive(0, pages, PctEntry::receive().to_bits())
+        .unwrap();
+    for page in [
+        0,
+        MAX_PCT_PAGES_PER_REQUEST - 1,
+        MAX_PCT_PAGES_PER_REQUEST,
+        pages - 1,
+    ] {
+        let data = pattern(64, page as u8);
+        let c = g0.transmit(&[(u64::from(page) * 4096 + 8, &data)]).unwrap();
+        assert_eq!(c.status, Status::Ok as u32, "page {page}");
+        let at = page as usize * 4096 + 8;
+        assert_eq!(rx.region().read_vec(at, 64).unwrap(), data, "page {page}");
+    }
+    // A frame list that does not match the page count is refused up front.
+    assert!(g1
+        .set_pct(0, 2, PctEntry::receive().to_bits(), &rx.frames()[..1])
+        .is_err());
+}
