@@ -70,7 +70,7 @@ enum Command {
         #[arg(long, env = "MC_THREADS", default_value_t = 1)]
         threads: u32,
         /// Problem size (wtest/test: elements per thread; sor: grid side;
-        /// gauss: matrix side; tsp: cities); 0 for the app's default.
+        /// gauss: matrix side; tsp: cities, 3 to 16); 0 for the app's default.
         #[arg(long, default_value_t = 0)]
         size: usize,
         /// Rounds or iterations (wtest/test/sor); 0 for the default.

@@ -330,7 +330,8 @@ impl Csm {
         let bytes = len * std::mem::size_of::<T>();
         if off + bytes > self.node.heap.len() {
             return Err(CsmError::Usage(format!(
-                "shared heap of {} bytes is full (wanted {bytes} more at {off})",
+                "shared heap of {} bytes is full (wanted {bytes} more at {off}): \
+                 make it larger (Config::heap_bytes; mc-guest csm --heap-kib)",
                 self.node.heap.len()
             )));
         }

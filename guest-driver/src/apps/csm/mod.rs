@@ -64,6 +64,9 @@ impl Params {
     }
 }
 
+/// The largest TSP accepted (about 5 minutes on one node here).
+pub const MAX_TSP_CITIES: usize = 16;
+
 /// One node's result.
 #[derive(Clone, Debug)]
 pub struct Outcome {
@@ -130,6 +133,13 @@ pub fn run(mc: &MemoryChannel, p: &Params) -> Result<Outcome, CsmError> {
         }
         App::Tsp => {
             let s = if p.size == 0 { 9 } else { p.size };
+            if !(3..=MAX_TSP_CITIES).contains(&s) {
+                // Branch and bound is exponential: 14 cities take seconds,
+                // each city more several times as long.
+                return Err(CsmError::Usage(format!(
+                    "tsp of {s} cities: 3 to {MAX_TSP_CITIES} (each city more multiplies the time by 4-7)"
+                )));
+            }
             (s, 0, format!("tsp ({s} cities)"))
         }
     };
