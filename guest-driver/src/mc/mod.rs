@@ -193,7 +193,15 @@ pub(crate) struct Inner {
     events: Mutex<Vec<EventRecord>>,
     pub(crate) lock_state: lock::LocalLocks,
     pub(crate) join: join::JoinState,
+    /// Receive memory of detached ordinary regions, unbound from the PCT,
+    /// kept for the next attachment of the same size: the driver's DMA
+    /// allocator never frees, so attach/detach cycles would otherwise use
+    /// up the guest's DMA memory.
+    rx_pool: Mutex<Vec<(u32, Arc<dyn ReceiveMemory>)>>,
 }
+
+/// Detached receive memories kept for reuse, at most.
+const RX_POOL_MAX: usize = 64;
 
 /// A node's handle on the Memory Channel API. Cheap to clone; every thread of
 /// the node may use it.
@@ -285,6 +293,7 @@ impl MemoryChannel {
                 events: Mutex::new(Vec::new()),
                 lock_state: lock::LocalLocks::default(),
                 join: join::JoinState::new(),
+                rx_pool: Mutex::new(Vec::new()),
             }),
         };
         mc.rendezvous(opts.rendezvous_timeout)?;
@@ -912,6 +921,8 @@ impl MemoryChannel {
                 self.inner.arena.clone(),
                 ((e.first_page - ARENA_PAGE) * l.page_size) as usize,
             )
+        } else if let Some(m) = self.reuse_receive(e.pages) {
+            (m, 0)
         } else {
             match self.port().alloc_receive(e.pages) {
                 Ok(m) => (Arc::from(m), 0),
@@ -935,15 +946,29 @@ impl MemoryChannel {
         Ok(RxRegion::new(self.clone(), e, mem, offset))
     }
 
+    /// Receive memory of `pages` pages from the pool, zeroed, if one that
+    /// nobody else still holds is there.
+    fn reuse_receive(&self, pages: u32) -> Option<Arc<dyn ReceiveMemory>> {
+        let mut pool = self.inner.rx_pool.lock().unwrap_or_else(|p| p.into_inner());
+        let i = pool
+            .iter()
+            .position(|(n, m)| *n == pages && Arc::strong_count(m) == 1)?;
+        let (_, m) = pool.swap_remove(i);
+        let bytes = pages as usize * self.inner.layout.page_size as usize;
+        m.write_local(0, &vec![0u8; bytes]);
+        Some(m)
+    }
+
     /// Undo one attachment (called when a region handle is dropped).
     pub(crate) fn detach(&self, e: &RegionEntry, transmit: bool) -> Result<(), McError> {
+        let mut freed = None;
         {
             let mut attach = self.inner.attach.lock().unwrap_or_else(|p| p.into_inner());
             if let Some(a) = attach.get_mut(&e.id) {
                 if transmit {
                     a.tx = None;
                 } else {
-                    a.rx = None;
+                    freed = a.rx.take().map(|(m, _)| m);
                 }
                 if a.tx.is_none() && a.rx.is_none() {
                     attach.remove(&e.id);
@@ -951,6 +976,13 @@ impl MemoryChannel {
             }
         }
         self.reprogram(e)?;
+        // Unbound now: the adapter no longer writes these frames.
+        if let Some(m) = freed.filter(|_| !e.coherent) {
+            let mut pool = self.inner.rx_pool.lock().unwrap_or_else(|p| p.into_inner());
+            if pool.len() < RX_POOL_MAX {
+                pool.push((e.pages, m));
+            }
+        }
         self.attach_bookkeeping(e.id, transmit, Sharing::Shared, false)
             .map(|_| ())
     }
