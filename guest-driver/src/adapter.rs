@@ -501,19 +501,19 @@ impl<T: Transport> Adapter<T> {
         frames: &[u64],
     ) -> Result<()> {
         let per_page = (self.regs.page_size / FRAME_SIZE).max(1) as usize;
-        if !frames.is_empty() && frames.len() != count as usize * per_page {
-            return Err(Error::Invalid(format!(
-                "{} frames for {count} pages of {} bytes (want {})",
-                frames.len(),
-                self.regs.page_size,
-                count as usize * per_page
-            )));
-        }
+        let mismatched = !frames.is_empty() && frames.len() != count as usize * per_page;
+        // A wrong frame count goes as one request: the device judges it
+        // (Malformed, nothing changed).
+        let step = if mismatched {
+            count.max(1)
+        } else {
+            MAX_PCT_PAGES_PER_REQUEST
+        };
         let mut done = 0u32;
         loop {
-            let n = (count - done).min(MAX_PCT_PAGES_PER_REQUEST);
-            let piece = if frames.is_empty() {
-                Vec::new()
+            let n = (count - done).min(step);
+            let piece = if frames.is_empty() || mismatched {
+                frames.to_vec()
             } else {
                 frames[done as usize * per_page..(done + n) as usize * per_page].to_vec()
             };
