@@ -623,36 +623,28 @@ impl ClusterState {
         }
     }
 
+    /// The transmit vrings of the guests whose memory is mapped.
+    fn live_tx_vrings(&self) -> impl Iterator<Item = &VringRwLock> {
+        self.nodes.iter().filter_map(|n| {
+            n.mem.as_ref()?;
+            n.vrings.as_ref()?.get(abi::TX_QUEUE as usize)
+        })
+    }
+
     /// Arm transmit-queue notifications before the hub sleeps. Returns true if
     /// work arrived meanwhile (then do not sleep).
     pub(crate) fn arm_tx_notifications(&self) -> bool {
         let mut pending = false;
-        for n in &self.nodes {
-            if let Some(v) = n
-                .vrings
-                .as_ref()
-                .and_then(|v| v.get(abi::TX_QUEUE as usize))
-            {
-                if n.mem.is_some() {
-                    pending |= v.enable_notification().unwrap_or(false);
-                }
-            }
+        for v in self.live_tx_vrings() {
+            pending |= v.enable_notification().unwrap_or(false);
         }
         pending
     }
 
     /// Stop transmit-queue kicks while the hub polls.
     pub(crate) fn disarm_tx_notifications(&self) {
-        for n in &self.nodes {
-            if let Some(v) = n
-                .vrings
-                .as_ref()
-                .and_then(|v| v.get(abi::TX_QUEUE as usize))
-            {
-                if n.mem.is_some() {
-                    let _ = v.disable_notification();
-                }
-            }
+        for v in self.live_tx_vrings() {
+            let _ = v.disable_notification();
         }
     }
 
