@@ -109,6 +109,18 @@ pub struct RingLayout {
     pub used: DmaRegion,
 }
 
+impl std::fmt::Display for RingLayout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "desc {:#x} avail {:#x} used {:#x}",
+            self.desc.gpa(),
+            self.avail.gpa(),
+            self.used.gpa()
+        )
+    }
+}
+
 impl RingLayout {
     pub fn desc_bytes(size: u16) -> usize {
         DESC_SIZE * usize::from(size)

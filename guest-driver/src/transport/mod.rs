@@ -83,6 +83,19 @@ pub trait Transport: Send {
     fn notify(&self, queue: u16) -> Result<(), TransportError>;
 }
 
+/// Check a queue set-up request: a queue the adapter has, a size from 1 to
+/// `max`. Returns the queue's index.
+pub(crate) fn check_queue(queue: u16, size: u16, max: u16) -> Result<usize, TransportError> {
+    let q = usize::from(queue);
+    if q >= firmware_model::abi::NUM_QUEUES {
+        return Err(TransportError::NoSuchQueue(queue));
+    }
+    if size > max || size == 0 {
+        return Err(TransportError::QueueTooLarge { size, max });
+    }
+    Ok(q)
+}
+
 impl<T: Transport + ?Sized> Transport for Box<T> {
     fn registers(&mut self) -> Result<Registers, TransportError> {
         (**self).registers()

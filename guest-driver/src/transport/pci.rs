@@ -921,14 +921,7 @@ impl Transport for PciTransport {
         size: u16,
         rings: &RingLayout,
     ) -> Result<(), TransportError> {
-        let q = usize::from(queue);
-        if q >= NUM_QUEUES {
-            return Err(TransportError::NoSuchQueue(queue));
-        }
-        let max = self.max_queue_size(queue);
-        if size > max || size == 0 {
-            return Err(TransportError::QueueTooLarge { size, max });
-        }
+        let q = super::check_queue(queue, size, self.max_queue_size(queue))?;
         if self.started {
             return Err(TransportError::NotReady("queues are set up before start"));
         }
@@ -945,12 +938,7 @@ impl Transport for PciTransport {
             return Err(pci_err(format!("queue {queue} did not enable")));
         }
         self.configured[q] = true;
-        debug!(
-            "queue {queue}: {size} entries, desc {:#x} avail {:#x} used {:#x}",
-            rings.desc.gpa(),
-            rings.avail.gpa(),
-            rings.used.gpa()
-        );
+        debug!("queue {queue}: {size} entries, {rings}");
         Ok(())
     }
 

@@ -229,16 +229,7 @@ impl Transport for VhostUserTransport {
         size: u16,
         rings: &RingLayout,
     ) -> Result<(), TransportError> {
-        let q = usize::from(queue);
-        if q >= NUM_QUEUES {
-            return Err(TransportError::NoSuchQueue(queue));
-        }
-        if size > abi::MAX_QUEUE_SIZE {
-            return Err(TransportError::QueueTooLarge {
-                size,
-                max: abi::MAX_QUEUE_SIZE,
-            });
-        }
+        let q = super::check_queue(queue, size, self.max_queue_size(queue))?;
         let fe = &mut self.frontend;
         fe.set_vring_num(q, size).map_err(vu("SET_VRING_NUM"))?;
         fe.set_vring_base(q, 0).map_err(vu("SET_VRING_BASE"))?;
@@ -259,12 +250,7 @@ impl Transport for VhostUserTransport {
         fe.set_vring_call(q, &self.calls[q])
             .map_err(vu("SET_VRING_CALL"))?;
         self.configured[q] = true;
-        debug!(
-            "queue {queue}: {size} entries, desc {:#x} avail {:#x} used {:#x}",
-            rings.desc.gpa(),
-            rings.avail.gpa(),
-            rings.used.gpa()
-        );
+        debug!("queue {queue}: {size} entries, {rings}");
         Ok(())
     }
 
