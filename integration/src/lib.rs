@@ -122,3 +122,29 @@ pub fn binary(name: &str) -> PathBuf {
     }
     path
 }
+
+/// `mc-host run --nodes N --timeout SECS HOST_OPTS -- GUEST...` (mc-host finds
+/// `mc-guest` beside itself; both are built first if need be). Returns whether
+/// it succeeded, and its stdout and stderr together.
+pub fn mc_host_run(
+    nodes: u32,
+    timeout_s: u32,
+    host_opts: &[&str],
+    guest: &[&str],
+) -> (bool, String) {
+    binary("mc-guest");
+    let out = Command::new(binary("mc-host"))
+        .args(["run", "--nodes", &nodes.to_string()])
+        .args(["--timeout", &timeout_s.to_string()])
+        .args(host_opts)
+        .arg("--")
+        .args(guest)
+        .output()
+        .expect("run mc-host");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}

@@ -3,41 +3,17 @@
 //! 2 and 4 nodes with 1 and 2 threads per node; plus protocol behaviour seen
 //! through the API (first-touch homes, Exclusive mode, release consistency).
 
-use std::process::Command;
-
 use firmware_model::ClusterConfig;
 use guest_driver::apps::csm::{self, App, Params};
 use guest_driver::cashmere::{Config, Csm, PageState};
-use integration::{binary, VirtualCluster};
+use integration::{mc_host_run, VirtualCluster};
 
 /// `mc-host run --nodes N -- mc-guest csm ARGS`; every node must report its
 /// verified values and its statistics.
 fn run_csm(nodes: u32, args: &[&str]) -> String {
-    let host = binary("mc-host");
-    let guest = binary("mc-guest");
-    let out = Command::new(host)
-        .args([
-            "run",
-            "--nodes",
-            &nodes.to_string(),
-            "--timeout",
-            "240",
-            "--",
-        ])
-        .arg(guest)
-        .arg("csm")
-        .args(args)
-        .output()
-        .expect("run mc-host");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        out.status.success(),
-        "{args:?} on {nodes} nodes failed:\n{text}"
-    );
+    let guest: Vec<&str> = ["mc-guest", "csm"].iter().chain(args).copied().collect();
+    let (ok, text) = mc_host_run(nodes, 240, &[], &guest);
+    assert!(ok, "{args:?} on {nodes} nodes failed:\n{text}");
     for n in 0..nodes {
         assert!(
             text.contains(&format!("on node {n}\n"))

@@ -1,7 +1,6 @@
 //! Every fault kind, with a fixed seed, seen from guests on the real backend;
 //! and a Cashmere application that survives 1% corruption and a link flap.
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use firmware_model::abi::Status;
@@ -9,7 +8,7 @@ use firmware_model::{
     AdapterErrorStatus, ClusterConfig, FaultCommand, FaultScope, NodeId, PacketFault, PctEntry,
     Rate,
 };
-use integration::{binary, VirtualCluster};
+use integration::{mc_host_run, VirtualCluster};
 
 const PAGE: u64 = 8192;
 
@@ -142,28 +141,13 @@ fn cashmere_sor_survives_corruption_and_a_link_flap() {
         env!("CARGO_MANIFEST_DIR"),
         "/../examples/sor-fault-plan.toml"
     );
-    binary("mc-guest");
-    let out = Command::new(binary("mc-host"))
-        .args([
-            "run",
-            "--nodes",
-            "4",
-            "--stats",
-            "--timeout",
-            "300",
-            "--fault-plan",
-            plan,
-            "--",
-        ])
-        .args(["mc-guest", "--reliable", "csm", "sor"])
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+    let (ok, text) = mc_host_run(
+        4,
+        300,
+        &["--stats", "--fault-plan", plan],
+        &["mc-guest", "--reliable", "csm", "sor"],
     );
-    assert!(out.status.success(), "{text}");
+    assert!(ok, "{text}");
     for n in 0..4 {
         assert!(text.contains(&format!("[node{n}] csm sor")) && text.lines().any(|l| l.starts_with(&format!("[node{n}] csm sor")) && l.contains("verified")), "{text}");
     }
@@ -187,22 +171,17 @@ fn cashmere_stops_naming_a_crashed_node() {
         "seed = 1\n[[fault]]\nat = \"300ms\"\ndo = \"crash 2\"\n",
     )
     .unwrap();
-    binary("mc-guest");
     let start = Instant::now();
-    let out = Command::new(binary("mc-host"))
-        .args(["run", "--nodes", "3", "--timeout", "120", "--fault-plan"])
-        .arg(&plan)
-        .args([
-            "--", "mc-guest", "csm", "sor", "--size", "256", "--iters", "100000",
-        ])
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+    let plan = plan.to_str().expect("a UTF-8 temporary path");
+    let (ok, text) = mc_host_run(
+        3,
+        120,
+        &["--fault-plan", plan],
+        &[
+            "mc-guest", "csm", "sor", "--size", "256", "--iters", "100000",
+        ],
     );
-    assert!(!out.status.success(), "{text}");
+    assert!(!ok, "{text}");
     assert!(
         !text.contains("timed out"),
         "it hung until the timeout:\n{text}"

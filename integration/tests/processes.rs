@@ -3,29 +3,10 @@
 
 use std::process::Command;
 
-use integration::binary;
+use integration::{binary, mc_host_run};
 
 fn run(nodes: u32, args: &[&str]) -> (bool, String) {
-    let host = binary("mc-host");
-    binary("mc-guest");
-    let out = Command::new(host)
-        .args([
-            "run",
-            "--nodes",
-            &nodes.to_string(),
-            "--timeout",
-            "120",
-            "--",
-        ])
-        .args(args)
-        .output()
-        .expect("run mc-host");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
+    mc_host_run(nodes, 120, &[], args)
 }
 
 #[test]
