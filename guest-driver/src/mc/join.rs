@@ -49,7 +49,7 @@ use super::layout::{
     Layout, CONTROL_PAGES, JOIN_DONE, JOIN_MARK, JOIN_REQUEST, META_LOCK, SERVE_LOCK,
 };
 use super::lock::ClusterLock;
-use super::{wait_for, McError, McPort, MemoryChannel, ReceiveMemory, OP_TIMEOUT};
+use super::{wait_for, Inner, McError, McPort, MemoryChannel, ReceiveMemory, OP_TIMEOUT};
 
 /// Where this node stands with the cluster's coherent state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -555,11 +555,7 @@ impl Manager {
         let inner = &*mc.inner;
         let l = inner.layout;
         let ps = l.page_size as usize;
-        let win = Window {
-            control: &*inner.control,
-            arena: &*inner.arena,
-            split: CONTROL_PAGES as usize * ps,
-        };
+        let win = Window::of(inner);
         let len = l.resync_pages() as usize * ps;
         let base = l.page_addr(l.resync_first());
         let mut sent = vec![0u8; len];
@@ -626,14 +622,22 @@ fn status(mc: &MemoryChannel) -> Option<StatusPage> {
 }
 
 /// Control pages then arena, as one byte range.
-struct Window<'a> {
+pub(crate) struct Window<'a> {
     control: &'a dyn ReceiveMemory,
     arena: &'a dyn ReceiveMemory,
     split: usize,
 }
 
-impl Window<'_> {
-    fn read(&self, off: usize, buf: &mut [u8]) {
+impl<'a> Window<'a> {
+    pub(crate) fn of(inner: &'a Inner) -> Window<'a> {
+        Window {
+            control: &*inner.control,
+            arena: &*inner.arena,
+            split: CONTROL_PAGES as usize * inner.layout.page_size as usize,
+        }
+    }
+
+    pub(crate) fn read(&self, off: usize, buf: &mut [u8]) {
         let end = off + buf.len();
         if end <= self.split {
             self.control.read(off, buf);

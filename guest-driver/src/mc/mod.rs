@@ -557,12 +557,8 @@ impl MemoryChannel {
     /// the cluster is quiet).
     pub fn coherent_snapshot(&self) -> Vec<u8> {
         let l = self.inner.layout;
-        let ps = l.page_size as usize;
-        let split = CONTROL_PAGES as usize * ps;
-        let mut v = vec![0u8; l.resync_pages() as usize * ps];
-        let (c, a) = v.split_at_mut(split);
-        self.inner.control.read(0, c);
-        self.inner.arena.read(0, a);
+        let mut v = vec![0u8; l.resync_pages() as usize * l.page_size as usize];
+        join::Window::of(&self.inner).read(0, &mut v);
         v
     }
 
