@@ -8,10 +8,11 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand};
 use host::qemu::cluster::{self, StateDir, UpOptions};
-use host::qemu::image::{recorded_guest_binary, shell_join};
+use host::qemu::image::shell_join;
 use host::qemu::{build_image, find_qemu, CacheDir, GuestInputs};
 
 use crate::cluster_args::{parse_size, ClusterArgs};
+use crate::qemu_cmd::GuestImageArgs;
 use crate::CliError;
 
 #[derive(Args, Debug)]
@@ -45,16 +46,8 @@ pub struct UpArgs {
     /// Guest memory (shared memfd RAM), e.g. 256M.
     #[arg(long, default_value = "256M", value_parser = parse_size)]
     pub memory: u64,
-    /// QEMU binary to use (else MC_QEMU, PATH, the cached root).
-    #[arg(long)]
-    pub qemu: Option<PathBuf>,
-    /// Image directory [default: <cache>/image]; (re)built there if needed.
-    #[arg(long)]
-    pub image_dir: Option<PathBuf>,
-    /// Static mc-guest to put in the image [default: the one the image was
-    /// last built with].
-    #[arg(long)]
-    pub guest_binary: Option<PathBuf>,
+    #[command(flatten)]
+    pub image: GuestImageArgs,
     /// Seconds each guest may take to become ready.
     #[arg(long, default_value_t = 90)]
     pub ready_timeout: u64,
@@ -112,12 +105,8 @@ pub fn run(cmd: &ClusterCmd) -> Result<(), CliError> {
 fn up(st: &StateDir, a: &UpArgs) -> Result<(), CliError> {
     let cache = CacheDir::from_env().map_err(rt)?;
     // What is missing, before anything starts.
-    let qemu = find_qemu(a.qemu.as_deref(), &cache).map_err(rt)?;
-    let dir = a.image_dir.clone().unwrap_or_else(|| cache.image_dir());
-    let guest = a
-        .guest_binary
-        .clone()
-        .or_else(|| recorded_guest_binary(&dir));
+    let qemu = find_qemu(a.image.qemu.as_deref(), &cache).map_err(rt)?;
+    let (dir, guest) = a.image.dir_and_guest(&cache);
     let Some(guest) = guest else {
         return Err(CliError::Usage(format!(
             "no guest program: give --guest-binary with a static mc-guest (the image in {} \

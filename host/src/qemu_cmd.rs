@@ -28,9 +28,9 @@ pub struct CheckArgs {
     pub qemu: Option<PathBuf>,
 }
 
-/// `mc-host qemu-boot`
+/// Which QEMU, and the guest image to boot (`qemu-boot`, `cluster up`).
 #[derive(Args, Debug)]
-pub struct BootArgs {
+pub struct GuestImageArgs {
     /// QEMU binary to use (else MC_QEMU, PATH, the cached root).
     #[arg(long)]
     pub qemu: Option<PathBuf>,
@@ -42,6 +42,26 @@ pub struct BootArgs {
     /// image was last built with].
     #[arg(long)]
     pub guest_binary: Option<PathBuf>,
+}
+
+impl GuestImageArgs {
+    /// The image directory, and the guest program to build it with: the one
+    /// given, else the one the image there was last built with.
+    pub fn dir_and_guest(&self, cache: &CacheDir) -> (PathBuf, Option<PathBuf>) {
+        let dir = self.image_dir.clone().unwrap_or_else(|| cache.image_dir());
+        let guest = self
+            .guest_binary
+            .clone()
+            .or_else(|| recorded_guest_binary(&dir));
+        (dir, guest)
+    }
+}
+
+/// `mc-host qemu-boot`
+#[derive(Args, Debug)]
+pub struct BootArgs {
+    #[command(flatten)]
+    pub image: GuestImageArgs,
     /// Node id passed to the guest (mc.node=).
     #[arg(long, default_value_t = 0)]
     pub node: u32,
@@ -110,13 +130,9 @@ pub fn check(args: &CheckArgs) -> Result<(), QemuError> {
 
 pub fn qemu_boot(args: &BootArgs) -> Result<i32, QemuError> {
     let cache = CacheDir::from_env()?;
-    let dir = args.image_dir.clone().unwrap_or_else(|| cache.image_dir());
     // Rebuilt only if an input changed; without --guest-binary, with the one
     // the image was last built with.
-    let guest = args
-        .guest_binary
-        .clone()
-        .or_else(|| recorded_guest_binary(&dir));
+    let (dir, guest) = args.image.dir_and_guest(&cache);
     let img = build_image(&GuestInputs::from_cache(&cache, guest.as_deref())?, &dir)?;
     let command = if args.command.is_empty() {
         LIST_PCI.to_string()
@@ -138,7 +154,7 @@ pub fn qemu_boot(args: &BootArgs) -> Result<i32, QemuError> {
         .vhost_socket
         .clone()
         .map(|s| AdapterSpec::memory_channel(s, args.config_size));
-    let qemu = find_qemu(args.qemu.as_deref(), &cache)?;
+    let qemu = find_qemu(args.image.qemu.as_deref(), &cache)?;
     if args.dry_run {
         let a = qemu_args(&spec, spec.accel)?;
         let words: Vec<String> = a
