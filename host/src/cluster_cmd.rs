@@ -111,7 +111,7 @@ fn up(st: &StateDir, a: &UpArgs) -> Result<(), CliError> {
         return Err(CliError::Usage(format!(
             "no guest program: give --guest-binary with a static mc-guest (the image in {} \
              records none); build one with \
-             `RUSTFLAGS='-C target-feature=+crt-static' cargo build --release -p guest-driver \
+             `RUSTFLAGS='-C target-feature=+crt-static' cargo build --release -p mc-guest \
              --bin mc-guest --target x86_64-unknown-linux-gnu`",
             dir.display()
         )));

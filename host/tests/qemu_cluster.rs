@@ -58,7 +58,7 @@ fn static_mc_guest() -> PathBuf {
             "build",
             "--release",
             "-p",
-            "guest-driver",
+            "mc-guest",
             "--bin",
             "mc-guest",
             "--target",

@@ -11,9 +11,9 @@ use std::process::Command;
 use std::sync::Arc;
 
 use firmware_model::ClusterConfig;
-use guest_driver::mc::{AdapterPort, MemoryChannel, OpenOptions};
-use guest_driver::{Adapter, AdapterOptions, VhostUserOptions, VhostUserTransport};
+use mc_api::{AdapterPort, MemoryChannel, OpenOptions};
 use mc_device::{Cluster, ClusterOptions};
+use mc_driver::{Adapter, AdapterOptions, VhostUserOptions, VhostUserTransport};
 
 /// A running backend with a socket directory that lives as long as it does.
 pub struct VirtualCluster {
@@ -112,7 +112,7 @@ pub fn binary(name: &str) -> PathBuf {
     if !path.is_file() {
         let release = profile_dir.file_name().is_some_and(|p| p == "release");
         let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-        cmd.args(["build", "--bin", name])
+        cmd.args(["build", "--workspace", "--bin", name])
             .current_dir(env!("CARGO_MANIFEST_DIR"));
         if release {
             cmd.arg("--release");

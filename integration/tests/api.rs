@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use firmware_model::{ClusterConfig, FaultCommand, FaultScope, NodeId, PacketFault, Rate};
-use guest_driver::mc::{Barrier, McError, Permissions, Sharing};
 use integration::VirtualCluster;
+use mc_api::{Barrier, McError, Permissions, Sharing};
 
 const T: Duration = Duration::from_secs(30);
 

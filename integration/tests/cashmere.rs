@@ -3,10 +3,10 @@
 //! 2 and 4 nodes with 1 and 2 threads per node; plus protocol behaviour seen
 //! through the API (first-touch homes, Exclusive mode, release consistency).
 
+use cashmere::{Config, Csm, PageState};
 use firmware_model::ClusterConfig;
-use guest_driver::apps::csm::{self, App, Params};
-use guest_driver::cashmere::{Config, Csm, PageState};
 use integration::{mc_host_run, VirtualCluster};
+use mc_guest::csm::{self, App, Params};
 
 /// `mc-host run --nodes N -- mc-guest csm ARGS`; every node must report its
 /// verified values and its statistics.

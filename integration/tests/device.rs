@@ -218,12 +218,12 @@ fn mc1_timing_is_applied_when_throttled() {
     opts.throttle = true;
     let cluster = mc_device::Cluster::start(opts).unwrap();
     let connect = |n: u8| {
-        let t = guest_driver::VhostUserTransport::connect(
+        let t = mc_driver::VhostUserTransport::connect(
             cluster.socket_path(NodeId(n)).unwrap(),
             &Default::default(),
         )
         .unwrap();
-        guest_driver::Adapter::new(t, Default::default()).unwrap()
+        mc_driver::Adapter::new(t, Default::default()).unwrap()
     };
     let (mut g0, mut g1) = (connect(0), connect(1));
     g0.set_pct(0, 7, PctEntry::transmit_broadcast().to_bits(), &[])

@@ -204,7 +204,7 @@ fn cashmere_stops_naming_a_crashed_node() {
 /// either way the request goes out again.
 #[test]
 fn cashmere_page_fetches_survive_lost_and_corrupted_packets() {
-    use guest_driver::cashmere::{Config, Csm};
+    use cashmere::{Config, Csm};
     use std::sync::{Arc, Barrier};
     const PAGES: usize = 4;
     let vc = VirtualCluster::start(ClusterConfig {
@@ -311,7 +311,7 @@ fn assert_same_everywhere(snapshots: &[Vec<u8>]) {
 /// others again.
 #[test]
 fn a_rejoined_node_catches_up_with_the_coherent_state() {
-    use guest_driver::mc::{Barrier, Coherence, McError, Sharing};
+    use mc_api::{Barrier, Coherence, McError, Sharing};
     use std::sync::{Arc, Barrier as Sync};
 
     let _ = env_logger::builder().is_test(true).try_init();
@@ -395,7 +395,7 @@ fn a_rejoined_node_catches_up_with_the_coherent_state() {
 /// what node 0 and node 2 last wrote, and the same coherent state.
 #[test]
 fn a_node_catches_up_while_the_cluster_keeps_writing() {
-    use guest_driver::mc::{Barrier, Sharing};
+    use mc_api::{Barrier, Sharing};
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::{Arc, Barrier as Sync, Mutex};
 

@@ -13,6 +13,8 @@
 use std::sync::atomic::Ordering;
 use std::sync::MutexGuard;
 
+use mc_api::backoff::{Backoff, BackoffPolicy};
+
 use super::fault::Fault;
 use super::seams::Sharing;
 use super::stats::Stats;
@@ -229,7 +231,7 @@ impl Node {
             self.data.send_request(home, seq, p)?;
             st.stats.messages_sent += 1;
             let sent = std::time::Instant::now();
-            let mut spins = 0u32;
+            let mut backoff = Backoff::with_policy(WAIT_POLICY);
             loop {
                 if self.data.reply_seq() == seq {
                     // A null request's `buf` is empty: only the header is checked.
@@ -265,7 +267,7 @@ impl Node {
                     continue 'ask;
                 }
                 self.poll_others(st)?;
-                backoff(&mut spins);
+                backoff.snooze();
             }
         }
         if p != u32::MAX {
@@ -381,7 +383,7 @@ impl Node {
         }
         for (n, list) in notices.iter().enumerate() {
             let mut sent = 0;
-            let mut spins = 0u32;
+            let mut backoff = Backoff::with_policy(WAIT_POLICY);
             while sent < list.len() {
                 let k = self.meta.send_notices(n as u32, &list[sent..])?;
                 sent += k;
@@ -389,7 +391,7 @@ impl Node {
                 if k == 0 {
                     // The receiver's bin is full: keep answering while it drains.
                     self.poll_others(st)?;
-                    backoff(&mut spins);
+                    backoff.snooze();
                 }
             }
         }
@@ -471,14 +473,10 @@ impl Node {
     }
 }
 
-/// Spin, then yield, then sleep briefly: the cores are shared.
-pub(crate) fn backoff(spins: &mut u32) {
-    *spins += 1;
-    if *spins < 64 {
-        std::hint::spin_loop();
-    } else if *spins < 2_000 {
-        std::thread::yield_now();
-    } else {
-        std::thread::sleep(std::time::Duration::from_micros(20));
-    }
-}
+/// How the protocol waits for other nodes: a short spin, then yielding, then
+/// short sleeps.
+pub(crate) const WAIT_POLICY: BackoffPolicy = BackoffPolicy {
+    spins: 64,
+    yields: 1_936,
+    max_sleep: std::time::Duration::from_micros(20),
+};

@@ -6,9 +6,9 @@ use firmware_model::abi::{EventRecord, Registers, Status, StatusPage, TxCompleti
 use firmware_model::PctEntry;
 
 use super::{McError, McPort, ReceiveMemory};
-use crate::adapter::{Adapter, RxRegion as Frames, StatusView};
-use crate::error::Error;
-use crate::transport::Transport;
+use mc_driver::adapter::{Adapter, RxRegion as Frames, StatusView};
+use mc_driver::error::Error;
+use mc_driver::transport::Transport;
 
 impl From<Error> for McError {
     fn from(e: Error) -> McError {

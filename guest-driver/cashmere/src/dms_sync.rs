@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use crate::mc::{wait_for, LockSet, MemoryChannel, RxRegion, Sharing as McSharing, TxRegion};
+use mc_api::{wait_for, LockSet, MemoryChannel, RxRegion, Sharing as McSharing, TxRegion};
 
 use super::layout::{CsmLayout, KEY_LOCKS, KEY_SYNC};
 use super::seams::Synchronization;

@@ -5,7 +5,7 @@
 //! sequential run, bit for bit (the same operations in the same order).
 //! Each row starts on a page of its own, so a row's page has one writer.
 
-use crate::cashmere::{Csm, CsmError, Shared};
+use cashmere::{Csm, CsmError, Shared};
 
 pub struct Data {
     a: Shared<f64>,

@@ -31,14 +31,15 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use crate::mc::{McError, MemoryChannel};
+use mc_api::{McError, MemoryChannel};
 
 pub use layout::CsmLayout;
 pub use protocol::PageState;
 pub use stats::Stats;
 
 use fault::FaultQueue;
-use protocol::{backoff, State};
+use mc_api::backoff::Backoff;
+use protocol::{State, WAIT_POLICY};
 use seams::{DataPropagation, Metadata, Synchronization};
 use vm::HeapMemory;
 
@@ -443,7 +444,7 @@ impl Csm {
 
     /// Wait until `flag` is set, then acquire; returns its value.
     pub fn flag_wait(&self, flag: u32) -> Result<u64, CsmError> {
-        let mut spins = 0;
+        let mut backoff = Backoff::with_policy(WAIT_POLICY);
         let v = loop {
             let v = self.node.sync.flag_get(flag)?;
             if v != 0 {
@@ -455,7 +456,7 @@ impl Csm {
                     "node {n} failed or left the cluster"
                 )));
             }
-            backoff(&mut spins);
+            backoff.snooze();
         };
         let mut st = self.node.lock_state();
         st.stats.flag_waits += 1;
@@ -567,7 +568,7 @@ fn report_failure(node: &Node, e: &CsmError) {
 /// handler, answer page requests, drain write notices.
 fn protocol_thread(node: &Node) {
     let mut faults = Vec::new();
-    let mut spins = 0u32;
+    let mut backoff = Backoff::with_policy(WAIT_POLICY);
     while !node.stop.load(Ordering::Acquire) {
         faults.clear();
         node.faults.pending(&mut faults);
@@ -609,9 +610,9 @@ fn protocol_thread(node: &Node) {
             return;
         }
         if busy {
-            spins = 0;
+            backoff.restart();
         } else {
-            backoff(&mut spins);
+            backoff.snooze();
         }
     }
 }

@@ -2,7 +2,7 @@
 //! small array partitioned by thread; every thread works on every partition
 //! and every element is checked at each step.
 
-use crate::cashmere::{Csm, CsmError, Shared};
+use cashmere::{Csm, CsmError, Shared};
 
 pub struct Data {
     a: Shared<u32>,

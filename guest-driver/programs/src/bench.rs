@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::mc::{Barrier, McError, MemoryChannel, Sharing};
+use mc_api::{Barrier, McError, MemoryChannel, Sharing};
 
 const T: Duration = Duration::from_secs(120);
 const KEY_BARRIER: u32 = 0xbe4c_0001;

@@ -3,7 +3,7 @@
 //! compared element by element with a sequential run: red-black order makes
 //! it bit-for-bit the same.
 
-use crate::cashmere::{Csm, CsmError, Shared};
+use cashmere::{Csm, CsmError, Shared};
 
 pub struct Data {
     g: Shared<f64>,

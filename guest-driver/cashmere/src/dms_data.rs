@@ -3,7 +3,7 @@
 //! receive mapping of that region. Diffs are remote writes into it; a page
 //! fetch is a request word and a reply buffer in a message region, polled.
 
-use crate::mc::{MemoryChannel, RxRegion, Sharing as McSharing, TxRegion};
+use mc_api::{MemoryChannel, RxRegion, Sharing as McSharing, TxRegion};
 
 use super::layout::{CsmLayout, KEY_HEAP, KEY_MSG};
 use super::seams::DataPropagation;

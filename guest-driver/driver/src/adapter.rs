@@ -14,7 +14,7 @@
 //! busy); the control and event queues, which the device serves on kicks
 //! (section 14) and which are off the fast path, are kicked on every post.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use firmware_model::abi::{
     self, CtrlRequest, CtrlResponse, EventRecord, Registers, Status, StatusPage, TxCompletion,
@@ -23,6 +23,7 @@ use firmware_model::abi::{
 };
 use log::{debug, trace, warn};
 
+use crate::backoff::{poll_until_with, BackoffPolicy};
 use crate::dma::{DmaAllocator, DmaRegion};
 use crate::error::{Error, Result};
 use crate::transport::Transport;
@@ -127,26 +128,10 @@ impl RxRegion {
     /// Poll until the bytes at `offset` equal `expected`, for at most `timeout`.
     pub fn wait_for(&self, offset: usize, expected: &[u8], timeout: Duration) -> Result<()> {
         let mut buf = vec![0u8; expected.len()];
-        let start = Instant::now();
-        let mut spins = 0u32;
-        loop {
+        wait(BackoffPolicy::DEFAULT.spins, timeout, "receive", || {
             self.region.read(offset, &mut buf)?;
-            if buf == expected {
-                return Ok(());
-            }
-            if start.elapsed() > timeout {
-                return Err(Error::Timeout {
-                    what: "receive",
-                    after: timeout,
-                });
-            }
-            spins += 1;
-            if spins < 1000 {
-                std::hint::spin_loop();
-            } else {
-                std::thread::yield_now();
-            }
-        }
+            Ok((buf == expected).then_some(()))
+        })
     }
 
     /// Zero the whole region (the adapter never does: it only writes data).
@@ -186,29 +171,26 @@ impl StatusView {
     /// The whole page, consistent: re-read while the device updated it meanwhile.
     pub fn read(&self) -> Result<StatusPage> {
         let mut buf = [0u8; STATUS_PAGE_SIZE];
-        let start = std::time::Instant::now();
-        let mut tries = 0u32;
-        loop {
-            // A sequence lock: odd while the device is writing the page.
-            let before = self.updates()?;
-            if before % 2 == 0 {
+        // A sequence lock: odd while the device is writing the page. The
+        // device's writer may be preempted half-way through an update (cores
+        // are shared), so a reader backs off rather than giving up at once.
+        let whole = poll_until_with(
+            BackoffPolicy::DEFAULT,
+            STATUS_READ_GIVE_UP,
+            || -> Result<_> {
+                let before = self.updates()?;
+                if before % 2 != 0 {
+                    return Ok(None);
+                }
                 self.region.read(0, &mut buf)?;
                 std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
-                if self.updates()? == before {
-                    return StatusPage::from_bytes(&buf).ok_or(Error::StatusPageNotReady);
-                }
-            }
-            // The device's writer may have been preempted half-way through
-            // an update (cores are shared): spin a little, then yield to it.
-            tries = tries.saturating_add(1);
-            if tries < 64 {
-                std::hint::spin_loop();
-            } else if start.elapsed() > STATUS_READ_GIVE_UP {
-                // Never whole for this long: the device is not updating it sanely.
-                return Err(Error::StatusPageNotReady);
-            } else {
-                std::thread::yield_now();
-            }
+                Ok((self.updates()? == before).then_some(()))
+            },
+        )?;
+        match whole {
+            Some(()) => StatusPage::from_bytes(&buf).ok_or(Error::StatusPageNotReady),
+            // Never whole for this long: the device is not updating it sanely.
+            None => Err(Error::StatusPageNotReady),
         }
     }
 }
@@ -248,33 +230,22 @@ impl<T: Transport> std::fmt::Debug for Adapter<T> {
     }
 }
 
-/// Poll `f` until it yields a value: `spin` busy polls, then yielding between
-/// polls, until `timeout`.
+/// Poll `f` until it yields a value: `spin` busy polls, then the common
+/// backoff, until `timeout`.
 fn wait<R>(
     spin: u32,
     timeout: Duration,
     what: &'static str,
-    mut f: impl FnMut() -> Result<Option<R>>,
+    f: impl FnMut() -> Result<Option<R>>,
 ) -> Result<R> {
-    for _ in 0..spin {
-        if let Some(r) = f()? {
-            return Ok(r);
-        }
-        std::hint::spin_loop();
-    }
-    let start = Instant::now();
-    loop {
-        if let Some(r) = f()? {
-            return Ok(r);
-        }
-        if start.elapsed() > timeout {
-            return Err(Error::Timeout {
-                what,
-                after: timeout,
-            });
-        }
-        std::thread::yield_now();
-    }
+    let policy = BackoffPolicy {
+        spins: spin,
+        ..BackoffPolicy::DEFAULT
+    };
+    poll_until_with(policy, timeout, f)?.ok_or(Error::Timeout {
+        what,
+        after: timeout,
+    })
 }
 
 impl<T: Transport> Adapter<T> {
@@ -823,6 +794,7 @@ mod tests {
     use firmware_model::abi::{TxRecordHeader, TX_RECORD_HEADER_SIZE};
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     use std::sync::{Arc, Mutex};
+    use std::time::Instant;
 
     type Rings = Arc<Mutex<Vec<Option<(RingLayout, u16)>>>>;
 

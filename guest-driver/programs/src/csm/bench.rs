@@ -3,8 +3,8 @@
 
 use std::time::Instant;
 
-use crate::cashmere::{Config, Csm, CsmError};
-use crate::mc::MemoryChannel;
+use cashmere::{Config, Csm, CsmError};
+use mc_api::MemoryChannel;
 
 /// (name, paper microseconds, measured microseconds).
 pub type Row = (&'static str, &'static str, f64, f64);
@@ -36,7 +36,7 @@ pub fn run(mc: &MemoryChannel, iters: u32) -> Result<Vec<Row>, CsmError> {
     };
     let csm = Csm::start(mc, &cfg)?;
     let me = csm.node_id();
-    let page: crate::cashmere::Shared<u32> = csm.alloc(4 * 2048, true)?;
+    let page: cashmere::Shared<u32> = csm.alloc(4 * 2048, true)?;
     // Node 1 touches page 0 first: it is the home; node 0 is a remote sharer.
     if me == 1 {
         for i in 0..2048 {

@@ -11,12 +11,12 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use firmware_model::abi::{self, features};
 use firmware_model::{AdapterErrorStatus, NodeSet};
-use guest_driver::apps::{bench, csm, selftest};
-use guest_driver::mc::{AdapterPort, MemoryChannel, OpenOptions};
-use guest_driver::{
+use mc_api::{AdapterPort, MemoryChannel, OpenOptions};
+use mc_driver::{
     Adapter, AdapterOptions, PciOptions, PciTransport, Transport, VhostUserOptions,
     VhostUserTransport,
 };
+use mc_guest::{bench, csm, selftest};
 
 #[derive(Parser, Debug)]
 #[command(

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::mc::{Barrier, McError, MemoryChannel, Sharing};
+use mc_api::{Barrier, McError, MemoryChannel, Sharing};
 
 const T: Duration = Duration::from_secs(60);
 const KEY_BARRIER: u32 = 0x5e1f_0001;

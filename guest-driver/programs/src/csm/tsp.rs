@@ -3,7 +3,7 @@
 //! is kept under lock 1 and bounds the search. The optimum is compared with
 //! a sequential branch and bound, and the tour found is checked.
 
-use crate::cashmere::{Csm, CsmError, Shared};
+use cashmere::{Csm, CsmError, Shared};
 
 pub struct Data {
     dist: Shared<u32>,

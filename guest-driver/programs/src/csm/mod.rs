@@ -8,8 +8,8 @@ pub mod sor;
 pub mod tsp;
 pub mod wtest;
 
-use crate::cashmere::{Config, Csm, CsmError, Stats};
-use crate::mc::MemoryChannel;
+use cashmere::{Config, Csm, CsmError, Stats};
+use mc_api::MemoryChannel;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum App {

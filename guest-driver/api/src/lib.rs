@@ -38,11 +38,14 @@ use std::time::{Duration, Instant};
 use firmware_model::abi::{event_type, EventRecord, Registers, Status};
 use firmware_model::{AdapterErrorStatus, NodeId, PctEntry};
 use log::{debug, info};
+use mc_driver::backoff::poll_until;
 
 pub use adapter_port::AdapterPort;
 pub use barrier::Barrier;
 pub use join::{Coherence, Resync};
 pub use lock::LockSet;
+/// The one way the guest side waits (re-exported for the layers above).
+pub use mc_driver::backoff;
 pub use port::{McPort, ReceiveMemory};
 pub use region::{RxRegion, TxRegion};
 
@@ -210,32 +213,14 @@ pub struct MemoryChannel {
     inner: Arc<Inner>,
 }
 
-/// Spin briefly, then yield: the device or another node is about to write.
-pub(crate) fn wait_for<T>(
+/// Wait (the common backoff) until `f` yields a value: the device or another
+/// node is about to write. `what` names it in the timeout error.
+pub fn wait_for<T>(
     what: &str,
     timeout: Duration,
-    mut f: impl FnMut() -> Option<T>,
+    f: impl FnMut() -> Option<T>,
 ) -> Result<T, McError> {
-    let start = Instant::now();
-    let mut spins = 0u32;
-    loop {
-        if let Some(v) = f() {
-            return Ok(v);
-        }
-        spins = spins.wrapping_add(1);
-        if spins < 200 {
-            std::hint::spin_loop();
-        } else {
-            if start.elapsed() > timeout {
-                return Err(McError::Timeout(timeout, what.to_string()));
-            }
-            if spins < 20_000 {
-                std::thread::yield_now();
-            } else {
-                std::thread::sleep(Duration::from_micros(50));
-            }
-        }
-    }
+    poll_until(timeout, f).ok_or_else(|| McError::Timeout(timeout, what.to_string()))
 }
 
 /// Bytes per checked piece of a reliable store.

@@ -7,7 +7,7 @@
 
 use std::sync::Mutex;
 
-use crate::mc::{LockSet, MemoryChannel, RxRegion, Sharing as McSharing, TxRegion};
+use mc_api::{LockSet, MemoryChannel, RxRegion, Sharing as McSharing, TxRegion};
 
 use super::layout::{CsmLayout, EXCLUSIVE, KEY_DIR, KEY_DIRLOCK, KEY_WN};
 use super::seams::{Metadata, Sharing};

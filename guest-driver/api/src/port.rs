@@ -2,7 +2,7 @@
 //!
 //! The API (regions, spinlocks, error counts) is written against this seam so it
 //! runs unchanged over every transport: the virtual guest (vhost-user) and PCI
-//! inside a Linux guest. `crate::adapter::Adapter` implements it.
+//! inside a Linux guest. `mc_driver::adapter::Adapter` implements it.
 
 use firmware_model::abi::{EventRecord, Registers, StatusPage};
 use firmware_model::PctEntry;

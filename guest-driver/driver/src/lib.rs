@@ -1,6 +1,7 @@
 //! What runs in a guest: the driver of the Memory Channel adapter.
 //!
 //! Layers, bottom up:
+//! - [`backoff`]: the one way the guest side waits (spin, yield, sleep);
 //! - [`dma`]: memory shared with the device (bounds-checked, volatile/atomic),
 //!   and an allocator for rings, buffers and frames;
 //! - [`virtqueue`]: the driver side of a split virtqueue;
@@ -14,11 +15,9 @@
 //! describes it.
 
 pub mod adapter;
-pub mod apps;
-pub mod cashmere;
+pub mod backoff;
 pub mod dma;
 pub mod error;
-pub mod mc;
 pub mod transport;
 pub mod tx;
 pub mod virtqueue;

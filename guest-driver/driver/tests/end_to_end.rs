@@ -5,8 +5,8 @@ use std::time::{Duration, Instant};
 
 use firmware_model::abi::{event_type, link, CtrlRequest, Status};
 use firmware_model::{ClusterConfig, NodeId, PctEntry};
-use guest_driver::{Adapter, AdapterOptions, VhostUserOptions, VhostUserTransport};
 use mc_device::{Cluster, ClusterOptions};
+use mc_driver::{Adapter, AdapterOptions, VhostUserOptions, VhostUserTransport};
 
 const PAGE: u64 = 8192;
 const TIMEOUT: Duration = Duration::from_secs(10);
