@@ -79,7 +79,7 @@ pub struct Membership {
 }
 
 #[derive(Clone, Debug)]
-struct Adapter {
+struct AdapterState {
     pct: PageControlTable,
     status: AdapterErrorStatus,
     counters: NodeCounters,
@@ -96,7 +96,7 @@ pub struct ScheduledFault {
 #[derive(Clone, Debug)]
 pub struct Hub {
     config: ClusterConfig,
-    adapters: Vec<Adapter>,
+    adapters: Vec<AdapterState>,
     clock: LinkClock,
     faults: PacketFaults,
     schedule: Vec<ScheduledFault>,
@@ -111,7 +111,7 @@ impl Hub {
         config.validate()?;
         let pages = config.page_count();
         let adapters = (0..config.nodes)
-            .map(|n| Adapter {
+            .map(|n| AdapterState {
                 pct: PageControlTable::new(NodeId(n), config.nodes, pages),
                 status: AdapterErrorStatus {
                     online: true,

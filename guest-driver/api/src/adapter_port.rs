@@ -6,7 +6,7 @@ use firmware_model::abi::{EventRecord, Registers, Status, StatusPage, TxCompleti
 use firmware_model::PctEntry;
 
 use super::{McError, McPort, ReceiveMemory};
-use mc_driver::adapter::{Adapter, RxRegion as Frames, StatusView};
+use mc_driver::adapter::{Adapter, ReceiveFrames, StatusView};
 use mc_driver::error::Error;
 use mc_driver::transport::Transport;
 
@@ -22,9 +22,9 @@ impl From<Error> for McError {
     }
 }
 
-impl ReceiveMemory for Frames {
+impl ReceiveMemory for ReceiveFrames {
     fn frames(&self) -> Vec<u64> {
-        Frames::frames(self)
+        ReceiveFrames::frames(self)
     }
 
     fn read(&self, offset: usize, buf: &mut [u8]) {

@@ -51,7 +51,7 @@ pub use region::{RxRegion, TxRegion};
 
 use layout::{Layout, ARENA_PAGE, CONTROL_PAGES, HELLO, LOCKSET_TOGGLE, META_LOCK, REGION_TOGGLE};
 pub use table::Permissions;
-use table::{first_fit, Entry, LockSetEntry, RegionEntry, Table};
+use table::{first_fit, LockSetEntry, RegionEntry, Table, TableEntry};
 
 /// Errors of the Memory Channel API.
 #[derive(Debug, thiserror::Error)]
@@ -565,7 +565,11 @@ impl MemoryChannel {
 
     // ---- tables -------------------------------------------------------
 
-    fn read_table<E: Entry>(&self, toggle: usize, page: u32) -> Result<(u64, Table<E>), McError> {
+    fn read_table<E: TableEntry>(
+        &self,
+        toggle: usize,
+        page: u32,
+    ) -> Result<(u64, Table<E>), McError> {
         // A node catching up after a rejoin has stale tables.
         self.inner.join.gate(OP_TIMEOUT)?;
         let ps = self.inner.layout.page_size as usize;
@@ -588,7 +592,7 @@ impl MemoryChannel {
 
     /// Write a new copy into the slot the toggle does not name, then flip the
     /// toggle; total order makes the copy visible everywhere before the toggle.
-    fn write_table<E: Entry>(
+    fn write_table<E: TableEntry>(
         &self,
         toggle: usize,
         page: u32,
@@ -620,7 +624,7 @@ impl MemoryChannel {
         self.with_table(LOCKSET_TOGGLE, layout::LOCKSET_TABLE_PAGE, f)
     }
 
-    fn with_table<E: Entry, T>(
+    fn with_table<E: TableEntry, T>(
         &self,
         toggle: usize,
         page: u32,

@@ -75,7 +75,7 @@ pub struct LockSetEntry {
 }
 
 /// Fixed-size encoding of a table entry.
-pub trait Entry: Sized + Copy {
+pub trait TableEntry: Sized + Copy {
     const SIZE: usize;
     fn encode(&self, b: &mut [u8]);
     fn decode(b: &[u8]) -> Option<Self>;
@@ -105,7 +105,7 @@ fn unopt(v: u32) -> Option<u8> {
     (v != NONE).then_some(v as u8)
 }
 
-impl Entry for RegionEntry {
+impl TableEntry for RegionEntry {
     const SIZE: usize = 64;
     fn encode(&self, b: &mut [u8]) {
         put(b, 0, &self.key.to_le_bytes());
@@ -145,7 +145,7 @@ impl Entry for RegionEntry {
     }
 }
 
-impl Entry for LockSetEntry {
+impl TableEntry for LockSetEntry {
     const SIZE: usize = 32;
     fn encode(&self, b: &mut [u8]) {
         put(b, 0, &self.key.to_le_bytes());
@@ -180,7 +180,7 @@ pub struct Table<E> {
     pub entries: Vec<E>,
 }
 
-impl<E: Entry> Table<E> {
+impl<E: TableEntry> Table<E> {
     pub fn empty() -> Self {
         Table {
             next_id: 1,

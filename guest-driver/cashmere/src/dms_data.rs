@@ -3,11 +3,11 @@
 //! receive mapping of that region. Diffs are remote writes into it; a page
 //! fetch is a request word and a reply buffer in a message region, polled.
 
-use mc_api::{MemoryChannel, RxRegion, Sharing as McSharing, TxRegion};
+use mc_api::{MemoryChannel, RxRegion, Sharing, TxRegion};
 
 use super::layout::{CsmLayout, KEY_HEAP, KEY_MSG};
 use super::seams::DataPropagation;
-use super::twin::Run;
+use super::twin::DiffRun;
 use super::CsmError;
 
 pub struct DmsData {
@@ -26,10 +26,10 @@ impl DmsData {
         Ok(DmsData {
             l,
             me: mc.node_id().index() as u32,
-            heap_tx: mc.attach_transmit(heap, McSharing::Shared, true)?,
-            heap_rx: mc.attach_receive(heap, McSharing::Shared, false)?,
-            msg_tx: mc.attach_transmit(msg, McSharing::Shared, true)?,
-            msg_rx: mc.attach_receive(msg, McSharing::Shared, false)?,
+            heap_tx: mc.attach_transmit(heap, Sharing::Shared, true)?,
+            heap_rx: mc.attach_receive(heap, Sharing::Shared, false)?,
+            msg_tx: mc.attach_transmit(msg, Sharing::Shared, true)?,
+            msg_rx: mc.attach_receive(msg, Sharing::Shared, false)?,
         })
     }
 
@@ -39,7 +39,7 @@ impl DmsData {
 }
 
 impl DataPropagation for DmsData {
-    fn write_diff(&self, _home: u32, page: u32, runs: &[Run]) -> Result<usize, CsmError> {
+    fn write_diff(&self, _home: u32, page: u32, runs: &[DiffRun]) -> Result<usize, CsmError> {
         let base = self.page_off(page);
         let recs: Vec<(usize, &[u8])> = runs.iter().map(|(o, b)| (base + o, &b[..])).collect();
         self.heap_tx.write_many(&recs)?;

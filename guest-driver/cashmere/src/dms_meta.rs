@@ -7,10 +7,10 @@
 
 use std::sync::Mutex;
 
-use mc_api::{LockSet, MemoryChannel, RxRegion, Sharing as McSharing, TxRegion};
+use mc_api::{LockSet, MemoryChannel, RxRegion, Sharing, TxRegion};
 
 use super::layout::{CsmLayout, EXCLUSIVE, KEY_DIR, KEY_DIRLOCK, KEY_WN};
-use super::seams::{Metadata, Sharing};
+use super::seams::{DirectoryState, Metadata};
 use super::CsmError;
 
 pub struct DmsMeta {
@@ -31,8 +31,8 @@ impl DmsMeta {
         let dir = mc.region_alloc(KEY_DIR, l.dir_bytes(), true)?;
         let wn = mc.region_alloc(KEY_WN, l.wn_bytes(), true)?;
         let me = mc.node_id().index() as u32;
-        let dir_rx = mc.attach_receive(dir, McSharing::Shared, false)?;
-        let wn_rx = mc.attach_receive(wn, McSharing::Shared, false)?;
+        let dir_rx = mc.attach_receive(dir, Sharing::Shared, false)?;
+        let wn_rx = mc.attach_receive(wn, Sharing::Shared, false)?;
         // Resume the bin indices where the region says they are.
         let n = l.nodes;
         let send = (0..n)
@@ -44,9 +44,9 @@ impl DmsMeta {
         Ok(DmsMeta {
             l,
             me,
-            dir_tx: mc.attach_transmit(dir, McSharing::Shared, true)?,
+            dir_tx: mc.attach_transmit(dir, Sharing::Shared, true)?,
             dir_rx,
-            wn_tx: mc.attach_transmit(wn, McSharing::Shared, true)?,
+            wn_tx: mc.attach_transmit(wn, Sharing::Shared, true)?,
             wn_rx,
             dir_lock: mc.lock_alloc(KEY_DIRLOCK, 1, false, false)?,
             idx: Mutex::new((send, recv)),
@@ -90,15 +90,15 @@ impl Metadata for DmsMeta {
         Ok(())
     }
 
-    fn state_of(&self, page: u32, node: u32) -> Sharing {
-        Sharing::from_word(
+    fn state_of(&self, page: u32, node: u32) -> DirectoryState {
+        DirectoryState::from_word(
             self.dir_rx
                 .load_u32(self.l.dir_node(page, node))
                 .unwrap_or(0),
         )
     }
 
-    fn set_state(&self, page: u32, state: Sharing) -> Result<(), CsmError> {
+    fn set_state(&self, page: u32, state: DirectoryState) -> Result<(), CsmError> {
         if self.state_of(page, self.me) != state {
             self.dir_tx
                 .write_u32(self.l.dir_node(page, self.me), state as u32)?;

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use mc_api::{wait_for, LockSet, MemoryChannel, RxRegion, Sharing as McSharing, TxRegion};
+use mc_api::{wait_for, LockSet, MemoryChannel, RxRegion, Sharing, TxRegion};
 
 use super::layout::{CsmLayout, KEY_LOCKS, KEY_SYNC};
 use super::seams::Synchronization;
@@ -42,8 +42,8 @@ impl DmsSync {
                 (1u64 << l.nodes) - 1
             },
             locks: mc.lock_alloc(KEY_LOCKS, locks.max(1), false, false)?,
-            tx: mc.attach_transmit(id, McSharing::Shared, true)?,
-            rx: mc.attach_receive(id, McSharing::Shared, false)?,
+            tx: mc.attach_transmit(id, Sharing::Shared, true)?,
+            rx: mc.attach_receive(id, Sharing::Shared, false)?,
         })
     }
 }

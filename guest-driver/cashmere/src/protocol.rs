@@ -16,7 +16,7 @@ use std::sync::MutexGuard;
 use mc_api::backoff::{Backoff, BackoffPolicy};
 
 use super::fault::Fault;
-use super::seams::Sharing;
+use super::seams::DirectoryState;
 use super::stats::Stats;
 use super::twin::{self, diff, TwinPool};
 use super::vm::Prot;
@@ -81,7 +81,7 @@ impl State {
     }
 }
 
-pub type Guard<'a> = MutexGuard<'a, State>;
+pub type StateGuard<'a> = MutexGuard<'a, State>;
 
 /// How long a page request waits for its reply before asking again. A reply
 /// normally takes tens of microseconds; this is long enough that a home busy
@@ -149,7 +149,7 @@ impl Node {
         // before the diff those notices announce arrived.
         let stamp = st.clock;
         st.clock += 1;
-        self.meta.set_state(p, Sharing::Read)?;
+        self.meta.set_state(p, DirectoryState::Read)?;
         let buf = self.home_copy(st, p)?;
         self.heap.write_bytes(p as usize * self.ps(), &buf);
         st.pages[p as usize].fetched_at = stamp;
@@ -163,8 +163,8 @@ impl Node {
         let home = self.home_of(st, p)?;
         let alone = (0..self.nodes)
             .filter(|&n| n != self.me)
-            .all(|n| self.meta.state_of(p, n) == Sharing::Invalid);
-        self.meta.set_state(p, Sharing::ReadWrite)?;
+            .all(|n| self.meta.state_of(p, n) == DirectoryState::Invalid);
+        self.meta.set_state(p, DirectoryState::ReadWrite)?;
         if home == self.me && alone && self.exclusive_mode {
             // In Read state every local write has been flushed, so the master
             // copy holds all the working copy does, and maybe diffs that a
@@ -320,7 +320,7 @@ impl Node {
         self.heap.read_bytes(p as usize * self.ps(), &mut buf);
         self.data.write_page(p, &buf)?;
         self.meta.set_exclusive(p, self.me, false)?;
-        self.meta.set_state(p, Sharing::Read)?;
+        self.meta.set_state(p, DirectoryState::Read)?;
         st.pages[p as usize].state = PageState::Read;
         st.stats.exclusive_exits += 1;
         Ok(())
@@ -372,11 +372,11 @@ impl Node {
                 self.set_prot(p, Prot::Read)?;
                 self.flush(st, p)?;
                 st.pages[p as usize].state = PageState::Read;
-                self.meta.set_state(p, Sharing::Read)?;
+                self.meta.set_state(p, DirectoryState::Read)?;
             }
             st.pages[p as usize].dirty = false;
             for n in 0..self.nodes {
-                if n != self.me && self.meta.state_of(p, n) != Sharing::Invalid {
+                if n != self.me && self.meta.state_of(p, n) != DirectoryState::Invalid {
                     notices[n as usize].push(p);
                 }
             }
@@ -427,7 +427,7 @@ impl Node {
             self.set_prot(p, Prot::None)?;
             self.flush(st, p)?;
             st.pages[p as usize].state = PageState::Invalid;
-            self.meta.set_state(p, Sharing::Invalid)?;
+            self.meta.set_state(p, DirectoryState::Invalid)?;
             st.stats.invalidations += 1;
         }
         Ok(())
@@ -468,7 +468,7 @@ impl Node {
         Ok(())
     }
 
-    pub(crate) fn lock_state(&self) -> Guard<'_> {
+    pub(crate) fn lock_state(&self) -> StateGuard<'_> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 }

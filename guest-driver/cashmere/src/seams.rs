@@ -5,24 +5,24 @@
 //! Channel remote writes, broadcast and total order. CSM-MS or CSM-S would
 //! implement `DataPropagation` / `Metadata` with explicit messages instead.
 
-use super::twin::Run;
+use super::twin::DiffRun;
 use super::CsmError;
 
 /// Sharing state of a page on one node, as the global directory records it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 #[repr(u32)]
-pub enum Sharing {
+pub enum DirectoryState {
     Invalid = 0,
     Read = 1,
     ReadWrite = 2,
 }
 
-impl Sharing {
-    pub fn from_word(w: u32) -> Sharing {
+impl DirectoryState {
+    pub fn from_word(w: u32) -> DirectoryState {
         match w & 3 {
-            1 => Sharing::Read,
-            2 => Sharing::ReadWrite,
-            _ => Sharing::Invalid,
+            1 => DirectoryState::Read,
+            2 => DirectoryState::ReadWrite,
+            _ => DirectoryState::Invalid,
         }
     }
 }
@@ -31,7 +31,7 @@ impl Sharing {
 pub trait DataPropagation: Send + Sync {
     /// Apply a diff of `page` to the master copy at `home`; returns the bytes
     /// sent.
-    fn write_diff(&self, home: u32, page: u32, runs: &[Run]) -> Result<usize, CsmError>;
+    fn write_diff(&self, home: u32, page: u32, runs: &[DiffRun]) -> Result<usize, CsmError>;
     /// Overwrite the master copy of a page this node is home of.
     fn write_page(&self, page: u32, data: &[u8]) -> Result<(), CsmError>;
     /// Read the master copy of a page (meaningful at its home).
@@ -62,9 +62,9 @@ pub trait Metadata: Send + Sync {
     fn exclusive(&self, page: u32) -> bool;
     /// Only the home calls this (it owns the page's shared word).
     fn set_exclusive(&self, page: u32, home: u32, on: bool) -> Result<(), CsmError>;
-    fn state_of(&self, page: u32, node: u32) -> Sharing;
+    fn state_of(&self, page: u32, node: u32) -> DirectoryState;
     /// This node's own word of the page's entry.
-    fn set_state(&self, page: u32, state: Sharing) -> Result<(), CsmError>;
+    fn set_state(&self, page: u32, state: DirectoryState) -> Result<(), CsmError>;
     /// Deliver as many of `pages` to node `to` as its bin has room for;
     /// returns how many went.
     fn send_notices(&self, to: u32, pages: &[u32]) -> Result<usize, CsmError>;

@@ -25,11 +25,11 @@ impl TwinPool {
 }
 
 /// A run of changed words: (byte offset in the page, the new bytes).
-pub type Run = (usize, Vec<u8>);
+pub type DiffRun = (usize, Vec<u8>);
 
 /// Compare `current` with `twin`; return the runs of changed words and update
 /// the twin to `current`, so the same change is never sent twice.
-pub fn diff(current: &[u32], twin: &mut [u32]) -> Vec<Run> {
+pub fn diff(current: &[u32], twin: &mut [u32]) -> Vec<DiffRun> {
     assert_eq!(current.len(), twin.len());
     let mut runs = Vec::new();
     let mut i = 0;

@@ -82,12 +82,12 @@ const TX_SENTINEL: TxCompletion = TxCompletion {
 /// frames in DMA memory, which the adapter fills by DMA. Cheap to clone; may
 /// be read from any thread.
 #[derive(Clone, Debug)]
-pub struct RxRegion {
+pub struct ReceiveFrames {
     region: DmaRegion,
     page_size: u32,
 }
 
-impl RxRegion {
+impl ReceiveFrames {
     /// Number of global pages this region receives.
     pub fn pages(&self) -> u32 {
         (self.region.len() / self.page_size as usize) as u32
@@ -459,7 +459,7 @@ impl<T: Transport> Adapter<T> {
     /// Program `count` PCT entries from `first_page` with the entry word
     /// `entry` (`firmware_model::PctEntry::to_bits`). With receive enabled,
     /// `frames` holds `count * page_size / 4096` frame addresses (see
-    /// [`RxRegion::frames`]); otherwise it is empty.
+    /// [`ReceiveFrames::frames`]); otherwise it is empty.
     ///
     /// More than `MAX_PCT_PAGES_PER_REQUEST` pages go as several requests,
     /// in order; if the device refuses one, the pages before it stay
@@ -530,8 +530,8 @@ impl<T: Transport> Adapter<T> {
 
     /// Allocate receive memory for `pages` global pages: contiguous,
     /// page-aligned frames. Bind it with [`Adapter::set_pct`] and
-    /// [`RxRegion::frames`], or use [`Adapter::map_receive`].
-    pub fn alloc_receive(&mut self, pages: u32) -> Result<RxRegion> {
+    /// [`ReceiveFrames::frames`], or use [`Adapter::map_receive`].
+    pub fn alloc_receive(&mut self, pages: u32) -> Result<ReceiveFrames> {
         let page_size = self.regs.page_size;
         let bytes = usize::try_from(u64::from(pages) * u64::from(page_size))
             .map_err(|_| Error::Invalid(format!("{pages} pages of receive memory")))?;
@@ -539,12 +539,17 @@ impl<T: Transport> Adapter<T> {
             return Err(Error::Invalid("zero pages of receive memory".into()));
         }
         let region = self.alloc.alloc(bytes, page_size as usize)?;
-        Ok(RxRegion { region, page_size })
+        Ok(ReceiveFrames { region, page_size })
     }
 
     /// Allocate receive memory for `count` pages from `first_page` and program
     /// them with `entry` (which should enable receive).
-    pub fn map_receive(&mut self, first_page: u32, count: u32, entry: u32) -> Result<RxRegion> {
+    pub fn map_receive(
+        &mut self,
+        first_page: u32,
+        count: u32,
+        entry: u32,
+    ) -> Result<ReceiveFrames> {
         let rx = self.alloc_receive(count)?;
         self.set_pct(first_page, count, entry, &rx.frames())?;
         Ok(rx)

@@ -22,7 +22,7 @@ pub mod transport;
 pub mod tx;
 pub mod virtqueue;
 
-pub use adapter::{Adapter, AdapterOptions, RxRegion, StatusView, TxTicket};
+pub use adapter::{Adapter, AdapterOptions, ReceiveFrames, StatusView, TxTicket};
 pub use dma::{DmaAllocator, DmaBacking, DmaError, DmaRegion, MemfdMemory};
 pub use error::{Error, Result};
 pub use transport::pci::{PciOptions, PciTransport};

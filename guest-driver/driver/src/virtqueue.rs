@@ -461,7 +461,7 @@ pub(crate) mod tests {
     }
 
     /// A chain as the device sees it: (gpa, len, writable) per descriptor.
-    pub(crate) type Chain = (u16, Vec<(u64, u32, bool)>);
+    pub(crate) type UsedChain = (u16, Vec<(u64, u32, bool)>);
 
     impl TestDevice {
         pub(crate) fn new(rings: &RingLayout, size: u16) -> TestDevice {
@@ -473,7 +473,7 @@ pub(crate) mod tests {
             }
         }
 
-        pub(crate) fn pop(&mut self) -> Option<Chain> {
+        pub(crate) fn pop(&mut self) -> Option<UsedChain> {
             let idx = u16::from_le(self.rings.avail.atomic_u16(2).ok()?.load(Ordering::Acquire));
             if idx == self.next_avail {
                 return None;

@@ -66,8 +66,8 @@ fn pct(v: &mut [f64], p: f64) -> f64 {
 /// Raw limit: a value passed between two threads through one cache line.
 pub fn raw_cache_line_one_way_ns(iters: u32) -> f64 {
     #[repr(align(64))]
-    struct Line(AtomicU64);
-    let a = Arc::new((Line(AtomicU64::new(0)), Line(AtomicU64::new(0))));
+    struct CacheLine(AtomicU64);
+    let a = Arc::new((CacheLine(AtomicU64::new(0)), CacheLine(AtomicU64::new(0))));
     let b = a.clone();
     let t = std::thread::spawn(move || {
         for i in 1..=u64::from(iters) {

@@ -27,13 +27,13 @@ pub enum SelftestError {
     },
 }
 
-struct Run<'a> {
+struct Selftest<'a> {
     mc: &'a MemoryChannel,
     passed: u32,
     out: &'a mut dyn FnMut(String),
 }
 
-impl Run<'_> {
+impl Selftest<'_> {
     fn check(
         &mut self,
         name: &'static str,
@@ -66,7 +66,7 @@ fn pattern(len: usize, seed: u8) -> Vec<u8> {
         .collect()
 }
 
-/// Run every check; returns how many passed.
+/// Selftest every check; returns how many passed.
 pub fn run(
     mc: &MemoryChannel,
     iterations: u32,
@@ -83,7 +83,7 @@ pub fn run(
             .wait(T)
             .map_err(|source| SelftestError::Api { check, source })
     };
-    let mut r = Run { mc, passed: 0, out };
+    let mut r = Selftest { mc, passed: 0, out };
 
     r.check("host list", |mc| {
         let h = mc.hosts();
