@@ -3,7 +3,7 @@
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -11,16 +11,16 @@ use firmware_model::{
     AdapterErrorStatus, ClusterConfig, FaultCommand, FaultScope, Hub, HubCounters, Membership,
     ModelError, Nanos, NodeCounters, NodeId, PacketFault, Rate, ScheduledFault,
 };
-use log::{error, info, warn};
+use log::info;
 use vhost::vhost_user::Listener;
-use vhost_user_backend::{ShutdownHandle, VhostUserDaemon};
-use vm_memory::{GuestMemoryAtomic, GuestMemoryMmap};
 use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 
-use crate::backend::NodeBackend;
+use crate::device::{relock, Device};
 use crate::error::DeviceError;
 use crate::node::NodeState;
-use crate::state::ClusterState;
+use crate::server::serve_node;
+use crate::state::DeviceState;
+use crate::vhost_user::NodeBackend;
 
 /// How a cluster is started.
 #[derive(Clone, Debug)]
@@ -42,33 +42,6 @@ impl ClusterOptions {
             throttle: false,
             spin: Duration::from_micros(200),
         }
-    }
-}
-
-/// State shared by the hub thread and every node's vhost-user backend.
-pub(crate) struct Shared {
-    state: Mutex<ClusterState>,
-    /// Per node: how to end its current guest connection (shutdown).
-    connections: Mutex<Vec<Option<ShutdownHandle>>>,
-    pub(crate) wake: EventFd,
-    pub(crate) shutdown: AtomicBool,
-    pub(crate) spin: Duration,
-}
-
-/// Lock `m` even if a thread panicked while holding it: that would be a bug in
-/// this crate, and the state is still consistent enough to keep serving the
-/// other guests.
-fn relock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-impl Shared {
-    pub(crate) fn lock(&self) -> MutexGuard<'_, ClusterState> {
-        relock(&self.state)
-    }
-
-    pub(crate) fn wake_hub(&self) {
-        let _ = self.wake.write(1);
     }
 }
 
@@ -105,7 +78,7 @@ pub struct FaultStatus {
 
 /// A running cluster. Dropping it shuts it down and removes its sockets.
 pub struct Cluster {
-    shared: Arc<Shared>,
+    shared: Arc<Device>,
     sockets: Vec<PathBuf>,
     /// Duplicates of the listening sockets, shut down to unblock `accept` at
     /// exit. Owned here so the numbers cannot be reused by another socket
@@ -128,8 +101,8 @@ impl Cluster {
         let nodes = (0..opts.config.nodes)
             .map(|_| NodeState::new(pages))
             .collect();
-        let shared = Arc::new(Shared {
-            state: Mutex::new(ClusterState {
+        let shared = Arc::new(Device {
+            state: Mutex::new(DeviceState {
                 hub,
                 nodes,
                 start: Instant::now(),
@@ -149,18 +122,21 @@ impl Cluster {
         };
         for node in 0..usize::from(opts.config.nodes) {
             let path = opts.socket_dir.join(format!("node{node}.sock"));
-            let listener = Listener::new(&path, true).map_err(|e| DeviceError::Listen {
+            let listener = Listener::new(&path, true).map_err(|source| DeviceError::Listen {
                 path: path.clone(),
-                reason: e.to_string(),
+                source,
             })?;
             // SAFETY: the listener's fd is open for the duration of this call.
             let fd = unsafe { BorrowedFd::borrow_raw(listener.as_raw_fd()) };
             cluster
                 .listen_fds
-                .push(fd.try_clone_to_owned().map_err(|e| DeviceError::Listen {
-                    path: path.clone(),
-                    reason: e.to_string(),
-                })?);
+                .push(
+                    fd.try_clone_to_owned()
+                        .map_err(|source| DeviceError::ListenFd {
+                            path: path.clone(),
+                            source,
+                        })?,
+                );
             let backend = Arc::new(NodeBackend {
                 node,
                 shared: shared.clone(),
@@ -279,59 +255,5 @@ impl Cluster {
 impl Drop for Cluster {
     fn drop(&mut self) {
         self.stop();
-    }
-}
-
-/// Serve one node's socket for as long as the cluster runs. A fresh daemon per
-/// connection (vhost-user-backend never clears its "owned" flag) on one
-/// listener, so a guest can disconnect and reconnect without disturbing others.
-fn serve_node(backend: Arc<NodeBackend>, mut listener: Listener) {
-    let node = backend.node;
-    let shared = backend.shared.clone();
-    while !shared.shutdown.load(Ordering::Acquire) {
-        let mem = GuestMemoryAtomic::new(GuestMemoryMmap::new());
-        let mut daemon = match VhostUserDaemon::new(format!("mc-node{node}"), backend.clone(), mem)
-        {
-            Ok(d) => d,
-            Err(e) => {
-                error!("node{node}: cannot create the vhost-user daemon: {e}");
-                return;
-            }
-        };
-        if let Err(e) = daemon.start(&mut listener) {
-            if shared.shutdown.load(Ordering::Acquire) {
-                break;
-            }
-            warn!("node{node}: accepting a guest failed: {e}");
-            std::thread::sleep(Duration::from_millis(50));
-            continue;
-        }
-        if shared.shutdown.load(Ordering::Acquire) {
-            break;
-        }
-        if let Some(slot) = relock(&shared.connections).get_mut(node) {
-            *slot = daemon.shutdown_handle();
-        }
-        if shared.shutdown.load(Ordering::Acquire) {
-            // Stop was requested between accept and recording the handle.
-            daemon.request_shutdown();
-        }
-        {
-            let mut st = shared.lock();
-            st.nodes[node].connections += 1;
-            info!(
-                "node{node}: guest connected (connection {})",
-                st.nodes[node].connections
-            );
-        }
-        match daemon.wait() {
-            Ok(()) => info!("node{node}: guest disconnected"),
-            Err(e) => info!("node{node}: guest connection ended: {e}"),
-        }
-        if let Some(slot) = relock(&shared.connections).get_mut(node) {
-            *slot = None;
-        }
-        drop(daemon);
-        shared.lock().disconnected(node);
     }
 }

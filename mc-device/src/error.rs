@@ -11,11 +11,25 @@ pub enum DeviceError {
     #[error("invalid cluster: {0}")]
     Model(#[from] ModelError),
     #[error("socket directory {path}: {source}")]
-    SocketDir { path: PathBuf, source: io::Error },
-    #[error("cannot listen on {path}: {reason}")]
-    Listen { path: PathBuf, reason: String },
+    SocketDir {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot listen on {path}: {source}")]
+    Listen {
+        path: PathBuf,
+        #[source]
+        source: vhost::vhost_user::Error,
+    },
+    #[error("cannot keep a handle on the socket {path}: {source}")]
+    ListenFd {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
     #[error("cannot start a thread: {0}")]
-    Thread(io::Error),
+    Thread(#[source] io::Error),
     #[error("cannot create an eventfd: {0}")]
-    EventFd(io::Error),
+    EventFd(#[source] io::Error),
 }

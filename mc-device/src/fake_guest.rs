@@ -15,7 +15,7 @@ use vm_memory::{Bytes, GuestAddress, GuestAddressSpace, GuestMemoryAtomic, Guest
 
 use crate::memory::Mem;
 use crate::node::NodeState;
-use crate::state::ClusterState;
+use crate::state::DeviceState;
 
 pub(crate) const RAM: usize = 4 << 20;
 pub(crate) const QSIZE: u16 = 64;
@@ -178,7 +178,7 @@ impl FakeGuest {
 }
 
 pub(crate) struct Rig {
-    pub(crate) st: ClusterState,
+    pub(crate) st: DeviceState,
     pub(crate) guests: Vec<FakeGuest>,
     pub(crate) model: Hub,
     pub(crate) shadow: ShadowCluster,
@@ -189,7 +189,7 @@ impl Rig {
         let config = ClusterConfig::new(nodes);
         let hub = Hub::new(config.clone()).unwrap();
         let pages = config.page_count();
-        let mut st = ClusterState {
+        let mut st = DeviceState {
             hub,
             nodes: (0..nodes).map(|_| NodeState::new(pages)).collect(),
             start: Instant::now(),

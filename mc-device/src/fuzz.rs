@@ -124,7 +124,7 @@ pub fn register_writes(data: &[u8]) {
         let offset = u32::from(data[i]) * 2;
         let size = u32::from(data[i + 1]);
         let regs = rig.st.registers(0).to_bytes();
-        let got = crate::backend::config_slice(&regs, offset, size);
+        let got = crate::vhost_user::config_slice(&regs, offset, size);
         assert_eq!(got.len(), size as usize);
         if data[i + 2] % 2 == 0 {
             let before = rig

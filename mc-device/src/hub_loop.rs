@@ -12,12 +12,12 @@ use std::time::Instant;
 
 use log::debug;
 
-use crate::cluster::Shared;
+use crate::device::Device;
 
 /// Sleep at most this long, so a shutdown request is seen.
 const SLEEP_MS: i32 = 100;
 
-pub(crate) fn run(shared: Arc<Shared>) {
+pub(crate) fn run(shared: Arc<Device>) {
     let mut idle_since: Option<Instant> = None;
     let mut spins: u32 = 0;
     while !shared.shutdown.load(Ordering::Acquire) {

@@ -22,14 +22,21 @@
 //! cluster.shutdown();
 //! ```
 
-mod backend;
+mod chain;
 mod cluster;
-mod dma;
+mod control;
+mod delivery;
+mod device;
 mod error;
+mod events;
 mod hub_loop;
 mod memory;
 mod node;
+mod server;
 mod state;
+mod status_page;
+mod transmit;
+mod vhost_user;
 
 pub use cluster::{Cluster, ClusterOptions, ClusterSnapshot, FaultStatus, NodeSnapshot};
 pub use error::DeviceError;

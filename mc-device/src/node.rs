@@ -16,15 +16,15 @@ pub(crate) const MAX_PENDING_EVENTS: usize = 4096;
 
 /// Receive frames bound per global page (the adapter's DMA map).
 #[derive(Debug, Default)]
-pub(crate) struct ReceiveFrames {
+pub(crate) struct DmaMap {
     pages: Vec<Option<Box<[Piece]>>>,
 }
 
-impl ReceiveFrames {
+impl DmaMap {
     pub(crate) fn new(pages: u32) -> Self {
         let mut v = Vec::new();
         v.resize_with(pages as usize, || None);
-        ReceiveFrames { pages: v }
+        DmaMap { pages: v }
     }
 
     pub(crate) fn get(&self, page: u32) -> Option<&[Piece]> {
@@ -54,7 +54,7 @@ pub(crate) struct NodeState {
     pub(crate) mem: Option<GuestMemoryAtomic<Mem>>,
     /// The vrings, captured from the backend's first `handle_event`.
     pub(crate) vrings: Option<Vec<VringRwLock>>,
-    pub(crate) frames: ReceiveFrames,
+    pub(crate) frames: DmaMap,
     pub(crate) status_page: Option<u64>,
     /// What was last written to the status page (its update count aside).
     pub(crate) last_status: Option<StatusPage>,
@@ -72,7 +72,7 @@ impl NodeState {
         NodeState {
             mem: None,
             vrings: None,
-            frames: ReceiveFrames::new(pages),
+            frames: DmaMap::new(pages),
             status_page: None,
             last_status: None,
             status_updates: 0,

@@ -11,21 +11,21 @@ use firmware_model::{AckReport, Delivery, DeliverySink, Event, Nanos};
 use log::warn;
 
 use crate::memory::{scatter_copy, MemGuard, Piece};
-use crate::node::ReceiveFrames;
+use crate::node::DmaMap;
 
 /// Consecutive packets for one receiver, copied as one run.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Run {
+pub(crate) struct PendingCopy {
     page: u32,
     page_offset: u32,
     store_offset: u32,
     len: u32,
 }
 
-pub(crate) struct DmaSink<'a> {
+pub(crate) struct DmaDelivery<'a> {
     /// Each node's guest memory for this batch (None: no guest connected).
     pub(crate) mems: &'a [Option<MemGuard>],
-    pub(crate) frames: Vec<&'a ReceiveFrames>,
+    pub(crate) frames: Vec<&'a DmaMap>,
     /// Sender and the guest-physical runs holding the store's data.
     pub(crate) src: usize,
     pub(crate) src_data: &'a [Piece],
@@ -37,7 +37,7 @@ pub(crate) struct DmaSink<'a> {
     /// Per receiver: packets not yet copied. A store becomes many packets
     /// (32 bytes each by default); consecutive ones for the same receiver and
     /// page are one copy, which is what makes large stores fast.
-    pub(crate) pending: Vec<Option<Run>>,
+    pub(crate) pending: Vec<Option<PendingCopy>>,
 }
 
 /// Wait until `start + at`: sleep for long waits, spin (yielding) for short ones.
@@ -57,7 +57,7 @@ pub(crate) fn wait_until(start: Instant, at: Nanos) {
     }
 }
 
-impl DmaSink<'_> {
+impl DmaDelivery<'_> {
     fn throttle(&self, at: Nanos) {
         if let Some(start) = self.throttle_from {
             wait_until(start, at);
@@ -105,7 +105,7 @@ impl DmaSink<'_> {
     }
 }
 
-impl DeliverySink for DmaSink<'_> {
+impl DeliverySink for DmaDelivery<'_> {
     fn deliver(&mut self, d: &Delivery) {
         self.throttle(d.at);
         let r = d.receiver.index();
@@ -122,7 +122,7 @@ impl DeliverySink for DmaSink<'_> {
             }
         }
         self.flush(r);
-        self.pending[r] = Some(Run {
+        self.pending[r] = Some(PendingCopy {
             page: d.page.0,
             page_offset: d.page_offset,
             store_offset: d.packet.store_offset,

@@ -17,7 +17,7 @@ use vmm_sys_util::event::{
     new_event_consumer_and_notifier, EventConsumer, EventFlag, EventNotifier,
 };
 
-use crate::cluster::Shared;
+use crate::device::Device;
 use crate::memory::Mem;
 
 /// `size` bytes of the register file from `offset`, zero past its end: QEMU
@@ -37,7 +37,7 @@ pub(crate) fn config_slice(regs: &[u8; CONFIG_SIZE], offset: u32, size: u32) -> 
 /// The vhost-user backend of node `node`.
 pub(crate) struct NodeBackend {
     pub(crate) node: usize,
-    pub(crate) shared: Arc<Shared>,
+    pub(crate) shared: Arc<Device>,
 }
 
 impl VhostUserBackend for NodeBackend {

@@ -1,0 +1,190 @@
+//! The control queue: PCT programming, status page registration, status
+//! queries and reset (docs/device.md section 14, "Control requests").
+
+use firmware_model::abi::{
+    self, status_of, CtrlRequest, CtrlResponse, Status, FRAME_SIZE, STATUS_PAGE_SIZE,
+};
+use firmware_model::{NodeId, PageNumber, PctEntry};
+use vhost_user_backend::{VringRwLock, VringT};
+use virtio_queue::{DescriptorChain, QueueOwnedT};
+use vm_memory::{Bytes, GuestAddress, GuestAddressSpace};
+
+use crate::chain::{signal, split_chain, status_str};
+use crate::memory::{range_ok, scatter_read, MemGuard};
+use crate::state::DeviceState;
+
+/// Largest readable part of a control request (a full SET_PCT with frames).
+const MAX_CTRL_BYTES: u64 = abi::MAX_CTRL_REQUEST_BYTES as u64;
+
+impl DeviceState {
+    /// Serve node `i`'s control queue.
+    pub(crate) fn process_ctrl(&mut self, i: usize) {
+        let node = &self.nodes[i];
+        let (Some(vrings), Some(atomic)) = (node.vrings.as_ref(), node.mem.as_ref()) else {
+            return;
+        };
+        let Some(vring) = vrings.get(abi::CTRL_QUEUE as usize).cloned() else {
+            return;
+        };
+        let mem = atomic.memory();
+        loop {
+            let chains: Vec<_> = match vring.get_mut().get_queue_mut().iter(mem.clone()) {
+                Ok(it) => it.collect(),
+                Err(_) => return,
+            };
+            self.serve_ctrl_chains(i, &vring, &mem, chains);
+            // Ask for a kick at the next request (EVENT_IDX avail_event); serve
+            // again if one slipped in meanwhile.
+            if !vring.enable_notification().unwrap_or(false) {
+                break;
+            }
+        }
+        signal(&vring, i, "control");
+        self.refresh_status_pages();
+    }
+
+    fn serve_ctrl_chains(
+        &mut self,
+        i: usize,
+        vring: &VringRwLock,
+        mem: &MemGuard,
+        chains: Vec<DescriptorChain<MemGuard>>,
+    ) {
+        for chain in chains {
+            let c = split_chain(chain, mem, MAX_CTRL_BYTES);
+            let Some((wgpa, _)) = c
+                .writable
+                .filter(|w| w.1 as usize >= abi::CTRL_RESPONSE_SIZE)
+            else {
+                let _ = vring.add_used(c.head, 0);
+                self.guest_error(
+                    i,
+                    format_args!("control request without a 16-byte writable response"),
+                );
+                continue;
+            };
+            let resp = match c.defect {
+                Some(s) => CtrlResponse::error(s, 0),
+                None => {
+                    let mut req = vec![0u8; c.readable_len as usize];
+                    if scatter_read(mem, &c.readable, 0, &mut req) {
+                        match CtrlRequest::decode(&req) {
+                            Ok(r) => self.execute(i, mem, r),
+                            Err(s) => CtrlResponse::error(s, 0),
+                        }
+                    } else {
+                        CtrlResponse::error(Status::BadAddress, 0)
+                    }
+                }
+            };
+            if resp.status != Status::Ok as u32 {
+                let what = status_str(resp.status);
+                self.guest_error(
+                    i,
+                    format_args!("control request refused: {what} (detail {})", resp.detail),
+                );
+            }
+            let written = mem
+                .write_slice(&resp.to_bytes(), GuestAddress(wgpa))
+                .is_ok();
+            let _ = vring.add_used(
+                c.head,
+                if written {
+                    abi::CTRL_RESPONSE_SIZE as u32
+                } else {
+                    0
+                },
+            );
+        }
+    }
+
+    fn execute(&mut self, i: usize, mem: &MemGuard, req: CtrlRequest) -> CtrlResponse {
+        let id = NodeId(i as u8);
+        let pages = self.hub.config().page_count();
+        match req {
+            CtrlRequest::SetPct {
+                first_page,
+                count,
+                entry,
+                frames,
+            } => {
+                if u64::from(first_page) + u64::from(count) > u64::from(pages) {
+                    return CtrlResponse::error(Status::OutOfRange, first_page);
+                }
+                let entry = match PctEntry::from_bits(entry) {
+                    Ok(e) => e,
+                    Err(e) => {
+                        return CtrlResponse::error(Status::InvalidPct, abi::pct_error_code(&e))
+                    }
+                };
+                if let Err(e) = entry.validate(id, self.hub.nodes()) {
+                    return CtrlResponse::error(Status::InvalidPct, abi::pct_error_code(&e));
+                }
+                let per_page = (self.hub.config().page_size / FRAME_SIZE) as usize;
+                if entry.receive {
+                    if frames.len() != count as usize * per_page {
+                        return CtrlResponse::error(Status::Malformed, frames.len() as u32);
+                    }
+                    for (k, f) in frames.iter().enumerate() {
+                        if f % u64::from(FRAME_SIZE) != 0 || !range_ok(mem, *f, FRAME_SIZE as usize)
+                        {
+                            return CtrlResponse::error(Status::BadAddress, k as u32);
+                        }
+                    }
+                } else if !frames.is_empty() {
+                    return CtrlResponse::error(Status::Malformed, frames.len() as u32);
+                }
+                for k in 0..count {
+                    let page = first_page + k;
+                    // Frames first, so receive is never enabled without a target.
+                    if entry.receive {
+                        let f = &frames[k as usize * per_page..(k as usize + 1) * per_page];
+                        self.nodes[i].frames.bind(page, f);
+                    }
+                    if let Err(e) = self.hub.set_pct(id, PageNumber(page), entry) {
+                        let (s, d) = status_of(&e);
+                        return CtrlResponse::error(s, d);
+                    }
+                    if !entry.receive {
+                        self.nodes[i].frames.unbind(page);
+                    }
+                }
+                CtrlResponse::ok(0, 0)
+            }
+            CtrlRequest::GetPct { page } => match self.hub.pct_entry(id, PageNumber(page)) {
+                Ok(e) => CtrlResponse::ok(
+                    u64::from(e.to_bits()),
+                    u32::from(self.nodes[i].frames.get(page).is_some()),
+                ),
+                Err(e) => {
+                    let (s, d) = status_of(&e);
+                    CtrlResponse::error(s, d)
+                }
+            },
+            CtrlRequest::SetStatusPage { gpa } => {
+                if gpa == 0 {
+                    self.nodes[i].status_page = None;
+                    return CtrlResponse::ok(0, 0);
+                }
+                if gpa % 8 != 0 || !range_ok(mem, gpa, STATUS_PAGE_SIZE) {
+                    return CtrlResponse::error(Status::BadAddress, 0);
+                }
+                self.nodes[i].status_page = Some(gpa);
+                self.nodes[i].last_status = None;
+                // Written in full before the answer, so the driver can read it
+                // as soon as the request completes.
+                self.refresh_status_pages();
+                CtrlResponse::ok(0, 0)
+            }
+            CtrlRequest::GetStatus => {
+                let word = self.hub.error_status(id).map(|s| s.to_word()).unwrap_or(0);
+                CtrlResponse::ok(self.hub.cluster_error_count(), word)
+            }
+            CtrlRequest::Reset => {
+                let _ = self.hub.reset_adapter(id);
+                self.nodes[i].frames.clear();
+                CtrlResponse::ok(0, 0)
+            }
+        }
+    }
+}

@@ -1,0 +1,39 @@
+//! The device as the hub thread and every node's vhost-user server share it:
+//! the device state (under one mutex), each node's current guest connection,
+//! the hub's wake-up event and the shutdown flag.
+
+use std::sync::atomic::AtomicBool;
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use vhost_user_backend::ShutdownHandle;
+use vmm_sys_util::eventfd::EventFd;
+
+use crate::state::DeviceState;
+
+/// State shared by the hub thread and every node's vhost-user backend.
+pub(crate) struct Device {
+    pub(crate) state: Mutex<DeviceState>,
+    /// Per node: how to end its current guest connection (shutdown).
+    pub(crate) connections: Mutex<Vec<Option<ShutdownHandle>>>,
+    pub(crate) wake: EventFd,
+    pub(crate) shutdown: AtomicBool,
+    pub(crate) spin: Duration,
+}
+
+/// Lock `m` even if a thread panicked while holding it: that would be a bug in
+/// this crate, and the state is still consistent enough to keep serving the
+/// other guests.
+pub(crate) fn relock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Device {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, DeviceState> {
+        relock(&self.state)
+    }
+
+    pub(crate) fn wake_hub(&self) {
+        let _ = self.wake.write(1);
+    }
+}

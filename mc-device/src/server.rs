@@ -1,0 +1,68 @@
+//! One node's vhost-user socket: accept a guest, serve it until it leaves,
+//! reset its adapter, and accept the next one, for as long as the cluster runs.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use log::{error, info, warn};
+use vhost::vhost_user::Listener;
+use vhost_user_backend::VhostUserDaemon;
+use vm_memory::{GuestMemoryAtomic, GuestMemoryMmap};
+
+use crate::device::relock;
+use crate::vhost_user::NodeBackend;
+
+/// Serve one node's socket for as long as the cluster runs. A fresh daemon per
+/// connection (vhost-user-backend never clears its "owned" flag) on one
+/// listener, so a guest can disconnect and reconnect without disturbing others.
+pub(crate) fn serve_node(backend: Arc<NodeBackend>, mut listener: Listener) {
+    let node = backend.node;
+    let shared = backend.shared.clone();
+    while !shared.shutdown.load(Ordering::Acquire) {
+        let mem = GuestMemoryAtomic::new(GuestMemoryMmap::new());
+        let mut daemon = match VhostUserDaemon::new(format!("mc-node{node}"), backend.clone(), mem)
+        {
+            Ok(d) => d,
+            Err(e) => {
+                error!("node{node}: cannot create the vhost-user daemon: {e}");
+                return;
+            }
+        };
+        if let Err(e) = daemon.start(&mut listener) {
+            if shared.shutdown.load(Ordering::Acquire) {
+                break;
+            }
+            warn!("node{node}: accepting a guest failed: {e}");
+            std::thread::sleep(Duration::from_millis(50));
+            continue;
+        }
+        if shared.shutdown.load(Ordering::Acquire) {
+            break;
+        }
+        if let Some(slot) = relock(&shared.connections).get_mut(node) {
+            *slot = daemon.shutdown_handle();
+        }
+        if shared.shutdown.load(Ordering::Acquire) {
+            // Stop was requested between accept and recording the handle.
+            daemon.request_shutdown();
+        }
+        {
+            let mut st = shared.lock();
+            st.nodes[node].connections += 1;
+            info!(
+                "node{node}: guest connected (connection {})",
+                st.nodes[node].connections
+            );
+        }
+        match daemon.wait() {
+            Ok(()) => info!("node{node}: guest disconnected"),
+            Err(e) => info!("node{node}: guest connection ended: {e}"),
+        }
+        if let Some(slot) = relock(&shared.connections).get_mut(node) {
+            *slot = None;
+        }
+        drop(daemon);
+        shared.lock().disconnected(node);
+    }
+}
