@@ -1,0 +1,178 @@
+//! Control requests and responses (docs/device.md section 14, "Control
+//! requests").
+
+use super::bytes::*;
+use super::*;
+
+/// Control-queue opcodes.
+pub mod op {
+    pub const SET_PCT: u32 = 1;
+    pub const GET_PCT: u32 = 2;
+    pub const SET_STATUS_PAGE: u32 = 3;
+    pub const GET_STATUS: u32 = 4;
+    pub const RESET: u32 = 5;
+}
+
+/// A control-queue request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CtrlRequest {
+    /// Program `count` pages from `first_page` with PCT word `entry`. With
+    /// receive enabled, `frames` holds `count * page_size / FRAME_SIZE`
+    /// guest-physical frame addresses, page by page; otherwise it is empty.
+    SetPct {
+        first_page: u32,
+        count: u32,
+        entry: u32,
+        frames: Vec<u64>,
+    },
+    /// Read one PCT entry: value = entry word, detail = 1 if receive frames are bound.
+    GetPct { page: u32 },
+    /// Name the status page (0 = none). It must lie inside guest RAM.
+    SetStatusPage { gpa: u64 },
+    /// value = cluster error count, detail = this adapter's status word.
+    GetStatus,
+    /// Disable every PCT entry, unbind every frame, clear the error status.
+    Reset,
+}
+
+/// Fixed bytes of a request before its variable part.
+pub const CTRL_HEADER_SIZE: usize = 8;
+pub const CTRL_RESPONSE_SIZE: usize = 16;
+
+impl CtrlRequest {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::new();
+        let opcode = match self {
+            CtrlRequest::SetPct { .. } => op::SET_PCT,
+            CtrlRequest::GetPct { .. } => op::GET_PCT,
+            CtrlRequest::SetStatusPage { .. } => op::SET_STATUS_PAGE,
+            CtrlRequest::GetStatus => op::GET_STATUS,
+            CtrlRequest::Reset => op::RESET,
+        };
+        b.extend_from_slice(&opcode.to_le_bytes());
+        b.extend_from_slice(&0u32.to_le_bytes());
+        match self {
+            CtrlRequest::SetPct {
+                first_page,
+                count,
+                entry,
+                frames,
+            } => {
+                b.extend_from_slice(&first_page.to_le_bytes());
+                b.extend_from_slice(&count.to_le_bytes());
+                b.extend_from_slice(&entry.to_le_bytes());
+                b.extend_from_slice(&(frames.len() as u32).to_le_bytes());
+                for f in frames {
+                    b.extend_from_slice(&f.to_le_bytes());
+                }
+            }
+            CtrlRequest::GetPct { page } => {
+                b.extend_from_slice(&page.to_le_bytes());
+                b.extend_from_slice(&0u32.to_le_bytes());
+            }
+            CtrlRequest::SetStatusPage { gpa } => b.extend_from_slice(&gpa.to_le_bytes()),
+            CtrlRequest::GetStatus | CtrlRequest::Reset => {}
+        }
+        b
+    }
+
+    /// Parse a request; the error is the status to answer with.
+    pub fn decode(b: &[u8]) -> Result<CtrlRequest, Status> {
+        let opcode = get_u32(b, 0).ok_or(Status::Malformed)?;
+        if get_u32(b, 4).ok_or(Status::Malformed)? != 0 {
+            return Err(Status::Malformed);
+        }
+        let body = &b[CTRL_HEADER_SIZE..];
+        let exact = |n: usize| {
+            if body.len() == n {
+                Ok(())
+            } else {
+                Err(Status::Malformed)
+            }
+        };
+        match opcode {
+            op::SET_PCT => {
+                let first_page = get_u32(body, 0).ok_or(Status::Malformed)?;
+                let count = get_u32(body, 4).ok_or(Status::Malformed)?;
+                let entry = get_u32(body, 8).ok_or(Status::Malformed)?;
+                let nframes = get_u32(body, 12).ok_or(Status::Malformed)? as usize;
+                if count == 0 {
+                    return Err(Status::Malformed);
+                }
+                if count > MAX_PCT_PAGES_PER_REQUEST {
+                    return Err(Status::TooLarge);
+                }
+                exact(16 + nframes.checked_mul(8).ok_or(Status::Malformed)?)?;
+                let frames = (0..nframes)
+                    .filter_map(|i| get_u64(body, 16 + 8 * i))
+                    .collect();
+                Ok(CtrlRequest::SetPct {
+                    first_page,
+                    count,
+                    entry,
+                    frames,
+                })
+            }
+            op::GET_PCT => {
+                exact(8)?;
+                if get_u32(body, 4) != Some(0) {
+                    return Err(Status::Malformed);
+                }
+                Ok(CtrlRequest::GetPct {
+                    page: get_u32(body, 0).ok_or(Status::Malformed)?,
+                })
+            }
+            op::SET_STATUS_PAGE => {
+                exact(8)?;
+                Ok(CtrlRequest::SetStatusPage {
+                    gpa: get_u64(body, 0).ok_or(Status::Malformed)?,
+                })
+            }
+            op::GET_STATUS => exact(0).map(|_| CtrlRequest::GetStatus),
+            op::RESET => exact(0).map(|_| CtrlRequest::Reset),
+            _ => Err(Status::UnknownCommand),
+        }
+    }
+}
+
+/// Answer to a control request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CtrlResponse {
+    pub status: u32,
+    pub detail: u32,
+    pub value: u64,
+}
+
+impl CtrlResponse {
+    pub fn ok(value: u64, detail: u32) -> Self {
+        CtrlResponse {
+            status: Status::Ok as u32,
+            detail,
+            value,
+        }
+    }
+
+    pub fn error(status: Status, detail: u32) -> Self {
+        CtrlResponse {
+            status: status as u32,
+            detail,
+            value: 0,
+        }
+    }
+
+    pub fn to_bytes(&self) -> [u8; CTRL_RESPONSE_SIZE] {
+        let mut b = [0u8; CTRL_RESPONSE_SIZE];
+        put_u32(&mut b, 0, self.status);
+        put_u32(&mut b, 4, self.detail);
+        put_u64(&mut b, 8, self.value);
+        b
+    }
+
+    pub fn from_bytes(b: &[u8]) -> Option<CtrlResponse> {
+        Some(CtrlResponse {
+            status: get_u32(b, 0)?,
+            detail: get_u32(b, 4)?,
+            value: get_u64(b, 8)?,
+        })
+    }
+}

@@ -1,0 +1,106 @@
+//! Round trips and malformed input for every record family.
+
+use super::*;
+use proptest::prelude::*;
+
+#[test]
+fn registers_round_trip() {
+    let r = Registers {
+        node_id: 3,
+        nodes: 4,
+        page_size: 8192,
+        max_payload: 32,
+        address_space: 512 << 20,
+        features: features::ALL,
+        link_state: link::UP | link::ONLINE,
+        error_status: 0x8000_0001,
+        membership_epoch: 7,
+        members: 0b1111,
+        cluster_error_count: 9,
+        link_timing: 2,
+        max_record_data: MAX_RECORD_DATA,
+    };
+    assert_eq!(Registers::from_bytes(&r.to_bytes()), Some(r));
+    assert_eq!(&r.to_bytes()[0..4], b"MCHN");
+    assert_eq!(Registers::from_bytes(&[0u8; CONFIG_SIZE]), None);
+}
+
+#[test]
+fn ctrl_requests_round_trip() {
+    let reqs = [
+        CtrlRequest::SetPct {
+            first_page: 5,
+            count: 2,
+            entry: 0b101,
+            frames: vec![0x1000, 0x2000, 0x3000, 0x4000],
+        },
+        CtrlRequest::SetPct {
+            first_page: 5,
+            count: 1,
+            entry: 1,
+            frames: vec![],
+        },
+        CtrlRequest::GetPct { page: 9 },
+        CtrlRequest::SetStatusPage { gpa: 0x7000 },
+        CtrlRequest::GetStatus,
+        CtrlRequest::Reset,
+    ];
+    for r in reqs {
+        assert_eq!(CtrlRequest::decode(&r.encode()), Ok(r));
+    }
+}
+
+#[test]
+fn malformed_ctrl_requests_get_a_status() {
+    assert_eq!(CtrlRequest::decode(&[]), Err(Status::Malformed));
+    assert_eq!(
+        CtrlRequest::decode(&[99, 0, 0, 0, 0, 0, 0, 0]),
+        Err(Status::UnknownCommand)
+    );
+    assert_eq!(
+        CtrlRequest::decode(&[4, 0, 0, 0, 1, 0, 0, 0]),
+        Err(Status::Malformed)
+    );
+    let mut long = CtrlRequest::GetStatus.encode();
+    long.push(0);
+    assert_eq!(CtrlRequest::decode(&long), Err(Status::Malformed));
+    // A frame count that does not match the bytes present.
+    let mut b = CtrlRequest::SetPct {
+        first_page: 0,
+        count: 1,
+        entry: 4,
+        frames: vec![0x1000],
+    }
+    .encode();
+    b.truncate(b.len() - 1);
+    assert_eq!(CtrlRequest::decode(&b), Err(Status::Malformed));
+    let huge = CtrlRequest::SetPct {
+        first_page: 0,
+        count: 1 << 20,
+        entry: 1,
+        frames: vec![],
+    };
+    assert_eq!(CtrlRequest::decode(&huge.encode()), Err(Status::TooLarge));
+}
+
+#[test]
+fn every_status_converts_back() {
+    for v in 0..=11 {
+        assert_eq!(Status::from_u32(v).map(|s| s as u32), Some(v));
+    }
+    assert_eq!(Status::from_u32(12), None);
+}
+
+proptest! {
+    #[test]
+    fn ctrl_decode_never_panics(b in prop::collection::vec(any::<u8>(), 0..200)) {
+        let _ = CtrlRequest::decode(&b);
+    }
+
+    #[test]
+    fn record_size_is_aligned(len in 0u32..100_000) {
+        let s = TxRecordHeader::record_size(len);
+        prop_assert_eq!(s % 8, 0);
+        prop_assert!(s >= 16 + u64::from(len) && s < 24 + u64::from(len));
+    }
+}
