@@ -14,7 +14,7 @@ use firmware_model::abi::{EventRecord, Registers};
 use firmware_model::NodeId;
 use mc_driver::backoff::poll_until;
 
-use crate::error::McError;
+use crate::error::{McError, WaitFor};
 use crate::join::JoinState;
 use crate::layout::Layout;
 use crate::lock::LocalLocks;
@@ -116,10 +116,13 @@ impl MemoryChannel {
 
 /// Wait (the common backoff) until `f` yields a value: the device or another
 /// node is about to write. `what` names it in the timeout error.
-pub fn wait_for<T>(
-    what: &str,
+pub(crate) fn wait_for<T>(
+    what: WaitFor,
     timeout: Duration,
     f: impl FnMut() -> Option<T>,
 ) -> Result<T, McError> {
-    poll_until(timeout, f).ok_or_else(|| McError::Timeout(timeout, what.to_string()))
+    poll_until(timeout, f).ok_or(McError::Timeout {
+        after: timeout,
+        waiting_for: what,
+    })
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use firmware_model::AdapterErrorStatus;
 
 use crate::channel::{wait_for, MemoryChannel, OP_TIMEOUT};
-use crate::error::McError;
+use crate::error::{McError, WaitFor};
 use crate::port::McPort;
 
 /// Result of an ACK-page check (imc_ckerrcnt).
@@ -64,7 +64,7 @@ impl MemoryChannel {
         let addr = l.page_addr(l.ack_page(self.inner.me)) + base as u64;
         self.port().store(addr, &[1])?;
         let ack = &self.inner.ack;
-        wait_for("the ACK page answer", timeout, || {
+        wait_for(WaitFor::AckAnswer, timeout, || {
             (0..n)
                 .all(|i| ack.load_u32(base + 4 * i) != u32::MAX)
                 .then_some(())

@@ -8,7 +8,7 @@ use firmware_model::abi::event_type;
 use firmware_model::NodeId;
 
 use crate::channel::{wait_for, MemoryChannel};
-use crate::error::McError;
+use crate::error::{McError, WaitFor};
 use crate::port::McPort;
 use crate::region::RxRegion;
 
@@ -39,7 +39,7 @@ impl MemoryChannel {
         timeout: Duration,
     ) -> Result<Notification, McError> {
         let (first, pages) = rx.pages();
-        wait_for("a notification", timeout, || {
+        wait_for(WaitFor::Notification, timeout, || {
             self.pump_events();
             let mut ev = self.inner.events.lock().unwrap_or_else(|p| p.into_inner());
             let pos = ev.iter().position(|e| {

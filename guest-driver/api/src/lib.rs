@@ -51,8 +51,8 @@ pub mod table;
 
 pub use adapter_port::AdapterPort;
 pub use barrier::Barrier;
-pub use channel::{wait_for, MemoryChannel};
-pub use error::McError;
+pub use channel::MemoryChannel;
+pub use error::{Conflict, Direction, McError, RegionArea, RegionRef, Shortage, WaitFor};
 pub use error_count::ErrorCheck;
 pub use events::Notification;
 pub use join::{Coherence, Resync};
@@ -64,4 +64,4 @@ pub use open::OpenOptions;
 pub use port::{McPort, ReceiveMemory};
 pub use region::{RxRegion, Sharing, TxRegion};
 pub use store::RELIABLE_CHUNK;
-pub use table::Permissions;
+pub use table::{Permissions, TableKind};

@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use std::thread::ThreadId;
 
 use crate::channel::MemoryChannel;
-use crate::error::McError;
+use crate::error::{McError, Shortage};
 use crate::spinlock::ClusterLock;
 use crate::table::{first_fit, LockSetEntry};
 
@@ -197,9 +197,7 @@ impl MemoryChannel {
         creator: bool,
     ) -> Result<LockSet, McError> {
         if count == 0 {
-            return Err(McError::NoSpace(
-                "a lock set needs at least one lock".into(),
-            ));
+            return Err(McError::EmptyLockSet);
         }
         let l = self.inner.layout;
         let me = self.inner.me;
@@ -224,7 +222,7 @@ impl MemoryChannel {
             let mut used: Vec<(u32, u32)> =
                 t.entries.iter().map(|e| (e.first_lock, e.count)).collect();
             let first = first_fit(&mut used, 0, l.lock_capacity(), count)
-                .ok_or_else(|| McError::NoSpace(format!("{count} free cluster spinlocks")))?;
+                .ok_or(McError::NoSpace(Shortage::Locks(count)))?;
             let id = t.next_id;
             t.next_id += 1;
             let e = LockSetEntry {

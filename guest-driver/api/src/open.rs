@@ -5,11 +5,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use firmware_model::PctEntry;
+use firmware_model::{NodeSet, PctEntry};
 use log::info;
 
 use crate::channel::{Inner, MemoryChannel};
-use crate::error::McError;
+use crate::error::{McError, WaitFor};
 use crate::join;
 use crate::layout::{Layout, ARENA_PAGE, CONTROL_PAGES, HELLO};
 use crate::pct_log::RecordingPort;
@@ -57,7 +57,7 @@ impl MemoryChannel {
             arena_pages: (opts.arena_bytes / u64::from(page_size)) as u32,
         };
         if !layout.fits() {
-            return Err(McError::Layout(format!("{layout:?}")));
+            return Err(McError::LayoutDoesNotFit(layout));
         }
         let me = regs.node_id;
         let coherent = PctEntry::transmit_broadcast()
@@ -126,13 +126,12 @@ impl MemoryChannel {
                 return Ok(());
             }
             if start.elapsed() > timeout {
-                let missing: Vec<u32> = (0..self.inner.regs.nodes)
-                    .filter(|n| members & (1 << n) != 0 && seen & (1 << n) == 0)
-                    .collect();
-                return Err(McError::Timeout(
-                    timeout,
-                    format!("nodes {missing:?} to open the Memory Channel API (are they running?)"),
-                ));
+                return Err(McError::Timeout {
+                    after: timeout,
+                    waiting_for: WaitFor::Rendezvous {
+                        missing: NodeSet(members & !seen),
+                    },
+                });
             }
             std::thread::sleep(Duration::from_millis(1));
         }

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::channel::{wait_for, MemoryChannel, OP_TIMEOUT};
-use crate::error::McError;
+use crate::error::{McError, WaitFor};
 
 static TICKET: AtomicU32 = AtomicU32::new(1);
 
@@ -58,7 +58,7 @@ impl ClusterLock {
             let generation = inner.join.generation();
             let t = ticket();
             mc.store(addr, &t.to_le_bytes())?;
-            wait_for("a lock entry to loop back", OP_TIMEOUT, || {
+            wait_for(WaitFor::LockEntry, OP_TIMEOUT, || {
                 (c.load_u32(mine) == t).then_some(())
             })?;
             let members = mc.members_mask();
@@ -77,10 +77,10 @@ impl ClusterLock {
                 return Ok(false);
             }
             if start.elapsed() > OP_TIMEOUT * 4 {
-                return Err(McError::Timeout(
-                    OP_TIMEOUT * 4,
-                    "a cluster spinlock".into(),
-                ));
+                return Err(McError::Timeout {
+                    after: OP_TIMEOUT * 4,
+                    waiting_for: WaitFor::ClusterSpinlock,
+                });
             }
             // Randomised exponential back-off so contenders do not collide forever.
             rng ^= rng << 13;

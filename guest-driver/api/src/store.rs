@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use crate::channel::{MemoryChannel, OP_TIMEOUT};
-use crate::error::McError;
+use crate::error::{McError, WaitFor};
 use crate::port::McPort;
 
 /// Bytes per checked piece of a reliable store.
@@ -43,15 +43,18 @@ impl MemoryChannel {
                     self.port().store(at, piece)?;
                     match self.check_errors_within(RELIABLE_ACK_WAIT) {
                         Ok(c) if c.count == saved && c.all_healthy(self.members_mask()) => break,
-                        Ok(_) | Err(McError::Timeout(..)) => {}
+                        Ok(_) | Err(McError::Timeout { .. }) => {}
                         Err(e) => return Err(e),
                     }
                     attempt += 1;
                     if start.elapsed() > OP_TIMEOUT {
-                        return Err(McError::Timeout(
-                            OP_TIMEOUT,
-                            format!("a clean store at {at:#x} ({attempt} tries)"),
-                        ));
+                        return Err(McError::Timeout {
+                            after: OP_TIMEOUT,
+                            waiting_for: WaitFor::CleanStore {
+                                addr: at,
+                                tries: attempt,
+                            },
+                        });
                     }
                     // A link that is down stays down for a while: back off.
                     std::thread::sleep(Duration::from_micros(u64::from(attempt.min(50)) * 20));

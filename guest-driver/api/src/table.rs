@@ -9,7 +9,7 @@
 //! chain; total order makes the copy visible everywhere before the toggle.
 
 use crate::channel::{MemoryChannel, OP_TIMEOUT};
-use crate::error::McError;
+use crate::error::{McError, Shortage};
 use crate::layout::{
     LOCKSET_TABLE_PAGE, LOCKSET_TOGGLE, META_LOCK, REGION_TABLE_PAGE, REGION_TOGGLE,
 };
@@ -81,8 +81,26 @@ pub struct LockSetEntry {
     pub attached: u64,
 }
 
+/// The two tables.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TableKind {
+    Region,
+    LockSet,
+}
+
+impl std::fmt::Display for TableKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            TableKind::Region => "region",
+            TableKind::LockSet => "lock-set",
+        })
+    }
+}
+
 /// Fixed-size encoding of a table entry.
 pub trait TableEntry: Sized + Copy {
+    /// The table entries of this kind are kept in.
+    const KIND: TableKind;
     const SIZE: usize;
     fn encode(&self, b: &mut [u8]);
     fn decode(b: &[u8]) -> Option<Self>;
@@ -113,6 +131,7 @@ fn unopt(v: u32) -> Option<u8> {
 }
 
 impl TableEntry for RegionEntry {
+    const KIND: TableKind = TableKind::Region;
     const SIZE: usize = 64;
     fn encode(&self, b: &mut [u8]) {
         put(b, 0, &self.key.to_le_bytes());
@@ -153,6 +172,7 @@ impl TableEntry for RegionEntry {
 }
 
 impl TableEntry for LockSetEntry {
+    const KIND: TableKind = TableKind::LockSet;
     const SIZE: usize = 32;
     fn encode(&self, b: &mut [u8]) {
         put(b, 0, &self.key.to_le_bytes());
@@ -201,10 +221,10 @@ impl<E: TableEntry> Table<E> {
 
     pub fn encode(&self, page_size: usize) -> Result<Vec<u8>, McError> {
         if self.entries.len() > Self::capacity(page_size) {
-            return Err(McError::NoSpace(format!(
-                "table full ({} entries)",
-                Self::capacity(page_size)
-            )));
+            return Err(McError::NoSpace(Shortage::TableEntry {
+                table: E::KIND,
+                capacity: Self::capacity(page_size),
+            }));
         }
         let mut b = vec![0u8; HEADER + self.entries.len() * E::SIZE];
         put(&mut b, 0, &MAGIC.to_le_bytes());
@@ -217,7 +237,7 @@ impl<E: TableEntry> Table<E> {
     }
 
     pub fn decode(b: &[u8]) -> Result<Self, McError> {
-        let bad = || McError::Corrupt("table in Memory Channel space is unreadable".into());
+        let bad = || McError::CorruptTable(E::KIND);
         if u32_at(b, 0).ok_or_else(bad)? != MAGIC {
             return Err(bad());
         }
@@ -283,9 +303,7 @@ impl MemoryChannel {
                 return Table::decode(&b).map(|t| (g1, t));
             }
         }
-        Err(McError::Corrupt(
-            "table keeps changing under the reader".into(),
-        ))
+        Err(McError::UnstableTable(E::KIND))
     }
 
     /// The region table as this node's copy holds it now.

@@ -7,11 +7,12 @@
 
 use std::time::Duration;
 
-use mc_api::{wait_for, LockSet, MemoryChannel, RxRegion, Sharing, TxRegion};
+use mc_api::backoff::poll_until;
+use mc_api::{LockSet, MemoryChannel, RxRegion, Sharing, TxRegion};
 
 use super::layout::{CsmLayout, KEY_LOCKS, KEY_SYNC};
 use super::seams::Synchronization;
-use super::CsmError;
+use super::{BarrierWait, CsmError};
 
 const WAIT: Duration = Duration::from_secs(300);
 
@@ -63,21 +64,29 @@ impl Synchronization for DmsSync {
         self.tx.write_u64(self.l.arrival(self.me), episode)?;
         let failed = |n: u32| CsmError::Protocol(format!("node {n} failed or left the cluster"));
         if self.me == 0 {
-            wait_for("every node at the barrier", WAIT, || {
+            poll_until(WAIT, || {
                 if let Some(n) = self.aborted() {
                     return Some(Err(failed(n)));
                 }
                 (0..self.l.nodes)
                     .all(|n| self.rx.load_u64(self.l.arrival(n)).unwrap_or(0) >= episode)
                     .then_some(Ok(()))
+            })
+            .ok_or(CsmError::Timeout {
+                after: WAIT,
+                waiting_for: BarrierWait::Arrivals,
             })??;
             self.tx.write_u64(self.l.sense(), episode)?;
         } else {
-            wait_for("the barrier master", WAIT, || {
+            poll_until(WAIT, || {
                 if let Some(n) = self.aborted() {
                     return Some(Err(failed(n)));
                 }
                 (self.rx.load_u64(self.l.sense()).unwrap_or(0) >= episode).then_some(Ok(()))
+            })
+            .ok_or(CsmError::Timeout {
+                after: WAIT,
+                waiting_for: BarrierWait::Master,
             })??;
         }
         Ok(())

@@ -53,6 +53,29 @@ pub enum CsmError {
     Protocol(String),
     #[error("usage: {0}")]
     Usage(String),
+    #[error("timed out after {after:?} waiting for {waiting_for}")]
+    Timeout {
+        after: std::time::Duration,
+        waiting_for: BarrierWait,
+    },
+}
+
+/// What a node waits for at a cluster barrier.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BarrierWait {
+    /// (The master, node 0:) every node to arrive.
+    Arrivals,
+    /// (Every other node:) the master to release the barrier.
+    Master,
+}
+
+impl std::fmt::Display for BarrierWait {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            BarrierWait::Arrivals => "every node at the barrier",
+            BarrierWait::Master => "the barrier master",
+        })
+    }
 }
 
 /// What [`Csm::start`] needs; every node must pass the same values.

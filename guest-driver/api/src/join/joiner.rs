@@ -106,10 +106,7 @@ impl Manager {
                 return Ok(Some(NodeId((done & 0xff) as u8)));
             }
             if Arc::strong_count(&mc.inner) <= 1 {
-                return Err(McError::Busy {
-                    what: "the late join".into(),
-                    reason: "the API was closed".into(),
-                });
+                return Err(McError::Closed);
             }
             if let Some(st) = status(mc) {
                 if !AdapterErrorStatus::from_word(st.error_status).online {

@@ -14,7 +14,7 @@ use log::{debug, warn};
 
 use super::Coherence;
 use crate::channel::{wait_for, MemoryChannel, OP_TIMEOUT};
-use crate::error::McError;
+use crate::error::{McError, WaitFor};
 use crate::layout::{Layout, JOIN_MARK};
 use crate::port::McPort;
 
@@ -50,7 +50,7 @@ pub(crate) fn start(mc: &MemoryChannel) -> Result<(), McError> {
             }
             debug!("node{me}: late-join thread ends: the API was closed");
         })
-        .map_err(|e| McError::Device(format!("cannot start the late-join thread: {e}")))?;
+        .map_err(McError::JoinThread)?;
     Ok(())
 }
 
@@ -161,7 +161,7 @@ impl Manager {
         let v = self.probe(mc)?;
         let off = JOIN_MARK + 8 * self.me as usize;
         let c = &mc.inner.control;
-        wait_for("this node's join marker to loop back", OP_TIMEOUT, || {
+        wait_for(WaitFor::JoinMarker, OP_TIMEOUT, || {
             (c.load_u64(off) == v).then_some(())
         })
     }

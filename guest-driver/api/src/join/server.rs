@@ -133,9 +133,8 @@ impl Manager {
             bytes += send_runs(mc, base, &sent, &pending)?;
             self.marker(mc)?;
             if mc.members_mask() & (1 << j) == 0 {
-                return Err(McError::Busy {
-                    what: format!("the resync of node {j}"),
-                    reason: "it left the cluster".into(),
+                return Err(McError::JoinerLeft {
+                    joiner: NodeId(j as u8),
                 });
             }
             for &(w, n) in &pending {
@@ -172,9 +171,9 @@ impl Manager {
             }
             pending = runs(&again);
         }
-        Err(McError::Busy {
-            what: format!("the resync of node {j}"),
-            reason: format!("words kept changing for {MAX_ROUNDS} rounds"),
+        Err(McError::ResyncUnsettled {
+            joiner: NodeId(j as u8),
+            rounds: MAX_ROUNDS,
         })
     }
 }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use firmware_model::NodeId;
 
-use crate::error::McError;
+use crate::error::{McError, WaitFor};
 
 /// Where this node stands with the cluster's coherent state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -122,13 +122,14 @@ impl JoinState {
             }
             let now = Instant::now();
             if now >= deadline {
-                let what = match *st {
-                    Coherence::Offline => {
-                        "this node's adapter to rejoin the cluster and catch up (it is offline)"
-                    }
-                    _ => "this node to catch up with the cluster after rejoining (a member retransmits the coherent state)",
+                let waiting_for = match *st {
+                    Coherence::Offline => WaitFor::Rejoin,
+                    _ => WaitFor::CatchUp,
                 };
-                return Err(McError::Timeout(timeout, what.into()));
+                return Err(McError::Timeout {
+                    after: timeout,
+                    waiting_for,
+                });
             }
             st = self
                 .changed
@@ -157,7 +158,10 @@ mod tests {
         assert_eq!(s.generation(), 1, "only leaving coherence counts");
         assert!(matches!(
             s.gate(Duration::from_millis(1)),
-            Err(McError::Timeout(..))
+            Err(McError::Timeout {
+                waiting_for: WaitFor::CatchUp,
+                ..
+            })
         ));
         let s = Arc::new(s);
         let s2 = s.clone();

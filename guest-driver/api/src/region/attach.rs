@@ -5,11 +5,11 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use firmware_model::{Destination, NodeId, PctEntry};
+use firmware_model::{Destination, NodeId, NodeSet, PctEntry};
 
 use super::handle::{RxRegion, TxRegion};
 use crate::channel::MemoryChannel;
-use crate::error::McError;
+use crate::error::{Conflict, Direction, McError, RegionRef};
 use crate::layout::ARENA_PAGE;
 use crate::port::{McPort, ReceiveMemory};
 use crate::table::RegionEntry;
@@ -68,7 +68,12 @@ impl MemoryChannel {
         self.with_regions(|t| {
             let e = t
                 .by_id_mut(id)
-                .ok_or_else(|| McError::NoSuchRegion(format!("id {id}")))?;
+                .ok_or(McError::NoSuchRegion(RegionRef::Id(id)))?;
+            let direction = if transmit {
+                Direction::Transmit
+            } else {
+                Direction::Receive
+            };
             let allowed = e.creator == me
                 || if transmit {
                     e.permissions.others_transmit
@@ -79,7 +84,7 @@ impl MemoryChannel {
                 return Err(McError::PermissionDenied {
                     node: me,
                     id,
-                    direction: if transmit { "transmit" } else { "receive" },
+                    direction,
                 });
             }
             let (mask, excl) = if transmit {
@@ -88,19 +93,24 @@ impl MemoryChannel {
                 (&mut e.rx_mask, &mut e.rx_exclusive)
             };
             if attach {
-                let dir = if transmit { "transmit" } else { "receive" };
                 if let Some(x) = *excl {
                     if x != me {
                         return Err(McError::Busy {
-                            what: format!("region {id}"),
-                            reason: format!("node {x} holds it exclusively for {dir}"),
+                            region: id,
+                            conflict: Conflict::HeldExclusively {
+                                holder: NodeId(x),
+                                direction,
+                            },
                         });
                     }
                 }
                 if sharing == Sharing::Exclusive && *mask & !bit != 0 {
                     return Err(McError::Busy {
-                        what: format!("region {id}"),
-                        reason: format!("attached for {dir} on nodes {:#x}", *mask & !bit),
+                        region: id,
+                        conflict: Conflict::AttachedElsewhere {
+                            direction,
+                            nodes: NodeSet(*mask & !bit),
+                        },
                     });
                 }
                 *mask |= bit;

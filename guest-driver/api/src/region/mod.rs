@@ -9,10 +9,11 @@ pub(crate) use attach::Attachments;
 pub use attach::Sharing;
 pub use handle::{RxRegion, TxRegion};
 
+use firmware_model::NodeSet;
 use log::debug;
 
 use crate::channel::MemoryChannel;
-use crate::error::McError;
+use crate::error::{Conflict, McError, RegionArea, RegionRef, Shortage};
 use crate::layout::ARENA_PAGE;
 use crate::table::{first_fit, Permissions, RegionEntry};
 
@@ -35,11 +36,17 @@ impl MemoryChannel {
         permissions: Permissions,
     ) -> Result<u32, McError> {
         if size == 0 {
-            return Err(McError::NoSpace("a region needs at least one byte".into()));
+            return Err(McError::EmptyRegion);
         }
         let l = self.inner.layout;
+        let area = if coherent {
+            RegionArea::Coherent
+        } else {
+            RegionArea::Ordinary
+        };
         let pages = size.div_ceil(u64::from(l.page_size));
-        let pages = u32::try_from(pages).map_err(|_| McError::NoSpace(format!("{size} bytes")))?;
+        let short = |pages| McError::NoSpace(Shortage::Pages { pages, area });
+        let pages = u32::try_from(pages).map_err(|_| short(pages))?;
         let me = self.inner.me as u8;
         self.with_regions(|t| {
             if let Some(e) = t.by_key(key) {
@@ -59,12 +66,8 @@ impl MemoryChannel {
             };
             let mut used: Vec<(u32, u32)> =
                 t.entries.iter().map(|e| (e.first_page, e.pages)).collect();
-            let first = first_fit(&mut used, start, end, pages).ok_or_else(|| {
-                McError::NoSpace(format!(
-                    "{pages} free pages in the {} area",
-                    if coherent { "coherent" } else { "region" }
-                ))
-            })?;
+            let first =
+                first_fit(&mut used, start, end, pages).ok_or_else(|| short(pages.into()))?;
             let id = t.next_id;
             t.next_id += 1;
             t.entries.push(RegionEntry {
@@ -94,7 +97,7 @@ impl MemoryChannel {
         self.region_table()?
             .by_key(key)
             .map(|e| e.id)
-            .ok_or_else(|| McError::NoSuchRegion(format!("key {key}")))
+            .ok_or(McError::NoSuchRegion(RegionRef::Key(key)))
     }
 
     /// Deallocate region `id` (imc_asdealloc). Refused while any node has it
@@ -103,11 +106,13 @@ impl MemoryChannel {
         self.with_regions(|t| {
             let e = t
                 .by_id(id)
-                .ok_or_else(|| McError::NoSuchRegion(format!("id {id}")))?;
+                .ok_or(McError::NoSuchRegion(RegionRef::Id(id)))?;
             if e.tx_mask | e.rx_mask != 0 {
                 return Err(McError::Busy {
-                    what: format!("region {id}"),
-                    reason: format!("attached on nodes {:#x}", e.tx_mask | e.rx_mask),
+                    region: id,
+                    conflict: Conflict::Attached {
+                        nodes: NodeSet(e.tx_mask | e.rx_mask),
+                    },
                 });
             }
             t.entries.retain(|e| e.id != id);
