@@ -9,74 +9,52 @@
 //! release consistency. Several threads of a node share its frames and its
 //! protocol state (2L); one thread per node is 1L.
 //!
-//! Files: `vm` (the heap's two mappings), `fault` (SIGSEGV hand-off), `twin`
-//! (twins and diffs), `seams` (the variant traits), `dms_data` / `dms_meta` /
-//! `dms_sync` (CSM-DMS on Memory Channel), `layout` (where that lives),
-//! `protocol` (faults, release, acquire, requests), `stats`.
+//! Files: `node` (a node and its protocol thread) and `state` (its protocol
+//! state); the protocol's parts as `Node` methods: `fault` (read and write
+//! faults), `fetch` (request/reply with a home), `requests` (answering other
+//! nodes), `release`, `acquire`; `sigsegv` (access detection: the SIGSEGV
+//! hand-off), `vm` (the heap's two mappings), `shared` (typed arrays in the
+//! heap), `twin` (twins and diffs), `seams` (the variant traits), `dms_data` /
+//! `dms_meta` / `dms_sync` (CSM-DMS on Memory Channel), `layout` (where that
+//! lives), `stats`, `error`.
 
+mod acquire;
 mod dms_data;
 mod dms_meta;
 mod dms_sync;
+mod error;
 mod fault;
+mod fetch;
 pub mod layout;
-mod protocol;
+mod node;
+mod release;
+mod requests;
 pub mod seams;
+mod shared;
+mod sigsegv;
+mod state;
 mod stats;
 pub mod twin;
 mod vm;
 
-use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use mc_api::{McError, MemoryChannel};
+use mc_api::MemoryChannel;
 
+pub use error::{BarrierWait, CsmError};
 pub use layout::CsmLayout;
-pub use protocol::PageState;
+pub use shared::Shared;
+pub use state::PageState;
 pub use stats::Stats;
 
-use fault::FaultQueue;
 use mc_api::backoff::Backoff;
-use protocol::{State, WAIT_POLICY};
-use seams::{DataPropagation, Metadata, Synchronization};
+use node::{protocol_thread, LocalBarrier, Node, WAIT_POLICY};
+use sigsegv::FaultQueue;
+use state::State;
 use vm::HeapMemory;
-
-#[derive(Debug, thiserror::Error)]
-pub enum CsmError {
-    #[error("Memory Channel: {0}")]
-    Mc(#[from] McError),
-    #[error("{0}")]
-    Io(#[from] std::io::Error),
-    #[error("protocol: {0}")]
-    Protocol(String),
-    #[error("usage: {0}")]
-    Usage(String),
-    #[error("timed out after {after:?} waiting for {waiting_for}")]
-    Timeout {
-        after: std::time::Duration,
-        waiting_for: BarrierWait,
-    },
-}
-
-/// What a node waits for at a cluster barrier.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BarrierWait {
-    /// (The master, node 0:) every node to arrive.
-    Arrivals,
-    /// (Every other node:) the master to release the barrier.
-    Master,
-}
-
-impl std::fmt::Display for BarrierWait {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            BarrierWait::Arrivals => "every node at the barrier",
-            BarrierWait::Master => "the barrier master",
-        })
-    }
-}
 
 /// What [`Csm::start`] needs; every node must pass the same values.
 #[derive(Clone, Debug)]
@@ -122,91 +100,11 @@ impl Config {
     }
 }
 
-struct LocalBarrier {
-    arrived: u32,
-    generation: u64,
-    failed: Option<String>,
-}
-
-pub(crate) struct Node {
-    me: u32,
-    nodes: u32,
-    page_size: u32,
-    threads: u32,
-    exclusive_mode: bool,
-    incoming_diffs: bool,
-    heap: HeapMemory,
-    faults: Box<FaultQueue>,
-    registration: usize,
-    data: Box<dyn DataPropagation>,
-    meta: Box<dyn Metadata>,
-    sync: Box<dyn Synchronization>,
-    state: Mutex<State>,
-    stop: AtomicBool,
-    local: Mutex<LocalBarrier>,
-    local_cv: Condvar,
-    next_alloc: Mutex<usize>,
-    start: Instant,
-    failure: Mutex<Option<String>>,
-    window: Mutex<(Option<f64>, Option<f64>)>,
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        fault::unregister(self.registration);
-    }
-}
-
 /// A node's handle on Cashmere; clone it for each application thread.
 #[derive(Clone)]
 pub struct Csm {
     node: Arc<Node>,
     server: Arc<Mutex<Option<JoinHandle<()>>>>,
-}
-
-/// A shared array of `T` in the Cashmere heap. Accesses are volatile so the
-/// compiler neither caches nor invents them; they fault into the protocol
-/// when the page is not accessible.
-pub struct Shared<T> {
-    ptr: *mut T,
-    len: usize,
-    offset: usize,
-    _t: PhantomData<T>,
-}
-
-impl<T> Clone for Shared<T> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-impl<T> Copy for Shared<T> {}
-// SAFETY: the heap outlives every use made by the program's threads, and
-// coherence is the protocol's job.
-unsafe impl<T> Send for Shared<T> {}
-unsafe impl<T> Sync for Shared<T> {}
-
-impl<T: Copy> Shared<T> {
-    pub fn len(&self) -> usize {
-        self.len
-    }
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-    /// Byte offset of element 0 in the heap.
-    pub fn offset(&self) -> usize {
-        self.offset
-    }
-    pub fn get(&self, i: usize) -> T {
-        assert!(i < self.len, "index {i} out of {}", self.len);
-        // SAFETY: in bounds of a live mapping; faults are resolved by the
-        // protocol before the access is retried.
-        unsafe { std::ptr::read_volatile(self.ptr.add(i)) }
-    }
-    pub fn set(&self, i: usize, v: T) {
-        assert!(i < self.len, "index {i} out of {}", self.len);
-        // SAFETY: as for get.
-        unsafe { std::ptr::write_volatile(self.ptr.add(i), v) }
-    }
 }
 
 impl Csm {
@@ -231,7 +129,7 @@ impl Csm {
             heap.len(),
             cfg.page_size as usize,
         ));
-        let registration = fault::register(&faults)
+        let registration = sigsegv::register(&faults)
             .ok_or_else(|| CsmError::Usage("too many Cashmere heaps in one process".into()))?;
         let data = dms_data::DmsData::new(mc, l);
         let meta = dms_meta::DmsMeta::new(mc, l);
@@ -239,7 +137,7 @@ impl Csm {
         let (data, meta, sync) = match (data, meta, sync) {
             (Ok(d), Ok(m), Ok(s)) => (d, m, s),
             (d, m, s) => {
-                fault::unregister(registration);
+                sigsegv::unregister(registration);
                 return Err(d.err().or(m.err()).or(s.err()).expect("one failed"));
             }
         };
@@ -360,13 +258,15 @@ impl Csm {
             )));
         }
         *next = off + bytes;
-        Ok(Shared {
-            // SAFETY: in bounds of the application view.
-            ptr: unsafe { self.node.heap.app_base().add(off) } as *mut T,
-            len,
-            offset: off,
-            _t: PhantomData,
-        })
+        // SAFETY: `off + bytes` is within the heap (checked above), so the
+        // pointer stays in bounds of the application view.
+        let ptr = unsafe { self.node.heap.app_base().add(off) } as *mut T;
+        // SAFETY: `ptr` is aligned for `T` (`off` is a multiple of its
+        // alignment, the mapping page-aligned) and points at `len` elements
+        // inside the application view, which stays mapped while this node's
+        // `Csm` handles live; programs use an array only while they do (see
+        // `Shared`).
+        Ok(unsafe { Shared::new(ptr, len, off) })
     }
 
     fn check_failed(&self) -> Result<(), CsmError> {
@@ -576,66 +476,5 @@ impl Csm {
         }
         self.check_failed()?;
         Ok(self.stats())
-    }
-}
-
-/// Log a protocol failure, tell the other nodes, and keep it for the
-/// application threads' next call.
-fn report_failure(node: &Node, e: &CsmError) {
-    log::error!("node{}: cashmere protocol thread: {e}", node.me);
-    node.sync.abort();
-    *node.failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
-}
-
-/// The node's protocol thread: resolve faults handed over by the SIGSEGV
-/// handler, answer page requests, drain write notices.
-fn protocol_thread(node: &Node) {
-    let mut faults = Vec::new();
-    let mut backoff = Backoff::with_policy(WAIT_POLICY);
-    while !node.stop.load(Ordering::Acquire) {
-        faults.clear();
-        node.faults.pending(&mut faults);
-        let mut st = node.lock_state();
-        let before = (st.stats.messages_served, st.stats.write_notices_received);
-        let mut r = Ok(());
-        for f in &faults {
-            let x = node.handle_fault(&mut st, f);
-            if let (Err(e), Ok(())) = (&x, &r) {
-                // Said before the fault is completed: the faulting thread
-                // then aborts the process, and the reason must be out first.
-                report_failure(node, e);
-            }
-            node.faults.complete(f, x.is_ok());
-            if x.is_err() && r.is_ok() {
-                r = x;
-            }
-        }
-        let reported = r.is_err();
-        if r.is_ok() {
-            r = node.poll_others(&mut st);
-        }
-        let busy = !faults.is_empty()
-            || before != (st.stats.messages_served, st.stats.write_notices_received);
-        drop(st);
-        if let Err(e) = r {
-            if !reported {
-                report_failure(node, &e);
-            }
-            // Keep failing faults so application threads do not hang.
-            while !node.stop.load(Ordering::Acquire) {
-                faults.clear();
-                node.faults.pending(&mut faults);
-                for f in &faults {
-                    node.faults.complete(f, false);
-                }
-                std::thread::sleep(std::time::Duration::from_millis(1));
-            }
-            return;
-        }
-        if busy {
-            backoff.restart();
-        } else {
-            backoff.snooze();
-        }
     }
 }
