@@ -15,8 +15,8 @@
 //! nodes), `release`, `acquire`; `sigsegv` (access detection: the SIGSEGV
 //! hand-off), `vm` (the heap's two mappings), `shared` (typed arrays in the
 //! heap), `twin` (twins and diffs), `seams` (the variant traits), `dms_data` /
-//! `dms_meta` / `dms_sync` (CSM-DMS on Memory Channel), `layout` (where that
-//! lives), `stats`, `error`.
+//! `dms_meta` / `dms_sync` (CSM-DMS on Memory Channel), `space` (where that
+//! lives in Memory Channel space), `stats`, `error`.
 
 mod acquire;
 mod dms_data;
@@ -25,13 +25,13 @@ mod dms_sync;
 mod error;
 mod fault;
 mod fetch;
-pub mod layout;
 mod node;
 mod release;
 mod requests;
 pub mod seams;
 mod shared;
 mod sigsegv;
+pub mod space;
 mod state;
 mod stats;
 pub mod twin;
@@ -45,8 +45,8 @@ use std::time::Instant;
 use mc_api::MemoryChannel;
 
 pub use error::{BarrierWait, CsmError};
-pub use layout::CsmLayout;
 pub use shared::Shared;
+pub use space::CsmSpace;
 pub use state::PageState;
 pub use stats::Stats;
 
@@ -90,8 +90,9 @@ impl Default for Config {
 }
 
 impl Config {
-    pub fn layout(&self, nodes: u32) -> CsmLayout {
-        CsmLayout {
+    /// Where CSM-DMS keeps its state for this configuration on `nodes` nodes.
+    pub fn space(&self, nodes: u32) -> CsmSpace {
+        CsmSpace {
             nodes,
             pages: self.heap_bytes.div_ceil(self.page_size as usize) as u32,
             page_size: self.page_size,
@@ -122,8 +123,8 @@ impl Csm {
             return Err(CsmError::Usage("at least one thread per node".into()));
         }
         let nodes = mc.nodes();
-        let l = cfg.layout(nodes);
-        let heap = HeapMemory::new(l.heap_bytes() as usize)?;
+        let space = cfg.space(nodes);
+        let heap = HeapMemory::new(space.heap_bytes() as usize)?;
         let faults = Box::new(FaultQueue::new(
             heap.app_base() as usize,
             heap.len(),
@@ -131,9 +132,9 @@ impl Csm {
         ));
         let registration = sigsegv::register(&faults)
             .ok_or_else(|| CsmError::Usage("too many Cashmere heaps in one process".into()))?;
-        let data = dms_data::DmsData::new(mc, l);
-        let meta = dms_meta::DmsMeta::new(mc, l);
-        let sync = dms_sync::DmsSync::new(mc, l, cfg.locks);
+        let data = dms_data::DmsData::new(mc, space);
+        let meta = dms_meta::DmsMeta::new(mc, space);
+        let sync = dms_sync::DmsSync::new(mc, space, cfg.locks);
         let (data, meta, sync) = match (data, meta, sync) {
             (Ok(d), Ok(m), Ok(s)) => (d, m, s),
             (d, m, s) => {
@@ -154,7 +155,7 @@ impl Csm {
             data: Box::new(data),
             meta: Box::new(meta),
             sync: Box::new(sync),
-            state: Mutex::new(State::new(l.pages, nodes)),
+            state: Mutex::new(State::new(space.pages, nodes)),
             stop: AtomicBool::new(false),
             local: Mutex::new(LocalBarrier {
                 arrived: 0,
