@@ -21,10 +21,15 @@ impl<T> Clone for Shared<T> {
     }
 }
 impl<T> Copy for Shared<T> {}
-// SAFETY: the heap outlives every use made by the program's threads, and
-// coherence is the protocol's job.
-unsafe impl<T> Send for Shared<T> {}
-unsafe impl<T> Sync for Shared<T> {}
+// SAFETY: the array is a view of heap memory that outlives the program's
+// uses of it (see the type's doc), not tied to a thread; values of `T` it
+// hands out cross threads, hence `T: Send`.
+unsafe impl<T: Send> Send for Shared<T> {}
+// SAFETY: threads sharing the array read and write copies of `T` through
+// volatile accesses, which is `Send` for the values; ordering between those
+// accesses is the program's locks, barriers and flags (release
+// consistency), as on the real shared memory.
+unsafe impl<T: Send> Sync for Shared<T> {}
 
 impl<T> Shared<T> {
     /// # Safety
