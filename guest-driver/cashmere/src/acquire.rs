@@ -68,9 +68,7 @@ impl Node {
         let base = p as usize * self.ps();
         let pg = &mut st.pages[p as usize];
         let Some(twin) = pg.twin.as_mut() else {
-            return Err(CsmError::Protocol(format!(
-                "incoming diff for page {p}, which has no twin"
-            )));
+            return Err(CsmError::NoTwin { page: p });
         };
         let words = twin::apply_incoming(&incoming, twin, |i, w| {
             self.heap.write_word(base + 4 * i, w)

@@ -62,7 +62,7 @@ impl Synchronization for DmsSync {
 
     fn barrier(&self, episode: u64) -> Result<(), CsmError> {
         self.tx.write_u64(self.space.arrival(self.me), episode)?;
-        let failed = |n: u32| CsmError::Protocol(format!("node {n} failed or left the cluster"));
+        let failed = |node| CsmError::NodeFailed { node };
         if self.me == 0 {
             poll_until(WAIT, || {
                 if let Some(n) = self.aborted() {
@@ -114,10 +114,10 @@ impl Synchronization for DmsSync {
 
     fn flag_set(&self, flag: u32, value: u64) -> Result<(), CsmError> {
         if flag >= self.space.flags {
-            return Err(CsmError::Usage(format!(
-                "flag {flag} of {}",
-                self.space.flags
-            )));
+            return Err(CsmError::NoSuchFlag {
+                flag,
+                flags: self.space.flags,
+            });
         }
         self.tx.write_u64(self.space.flag(flag), value)?;
         Ok(())
@@ -125,10 +125,10 @@ impl Synchronization for DmsSync {
 
     fn flag_get(&self, flag: u32) -> Result<u64, CsmError> {
         if flag >= self.space.flags {
-            return Err(CsmError::Usage(format!(
-                "flag {flag} of {}",
-                self.space.flags
-            )));
+            return Err(CsmError::NoSuchFlag {
+                flag,
+                flags: self.space.flags,
+            });
         }
         Ok(self.rx.load_u64(self.space.flag(flag))?)
     }

@@ -57,16 +57,16 @@ impl Node {
                     continue 'ask;
                 }
                 if let Some(n) = self.sync.aborted() {
-                    return Err(CsmError::Protocol(format!(
-                        "node {n} failed or left the cluster"
-                    )));
+                    return Err(CsmError::NodeFailed { node: n });
                 }
                 if start.elapsed() > FETCH_GIVE_UP {
-                    return Err(CsmError::Protocol(format!(
-                        "no reply from node {home} for page {p} in {FETCH_GIVE_UP:?} \
-                         ({} timeouts, {} damaged replies so far)",
-                        st.stats.request_timeouts, st.stats.damaged_replies
-                    )));
+                    return Err(CsmError::NoReply {
+                        home,
+                        page: p,
+                        after: FETCH_GIVE_UP,
+                        timeouts: st.stats.request_timeouts,
+                        damaged: st.stats.damaged_replies,
+                    });
                 }
                 if sent.elapsed() > wait {
                     st.stats.request_timeouts += 1;

@@ -114,13 +114,10 @@ impl Csm {
     /// thread, and wait until every node has done the same.
     pub fn start(mc: &MemoryChannel, cfg: &Config) -> Result<Csm, CsmError> {
         if cfg.page_size != 4096 && cfg.page_size != 8192 {
-            return Err(CsmError::Usage(format!(
-                "page size {} (4096 or 8192)",
-                cfg.page_size
-            )));
+            return Err(CsmError::PageSize(cfg.page_size));
         }
         if cfg.threads == 0 {
-            return Err(CsmError::Usage("at least one thread per node".into()));
+            return Err(CsmError::NoThreads);
         }
         let nodes = mc.nodes();
         let space = cfg.space(nodes);
@@ -130,8 +127,8 @@ impl Csm {
             heap.len(),
             cfg.page_size as usize,
         ));
-        let registration = sigsegv::register(&faults)
-            .ok_or_else(|| CsmError::Usage("too many Cashmere heaps in one process".into()))?;
+        let registration =
+            sigsegv::register(&faults).ok_or(CsmError::TooManyHeaps(sigsegv::MAX_HEAPS))?;
         let data = dms_data::DmsData::new(mc, space);
         let meta = dms_meta::DmsMeta::new(mc, space);
         let sync = dms_sync::DmsSync::new(mc, space, cfg.locks);
@@ -252,11 +249,11 @@ impl Csm {
         let off = next.div_ceil(align) * align;
         let bytes = len * std::mem::size_of::<T>();
         if off + bytes > self.node.heap.len() {
-            return Err(CsmError::Usage(format!(
-                "shared heap of {} bytes is full (wanted {bytes} more at {off}): \
-                 make it larger (Config::heap_bytes; mc-guest csm --heap-kib)",
-                self.node.heap.len()
-            )));
+            return Err(CsmError::HeapFull {
+                heap: self.node.heap.len(),
+                wanted: bytes,
+                at: off,
+            });
         }
         *next = off + bytes;
         // SAFETY: `off + bytes` is within the heap (checked above), so the
@@ -278,7 +275,7 @@ impl Csm {
             .unwrap_or_else(|p| p.into_inner())
             .clone()
         {
-            return Err(CsmError::Protocol(format!("protocol thread failed: {e}")));
+            return Err(CsmError::ProtocolThread(e));
         }
         Ok(())
     }
@@ -319,15 +316,13 @@ impl Csm {
                     .unwrap_or_else(|p| p.into_inner())
                     .0;
                 if lb.generation == gen {
-                    if let Some(f) = n.sync.aborted() {
-                        return Err(CsmError::Protocol(format!(
-                            "node {f} failed or left the cluster"
-                        )));
+                    if let Some(node) = n.sync.aborted() {
+                        return Err(CsmError::NodeFailed { node });
                     }
                 }
             }
             return match &lb.failed {
-                Some(e) => Err(CsmError::Protocol(e.clone())),
+                Some(e) => Err(CsmError::NodeBarrier(e.clone())),
                 None => Ok(()),
             };
         }
@@ -343,21 +338,22 @@ impl Csm {
             n.sync.barrier(episode)?;
             let mut st = n.lock_state();
             n.acquire(&mut st)
-        })();
+        })()
+        .map_err(Arc::new);
         let mut lb = n.local.lock().unwrap_or_else(|p| p.into_inner());
         lb.arrived = 0;
         lb.generation += 1;
         if let Err(e) = &r {
-            lb.failed = Some(e.to_string());
+            lb.failed = Some(e.clone());
         }
         n.local_cv.notify_all();
-        r
+        r.map_err(CsmError::NodeBarrier)
     }
 
     /// Write-once flag: release, then broadcast `value` (nonzero).
     pub fn flag_set(&self, flag: u32, value: u64) -> Result<(), CsmError> {
         if value == 0 {
-            return Err(CsmError::Usage("a flag's value must be nonzero".into()));
+            return Err(CsmError::ZeroFlagValue);
         }
         {
             let mut st = self.node.lock_state();
@@ -376,9 +372,7 @@ impl Csm {
             }
             self.check_failed()?;
             if let Some(n) = self.node.sync.aborted() {
-                return Err(CsmError::Protocol(format!(
-                    "node {n} failed or left the cluster"
-                )));
+                return Err(CsmError::NodeFailed { node: n });
             }
             backoff.snooze();
         };
@@ -415,10 +409,7 @@ impl Csm {
     pub fn bench_fetch(&self, page: u32) -> Result<Vec<u8>, CsmError> {
         let n = &self.node;
         let mut st = n.lock_state();
-        let home = n
-            .meta
-            .home(page)
-            .ok_or_else(|| CsmError::Usage(format!("page {page} has no home yet")))?;
+        let home = n.meta.home(page).ok_or(CsmError::NoHome(page))?;
         let mut buf = vec![0u8; n.page_size as usize];
         n.fetch(&mut st, home, page, &mut buf)?;
         Ok(buf)
@@ -445,10 +436,7 @@ impl Csm {
     pub fn bench_diff(&self, page: u32, words: usize) -> Result<usize, CsmError> {
         let n = &self.node;
         let _st = n.lock_state();
-        let home = n
-            .meta
-            .home(page)
-            .ok_or_else(|| CsmError::Usage(format!("page {page} has no home yet")))?;
+        let home = n.meta.home(page).ok_or(CsmError::NoHome(page))?;
         let nw = n.page_size as usize / 4;
         let mut cur = vec![0u32; nw];
         n.heap

@@ -12,7 +12,7 @@
 //! writing behind the diff.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
 
 use mc_api::backoff::{Backoff, BackoffPolicy};
@@ -28,7 +28,7 @@ use crate::CsmError;
 pub(crate) struct LocalBarrier {
     pub(crate) arrived: u32,
     pub(crate) generation: u64,
-    pub(crate) failed: Option<String>,
+    pub(crate) failed: Option<Arc<CsmError>>,
 }
 
 /// One node's Cashmere, shared by its application threads (through `Csm`)
@@ -52,7 +52,8 @@ pub(crate) struct Node {
     pub(crate) local_cv: Condvar,
     pub(crate) next_alloc: Mutex<usize>,
     pub(crate) start: Instant,
-    pub(crate) failure: Mutex<Option<String>>,
+    /// What stopped the protocol thread, if it stopped.
+    pub(crate) failure: Mutex<Option<Arc<CsmError>>>,
     /// The timed part of the program: (start, end), seconds since `start`.
     pub(crate) window: Mutex<(Option<f64>, Option<f64>)>,
 }
@@ -102,10 +103,10 @@ pub(crate) const WAIT_POLICY: BackoffPolicy = BackoffPolicy {
 
 /// Log a protocol failure, tell the other nodes, and keep it for the
 /// application threads' next call.
-fn report_failure(node: &Node, e: &CsmError) {
+fn report_failure(node: &Node, e: Arc<CsmError>) {
     log::error!("node{}: cashmere protocol thread: {e}", node.me);
     node.sync.abort();
-    *node.failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
+    *node.failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
 }
 
 /// The node's protocol thread: resolve faults handed over by the SIGSEGV
@@ -120,11 +121,11 @@ pub(crate) fn protocol_thread(node: &Node) {
         let before = (st.stats.messages_served, st.stats.write_notices_received);
         let mut r = Ok(());
         for f in &faults {
-            let x = node.handle_fault(&mut st, f);
+            let x = node.handle_fault(&mut st, f).map_err(Arc::new);
             if let (Err(e), Ok(())) = (&x, &r) {
                 // Said before the fault is completed: the faulting thread
                 // then aborts the process, and the reason must be out first.
-                report_failure(node, e);
+                report_failure(node, e.clone());
             }
             node.faults.complete(f, x.is_ok());
             if x.is_err() && r.is_ok() {
@@ -133,14 +134,14 @@ pub(crate) fn protocol_thread(node: &Node) {
         }
         let reported = r.is_err();
         if r.is_ok() {
-            r = node.poll_others(&mut st);
+            r = node.poll_others(&mut st).map_err(Arc::new);
         }
         let busy = !faults.is_empty()
             || before != (st.stats.messages_served, st.stats.write_notices_received);
         drop(st);
         if let Err(e) = r {
             if !reported {
-                report_failure(node, &e);
+                report_failure(node, e);
             }
             // Keep failing faults so application threads do not hang.
             while !node.stop.load(Ordering::Acquire) {

@@ -33,7 +33,7 @@ impl Node {
                 continue;
             }
             if p as usize >= st.pages.len() {
-                return Err(CsmError::Protocol(format!("node {r} asked for page {p}")));
+                return Err(CsmError::BadRequest { from: r, page: p });
             }
             if st.pages[p as usize].state == PageState::Exclusive {
                 self.leave_exclusive(st, p)?;

@@ -121,7 +121,8 @@ impl FaultQueue {
     }
 }
 
-const MAX_HEAPS: usize = 32;
+/// Heaps (nodes) one process can hold at once.
+pub const MAX_HEAPS: usize = 32;
 static HEAPS: [AtomicPtr<FaultQueue>; MAX_HEAPS] =
     [const { AtomicPtr::new(std::ptr::null_mut()) }; MAX_HEAPS];
 static INSTALL: Once = Once::new();

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use cashmere::CsmError;
 use mc_api::{Barrier, McError, MemoryChannel, Sharing};
 
 const T: Duration = Duration::from_secs(120);
@@ -31,6 +32,32 @@ pub enum Which {
     Errcheck,
     /// Cashmere's Table II operations (not part of `all`).
     Csm,
+}
+
+impl std::fmt::Display for Which {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Which::All => "all",
+            Which::Latency => "latency",
+            Which::Bandwidth => "bandwidth",
+            Which::Broadcast => "broadcast",
+            Which::Lock => "lock",
+            Which::Errcheck => "errcheck",
+            Which::Csm => "csm",
+        })
+    }
+}
+
+/// Why a benchmark could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    #[error(transparent)]
+    Api(#[from] McError),
+    #[error(transparent)]
+    Csm(#[from] CsmError),
+    /// The benchmark measures between two nodes and the cluster has fewer.
+    #[error("bench {which} needs a second node to measure against, and this cluster has {nodes}: run it on two or more (mc-host run --nodes 2 -- mc-guest bench {which})")]
+    NeedsNodes { which: Which, nodes: u32 },
 }
 
 /// One printed row.
@@ -110,23 +137,19 @@ pub fn raw_memcpy_mb_s(size: usize) -> f64 {
     median(&mut samples)
 }
 
-fn api<T>(r: Result<T, McError>) -> Result<T, String> {
-    r.map_err(|e| e.to_string())
-}
-
 /// Run the benchmarks; node 0 returns the rows, others return none.
-pub fn run(mc: &MemoryChannel, which: Which, iters: u32) -> Result<Vec<Row>, String> {
+pub fn run(mc: &MemoryChannel, which: Which, iters: u32) -> Result<Vec<Row>, BenchError> {
     let me = mc.node_id().0;
     let nodes = mc.nodes();
     let mut rows = Vec::new();
-    let mut barrier = api(Barrier::new(mc, KEY_BARRIER))?;
-    let mut sync = || api(barrier.wait(T));
+    let mut barrier = Barrier::new(mc, KEY_BARRIER)?;
+    let mut sync = || barrier.wait(T);
     let want = |w: Which| which == Which::All || which == w;
 
     if want(Which::Latency) && nodes >= 2 {
-        let id = api(mc.region_alloc(KEY_PING, 64, true))?;
-        let tx = api(mc.attach_transmit(id, Sharing::Shared, false))?;
-        let rx = api(mc.attach_receive(id, Sharing::Shared, false))?;
+        let id = mc.region_alloc(KEY_PING, 64, true)?;
+        let tx = mc.attach_transmit(id, Sharing::Shared, false)?;
+        let rx = mc.attach_receive(id, Sharing::Shared, false)?;
         sync()?;
         let mut samples = Vec::new();
         let warm = iters / 10;
@@ -134,7 +157,7 @@ pub fn run(mc: &MemoryChannel, which: Which, iters: u32) -> Result<Vec<Row>, Str
             match me {
                 0 => {
                     let t0 = Instant::now();
-                    api(tx.write_u64(0, i))?;
+                    tx.write_u64(0, i)?;
                     spin_until(|| rx.load_u64(8).map(|v| v == i).unwrap_or(false));
                     if i > u64::from(warm) {
                         samples.push(t0.elapsed().as_nanos() as f64 / 2.0);
@@ -142,7 +165,7 @@ pub fn run(mc: &MemoryChannel, which: Which, iters: u32) -> Result<Vec<Row>, Str
                 }
                 1 => {
                     spin_until(|| rx.load_u64(0).map(|v| v == i).unwrap_or(false));
-                    api(tx.write_u64(8, i))?;
+                    tx.write_u64(8, i)?;
                 }
                 _ => break,
             }
@@ -178,15 +201,15 @@ pub fn run(mc: &MemoryChannel, which: Which, iters: u32) -> Result<Vec<Row>, Str
     }
 
     if want(Which::Lock) {
-        let locks = api(mc.lock_alloc(KEY_LOCK, 1, false, false))?;
+        let locks = mc.lock_alloc(KEY_LOCK, 1, false, false)?;
         sync()?;
         if me == 0 {
             let mut s = Vec::new();
             for _ in 0..iters.min(2000) {
                 let t0 = Instant::now();
-                api(locks.acquire(0))?;
+                locks.acquire(0)?;
                 s.push(t0.elapsed().as_nanos() as f64);
-                api(locks.release(0))?;
+                locks.release(0)?;
             }
             rows.push(Row {
                 name: "lock acquire, uncontended".into(),
@@ -201,8 +224,8 @@ pub fn run(mc: &MemoryChannel, which: Which, iters: u32) -> Result<Vec<Row>, Str
         let n = iters.min(500);
         let t0 = Instant::now();
         for _ in 0..n {
-            api(locks.acquire(0))?;
-            api(locks.release(0))?;
+            locks.acquire(0)?;
+            locks.release(0)?;
         }
         let per = t0.elapsed().as_nanos() as f64 / f64::from(n);
         sync()?;
@@ -232,7 +255,7 @@ pub fn run(mc: &MemoryChannel, which: Which, iters: u32) -> Result<Vec<Row>, Str
             let mut s = Vec::new();
             for _ in 0..iters.min(2000) {
                 let t0 = Instant::now();
-                api(mc.check_errors())?;
+                mc.check_errors()?;
                 s.push(t0.elapsed().as_nanos() as f64);
             }
             rows.push(Row {
@@ -276,25 +299,25 @@ fn spin_until(mut f: impl FnMut() -> bool) {
 /// the end marker.
 fn stream(
     mc: &MemoryChannel,
-    sync: &mut dyn FnMut() -> Result<(), String>,
+    sync: &mut dyn FnMut() -> Result<(), McError>,
     key: u32,
     broadcast: bool,
-) -> Result<Vec<Row>, String> {
+) -> Result<Vec<Row>, McError> {
     const REGION: usize = 1 << 20;
     let me = mc.node_id().0;
     let nodes = mc.nodes();
     let receives = if broadcast { me != 0 } else { me == 1 };
-    let id = api(mc.region_alloc(key, REGION as u64 + 4096, false))?;
-    let done_id = api(mc.region_alloc(KEY_DONE, 8 * 64, true))?;
-    let done_tx = api(mc.attach_transmit(done_id, Sharing::Shared, false))?;
-    let done_rx = api(mc.attach_receive(done_id, Sharing::Shared, false))?;
+    let id = mc.region_alloc(key, REGION as u64 + 4096, false)?;
+    let done_id = mc.region_alloc(KEY_DONE, 8 * 64, true)?;
+    let done_tx = mc.attach_transmit(done_id, Sharing::Shared, false)?;
+    let done_rx = mc.attach_receive(done_id, Sharing::Shared, false)?;
     let rx = if receives {
-        Some(api(mc.attach_receive(id, Sharing::Shared, false))?)
+        Some(mc.attach_receive(id, Sharing::Shared, false)?)
     } else {
         None
     };
     let tx = if me == 0 {
-        Some(api(mc.attach_transmit(id, Sharing::Shared, false))?)
+        Some(mc.attach_transmit(id, Sharing::Shared, false)?)
     } else {
         None
     };
@@ -314,16 +337,16 @@ fn stream(
                 let writes: Vec<(usize, &[u8])> = (0..batch)
                     .map(|k| ((off + k * size) % REGION, &data[..]))
                     .collect();
-                api(tx.write_many(&writes))?;
+                tx.write_many(&writes)?;
                 off = (off + batch * size) % REGION;
                 sent += batch * size;
             }
             // The end marker, after every data packet in the total order.
-            api(tx.write_u64(REGION, marker))?;
+            tx.write_u64(REGION, marker)?;
         }
         if let Some(rx) = &rx {
             spin_until(|| rx.load_u64(REGION).map(|v| v >= marker).unwrap_or(false));
-            api(done_tx.write_u64(8 * me as usize, marker))?;
+            done_tx.write_u64(8 * me as usize, marker)?;
         }
         if me == 0 {
             let members = mc.registers().members;

@@ -6,6 +6,8 @@ use std::time::Instant;
 use cashmere::{Config, Csm, CsmError};
 use mc_api::MemoryChannel;
 
+use crate::bench::{BenchError, Which};
+
 /// (name, paper microseconds, measured microseconds).
 pub type Row = (&'static str, &'static str, f64, f64);
 
@@ -26,9 +28,12 @@ fn time_us(iters: u32, mut f: impl FnMut() -> Result<(), CsmError>) -> Result<f6
 
 /// Every node runs this (at least two nodes); node 0 measures and returns
 /// the rows, node 1 is the remote home.
-pub fn run(mc: &MemoryChannel, iters: u32) -> Result<Vec<Row>, CsmError> {
+pub fn run(mc: &MemoryChannel, iters: u32) -> Result<Vec<Row>, BenchError> {
     if mc.nodes() < 2 {
-        return Err(CsmError::Usage("bench csm needs two nodes".into()));
+        return Err(BenchError::NeedsNodes {
+            which: Which::Csm,
+            nodes: mc.nodes(),
+        });
     }
     let cfg = Config {
         heap_bytes: 4 * 8192,

@@ -7,6 +7,8 @@
 
 use cashmere::{Csm, CsmError, Shared};
 
+use super::AppError;
+
 pub struct Data {
     a: Shared<f64>,
     x: Shared<f64>,
@@ -61,7 +63,7 @@ fn back_substitute(n: usize, a: impl Fn(usize, usize) -> f64) -> Vec<f64> {
     x
 }
 
-pub fn run(csm: &Csm, d: &Data, tid: usize) -> Result<u64, CsmError> {
+pub fn run(csm: &Csm, d: &Data, tid: usize) -> Result<u64, AppError> {
     let p = (csm.nodes() * csm.threads()) as usize;
     let (n, a) = (d.n, d.a);
     let (w, r) = (n + 1, d.stride);
@@ -99,9 +101,11 @@ pub fn run(csm: &Csm, d: &Data, tid: usize) -> Result<u64, CsmError> {
     for (i, wv) in want.iter().enumerate() {
         let v = d.x.get(i);
         if v.to_bits() != wv.to_bits() {
-            return Err(CsmError::Protocol(format!(
-                "gauss: x[{i}] is {v}, sequential run has {wv}"
-            )));
+            return Err(AppError::Gauss {
+                index: i,
+                got: v,
+                want: *wv,
+            });
         }
     }
     Ok(n as u64)

@@ -11,6 +11,49 @@ pub mod wtest;
 use cashmere::{Config, Csm, CsmError, Stats};
 use mc_api::MemoryChannel;
 
+/// Why a Cashmere program failed: Cashmere did, or the result is wrong (each
+/// check names where and what it expected), or it was asked for too much.
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    #[error(transparent)]
+    Csm(#[from] CsmError),
+    #[error("cannot start an application thread: {0}")]
+    Spawn(#[source] std::io::Error),
+    #[error("an application thread panicked")]
+    Panicked,
+    #[error(
+        "tsp of {0} cities: 3 to {MAX_TSP_CITIES} (each city more multiplies the time by 4-7)"
+    )]
+    TspCities(usize),
+    /// wtest or test read a wrong value.
+    #[error("{check}: element {element} is {got:#x}, expected {want:#x}")]
+    Wtest {
+        check: &'static str,
+        element: usize,
+        got: u64,
+        want: u64,
+    },
+    #[error("sor: element ({row}, {col}) is {got}, sequential run has {want}")]
+    Sor {
+        row: usize,
+        col: usize,
+        got: f64,
+        want: f64,
+    },
+    #[error("gauss: x[{index}] is {got}, sequential run has {want}")]
+    Gauss { index: usize, got: f64, want: f64 },
+    #[error("tsp: best tour {best}, sequential branch and bound finds {want}")]
+    TspBest { best: u32, want: u32 },
+    #[error("tsp: {path:?} is not a tour")]
+    TspNotATour { path: Vec<usize> },
+    #[error("tsp: tour {path:?} has length {len}, recorded as {best}")]
+    TspLength {
+        path: Vec<usize>,
+        len: u32,
+        best: u32,
+    },
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum App {
     Wtest,
@@ -110,7 +153,7 @@ enum Data {
 
 /// Run `p.app` on this node with `p.threads` threads; every node must call
 /// this with the same parameters.
-pub fn run(mc: &MemoryChannel, p: &Params) -> Result<Outcome, CsmError> {
+pub fn run(mc: &MemoryChannel, p: &Params) -> Result<Outcome, AppError> {
     let csm = Csm::start(mc, &p.config())?;
     let (size, iters, summary) = match p.app {
         App::Wtest | App::Test => {
@@ -136,9 +179,7 @@ pub fn run(mc: &MemoryChannel, p: &Params) -> Result<Outcome, CsmError> {
             if !(3..=MAX_TSP_CITIES).contains(&s) {
                 // Branch and bound is exponential: 14 cities take seconds,
                 // each city more several times as long.
-                return Err(CsmError::Usage(format!(
-                    "tsp of {s} cities: 3 to {MAX_TSP_CITIES} (each city more multiplies the time by 4-7)"
-                )));
+                return Err(AppError::TspCities(s));
             }
             (s, 0, format!("tsp ({s} cities)"))
         }
@@ -173,7 +214,8 @@ pub fn run(mc: &MemoryChannel, p: &Params) -> Result<Outcome, CsmError> {
                     r
                 })
         })
-        .collect::<Result<_, _>>()?;
+        .collect::<Result<_, _>>()
+        .map_err(AppError::Spawn)?;
     let mut checked = 0;
     let mut first_err = None;
     for h in handles {
@@ -183,8 +225,7 @@ pub fn run(mc: &MemoryChannel, p: &Params) -> Result<Outcome, CsmError> {
                 first_err.get_or_insert(e);
             }
             Err(_) => {
-                first_err
-                    .get_or_insert(CsmError::Protocol("an application thread panicked".into()));
+                first_err.get_or_insert(AppError::Panicked);
             }
         }
     }

@@ -5,6 +5,8 @@
 
 use cashmere::{Csm, CsmError, Shared};
 
+use super::AppError;
+
 pub struct Data {
     g: Shared<f64>,
     rows: usize,
@@ -57,7 +59,7 @@ pub fn sequential(rows: usize, cols: usize, iters: u32) -> Vec<f64> {
 }
 
 /// Returns the number of elements checked.
-pub fn run(csm: &Csm, d: &Data, tid: usize, iters: u32) -> Result<u64, CsmError> {
+pub fn run(csm: &Csm, d: &Data, tid: usize, iters: u32) -> Result<u64, AppError> {
     let p = (csm.nodes() * csm.threads()) as usize;
     let (rows, cols, g) = (d.rows, d.cols, d.g);
     let mine = band(tid, p, rows);
@@ -93,11 +95,12 @@ pub fn run(csm: &Csm, d: &Data, tid: usize, iters: u32) -> Result<u64, CsmError>
     for (k, w) in want.iter().enumerate() {
         let v = g.get(k);
         if v.to_bits() != w.to_bits() {
-            return Err(CsmError::Protocol(format!(
-                "sor: element ({}, {}) is {v}, sequential run has {w}",
-                k / cols,
-                k % cols
-            )));
+            return Err(AppError::Sor {
+                row: k / cols,
+                col: k % cols,
+                got: v,
+                want: *w,
+            });
         }
     }
     Ok(want.len() as u64)
