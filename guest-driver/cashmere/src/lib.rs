@@ -3,7 +3,7 @@
 //!
 //! Every node runs the same program: [`Csm::start`] with the heap size, then
 //! [`Csm::alloc`] (the same allocations in the same order on every node give
-//! the same addresses), shared data accessed through [`Shared`], and
+//! the same addresses), shared data accessed through [`SharedArray`], and
 //! [`Csm::lock_acquire`] / [`Csm::lock_release`], [`Csm::barrier`],
 //! [`Csm::flag_set`] / [`Csm::flag_wait`]. Data-race-free programs see
 //! release consistency. Several threads of a node share its frames and its
@@ -45,7 +45,7 @@ use std::time::Instant;
 use mc_api::MemoryChannel;
 
 pub use error::{BarrierWait, CsmError};
-pub use shared::Shared;
+pub use shared::SharedArray;
 pub use space::CsmSpace;
 pub use state::PageState;
 pub use stats::Stats;
@@ -235,7 +235,11 @@ impl Csm {
     /// Allocate `len` elements in the shared heap (aligned to `T` and 8 bytes,
     /// or to a page with `page_aligned`). Allocation is deterministic: every
     /// node makes the same calls in the same order and gets the same array.
-    pub fn alloc<T: Copy>(&self, len: usize, page_aligned: bool) -> Result<Shared<T>, CsmError> {
+    pub fn alloc<T: Copy>(
+        &self,
+        len: usize,
+        page_aligned: bool,
+    ) -> Result<SharedArray<T>, CsmError> {
         let mut next = self
             .node
             .next_alloc
@@ -263,8 +267,8 @@ impl Csm {
         // alignment, the mapping page-aligned) and points at `len` elements
         // inside the application view, which stays mapped while this node's
         // `Csm` handles live; programs use an array only while they do (see
-        // `Shared`).
-        Ok(unsafe { Shared::new(ptr, len, off) })
+        // `SharedArray`).
+        Ok(unsafe { SharedArray::new(ptr, len, off) })
     }
 
     fn check_failed(&self) -> Result<(), CsmError> {

@@ -8,36 +8,36 @@ use std::marker::PhantomData;
 /// when the page is not accessible. An array is valid while the node's
 /// [`Csm`](crate::Csm) handles live (the heap is unmapped after the last is
 /// dropped).
-pub struct Shared<T> {
+pub struct SharedArray<T> {
     ptr: *mut T,
     len: usize,
     offset: usize,
     _t: PhantomData<T>,
 }
 
-impl<T> Clone for Shared<T> {
+impl<T> Clone for SharedArray<T> {
     fn clone(&self) -> Self {
         *self
     }
 }
-impl<T> Copy for Shared<T> {}
+impl<T> Copy for SharedArray<T> {}
 // SAFETY: the array is a view of heap memory that outlives the program's
 // uses of it (see the type's doc), not tied to a thread; values of `T` it
 // hands out cross threads, hence `T: Send`.
-unsafe impl<T: Send> Send for Shared<T> {}
+unsafe impl<T: Send> Send for SharedArray<T> {}
 // SAFETY: threads sharing the array read and write copies of `T` through
 // volatile accesses, which is `Send` for the values; ordering between those
 // accesses is the program's locks, barriers and flags (release
 // consistency), as on the real shared memory.
-unsafe impl<T: Send> Sync for Shared<T> {}
+unsafe impl<T: Send> Sync for SharedArray<T> {}
 
-impl<T> Shared<T> {
+impl<T> SharedArray<T> {
     /// # Safety
     ///
     /// `ptr` points at `len` elements of `T`, properly aligned, inside the
     /// application view of a heap that outlives the array and every copy.
     pub(crate) unsafe fn new(ptr: *mut T, len: usize, offset: usize) -> Self {
-        Shared {
+        SharedArray {
             ptr,
             len,
             offset,
@@ -46,7 +46,7 @@ impl<T> Shared<T> {
     }
 }
 
-impl<T: Copy> Shared<T> {
+impl<T: Copy> SharedArray<T> {
     pub fn len(&self) -> usize {
         self.len
     }

@@ -62,7 +62,7 @@ pub enum BenchError {
 
 /// One printed row.
 #[derive(Clone, Debug)]
-pub struct Row {
+pub struct BenchRow {
     pub name: String,
     pub value: f64,
     pub unit: &'static str,
@@ -138,7 +138,7 @@ pub fn raw_memcpy_mb_s(size: usize) -> f64 {
 }
 
 /// Run the benchmarks; node 0 returns the rows, others return none.
-pub fn run(mc: &MemoryChannel, which: Which, iters: u32) -> Result<Vec<Row>, BenchError> {
+pub fn run(mc: &MemoryChannel, which: Which, iters: u32) -> Result<Vec<BenchRow>, BenchError> {
     let me = mc.node_id().0;
     let nodes = mc.nodes();
     let mut rows = Vec::new();
@@ -174,7 +174,7 @@ pub fn run(mc: &MemoryChannel, which: Which, iters: u32) -> Result<Vec<Row>, Ben
         if me == 0 {
             let raw = raw_cache_line_one_way_ns(iters.max(1000));
             let p99 = pct(&mut samples.clone(), 0.99);
-            rows.push(Row {
+            rows.push(BenchRow {
                 name: "one-way latency, 8-byte write (median)".into(),
                 value: median(&mut samples) / 1e3,
                 unit: "us",
@@ -182,7 +182,7 @@ pub fn run(mc: &MemoryChannel, which: Which, iters: u32) -> Result<Vec<Row>, Ben
                 raw: Some(raw / 1e3),
                 lower_is_better: true,
             });
-            rows.push(Row {
+            rows.push(BenchRow {
                 name: "one-way latency, 8-byte write (p99)".into(),
                 value: p99 / 1e3,
                 unit: "us",
@@ -211,7 +211,7 @@ pub fn run(mc: &MemoryChannel, which: Which, iters: u32) -> Result<Vec<Row>, Ben
                 s.push(t0.elapsed().as_nanos() as f64);
                 locks.release(0)?;
             }
-            rows.push(Row {
+            rows.push(BenchRow {
                 name: "lock acquire, uncontended".into(),
                 value: median(&mut s) / 1e3,
                 unit: "us",
@@ -230,7 +230,7 @@ pub fn run(mc: &MemoryChannel, which: Which, iters: u32) -> Result<Vec<Row>, Ben
         let per = t0.elapsed().as_nanos() as f64 / f64::from(n);
         sync()?;
         if me == 0 {
-            rows.push(Row {
+            rows.push(BenchRow {
                 name: format!("lock acquire+release, {nodes} nodes contending"),
                 value: per / 1e3,
                 unit: "us",
@@ -258,7 +258,7 @@ pub fn run(mc: &MemoryChannel, which: Which, iters: u32) -> Result<Vec<Row>, Ben
                 mc.check_errors()?;
                 s.push(t0.elapsed().as_nanos() as f64);
             }
-            rows.push(Row {
+            rows.push(BenchRow {
                 name: "error count read (imc_rderrcnt)".into(),
                 value: rd / 1e3,
                 unit: "us",
@@ -266,7 +266,7 @@ pub fn run(mc: &MemoryChannel, which: Which, iters: u32) -> Result<Vec<Row>, Ben
                 raw: None,
                 lower_is_better: true,
             });
-            rows.push(Row {
+            rows.push(BenchRow {
                 name: "error check via ACK page (imc_ckerrcnt)".into(),
                 value: median(&mut s) / 1e3,
                 unit: "us",
@@ -302,7 +302,7 @@ fn stream(
     sync: &mut dyn FnMut() -> Result<(), McError>,
     key: u32,
     broadcast: bool,
-) -> Result<Vec<Row>, McError> {
+) -> Result<Vec<BenchRow>, McError> {
     const REGION: usize = 1 << 20;
     let me = mc.node_id().0;
     let nodes = mc.nodes();
@@ -363,7 +363,7 @@ fn stream(
             let secs = t0.elapsed().as_secs_f64();
             let mb_s = total as f64 * f64::from(receivers) / secs / 1e6;
             let raw = raw_memcpy_mb_s(size);
-            rows.push(Row {
+            rows.push(BenchRow {
                 name: if broadcast {
                     format!("broadcast to {receivers} nodes, {size} B writes (delivered)")
                 } else {
@@ -386,7 +386,7 @@ fn stream(
 }
 
 /// The table node 0 prints.
-pub fn format(rows: &[Row]) -> String {
+pub fn format(rows: &[BenchRow]) -> String {
     let mut s = format!(
         "{:<52} {:>12} {:>10} {:>9} {:>12} {:>9}\n",
         "operation", "measured", "MC2 (seed)", "vs MC2", "raw limit", "vs raw"

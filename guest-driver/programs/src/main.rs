@@ -53,7 +53,7 @@ enum GuestError {
     version,
     about = "Memory Channel guest program: info, selftest, bench, csm"
 )]
-struct Cli {
+struct GuestCli {
     /// The adapter's vhost-user socket (virtual guest); default $MC_SOCKET.
     #[arg(long, global = true)]
     socket: Option<PathBuf>,
@@ -69,11 +69,11 @@ struct Cli {
     #[arg(long, global = true, env = "MC_RELIABLE")]
     reliable: bool,
     #[command(subcommand)]
-    command: Command,
+    command: GuestCommand,
 }
 
 #[derive(Subcommand, Debug)]
-enum Command {
+enum GuestCommand {
     /// Show this adapter's register file and status.
     Info,
     /// Run the cluster-wide self test (every node must run it).
@@ -125,7 +125,7 @@ enum Command {
     },
 }
 
-fn adapter(cli: &Cli) -> Result<Adapter<Box<dyn Transport>>, GuestError> {
+fn adapter(cli: &GuestCli) -> Result<Adapter<Box<dyn Transport>>, GuestError> {
     let socket = cli
         .socket
         .clone()
@@ -160,11 +160,11 @@ fn adapter(cli: &Cli) -> Result<Adapter<Box<dyn Transport>>, GuestError> {
     Ok(Adapter::new(t, opts)?)
 }
 
-fn open(cli: &Cli) -> Result<MemoryChannel, GuestError> {
+fn open(cli: &GuestCli) -> Result<MemoryChannel, GuestError> {
     open_with(cli, &OpenOptions::default())
 }
 
-fn open_with(cli: &Cli, opts: &OpenOptions) -> Result<MemoryChannel, GuestError> {
+fn open_with(cli: &GuestCli, opts: &OpenOptions) -> Result<MemoryChannel, GuestError> {
     let port = AdapterPort::new(adapter(cli)?)?;
     let opts = OpenOptions {
         reliable: opts.reliable || cli.reliable,
@@ -173,7 +173,7 @@ fn open_with(cli: &Cli, opts: &OpenOptions) -> Result<MemoryChannel, GuestError>
     Ok(MemoryChannel::open(Box::new(port), &opts)?)
 }
 
-fn info(cli: &Cli) -> Result<(), GuestError> {
+fn info(cli: &GuestCli) -> Result<(), GuestError> {
     let mut a = adapter(cli)?;
     let r = a.registers()?;
     let status = a.set_status_page().and_then(|v| v.read())?;
@@ -231,15 +231,15 @@ fn info(cli: &Cli) -> Result<(), GuestError> {
 
 fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
-    let cli = Cli::parse();
+    let cli = GuestCli::parse();
     let r = match &cli.command {
-        Command::Info => info(&cli),
-        Command::Selftest { iterations } => open(&cli).and_then(|mc| {
+        GuestCommand::Info => info(&cli),
+        GuestCommand::Selftest { iterations } => open(&cli).and_then(|mc| {
             let n = selftest::run(&mc, *iterations, &mut |l| println!("{l}"))?;
             println!("selftest: {n} checks passed on node {}", mc.node_id().0);
             Ok(())
         }),
-        Command::Bench {
+        GuestCommand::Bench {
             which: bench::Which::Csm,
             iters,
         } => open(&cli).and_then(|mc| {
@@ -249,7 +249,7 @@ fn main() -> ExitCode {
             }
             Ok(())
         }),
-        Command::Csm {
+        GuestCommand::Csm {
             app,
             threads,
             size,
@@ -278,7 +278,7 @@ fn main() -> ExitCode {
                 Ok(())
             })
         }
-        Command::Bench { which, iters } => open(&cli).and_then(|mc| {
+        GuestCommand::Bench { which, iters } => open(&cli).and_then(|mc| {
             let rows = bench::run(&mc, *which, *iters)?;
             if mc.node_id().0 == 0 {
                 print!("{}", bench::format(&rows));

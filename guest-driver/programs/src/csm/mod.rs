@@ -144,11 +144,11 @@ impl std::fmt::Display for Outcome {
     }
 }
 
-enum Data {
-    W(wtest::Data),
-    S(sor::Data),
-    G(gauss::Data),
-    T(tsp::Data),
+enum AppData {
+    W(wtest::WtestData),
+    S(sor::SorData),
+    G(gauss::GaussData),
+    T(tsp::TspData),
 }
 
 /// Run `p.app` on this node with `p.threads` threads; every node must call
@@ -185,10 +185,10 @@ pub fn run(mc: &MemoryChannel, p: &Params) -> Result<Outcome, AppError> {
         }
     };
     let data = match p.app {
-        App::Wtest | App::Test => Data::W(wtest::setup(&csm, size)?),
-        App::Sor => Data::S(sor::setup(&csm, size, size)?),
-        App::Gauss => Data::G(gauss::setup(&csm, size)?),
-        App::Tsp => Data::T(tsp::setup(&csm, size)?),
+        App::Wtest | App::Test => AppData::W(wtest::setup(&csm, size)?),
+        App::Sor => AppData::S(sor::setup(&csm, size, size)?),
+        App::Gauss => AppData::G(gauss::setup(&csm, size)?),
+        App::Tsp => AppData::T(tsp::setup(&csm, size)?),
     };
     let data = std::sync::Arc::new(data);
     let app = p.app;
@@ -201,11 +201,11 @@ pub fn run(mc: &MemoryChannel, p: &Params) -> Result<Outcome, AppError> {
                 .name(format!("csm-app{tid}"))
                 .spawn(move || {
                     let r = match (&*data, app) {
-                        (Data::W(d), App::Wtest) => wtest::wtest(&csm, d, tid, iters),
-                        (Data::W(d), _) => wtest::test(&csm, d, tid, iters),
-                        (Data::S(d), _) => sor::run(&csm, d, tid, iters),
-                        (Data::G(d), _) => gauss::run(&csm, d, tid),
-                        (Data::T(d), _) => tsp::run(&csm, d, tid),
+                        (AppData::W(d), App::Wtest) => wtest::wtest(&csm, d, tid, iters),
+                        (AppData::W(d), _) => wtest::test(&csm, d, tid, iters),
+                        (AppData::S(d), _) => sor::run(&csm, d, tid, iters),
+                        (AppData::G(d), _) => gauss::run(&csm, d, tid),
+                        (AppData::T(d), _) => tsp::run(&csm, d, tid),
                     };
                     if r.is_err() {
                         // Nobody, here or elsewhere, waits for this thread.

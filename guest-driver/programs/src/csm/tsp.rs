@@ -3,20 +3,20 @@
 //! is kept under lock 1 and bounds the search. The optimum is compared with
 //! a sequential branch and bound, and the tour found is checked.
 
-use cashmere::{Csm, CsmError, Shared};
+use cashmere::{Csm, CsmError, SharedArray};
 
 use super::AppError;
 
-pub struct Data {
-    dist: Shared<u32>,
-    next: Shared<u32>,
-    best: Shared<u32>,
-    path: Shared<u32>,
+pub struct TspData {
+    dist: SharedArray<u32>,
+    next: SharedArray<u32>,
+    best: SharedArray<u32>,
+    path: SharedArray<u32>,
     cities: usize,
 }
 
-pub fn setup(csm: &Csm, cities: usize) -> Result<Data, CsmError> {
-    Ok(Data {
+pub fn setup(csm: &Csm, cities: usize) -> Result<TspData, CsmError> {
+    Ok(TspData {
         dist: csm.alloc(cities * cities, true)?,
         next: csm.alloc(1, true)?,
         best: csm.alloc(1, false)?,
@@ -104,7 +104,7 @@ pub fn sequential(c: usize) -> u32 {
     bound
 }
 
-pub fn run(csm: &Csm, data: &Data, tid: usize) -> Result<u64, AppError> {
+pub fn run(csm: &Csm, data: &TspData, tid: usize) -> Result<u64, AppError> {
     let c = data.cities;
     if tid == 0 && csm.node_id() == 0 {
         for (i, v) in distances(c).into_iter().enumerate() {

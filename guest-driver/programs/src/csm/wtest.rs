@@ -2,19 +2,19 @@
 //! small array partitioned by thread; every thread works on every partition
 //! and every element is checked at each step.
 
-use cashmere::{Csm, CsmError, Shared};
+use cashmere::{Csm, CsmError, SharedArray};
 
 use super::AppError;
 
-pub struct Data {
-    a: Shared<u32>,
-    counter: Shared<u64>,
+pub struct WtestData {
+    a: SharedArray<u32>,
+    counter: SharedArray<u64>,
     per: usize,
 }
 
-pub fn setup(csm: &Csm, per: usize) -> Result<Data, CsmError> {
+pub fn setup(csm: &Csm, per: usize) -> Result<WtestData, CsmError> {
     let p = (csm.nodes() * csm.threads()) as usize;
-    Ok(Data {
+    Ok(WtestData {
         a: csm.alloc(p * per, true)?,
         counter: csm.alloc(1, true)?,
         per,
@@ -39,7 +39,7 @@ fn mismatch(check: &'static str, element: usize, got: u64, want: u64) -> AppErro
 /// partition by partition under that partition's lock (very fine-grain
 /// sharing), and everyone checks every element again. Returns the number of
 /// element checks made.
-pub fn wtest(csm: &Csm, d: &Data, tid: usize, rounds: u32) -> Result<u64, AppError> {
+pub fn wtest(csm: &Csm, d: &WtestData, tid: usize, rounds: u32) -> Result<u64, AppError> {
     let p = (csm.nodes() * csm.threads()) as usize;
     assert!(p <= 32, "wtest sets one bit per thread");
     let all = if p == 32 { u32::MAX } else { (1u32 << p) - 1 };
@@ -93,7 +93,7 @@ pub fn wtest(csm: &Csm, d: &Data, tid: usize, rounds: u32) -> Result<u64, AppErr
 /// test: per round, owners write their partitions; each thread checks its
 /// right neighbour's partition and adds one to a lock-protected counter;
 /// after a barrier everyone checks the counter.
-pub fn test(csm: &Csm, d: &Data, tid: usize, rounds: u32) -> Result<u64, AppError> {
+pub fn test(csm: &Csm, d: &WtestData, tid: usize, rounds: u32) -> Result<u64, AppError> {
     let p = (csm.nodes() * csm.threads()) as usize;
     let mut checks = 0u64;
     csm.mark_start();
