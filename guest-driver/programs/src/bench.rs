@@ -48,6 +48,17 @@ impl std::fmt::Display for Which {
     }
 }
 
+impl Which {
+    /// Whether the benchmark measures between two nodes (a sender and a
+    /// receiver, or a requester and a home), so a cluster of one cannot run it.
+    pub fn needs_two_nodes(self) -> bool {
+        matches!(
+            self,
+            Which::Latency | Which::Bandwidth | Which::Broadcast | Which::Csm
+        )
+    }
+}
+
 /// Why a benchmark could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum BenchError {
@@ -56,8 +67,17 @@ pub enum BenchError {
     #[error(transparent)]
     Csm(#[from] CsmError),
     /// The benchmark measures between two nodes and the cluster has fewer.
-    #[error("bench {which} needs a second node to measure against, and this cluster has {nodes}: run it on two or more (mc-host run --nodes 2 -- mc-guest bench {which})")]
+    #[error("bench {which} needs a second node to measure against, and this cluster has {nodes}: start it with --nodes 2 or more (e.g. mc-host run --nodes 2 -- mc-guest bench {which})")]
     NeedsNodes { which: Which, nodes: u32 },
+}
+
+/// What node 0 prints: the measured rows, and the benchmarks `all` left out
+/// because the cluster is too small for them.
+#[derive(Clone, Debug, Default)]
+pub struct BenchReport {
+    pub rows: Vec<BenchRow>,
+    pub skipped: Vec<Which>,
+    pub nodes: u32,
 }
 
 /// One printed row.
@@ -137,14 +157,25 @@ pub fn raw_memcpy_mb_s(size: usize) -> f64 {
     median(&mut samples)
 }
 
-/// Run the benchmarks; node 0 returns the rows, others return none.
-pub fn run(mc: &MemoryChannel, which: Which, iters: u32) -> Result<Vec<BenchRow>, BenchError> {
+/// Run the benchmarks; node 0 returns the rows, others return none. One
+/// that needs two nodes, asked for by name on a cluster of one, is an error
+/// that says so; `all` leaves those out and says which.
+pub fn run(mc: &MemoryChannel, which: Which, iters: u32) -> Result<BenchReport, BenchError> {
     let me = mc.node_id().0;
     let nodes = mc.nodes();
+    if nodes < 2 && which.needs_two_nodes() {
+        return Err(BenchError::NeedsNodes { which, nodes });
+    }
     let mut rows = Vec::new();
     let mut barrier = Barrier::new(mc, KEY_BARRIER)?;
     let mut sync = || barrier.wait(T);
     let want = |w: Which| which == Which::All || which == w;
+    let skipped = if nodes < 2 && which == Which::All {
+        // `all` does not include csm.
+        vec![Which::Latency, Which::Bandwidth, Which::Broadcast]
+    } else {
+        Vec::new()
+    };
 
     if want(Which::Latency) && nodes >= 2 {
         let id = mc.region_alloc(KEY_PING, 64, true)?;
@@ -277,7 +308,11 @@ pub fn run(mc: &MemoryChannel, which: Which, iters: u32) -> Result<Vec<BenchRow>
         }
         sync()?;
     }
-    Ok(rows)
+    Ok(BenchReport {
+        rows,
+        skipped,
+        nodes,
+    })
 }
 
 fn spin_until(mut f: impl FnMut() -> bool) {
@@ -386,7 +421,8 @@ fn stream(
 }
 
 /// The table node 0 prints.
-pub fn format(rows: &[BenchRow]) -> String {
+pub fn format(report: &BenchReport) -> String {
+    let rows = &report.rows;
     let mut s = format!(
         "{:<52} {:>12} {:>10} {:>9} {:>12} {:>9}\n",
         "operation", "measured", "MC2 (seed)", "vs MC2", "raw limit", "vs raw"
@@ -425,5 +461,72 @@ pub fn format(rows: &[BenchRow]) -> String {
         );
     }
     s += "ratios: above 1x means faster than the reference (vs MC2: than the real hardware; vs raw: than this machine's limit).\n";
+    if !report.skipped.is_empty() {
+        let names: Vec<String> = report.skipped.iter().map(Which::to_string).collect();
+        s += &format!(
+            "not measured: {}: they need a second node, and this cluster has {}; start it with --nodes 2 or more.\n",
+            names.join(", "),
+            report.nodes
+        );
+    }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row() -> BenchRow {
+        BenchRow {
+            name: "lock acquire, uncontended".into(),
+            value: 1.5,
+            unit: "us",
+            hardware: None,
+            raw: None,
+            lower_is_better: true,
+        }
+    }
+
+    #[test]
+    fn a_cluster_of_one_is_told_what_was_not_measured() {
+        let report = BenchReport {
+            rows: vec![row()],
+            skipped: vec![Which::Latency, Which::Bandwidth, Which::Broadcast],
+            nodes: 1,
+        };
+        let s = format(&report);
+        assert!(s.contains("lock acquire, uncontended"), "{s}");
+        assert!(
+            s.contains("not measured: latency, bandwidth, broadcast: they need a second node, and this cluster has 1; start it with --nodes 2"),
+            "{s}"
+        );
+        let full = BenchReport {
+            skipped: Vec::new(),
+            nodes: 2,
+            ..report
+        };
+        assert!(!format(&full).contains("not measured"));
+    }
+
+    #[test]
+    fn what_needs_two_nodes_says_so_by_name() {
+        for w in [
+            Which::Latency,
+            Which::Bandwidth,
+            Which::Broadcast,
+            Which::Csm,
+        ] {
+            assert!(w.needs_two_nodes());
+            let e = BenchError::NeedsNodes { which: w, nodes: 1 };
+            let s = e.to_string();
+            assert!(
+                s.starts_with(&format!("bench {w} needs a second node")),
+                "{s}"
+            );
+            assert!(s.contains("--nodes 2"), "{s}");
+        }
+        for w in [Which::All, Which::Lock, Which::Errcheck] {
+            assert!(!w.needs_two_nodes());
+        }
+    }
 }

@@ -279,9 +279,9 @@ fn main() -> ExitCode {
             })
         }
         GuestCommand::Bench { which, iters } => open(&cli).and_then(|mc| {
-            let rows = bench::run(&mc, *which, *iters)?;
+            let report = bench::run(&mc, *which, *iters)?;
             if mc.node_id().0 == 0 {
-                print!("{}", bench::format(&rows));
+                print!("{}", bench::format(&report));
             }
             Ok(())
         }),
