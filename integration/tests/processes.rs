@@ -47,3 +47,21 @@ fn a_guest_without_a_socket_says_so() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("MC_SOCKET"), "{err}");
 }
+
+#[test]
+fn bench_on_one_node_says_what_needs_a_second() {
+    let (ok, out) = run(1, &["mc-guest", "bench", "latency"]);
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains("bench latency needs a second node") && out.contains("--nodes 2"),
+        "{out}"
+    );
+    // `all` measures what one node can and names what it left out.
+    let (ok, out) = run(1, &["mc-guest", "bench", "--iters", "20"]);
+    assert!(ok, "{out}");
+    assert!(out.contains("[node0] lock acquire, uncontended"), "{out}");
+    assert!(
+        out.contains("not measured: latency, bandwidth, broadcast: they need a second node"),
+        "{out}"
+    );
+}

@@ -5,22 +5,10 @@ use std::sync::atomic::Ordering;
 use firmware_model::abi::{EventRecord, Registers, Status, StatusPage, TxCompletion};
 use firmware_model::PctEntry;
 
-use super::{McError, McPort, ReceiveMemory};
+use crate::error::McError;
+use crate::port::{McPort, ReceiveMemory};
 use mc_driver::adapter::{Adapter, ReceiveFrames, StatusView};
-use mc_driver::error::Error;
 use mc_driver::transport::Transport;
-
-impl From<Error> for McError {
-    fn from(e: Error) -> McError {
-        match e {
-            Error::Refused { status, detail, .. } => McError::Refused {
-                status: Status::from_u32(status).unwrap_or(Status::DeviceError),
-                detail,
-            },
-            other => McError::Device(other.to_string()),
-        }
-    }
-}
 
 impl ReceiveMemory for ReceiveFrames {
     fn frames(&self) -> Vec<u64> {

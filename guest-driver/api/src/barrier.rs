@@ -5,7 +5,9 @@
 
 use std::time::Duration;
 
-use super::{wait_for, McError, MemoryChannel, RxRegion, Sharing, TxRegion};
+use crate::channel::{wait_for, MemoryChannel};
+use crate::error::{McError, WaitFor};
+use crate::region::{RxRegion, Sharing, TxRegion};
 
 /// A named barrier for all cluster members.
 pub struct Barrier {
@@ -40,7 +42,7 @@ impl Barrier {
         let count = self.count;
         let rx = &self.rx;
         let mc = &self.mc;
-        wait_for("every node at the barrier", timeout, || {
+        wait_for(WaitFor::Barrier, timeout, || {
             let members = mc.members_mask();
             (0..64usize)
                 .filter(|n| members & (1 << n) != 0)

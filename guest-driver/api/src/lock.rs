@@ -1,30 +1,16 @@
-//! Cluster spinlocks built from remote writes, broadcast, loopback and total
-//! order, as Cashmere's locks are (seed 000 s.2.3.1.1): a lock is an array with
-//! one entry per node in a broadcast + loopback page. To acquire, a node writes
-//! a fresh ticket into its own entry, waits for the write to come back, then
-//! reads the whole array; if any other member's entry is set it clears its own,
-//! backs off and tries again. Total order makes this safe: of two contenders,
-//! the later writer sees the earlier one's entry when its own write lands.
+//! Lock sets (imc_lkalloc, imc_lkacquire, imc_lkrelease, imc_lkdealloc):
+//! sets of cluster spinlocks allocated by key in the lock-set table. Threads
+//! of one node first take a local lock, so only one of them is in the cluster
+//! protocol (`spinlock`) per lock.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
 use std::thread::ThreadId;
-use std::time::{Duration, Instant};
 
-use super::table::LockSetEntry;
-use super::{wait_for, McError, MemoryChannel, OP_TIMEOUT};
-
-static TICKET: AtomicU32 = AtomicU32::new(1);
-
-fn ticket() -> u32 {
-    loop {
-        let t = TICKET.fetch_add(1, Ordering::Relaxed);
-        if t != 0 {
-            return t;
-        }
-    }
-}
+use crate::channel::MemoryChannel;
+use crate::error::{McError, Shortage};
+use crate::spinlock::ClusterLock;
+use crate::table::{first_fit, LockSetEntry};
 
 /// Threads of this node that hold (or are acquiring) each lock: the local
 /// test-and-set that comes before the cluster protocol.
@@ -70,80 +56,6 @@ impl LocalLocks {
     }
 }
 
-/// One lock's array, at `offset` in the control pages.
-pub(crate) struct ClusterLock {
-    pub(crate) offset: usize,
-}
-
-impl ClusterLock {
-    fn my_entry(&self, mc: &MemoryChannel) -> (usize, u64) {
-        let me = mc.inner().me() as usize;
-        let off = self.offset + 4 * me;
-        (off, mc.inner().layout().page_addr(0) + off as u64)
-    }
-
-    /// The cluster half of acquiring: returns false only for `try_once` on
-    /// contention.
-    pub(crate) fn acquire(&self, mc: &MemoryChannel, try_once: bool) -> Result<bool, McError> {
-        let inner = mc.inner();
-        let c = inner.control();
-        let me = inner.me();
-        let (mine, addr) = self.my_entry(mc);
-        let mut backoff_us: u64 = 2;
-        let mut rng = (u64::from(me) + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)
-            ^ Instant::now().elapsed().as_nanos() as u64;
-        let start = Instant::now();
-        loop {
-            // After a rejoin this node's copy of the arrays is stale until it
-            // has caught up; a thread that got past here before the crash
-            // sees the generation move and starts over.
-            inner.join.gate(OP_TIMEOUT)?;
-            let generation = inner.join.generation();
-            let t = ticket();
-            mc.store(addr, &t.to_le_bytes())?;
-            wait_for("a lock entry to loop back", OP_TIMEOUT, || {
-                (c.load_u32(mine) == t).then_some(())
-            })?;
-            let members = mc.members_mask();
-            let contended = (0..inner.layout().nodes)
-                .filter(|&n| n != me && members & (1 << n) != 0)
-                .any(|n| c.load_u32(self.offset + 4 * n as usize) != 0);
-            let stale = inner.join.generation() != generation || !inner.join.is_coherent();
-            if !contended && !stale {
-                return Ok(true);
-            }
-            mc.store(addr, &0u32.to_le_bytes())?;
-            if stale {
-                continue;
-            }
-            if try_once {
-                return Ok(false);
-            }
-            if start.elapsed() > OP_TIMEOUT * 4 {
-                return Err(McError::Timeout(
-                    OP_TIMEOUT * 4,
-                    "a cluster spinlock".into(),
-                ));
-            }
-            // Randomised exponential back-off so contenders do not collide forever.
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            let wait = backoff_us / 2 + rng % (backoff_us / 2 + 1);
-            let until = Instant::now() + Duration::from_micros(wait);
-            while Instant::now() < until {
-                std::thread::yield_now();
-            }
-            backoff_us = (backoff_us * 2).min(64);
-        }
-    }
-
-    pub(crate) fn release(&self, mc: &MemoryChannel) -> Result<(), McError> {
-        let (_, addr) = self.my_entry(mc);
-        mc.store(addr, &0u32.to_le_bytes())
-    }
-}
-
 /// A set of cluster spinlocks (imc_lkalloc). Cheap to share between threads.
 pub struct LockSet {
     mc: MemoryChannel,
@@ -178,15 +90,15 @@ impl LockSet {
         Ok(ClusterLock {
             offset: self
                 .mc
-                .inner()
-                .layout()
+                .inner
+                .layout
                 .lock_offset(self.entry.first_lock + index),
         })
     }
 
     pub(crate) fn mark_held(&self, index: u32) {
         if let Ok(l) = self.lock(index) {
-            self.mc.inner().lock_state.set_owner(l.offset);
+            self.mc.inner.lock_state.set_owner(l.offset);
         }
     }
 
@@ -194,13 +106,13 @@ impl LockSet {
     /// `creator`, lock 0 is held).
     pub fn holds(&self, index: u32) -> bool {
         self.lock(index)
-            .is_ok_and(|l| self.mc.inner().lock_state.held(l.offset))
+            .is_ok_and(|l| self.mc.inner.lock_state.held(l.offset))
     }
 
     /// Acquire lock `index`, spinning until it is free (imc_lkacquire).
     pub fn acquire(&self, index: u32) -> Result<(), McError> {
         let l = self.lock(index)?;
-        let local = &self.mc.inner().lock_state;
+        let local = &self.mc.inner.lock_state;
         loop {
             match local.try_take(l.offset) {
                 Err(()) => {
@@ -225,7 +137,7 @@ impl LockSet {
     /// One attempt: true if lock `index` is now held.
     pub fn try_acquire(&self, index: u32) -> Result<bool, McError> {
         let l = self.lock(index)?;
-        let local = &self.mc.inner().lock_state;
+        let local = &self.mc.inner.lock_state;
         match local.try_take(l.offset) {
             Err(()) => {
                 return Err(McError::AlreadyHeld {
@@ -253,7 +165,7 @@ impl LockSet {
     /// hold is an error.
     pub fn release(&self, index: u32) -> Result<(), McError> {
         let l = self.lock(index)?;
-        let local = &self.mc.inner().lock_state;
+        let local = &self.mc.inner.lock_state;
         if !local.held(l.offset) {
             return Err(McError::NotHeld {
                 set: self.entry.id,
@@ -269,5 +181,84 @@ impl LockSet {
     /// that allocated it deallocates it.
     pub fn dealloc(self) -> Result<(), McError> {
         self.mc.dealloc_lockset(self.entry.id)
+    }
+}
+
+impl MemoryChannel {
+    /// Allocate (or find) the set of `count` cluster spinlocks under `key`
+    /// (imc_lkalloc). `exclusive`: fail if it exists. `creator`: if this call
+    /// creates the set, it returns holding lock 0, so the creator can
+    /// initialise shared data before anyone else gets in.
+    pub fn lock_alloc(
+        &self,
+        key: u32,
+        count: u32,
+        exclusive: bool,
+        creator: bool,
+    ) -> Result<LockSet, McError> {
+        if count == 0 {
+            return Err(McError::EmptyLockSet);
+        }
+        let l = self.inner.layout;
+        let me = self.inner.me;
+        let (entry, created) = self.with_locksets(|t| {
+            if let Some(e) = t.by_key(key).copied() {
+                if exclusive {
+                    return Err(McError::LockSetExists(key));
+                }
+                if e.count != count {
+                    return Err(McError::LockSetSize {
+                        key,
+                        count: e.count,
+                        wanted: count,
+                    });
+                }
+                let e2 = t.by_id_mut(e.id).map(|x| {
+                    x.attached |= 1 << me;
+                    *x
+                });
+                return Ok(((e2.unwrap_or(e), false), true));
+            }
+            let mut used: Vec<(u32, u32)> =
+                t.entries.iter().map(|e| (e.first_lock, e.count)).collect();
+            let first = first_fit(&mut used, 0, l.lock_capacity(), count)
+                .ok_or(McError::NoSpace(Shortage::Locks(count)))?;
+            let id = t.next_id;
+            t.next_id += 1;
+            let e = LockSetEntry {
+                key,
+                id,
+                first_lock: first,
+                count,
+                creator: me as u8,
+                attached: 1 << me,
+            };
+            t.entries.push(e);
+            if creator {
+                // Taken before the table update is visible: nobody can get in first.
+                let lock0 = ClusterLock {
+                    offset: l.lock_offset(first),
+                };
+                lock0.acquire(self, false)?;
+            }
+            Ok(((e, true), true))
+        })?;
+        let set = LockSet::new(self.clone(), entry);
+        if created && creator {
+            set.mark_held(0);
+        }
+        Ok(set)
+    }
+
+    fn dealloc_lockset(&self, id: u32) -> Result<(), McError> {
+        let me = self.inner.me;
+        self.with_locksets(|t| {
+            let e = t.by_id_mut(id).ok_or(McError::NoSuchLockSet(id))?;
+            e.attached &= !(1 << me);
+            if e.attached == 0 {
+                t.entries.retain(|e| e.id != id);
+            }
+            Ok(((), true))
+        })
     }
 }

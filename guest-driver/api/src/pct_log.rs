@@ -167,11 +167,14 @@ mod tests {
             Registers::default()
         }
         fn alloc_receive(&mut self, _: u32) -> Result<Box<dyn ReceiveMemory>, McError> {
-            Err(McError::Device("none here".into()))
+            unreachable!("the test allocates no receive memory")
         }
         fn set_pct(&mut self, f: u32, c: u32, e: PctEntry, fr: &[u64]) -> Result<(), McError> {
             if f == 999 {
-                return Err(McError::Device("refused".into()));
+                return Err(McError::Refused {
+                    status: firmware_model::abi::Status::OutOfRange,
+                    detail: f,
+                });
             }
             self.0.lock().unwrap().push((f, c, e, fr.to_vec()));
             Ok(())

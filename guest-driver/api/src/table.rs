@@ -4,9 +4,16 @@
 //! and a toggle that indicates which of the two copies is valid. The toggle is
 //! switched ... only when the new copy is known to be consistent"). The toggle
 //! holds a generation number; its low bit names the valid copy; 0 = never
-//! written (empty table).
+//! written (empty table). A table is changed only under the meta lock (a
+//! cluster spinlock), by writing the new copy and the toggle in one transmit
+//! chain; total order makes the copy visible everywhere before the toggle.
 
-use super::McError;
+use crate::channel::{MemoryChannel, OP_TIMEOUT};
+use crate::error::{McError, Shortage};
+use crate::layout::{
+    LOCKSET_TABLE_PAGE, LOCKSET_TOGGLE, META_LOCK, REGION_TABLE_PAGE, REGION_TOGGLE,
+};
+use crate::spinlock::ClusterLock;
 
 const MAGIC: u32 = u32::from_le_bytes(*b"MCTB");
 const HEADER: usize = 16;
@@ -74,8 +81,26 @@ pub struct LockSetEntry {
     pub attached: u64,
 }
 
+/// The two tables.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TableKind {
+    Region,
+    LockSet,
+}
+
+impl std::fmt::Display for TableKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            TableKind::Region => "region",
+            TableKind::LockSet => "lock-set",
+        })
+    }
+}
+
 /// Fixed-size encoding of a table entry.
 pub trait TableEntry: Sized + Copy {
+    /// The table entries of this kind are kept in.
+    const KIND: TableKind;
     const SIZE: usize;
     fn encode(&self, b: &mut [u8]);
     fn decode(b: &[u8]) -> Option<Self>;
@@ -106,6 +131,7 @@ fn unopt(v: u32) -> Option<u8> {
 }
 
 impl TableEntry for RegionEntry {
+    const KIND: TableKind = TableKind::Region;
     const SIZE: usize = 64;
     fn encode(&self, b: &mut [u8]) {
         put(b, 0, &self.key.to_le_bytes());
@@ -146,6 +172,7 @@ impl TableEntry for RegionEntry {
 }
 
 impl TableEntry for LockSetEntry {
+    const KIND: TableKind = TableKind::LockSet;
     const SIZE: usize = 32;
     fn encode(&self, b: &mut [u8]) {
         put(b, 0, &self.key.to_le_bytes());
@@ -194,10 +221,10 @@ impl<E: TableEntry> Table<E> {
 
     pub fn encode(&self, page_size: usize) -> Result<Vec<u8>, McError> {
         if self.entries.len() > Self::capacity(page_size) {
-            return Err(McError::NoSpace(format!(
-                "table full ({} entries)",
-                Self::capacity(page_size)
-            )));
+            return Err(McError::NoSpace(Shortage::TableEntry {
+                table: E::KIND,
+                capacity: Self::capacity(page_size),
+            }));
         }
         let mut b = vec![0u8; HEADER + self.entries.len() * E::SIZE];
         put(&mut b, 0, &MAGIC.to_le_bytes());
@@ -210,7 +237,7 @@ impl<E: TableEntry> Table<E> {
     }
 
     pub fn decode(b: &[u8]) -> Result<Self, McError> {
-        let bad = || McError::Corrupt("table in Memory Channel space is unreadable".into());
+        let bad = || McError::CorruptTable(E::KIND);
         if u32_at(b, 0).ok_or_else(bad)? != MAGIC {
             return Err(bad());
         }
@@ -253,6 +280,94 @@ pub fn first_fit(used: &mut [(u32, u32)], start: u32, end: u32, want: u32) -> Op
         cur = cur.max(first.saturating_add(len));
     }
     (end.saturating_sub(cur) >= want && cur < end).then_some(cur)
+}
+
+impl MemoryChannel {
+    fn read_table<E: TableEntry>(
+        &self,
+        toggle: usize,
+        page: u32,
+    ) -> Result<(u64, Table<E>), McError> {
+        // A node catching up after a rejoin has stale tables.
+        self.inner.join.gate(OP_TIMEOUT)?;
+        let ps = self.inner.layout.page_size as usize;
+        let c = &self.inner.control;
+        for _ in 0..1000 {
+            let g1 = c.load_u64(toggle);
+            if g1 == 0 {
+                return Ok((0, Table::empty()));
+            }
+            let mut b = vec![0u8; ps];
+            c.read((page + (g1 & 1) as u32) as usize * ps, &mut b);
+            if c.load_u64(toggle) == g1 {
+                return Table::decode(&b).map(|t| (g1, t));
+            }
+        }
+        Err(McError::UnstableTable(E::KIND))
+    }
+
+    /// The region table as this node's copy holds it now.
+    pub(crate) fn region_table(&self) -> Result<Table<RegionEntry>, McError> {
+        self.read_table(REGION_TOGGLE, REGION_TABLE_PAGE)
+            .map(|(_, t)| t)
+    }
+
+    /// Write a new copy into the slot the toggle does not name, then flip the
+    /// toggle; total order makes the copy visible everywhere before the toggle.
+    fn write_table<E: TableEntry>(
+        &self,
+        toggle: usize,
+        page: u32,
+        gen: u64,
+        t: &Table<E>,
+    ) -> Result<(), McError> {
+        let l = self.inner.layout;
+        let new_gen = gen + 1;
+        let bytes = t.encode(l.page_size as usize)?;
+        let copy_addr = l.page_addr(page + (new_gen & 1) as u32);
+        let toggle_addr = l.page_addr(0) + toggle as u64;
+        let g = new_gen.to_le_bytes();
+        self.store_batch(&[(copy_addr, &bytes), (toggle_addr, &g)])
+    }
+
+    /// Run `f` on the region table under the meta lock; write it back if `f`
+    /// says it changed.
+    pub(crate) fn with_regions<T>(
+        &self,
+        f: impl FnOnce(&mut Table<RegionEntry>) -> Result<(T, bool), McError>,
+    ) -> Result<T, McError> {
+        self.with_table(REGION_TOGGLE, REGION_TABLE_PAGE, f)
+    }
+
+    /// Run `f` on the lock-set table under the meta lock, as
+    /// [`MemoryChannel::with_regions`].
+    pub(crate) fn with_locksets<T>(
+        &self,
+        f: impl FnOnce(&mut Table<LockSetEntry>) -> Result<(T, bool), McError>,
+    ) -> Result<T, McError> {
+        self.with_table(LOCKSET_TOGGLE, LOCKSET_TABLE_PAGE, f)
+    }
+
+    fn with_table<E: TableEntry, T>(
+        &self,
+        toggle: usize,
+        page: u32,
+        f: impl FnOnce(&mut Table<E>) -> Result<(T, bool), McError>,
+    ) -> Result<T, McError> {
+        let _local = self.inner.meta.lock().unwrap_or_else(|p| p.into_inner());
+        let meta = ClusterLock { offset: META_LOCK };
+        meta.acquire(self, false)?;
+        let r = (|| {
+            let (gen, mut t) = self.read_table::<E>(toggle, page)?;
+            let (v, changed) = f(&mut t)?;
+            if changed {
+                self.write_table(toggle, page, gen, &t)?;
+            }
+            Ok(v)
+        })();
+        meta.release(self)?;
+        r
+    }
 }
 
 #[cfg(test)]

@@ -5,13 +5,13 @@
 
 use mc_api::{MemoryChannel, RxRegion, Sharing, TxRegion};
 
-use super::layout::{CsmLayout, KEY_HEAP, KEY_MSG};
 use super::seams::DataPropagation;
+use super::space::{CsmSpace, KEY_HEAP, KEY_MSG};
 use super::twin::DiffRun;
 use super::CsmError;
 
 pub struct DmsData {
-    l: CsmLayout,
+    space: CsmSpace,
     me: u32,
     heap_tx: TxRegion,
     heap_rx: RxRegion,
@@ -20,11 +20,11 @@ pub struct DmsData {
 }
 
 impl DmsData {
-    pub fn new(mc: &MemoryChannel, l: CsmLayout) -> Result<DmsData, CsmError> {
-        let heap = mc.region_alloc(KEY_HEAP, l.heap_bytes(), true)?;
-        let msg = mc.region_alloc(KEY_MSG, l.msg_bytes(), true)?;
+    pub fn new(mc: &MemoryChannel, space: CsmSpace) -> Result<DmsData, CsmError> {
+        let heap = mc.region_alloc(KEY_HEAP, space.heap_bytes(), true)?;
+        let msg = mc.region_alloc(KEY_MSG, space.msg_bytes(), true)?;
         Ok(DmsData {
-            l,
+            space,
             me: mc.node_id().index() as u32,
             heap_tx: mc.attach_transmit(heap, Sharing::Shared, true)?,
             heap_rx: mc.attach_receive(heap, Sharing::Shared, false)?,
@@ -34,7 +34,7 @@ impl DmsData {
     }
 
     fn page_off(&self, page: u32) -> usize {
-        page as usize * self.l.page_size as usize
+        page as usize * self.space.page_size as usize
     }
 }
 
@@ -58,12 +58,16 @@ impl DataPropagation for DmsData {
 
     fn send_request(&self, home: u32, seq: u32, page: u32) -> Result<(), CsmError> {
         let w = (u64::from(seq) << 32) | u64::from(page);
-        self.msg_tx.write_u64(self.l.request(self.me, home), w)?;
+        self.msg_tx
+            .write_u64(self.space.request(self.me, home), w)?;
         Ok(())
     }
 
     fn poll_request(&self, from: u32) -> Option<(u32, u32)> {
-        let w = self.msg_rx.load_u64(self.l.request(from, self.me)).ok()?;
+        let w = self
+            .msg_rx
+            .load_u64(self.space.request(from, self.me))
+            .ok()?;
         Some(((w >> 32) as u32, w as u32))
     }
 
@@ -74,7 +78,7 @@ impl DataPropagation for DmsData {
         page: u32,
         data: Option<&[u8]>,
     ) -> Result<(), CsmError> {
-        let at = self.l.reply(to);
+        let at = self.space.reply(to);
         let d = data.unwrap_or(&[]);
         let header = ReplyHeader {
             seq,
@@ -94,11 +98,11 @@ impl DataPropagation for DmsData {
     }
 
     fn reply_seq(&self) -> u32 {
-        self.msg_rx.load_u32(self.l.reply(self.me)).unwrap_or(0)
+        self.msg_rx.load_u32(self.space.reply(self.me)).unwrap_or(0)
     }
 
     fn read_reply(&self, seq: u32, page: u32, out: &mut [u8]) -> Result<bool, CsmError> {
-        let at = self.l.reply(self.me);
+        let at = self.space.reply(self.me);
         // Data before header: a stray late reply landing in between makes
         // the checksum disagree, never passes for this one.
         self.msg_rx.read(at + 64, out)?;

@@ -9,12 +9,12 @@ use std::sync::Mutex;
 
 use mc_api::{LockSet, MemoryChannel, RxRegion, Sharing, TxRegion};
 
-use super::layout::{CsmLayout, EXCLUSIVE, KEY_DIR, KEY_DIRLOCK, KEY_WN};
 use super::seams::{DirectoryState, Metadata};
+use super::space::{CsmSpace, EXCLUSIVE, KEY_DIR, KEY_DIRLOCK, KEY_WN};
 use super::CsmError;
 
 pub struct DmsMeta {
-    l: CsmLayout,
+    space: CsmSpace,
     me: u32,
     dir_tx: TxRegion,
     dir_rx: RxRegion,
@@ -27,22 +27,22 @@ pub struct DmsMeta {
 }
 
 impl DmsMeta {
-    pub fn new(mc: &MemoryChannel, l: CsmLayout) -> Result<DmsMeta, CsmError> {
-        let dir = mc.region_alloc(KEY_DIR, l.dir_bytes(), true)?;
-        let wn = mc.region_alloc(KEY_WN, l.wn_bytes(), true)?;
+    pub fn new(mc: &MemoryChannel, space: CsmSpace) -> Result<DmsMeta, CsmError> {
+        let dir = mc.region_alloc(KEY_DIR, space.dir_bytes(), true)?;
+        let wn = mc.region_alloc(KEY_WN, space.wn_bytes(), true)?;
         let me = mc.node_id().index() as u32;
         let dir_rx = mc.attach_receive(dir, Sharing::Shared, false)?;
         let wn_rx = mc.attach_receive(wn, Sharing::Shared, false)?;
         // Resume the bin indices where the region says they are.
-        let n = l.nodes;
+        let n = space.nodes;
         let send = (0..n)
-            .map(|r| wn_rx.load_u64(l.bin(r, me)))
+            .map(|r| wn_rx.load_u64(space.bin(r, me)))
             .collect::<Result<Vec<_>, _>>()?;
         let recv = (0..n)
-            .map(|s| wn_rx.load_u64(l.bin(me, s) + 8))
+            .map(|s| wn_rx.load_u64(space.bin(me, s) + 8))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(DmsMeta {
-            l,
+            space,
             me,
             dir_tx: mc.attach_transmit(dir, Sharing::Shared, true)?,
             dir_rx,
@@ -54,7 +54,9 @@ impl DmsMeta {
     }
 
     fn shared_word(&self, page: u32) -> u32 {
-        self.dir_rx.load_u32(self.l.dir_shared(page)).unwrap_or(0)
+        self.dir_rx
+            .load_u32(self.space.dir_shared(page))
+            .unwrap_or(0)
     }
 }
 
@@ -73,7 +75,7 @@ impl Metadata for DmsMeta {
                 return Ok(h);
             }
             self.dir_tx
-                .write_u32(self.l.dir_shared(page), self.me + 1)?;
+                .write_u32(self.space.dir_shared(page), self.me + 1)?;
             Ok(self.me)
         })();
         self.dir_lock.release(0)?;
@@ -86,14 +88,14 @@ impl Metadata for DmsMeta {
 
     fn set_exclusive(&self, page: u32, home: u32, on: bool) -> Result<(), CsmError> {
         let w = (home + 1) | if on { EXCLUSIVE } else { 0 };
-        self.dir_tx.write_u32(self.l.dir_shared(page), w)?;
+        self.dir_tx.write_u32(self.space.dir_shared(page), w)?;
         Ok(())
     }
 
     fn state_of(&self, page: u32, node: u32) -> DirectoryState {
         DirectoryState::from_word(
             self.dir_rx
-                .load_u32(self.l.dir_node(page, node))
+                .load_u32(self.space.dir_node(page, node))
                 .unwrap_or(0),
         )
     }
@@ -101,15 +103,15 @@ impl Metadata for DmsMeta {
     fn set_state(&self, page: u32, state: DirectoryState) -> Result<(), CsmError> {
         if self.state_of(page, self.me) != state {
             self.dir_tx
-                .write_u32(self.l.dir_node(page, self.me), state as u32)?;
+                .write_u32(self.space.dir_node(page, self.me), state as u32)?;
         }
         Ok(())
     }
 
     fn send_notices(&self, to: u32, pages: &[u32]) -> Result<usize, CsmError> {
         let mut idx = self.idx.lock().unwrap_or_else(|p| p.into_inner());
-        let bin = self.l.bin(to, self.me);
-        let cap = u64::from(self.l.bin_capacity());
+        let bin = self.space.bin(to, self.me);
+        let cap = u64::from(self.space.bin_capacity());
         let recv = self.wn_rx.load_u64(bin + 8)?;
         let send = idx.0[to as usize];
         let room = (cap - (send - recv).min(cap)) as usize;
@@ -133,12 +135,12 @@ impl Metadata for DmsMeta {
 
     fn drain_notices(&self, out: &mut Vec<u32>) -> Result<(), CsmError> {
         let mut idx = self.idx.lock().unwrap_or_else(|p| p.into_inner());
-        let cap = u64::from(self.l.bin_capacity());
-        for s in 0..self.l.nodes {
+        let cap = u64::from(self.space.bin_capacity());
+        for s in 0..self.space.nodes {
             if s == self.me {
                 continue;
             }
-            let bin = self.l.bin(self.me, s);
+            let bin = self.space.bin(self.me, s);
             let send = self.wn_rx.load_u64(bin)?;
             let mut recv = idx.1[s as usize];
             if send == recv {

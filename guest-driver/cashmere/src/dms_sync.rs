@@ -7,16 +7,17 @@
 
 use std::time::Duration;
 
-use mc_api::{wait_for, LockSet, MemoryChannel, RxRegion, Sharing, TxRegion};
+use mc_api::backoff::poll_until;
+use mc_api::{LockSet, MemoryChannel, RxRegion, Sharing, TxRegion};
 
-use super::layout::{CsmLayout, KEY_LOCKS, KEY_SYNC};
 use super::seams::Synchronization;
-use super::CsmError;
+use super::space::{CsmSpace, KEY_LOCKS, KEY_SYNC};
+use super::{BarrierWait, CsmError};
 
 const WAIT: Duration = Duration::from_secs(300);
 
 pub struct DmsSync {
-    l: CsmLayout,
+    space: CsmSpace,
     me: u32,
     mc: MemoryChannel,
     /// The nodes the program runs on: one that leaves the cluster (its
@@ -28,18 +29,18 @@ pub struct DmsSync {
 }
 
 impl DmsSync {
-    pub fn new(mc: &MemoryChannel, l: CsmLayout, locks: u32) -> Result<DmsSync, CsmError> {
-        let id = mc.region_alloc(KEY_SYNC, l.sync_bytes(), true)?;
+    pub fn new(mc: &MemoryChannel, space: CsmSpace, locks: u32) -> Result<DmsSync, CsmError> {
+        let id = mc.region_alloc(KEY_SYNC, space.sync_bytes(), true)?;
         Ok(DmsSync {
-            l,
+            space,
             me: mc.node_id().index() as u32,
             mc: mc.clone(),
             // Every node of the cluster takes part; one that is not a member
             // (now or later) is lost.
-            members: if l.nodes >= 64 {
+            members: if space.nodes >= 64 {
                 u64::MAX
             } else {
-                (1u64 << l.nodes) - 1
+                (1u64 << space.nodes) - 1
             },
             locks: mc.lock_alloc(KEY_LOCKS, locks.max(1), false, false)?,
             tx: mc.attach_transmit(id, Sharing::Shared, true)?,
@@ -60,24 +61,32 @@ impl Synchronization for DmsSync {
     }
 
     fn barrier(&self, episode: u64) -> Result<(), CsmError> {
-        self.tx.write_u64(self.l.arrival(self.me), episode)?;
-        let failed = |n: u32| CsmError::Protocol(format!("node {n} failed or left the cluster"));
+        self.tx.write_u64(self.space.arrival(self.me), episode)?;
+        let failed = |node| CsmError::NodeFailed { node };
         if self.me == 0 {
-            wait_for("every node at the barrier", WAIT, || {
+            poll_until(WAIT, || {
                 if let Some(n) = self.aborted() {
                     return Some(Err(failed(n)));
                 }
-                (0..self.l.nodes)
-                    .all(|n| self.rx.load_u64(self.l.arrival(n)).unwrap_or(0) >= episode)
+                (0..self.space.nodes)
+                    .all(|n| self.rx.load_u64(self.space.arrival(n)).unwrap_or(0) >= episode)
                     .then_some(Ok(()))
+            })
+            .ok_or(CsmError::Timeout {
+                after: WAIT,
+                waiting_for: BarrierWait::Arrivals,
             })??;
-            self.tx.write_u64(self.l.sense(), episode)?;
+            self.tx.write_u64(self.space.sense(), episode)?;
         } else {
-            wait_for("the barrier master", WAIT, || {
+            poll_until(WAIT, || {
                 if let Some(n) = self.aborted() {
                     return Some(Err(failed(n)));
                 }
-                (self.rx.load_u64(self.l.sense()).unwrap_or(0) >= episode).then_some(Ok(()))
+                (self.rx.load_u64(self.space.sense()).unwrap_or(0) >= episode).then_some(Ok(()))
+            })
+            .ok_or(CsmError::Timeout {
+                after: WAIT,
+                waiting_for: BarrierWait::Master,
             })??;
         }
         Ok(())
@@ -85,12 +94,14 @@ impl Synchronization for DmsSync {
 
     fn abort(&self) {
         if self.aborted().is_none() {
-            let _ = self.tx.write_u64(self.l.abort(), u64::from(self.me) + 1);
+            let _ = self
+                .tx
+                .write_u64(self.space.abort(), u64::from(self.me) + 1);
         }
     }
 
     fn aborted(&self) -> Option<u32> {
-        match self.rx.load_u64(self.l.abort()).unwrap_or(0) {
+        match self.rx.load_u64(self.space.abort()).unwrap_or(0) {
             // A crashed adapter cannot write the abort word: the membership
             // change the device reports says it instead.
             0 => {
@@ -102,17 +113,23 @@ impl Synchronization for DmsSync {
     }
 
     fn flag_set(&self, flag: u32, value: u64) -> Result<(), CsmError> {
-        if flag >= self.l.flags {
-            return Err(CsmError::Usage(format!("flag {flag} of {}", self.l.flags)));
+        if flag >= self.space.flags {
+            return Err(CsmError::NoSuchFlag {
+                flag,
+                flags: self.space.flags,
+            });
         }
-        self.tx.write_u64(self.l.flag(flag), value)?;
+        self.tx.write_u64(self.space.flag(flag), value)?;
         Ok(())
     }
 
     fn flag_get(&self, flag: u32) -> Result<u64, CsmError> {
-        if flag >= self.l.flags {
-            return Err(CsmError::Usage(format!("flag {flag} of {}", self.l.flags)));
+        if flag >= self.space.flags {
+            return Err(CsmError::NoSuchFlag {
+                flag,
+                flags: self.space.flags,
+            });
         }
-        Ok(self.rx.load_u64(self.l.flag(flag))?)
+        Ok(self.rx.load_u64(self.space.flag(flag))?)
     }
 }

@@ -3,57 +3,58 @@
 //!
 //! Every node runs the same program: [`Csm::start`] with the heap size, then
 //! [`Csm::alloc`] (the same allocations in the same order on every node give
-//! the same addresses), shared data accessed through [`Shared`], and
+//! the same addresses), shared data accessed through [`SharedArray`], and
 //! [`Csm::lock_acquire`] / [`Csm::lock_release`], [`Csm::barrier`],
 //! [`Csm::flag_set`] / [`Csm::flag_wait`]. Data-race-free programs see
 //! release consistency. Several threads of a node share its frames and its
 //! protocol state (2L); one thread per node is 1L.
 //!
-//! Files: `vm` (the heap's two mappings), `fault` (SIGSEGV hand-off), `twin`
-//! (twins and diffs), `seams` (the variant traits), `dms_data` / `dms_meta` /
-//! `dms_sync` (CSM-DMS on Memory Channel), `layout` (where that lives),
-//! `protocol` (faults, release, acquire, requests), `stats`.
+//! Files: `node` (a node and its protocol thread) and `state` (its protocol
+//! state); the protocol's parts as `Node` methods: `fault` (read and write
+//! faults), `fetch` (request/reply with a home), `requests` (answering other
+//! nodes), `release`, `acquire`; `sigsegv` (access detection: the SIGSEGV
+//! hand-off), `vm` (the heap's two mappings), `shared` (typed arrays in the
+//! heap), `twin` (twins and diffs), `seams` (the variant traits), `dms_data` /
+//! `dms_meta` / `dms_sync` (CSM-DMS on Memory Channel), `space` (where that
+//! lives in Memory Channel space), `stats`, `error`.
 
+mod acquire;
 mod dms_data;
 mod dms_meta;
 mod dms_sync;
+mod error;
 mod fault;
-pub mod layout;
-mod protocol;
+mod fetch;
+mod node;
+mod release;
+mod requests;
 pub mod seams;
+mod shared;
+mod sigsegv;
+pub mod space;
+mod state;
 mod stats;
 pub mod twin;
 mod vm;
 
-use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use mc_api::{McError, MemoryChannel};
+use mc_api::MemoryChannel;
 
-pub use layout::CsmLayout;
-pub use protocol::PageState;
+pub use error::{BarrierWait, CsmError};
+pub use shared::SharedArray;
+pub use space::CsmSpace;
+pub use state::PageState;
 pub use stats::Stats;
 
-use fault::FaultQueue;
 use mc_api::backoff::Backoff;
-use protocol::{State, WAIT_POLICY};
-use seams::{DataPropagation, Metadata, Synchronization};
+use node::{protocol_thread, LocalBarrier, Node, WAIT_POLICY};
+use sigsegv::FaultQueue;
+use state::State;
 use vm::HeapMemory;
-
-#[derive(Debug, thiserror::Error)]
-pub enum CsmError {
-    #[error("Memory Channel: {0}")]
-    Mc(#[from] McError),
-    #[error("{0}")]
-    Io(#[from] std::io::Error),
-    #[error("protocol: {0}")]
-    Protocol(String),
-    #[error("usage: {0}")]
-    Usage(String),
-}
 
 /// What [`Csm::start`] needs; every node must pass the same values.
 #[derive(Clone, Debug)]
@@ -89,48 +90,14 @@ impl Default for Config {
 }
 
 impl Config {
-    pub fn layout(&self, nodes: u32) -> CsmLayout {
-        CsmLayout {
+    /// Where CSM-DMS keeps its state for this configuration on `nodes` nodes.
+    pub fn space(&self, nodes: u32) -> CsmSpace {
+        CsmSpace {
             nodes,
             pages: self.heap_bytes.div_ceil(self.page_size as usize) as u32,
             page_size: self.page_size,
             flags: self.flags,
         }
-    }
-}
-
-struct LocalBarrier {
-    arrived: u32,
-    generation: u64,
-    failed: Option<String>,
-}
-
-pub(crate) struct Node {
-    me: u32,
-    nodes: u32,
-    page_size: u32,
-    threads: u32,
-    exclusive_mode: bool,
-    incoming_diffs: bool,
-    heap: HeapMemory,
-    faults: Box<FaultQueue>,
-    registration: usize,
-    data: Box<dyn DataPropagation>,
-    meta: Box<dyn Metadata>,
-    sync: Box<dyn Synchronization>,
-    state: Mutex<State>,
-    stop: AtomicBool,
-    local: Mutex<LocalBarrier>,
-    local_cv: Condvar,
-    next_alloc: Mutex<usize>,
-    start: Instant,
-    failure: Mutex<Option<String>>,
-    window: Mutex<(Option<f64>, Option<f64>)>,
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        fault::unregister(self.registration);
     }
 }
 
@@ -141,82 +108,34 @@ pub struct Csm {
     server: Arc<Mutex<Option<JoinHandle<()>>>>,
 }
 
-/// A shared array of `T` in the Cashmere heap. Accesses are volatile so the
-/// compiler neither caches nor invents them; they fault into the protocol
-/// when the page is not accessible.
-pub struct Shared<T> {
-    ptr: *mut T,
-    len: usize,
-    offset: usize,
-    _t: PhantomData<T>,
-}
-
-impl<T> Clone for Shared<T> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-impl<T> Copy for Shared<T> {}
-// SAFETY: the heap outlives every use made by the program's threads, and
-// coherence is the protocol's job.
-unsafe impl<T> Send for Shared<T> {}
-unsafe impl<T> Sync for Shared<T> {}
-
-impl<T: Copy> Shared<T> {
-    pub fn len(&self) -> usize {
-        self.len
-    }
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-    /// Byte offset of element 0 in the heap.
-    pub fn offset(&self) -> usize {
-        self.offset
-    }
-    pub fn get(&self, i: usize) -> T {
-        assert!(i < self.len, "index {i} out of {}", self.len);
-        // SAFETY: in bounds of a live mapping; faults are resolved by the
-        // protocol before the access is retried.
-        unsafe { std::ptr::read_volatile(self.ptr.add(i)) }
-    }
-    pub fn set(&self, i: usize, v: T) {
-        assert!(i < self.len, "index {i} out of {}", self.len);
-        // SAFETY: as for get.
-        unsafe { std::ptr::write_volatile(self.ptr.add(i), v) }
-    }
-}
-
 impl Csm {
     /// Start Cashmere on this node: allocate (or find) the Memory Channel
     /// regions, map the heap, install the fault handler, start the protocol
     /// thread, and wait until every node has done the same.
     pub fn start(mc: &MemoryChannel, cfg: &Config) -> Result<Csm, CsmError> {
         if cfg.page_size != 4096 && cfg.page_size != 8192 {
-            return Err(CsmError::Usage(format!(
-                "page size {} (4096 or 8192)",
-                cfg.page_size
-            )));
+            return Err(CsmError::PageSize(cfg.page_size));
         }
         if cfg.threads == 0 {
-            return Err(CsmError::Usage("at least one thread per node".into()));
+            return Err(CsmError::NoThreads);
         }
         let nodes = mc.nodes();
-        let l = cfg.layout(nodes);
-        let heap = HeapMemory::new(l.heap_bytes() as usize)?;
+        let space = cfg.space(nodes);
+        let heap = HeapMemory::new(space.heap_bytes() as usize)?;
         let faults = Box::new(FaultQueue::new(
             heap.app_base() as usize,
             heap.len(),
             cfg.page_size as usize,
         ));
-        let registration = fault::register(&faults)
-            .ok_or_else(|| CsmError::Usage("too many Cashmere heaps in one process".into()))?;
-        let data = dms_data::DmsData::new(mc, l);
-        let meta = dms_meta::DmsMeta::new(mc, l);
-        let sync = dms_sync::DmsSync::new(mc, l, cfg.locks);
+        let registration =
+            sigsegv::register(&faults).ok_or(CsmError::TooManyHeaps(sigsegv::MAX_HEAPS))?;
+        let data = dms_data::DmsData::new(mc, space);
+        let meta = dms_meta::DmsMeta::new(mc, space);
+        let sync = dms_sync::DmsSync::new(mc, space, cfg.locks);
         let (data, meta, sync) = match (data, meta, sync) {
             (Ok(d), Ok(m), Ok(s)) => (d, m, s),
             (d, m, s) => {
-                fault::unregister(registration);
+                sigsegv::unregister(registration);
                 return Err(d.err().or(m.err()).or(s.err()).expect("one failed"));
             }
         };
@@ -233,7 +152,7 @@ impl Csm {
             data: Box::new(data),
             meta: Box::new(meta),
             sync: Box::new(sync),
-            state: Mutex::new(State::new(l.pages, nodes)),
+            state: Mutex::new(State::new(space.pages, nodes)),
             stop: AtomicBool::new(false),
             local: Mutex::new(LocalBarrier {
                 arrived: 0,
@@ -316,7 +235,11 @@ impl Csm {
     /// Allocate `len` elements in the shared heap (aligned to `T` and 8 bytes,
     /// or to a page with `page_aligned`). Allocation is deterministic: every
     /// node makes the same calls in the same order and gets the same array.
-    pub fn alloc<T: Copy>(&self, len: usize, page_aligned: bool) -> Result<Shared<T>, CsmError> {
+    pub fn alloc<T: Copy>(
+        &self,
+        len: usize,
+        page_aligned: bool,
+    ) -> Result<SharedArray<T>, CsmError> {
         let mut next = self
             .node
             .next_alloc
@@ -330,20 +253,22 @@ impl Csm {
         let off = next.div_ceil(align) * align;
         let bytes = len * std::mem::size_of::<T>();
         if off + bytes > self.node.heap.len() {
-            return Err(CsmError::Usage(format!(
-                "shared heap of {} bytes is full (wanted {bytes} more at {off}): \
-                 make it larger (Config::heap_bytes; mc-guest csm --heap-kib)",
-                self.node.heap.len()
-            )));
+            return Err(CsmError::HeapFull {
+                heap: self.node.heap.len(),
+                wanted: bytes,
+                at: off,
+            });
         }
         *next = off + bytes;
-        Ok(Shared {
-            // SAFETY: in bounds of the application view.
-            ptr: unsafe { self.node.heap.app_base().add(off) } as *mut T,
-            len,
-            offset: off,
-            _t: PhantomData,
-        })
+        // SAFETY: `off + bytes` is within the heap (checked above), so the
+        // pointer stays in bounds of the application view.
+        let ptr = unsafe { self.node.heap.app_base().add(off) } as *mut T;
+        // SAFETY: `ptr` is aligned for `T` (`off` is a multiple of its
+        // alignment, the mapping page-aligned) and points at `len` elements
+        // inside the application view, which stays mapped while this node's
+        // `Csm` handles live; programs use an array only while they do (see
+        // `SharedArray`).
+        Ok(unsafe { SharedArray::new(ptr, len, off) })
     }
 
     fn check_failed(&self) -> Result<(), CsmError> {
@@ -354,7 +279,7 @@ impl Csm {
             .unwrap_or_else(|p| p.into_inner())
             .clone()
         {
-            return Err(CsmError::Protocol(format!("protocol thread failed: {e}")));
+            return Err(CsmError::ProtocolThread(e));
         }
         Ok(())
     }
@@ -395,15 +320,13 @@ impl Csm {
                     .unwrap_or_else(|p| p.into_inner())
                     .0;
                 if lb.generation == gen {
-                    if let Some(f) = n.sync.aborted() {
-                        return Err(CsmError::Protocol(format!(
-                            "node {f} failed or left the cluster"
-                        )));
+                    if let Some(node) = n.sync.aborted() {
+                        return Err(CsmError::NodeFailed { node });
                     }
                 }
             }
             return match &lb.failed {
-                Some(e) => Err(CsmError::Protocol(e.clone())),
+                Some(e) => Err(CsmError::NodeBarrier(e.clone())),
                 None => Ok(()),
             };
         }
@@ -419,21 +342,22 @@ impl Csm {
             n.sync.barrier(episode)?;
             let mut st = n.lock_state();
             n.acquire(&mut st)
-        })();
+        })()
+        .map_err(Arc::new);
         let mut lb = n.local.lock().unwrap_or_else(|p| p.into_inner());
         lb.arrived = 0;
         lb.generation += 1;
         if let Err(e) = &r {
-            lb.failed = Some(e.to_string());
+            lb.failed = Some(e.clone());
         }
         n.local_cv.notify_all();
-        r
+        r.map_err(CsmError::NodeBarrier)
     }
 
     /// Write-once flag: release, then broadcast `value` (nonzero).
     pub fn flag_set(&self, flag: u32, value: u64) -> Result<(), CsmError> {
         if value == 0 {
-            return Err(CsmError::Usage("a flag's value must be nonzero".into()));
+            return Err(CsmError::ZeroFlagValue);
         }
         {
             let mut st = self.node.lock_state();
@@ -452,9 +376,7 @@ impl Csm {
             }
             self.check_failed()?;
             if let Some(n) = self.node.sync.aborted() {
-                return Err(CsmError::Protocol(format!(
-                    "node {n} failed or left the cluster"
-                )));
+                return Err(CsmError::NodeFailed { node: n });
             }
             backoff.snooze();
         };
@@ -491,10 +413,7 @@ impl Csm {
     pub fn bench_fetch(&self, page: u32) -> Result<Vec<u8>, CsmError> {
         let n = &self.node;
         let mut st = n.lock_state();
-        let home = n
-            .meta
-            .home(page)
-            .ok_or_else(|| CsmError::Usage(format!("page {page} has no home yet")))?;
+        let home = n.meta.home(page).ok_or(CsmError::NoHome(page))?;
         let mut buf = vec![0u8; n.page_size as usize];
         n.fetch(&mut st, home, page, &mut buf)?;
         Ok(buf)
@@ -521,10 +440,7 @@ impl Csm {
     pub fn bench_diff(&self, page: u32, words: usize) -> Result<usize, CsmError> {
         let n = &self.node;
         let _st = n.lock_state();
-        let home = n
-            .meta
-            .home(page)
-            .ok_or_else(|| CsmError::Usage(format!("page {page} has no home yet")))?;
+        let home = n.meta.home(page).ok_or(CsmError::NoHome(page))?;
         let nw = n.page_size as usize / 4;
         let mut cur = vec![0u32; nw];
         n.heap
@@ -553,66 +469,5 @@ impl Csm {
         }
         self.check_failed()?;
         Ok(self.stats())
-    }
-}
-
-/// Log a protocol failure, tell the other nodes, and keep it for the
-/// application threads' next call.
-fn report_failure(node: &Node, e: &CsmError) {
-    log::error!("node{}: cashmere protocol thread: {e}", node.me);
-    node.sync.abort();
-    *node.failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
-}
-
-/// The node's protocol thread: resolve faults handed over by the SIGSEGV
-/// handler, answer page requests, drain write notices.
-fn protocol_thread(node: &Node) {
-    let mut faults = Vec::new();
-    let mut backoff = Backoff::with_policy(WAIT_POLICY);
-    while !node.stop.load(Ordering::Acquire) {
-        faults.clear();
-        node.faults.pending(&mut faults);
-        let mut st = node.lock_state();
-        let before = (st.stats.messages_served, st.stats.write_notices_received);
-        let mut r = Ok(());
-        for f in &faults {
-            let x = node.handle_fault(&mut st, f);
-            if let (Err(e), Ok(())) = (&x, &r) {
-                // Said before the fault is completed: the faulting thread
-                // then aborts the process, and the reason must be out first.
-                report_failure(node, e);
-            }
-            node.faults.complete(f, x.is_ok());
-            if x.is_err() && r.is_ok() {
-                r = x;
-            }
-        }
-        let reported = r.is_err();
-        if r.is_ok() {
-            r = node.poll_others(&mut st);
-        }
-        let busy = !faults.is_empty()
-            || before != (st.stats.messages_served, st.stats.write_notices_received);
-        drop(st);
-        if let Err(e) = r {
-            if !reported {
-                report_failure(node, &e);
-            }
-            // Keep failing faults so application threads do not hang.
-            while !node.stop.load(Ordering::Acquire) {
-                faults.clear();
-                node.faults.pending(&mut faults);
-                for f in &faults {
-                    node.faults.complete(f, false);
-                }
-                std::thread::sleep(std::time::Duration::from_millis(1));
-            }
-            return;
-        }
-        if busy {
-            backoff.restart();
-        } else {
-            backoff.snooze();
-        }
     }
 }

@@ -22,9 +22,13 @@ pub struct HeapMemory {
     proto: *mut u8,
 }
 
-// SAFETY: the mappings live as long as the value; accesses go through raw
-// pointers under the protocol's own synchronisation.
+// SAFETY: the value owns its descriptor and both mappings (nothing else
+// unmaps them), so moving it to another thread moves ownership whole.
 unsafe impl Send for HeapMemory {}
+// SAFETY: `&self` methods only read or write bytes of the shared mappings
+// through raw pointers (and `mprotect` them); which thread may touch which
+// page when is the protocol's synchronisation (the node's state mutex and
+// the page protections), as for memory shared with other processes.
 unsafe impl Sync for HeapMemory {}
 
 fn os_err(what: &str) -> io::Error {
@@ -92,6 +96,8 @@ impl HeapMemory {
     /// The protocol view of one page as 32-bit words (volatile copies).
     pub fn read_words(&self, offset: usize, out: &mut [u32]) {
         assert!(offset % 4 == 0 && offset + 4 * out.len() <= self.len);
+        // SAFETY: `offset` is within the protocol view (asserted above), so
+        // the pointer stays inside the mapping.
         let src = unsafe { self.proto.add(offset) } as *const u32;
         for (i, w) in out.iter_mut().enumerate() {
             // SAFETY: in bounds and aligned (checked above).

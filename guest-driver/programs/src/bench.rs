@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use cashmere::CsmError;
 use mc_api::{Barrier, McError, MemoryChannel, Sharing};
 
 const T: Duration = Duration::from_secs(120);
@@ -33,9 +34,55 @@ pub enum Which {
     Csm,
 }
 
+impl std::fmt::Display for Which {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Which::All => "all",
+            Which::Latency => "latency",
+            Which::Bandwidth => "bandwidth",
+            Which::Broadcast => "broadcast",
+            Which::Lock => "lock",
+            Which::Errcheck => "errcheck",
+            Which::Csm => "csm",
+        })
+    }
+}
+
+impl Which {
+    /// Whether the benchmark measures between two nodes (a sender and a
+    /// receiver, or a requester and a home), so a cluster of one cannot run it.
+    pub fn needs_two_nodes(self) -> bool {
+        matches!(
+            self,
+            Which::Latency | Which::Bandwidth | Which::Broadcast | Which::Csm
+        )
+    }
+}
+
+/// Why a benchmark could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    #[error(transparent)]
+    Api(#[from] McError),
+    #[error(transparent)]
+    Csm(#[from] CsmError),
+    /// The benchmark measures between two nodes and the cluster has fewer.
+    #[error("bench {which} needs a second node to measure against, and this cluster has {nodes}: start it with --nodes 2 or more (e.g. mc-host run --nodes 2 -- mc-guest bench {which})")]
+    NeedsNodes { which: Which, nodes: u32 },
+}
+
+/// What node 0 prints: the measured rows, and the benchmarks `all` left out
+/// because the cluster is too small for them.
+#[derive(Clone, Debug, Default)]
+pub struct BenchReport {
+    pub rows: Vec<BenchRow>,
+    pub skipped: Vec<Which>,
+    pub nodes: u32,
+}
+
 /// One printed row.
 #[derive(Clone, Debug)]
-pub struct Row {
+pub struct BenchRow {
     pub name: String,
     pub value: f64,
     pub unit: &'static str,
@@ -110,23 +157,30 @@ pub fn raw_memcpy_mb_s(size: usize) -> f64 {
     median(&mut samples)
 }
 
-fn api<T>(r: Result<T, McError>) -> Result<T, String> {
-    r.map_err(|e| e.to_string())
-}
-
-/// Run the benchmarks; node 0 returns the rows, others return none.
-pub fn run(mc: &MemoryChannel, which: Which, iters: u32) -> Result<Vec<Row>, String> {
+/// Run the benchmarks; node 0 returns the rows, others return none. One
+/// that needs two nodes, asked for by name on a cluster of one, is an error
+/// that says so; `all` leaves those out and says which.
+pub fn run(mc: &MemoryChannel, which: Which, iters: u32) -> Result<BenchReport, BenchError> {
     let me = mc.node_id().0;
     let nodes = mc.nodes();
+    if nodes < 2 && which.needs_two_nodes() {
+        return Err(BenchError::NeedsNodes { which, nodes });
+    }
     let mut rows = Vec::new();
-    let mut barrier = api(Barrier::new(mc, KEY_BARRIER))?;
-    let mut sync = || api(barrier.wait(T));
+    let mut barrier = Barrier::new(mc, KEY_BARRIER)?;
+    let mut sync = || barrier.wait(T);
     let want = |w: Which| which == Which::All || which == w;
+    let skipped = if nodes < 2 && which == Which::All {
+        // `all` does not include csm.
+        vec![Which::Latency, Which::Bandwidth, Which::Broadcast]
+    } else {
+        Vec::new()
+    };
 
     if want(Which::Latency) && nodes >= 2 {
-        let id = api(mc.region_alloc(KEY_PING, 64, true))?;
-        let tx = api(mc.attach_transmit(id, Sharing::Shared, false))?;
-        let rx = api(mc.attach_receive(id, Sharing::Shared, false))?;
+        let id = mc.region_alloc(KEY_PING, 64, true)?;
+        let tx = mc.attach_transmit(id, Sharing::Shared, false)?;
+        let rx = mc.attach_receive(id, Sharing::Shared, false)?;
         sync()?;
         let mut samples = Vec::new();
         let warm = iters / 10;
@@ -134,7 +188,7 @@ pub fn run(mc: &MemoryChannel, which: Which, iters: u32) -> Result<Vec<Row>, Str
             match me {
                 0 => {
                     let t0 = Instant::now();
-                    api(tx.write_u64(0, i))?;
+                    tx.write_u64(0, i)?;
                     spin_until(|| rx.load_u64(8).map(|v| v == i).unwrap_or(false));
                     if i > u64::from(warm) {
                         samples.push(t0.elapsed().as_nanos() as f64 / 2.0);
@@ -142,7 +196,7 @@ pub fn run(mc: &MemoryChannel, which: Which, iters: u32) -> Result<Vec<Row>, Str
                 }
                 1 => {
                     spin_until(|| rx.load_u64(0).map(|v| v == i).unwrap_or(false));
-                    api(tx.write_u64(8, i))?;
+                    tx.write_u64(8, i)?;
                 }
                 _ => break,
             }
@@ -151,7 +205,7 @@ pub fn run(mc: &MemoryChannel, which: Which, iters: u32) -> Result<Vec<Row>, Str
         if me == 0 {
             let raw = raw_cache_line_one_way_ns(iters.max(1000));
             let p99 = pct(&mut samples.clone(), 0.99);
-            rows.push(Row {
+            rows.push(BenchRow {
                 name: "one-way latency, 8-byte write (median)".into(),
                 value: median(&mut samples) / 1e3,
                 unit: "us",
@@ -159,7 +213,7 @@ pub fn run(mc: &MemoryChannel, which: Which, iters: u32) -> Result<Vec<Row>, Str
                 raw: Some(raw / 1e3),
                 lower_is_better: true,
             });
-            rows.push(Row {
+            rows.push(BenchRow {
                 name: "one-way latency, 8-byte write (p99)".into(),
                 value: p99 / 1e3,
                 unit: "us",
@@ -178,17 +232,17 @@ pub fn run(mc: &MemoryChannel, which: Which, iters: u32) -> Result<Vec<Row>, Str
     }
 
     if want(Which::Lock) {
-        let locks = api(mc.lock_alloc(KEY_LOCK, 1, false, false))?;
+        let locks = mc.lock_alloc(KEY_LOCK, 1, false, false)?;
         sync()?;
         if me == 0 {
             let mut s = Vec::new();
             for _ in 0..iters.min(2000) {
                 let t0 = Instant::now();
-                api(locks.acquire(0))?;
+                locks.acquire(0)?;
                 s.push(t0.elapsed().as_nanos() as f64);
-                api(locks.release(0))?;
+                locks.release(0)?;
             }
-            rows.push(Row {
+            rows.push(BenchRow {
                 name: "lock acquire, uncontended".into(),
                 value: median(&mut s) / 1e3,
                 unit: "us",
@@ -201,13 +255,13 @@ pub fn run(mc: &MemoryChannel, which: Which, iters: u32) -> Result<Vec<Row>, Str
         let n = iters.min(500);
         let t0 = Instant::now();
         for _ in 0..n {
-            api(locks.acquire(0))?;
-            api(locks.release(0))?;
+            locks.acquire(0)?;
+            locks.release(0)?;
         }
         let per = t0.elapsed().as_nanos() as f64 / f64::from(n);
         sync()?;
         if me == 0 {
-            rows.push(Row {
+            rows.push(BenchRow {
                 name: format!("lock acquire+release, {nodes} nodes contending"),
                 value: per / 1e3,
                 unit: "us",
@@ -232,10 +286,10 @@ pub fn run(mc: &MemoryChannel, which: Which, iters: u32) -> Result<Vec<Row>, Str
             let mut s = Vec::new();
             for _ in 0..iters.min(2000) {
                 let t0 = Instant::now();
-                api(mc.check_errors())?;
+                mc.check_errors()?;
                 s.push(t0.elapsed().as_nanos() as f64);
             }
-            rows.push(Row {
+            rows.push(BenchRow {
                 name: "error count read (imc_rderrcnt)".into(),
                 value: rd / 1e3,
                 unit: "us",
@@ -243,7 +297,7 @@ pub fn run(mc: &MemoryChannel, which: Which, iters: u32) -> Result<Vec<Row>, Str
                 raw: None,
                 lower_is_better: true,
             });
-            rows.push(Row {
+            rows.push(BenchRow {
                 name: "error check via ACK page (imc_ckerrcnt)".into(),
                 value: median(&mut s) / 1e3,
                 unit: "us",
@@ -254,7 +308,11 @@ pub fn run(mc: &MemoryChannel, which: Which, iters: u32) -> Result<Vec<Row>, Str
         }
         sync()?;
     }
-    Ok(rows)
+    Ok(BenchReport {
+        rows,
+        skipped,
+        nodes,
+    })
 }
 
 fn spin_until(mut f: impl FnMut() -> bool) {
@@ -276,25 +334,25 @@ fn spin_until(mut f: impl FnMut() -> bool) {
 /// the end marker.
 fn stream(
     mc: &MemoryChannel,
-    sync: &mut dyn FnMut() -> Result<(), String>,
+    sync: &mut dyn FnMut() -> Result<(), McError>,
     key: u32,
     broadcast: bool,
-) -> Result<Vec<Row>, String> {
+) -> Result<Vec<BenchRow>, McError> {
     const REGION: usize = 1 << 20;
     let me = mc.node_id().0;
     let nodes = mc.nodes();
     let receives = if broadcast { me != 0 } else { me == 1 };
-    let id = api(mc.region_alloc(key, REGION as u64 + 4096, false))?;
-    let done_id = api(mc.region_alloc(KEY_DONE, 8 * 64, true))?;
-    let done_tx = api(mc.attach_transmit(done_id, Sharing::Shared, false))?;
-    let done_rx = api(mc.attach_receive(done_id, Sharing::Shared, false))?;
+    let id = mc.region_alloc(key, REGION as u64 + 4096, false)?;
+    let done_id = mc.region_alloc(KEY_DONE, 8 * 64, true)?;
+    let done_tx = mc.attach_transmit(done_id, Sharing::Shared, false)?;
+    let done_rx = mc.attach_receive(done_id, Sharing::Shared, false)?;
     let rx = if receives {
-        Some(api(mc.attach_receive(id, Sharing::Shared, false))?)
+        Some(mc.attach_receive(id, Sharing::Shared, false)?)
     } else {
         None
     };
     let tx = if me == 0 {
-        Some(api(mc.attach_transmit(id, Sharing::Shared, false))?)
+        Some(mc.attach_transmit(id, Sharing::Shared, false)?)
     } else {
         None
     };
@@ -314,16 +372,16 @@ fn stream(
                 let writes: Vec<(usize, &[u8])> = (0..batch)
                     .map(|k| ((off + k * size) % REGION, &data[..]))
                     .collect();
-                api(tx.write_many(&writes))?;
+                tx.write_many(&writes)?;
                 off = (off + batch * size) % REGION;
                 sent += batch * size;
             }
             // The end marker, after every data packet in the total order.
-            api(tx.write_u64(REGION, marker))?;
+            tx.write_u64(REGION, marker)?;
         }
         if let Some(rx) = &rx {
             spin_until(|| rx.load_u64(REGION).map(|v| v >= marker).unwrap_or(false));
-            api(done_tx.write_u64(8 * me as usize, marker))?;
+            done_tx.write_u64(8 * me as usize, marker)?;
         }
         if me == 0 {
             let members = mc.registers().members;
@@ -340,7 +398,7 @@ fn stream(
             let secs = t0.elapsed().as_secs_f64();
             let mb_s = total as f64 * f64::from(receivers) / secs / 1e6;
             let raw = raw_memcpy_mb_s(size);
-            rows.push(Row {
+            rows.push(BenchRow {
                 name: if broadcast {
                     format!("broadcast to {receivers} nodes, {size} B writes (delivered)")
                 } else {
@@ -363,7 +421,8 @@ fn stream(
 }
 
 /// The table node 0 prints.
-pub fn format(rows: &[Row]) -> String {
+pub fn format(report: &BenchReport) -> String {
+    let rows = &report.rows;
     let mut s = format!(
         "{:<52} {:>12} {:>10} {:>9} {:>12} {:>9}\n",
         "operation", "measured", "MC2 (seed)", "vs MC2", "raw limit", "vs raw"
@@ -402,5 +461,72 @@ pub fn format(rows: &[Row]) -> String {
         );
     }
     s += "ratios: above 1x means faster than the reference (vs MC2: than the real hardware; vs raw: than this machine's limit).\n";
+    if !report.skipped.is_empty() {
+        let names: Vec<String> = report.skipped.iter().map(Which::to_string).collect();
+        s += &format!(
+            "not measured: {}: they need a second node, and this cluster has {}; start it with --nodes 2 or more.\n",
+            names.join(", "),
+            report.nodes
+        );
+    }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row() -> BenchRow {
+        BenchRow {
+            name: "lock acquire, uncontended".into(),
+            value: 1.5,
+            unit: "us",
+            hardware: None,
+            raw: None,
+            lower_is_better: true,
+        }
+    }
+
+    #[test]
+    fn a_cluster_of_one_is_told_what_was_not_measured() {
+        let report = BenchReport {
+            rows: vec![row()],
+            skipped: vec![Which::Latency, Which::Bandwidth, Which::Broadcast],
+            nodes: 1,
+        };
+        let s = format(&report);
+        assert!(s.contains("lock acquire, uncontended"), "{s}");
+        assert!(
+            s.contains("not measured: latency, bandwidth, broadcast: they need a second node, and this cluster has 1; start it with --nodes 2"),
+            "{s}"
+        );
+        let full = BenchReport {
+            skipped: Vec::new(),
+            nodes: 2,
+            ..report
+        };
+        assert!(!format(&full).contains("not measured"));
+    }
+
+    #[test]
+    fn what_needs_two_nodes_says_so_by_name() {
+        for w in [
+            Which::Latency,
+            Which::Bandwidth,
+            Which::Broadcast,
+            Which::Csm,
+        ] {
+            assert!(w.needs_two_nodes());
+            let e = BenchError::NeedsNodes { which: w, nodes: 1 };
+            let s = e.to_string();
+            assert!(
+                s.starts_with(&format!("bench {w} needs a second node")),
+                "{s}"
+            );
+            assert!(s.contains("--nodes 2"), "{s}");
+        }
+        for w in [Which::All, Which::Lock, Which::Errcheck] {
+            assert!(!w.needs_two_nodes());
+        }
+    }
 }

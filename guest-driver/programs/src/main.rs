@@ -11,12 +11,41 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use firmware_model::abi::{self, features};
 use firmware_model::{AdapterErrorStatus, NodeSet};
-use mc_api::{AdapterPort, MemoryChannel, OpenOptions};
+use mc_api::{AdapterPort, McError, MemoryChannel, OpenOptions};
 use mc_driver::{
     Adapter, AdapterOptions, PciOptions, PciTransport, Transport, VhostUserOptions,
     VhostUserTransport,
 };
-use mc_guest::{bench, csm, selftest};
+use mc_guest::bench::{self, BenchError};
+use mc_guest::csm::{self, AppError};
+use mc_guest::selftest::{self, SelftestError};
+
+/// Why `mc-guest` failed.
+#[derive(Debug, thiserror::Error)]
+enum GuestError {
+    /// The virtual guest's vhost-user socket.
+    #[error("{}: {source}", socket.display())]
+    Connect {
+        socket: PathBuf,
+        #[source]
+        source: mc_driver::Error,
+    },
+    #[error("{source} (no --socket or MC_SOCKET given, so the PCI adapter was tried)")]
+    Pci {
+        #[source]
+        source: mc_driver::Error,
+    },
+    #[error(transparent)]
+    Adapter(#[from] mc_driver::Error),
+    #[error(transparent)]
+    Api(#[from] McError),
+    #[error(transparent)]
+    Selftest(#[from] SelftestError),
+    #[error(transparent)]
+    Bench(#[from] BenchError),
+    #[error(transparent)]
+    Csm(#[from] AppError),
+}
 
 #[derive(Parser, Debug)]
 #[command(
@@ -24,7 +53,7 @@ use mc_guest::{bench, csm, selftest};
     version,
     about = "Memory Channel guest program: info, selftest, bench, csm"
 )]
-struct Cli {
+struct GuestCli {
     /// The adapter's vhost-user socket (virtual guest); default $MC_SOCKET.
     #[arg(long, global = true)]
     socket: Option<PathBuf>,
@@ -40,11 +69,11 @@ struct Cli {
     #[arg(long, global = true, env = "MC_RELIABLE")]
     reliable: bool,
     #[command(subcommand)]
-    command: Command,
+    command: GuestCommand,
 }
 
 #[derive(Subcommand, Debug)]
-enum Command {
+enum GuestCommand {
     /// Show this adapter's register file and status.
     Info,
     /// Run the cluster-wide self test (every node must run it).
@@ -96,7 +125,7 @@ enum Command {
     },
 }
 
-fn adapter(cli: &Cli) -> Result<Adapter<Box<dyn Transport>>, String> {
+fn adapter(cli: &GuestCli) -> Result<Adapter<Box<dyn Transport>>, GuestError> {
     let socket = cli
         .socket
         .clone()
@@ -107,19 +136,19 @@ fn adapter(cli: &Cli) -> Result<Adapter<Box<dyn Transport>>, String> {
                 ram_size: cli.ram_mib << 20,
                 ..Default::default()
             };
-            Box::new(
-                VhostUserTransport::connect(&socket, &opts)
-                    .map_err(|e| format!("{}: {e}", socket.display()))?,
-            )
+            let t =
+                VhostUserTransport::connect(&socket, &opts).map_err(|e| GuestError::Connect {
+                    socket: socket.clone(),
+                    source: e.into(),
+                })?;
+            Box::new(t)
         }
         None => {
             let opts = PciOptions {
                 dma_size: cli.dma_mib << 20,
                 ..Default::default()
             };
-            Box::new(PciTransport::open(&opts).map_err(|e| {
-                format!("{e} (no --socket or MC_SOCKET given, so the PCI adapter was tried)")
-            })?)
+            Box::new(PciTransport::open(&opts).map_err(|e| GuestError::Pci { source: e.into() })?)
         }
     };
     // Spin only briefly before yielding: guests, the hub and its workers share
@@ -128,29 +157,26 @@ fn adapter(cli: &Cli) -> Result<Adapter<Box<dyn Transport>>, String> {
         spin: 64,
         ..Default::default()
     };
-    Adapter::new(t, opts).map_err(|e| e.to_string())
+    Ok(Adapter::new(t, opts)?)
 }
 
-fn open(cli: &Cli) -> Result<MemoryChannel, String> {
+fn open(cli: &GuestCli) -> Result<MemoryChannel, GuestError> {
     open_with(cli, &OpenOptions::default())
 }
 
-fn open_with(cli: &Cli, opts: &OpenOptions) -> Result<MemoryChannel, String> {
-    let port = AdapterPort::new(adapter(cli)?).map_err(|e| e.to_string())?;
+fn open_with(cli: &GuestCli, opts: &OpenOptions) -> Result<MemoryChannel, GuestError> {
+    let port = AdapterPort::new(adapter(cli)?)?;
     let opts = OpenOptions {
         reliable: opts.reliable || cli.reliable,
         ..opts.clone()
     };
-    MemoryChannel::open(Box::new(port), &opts).map_err(|e| e.to_string())
+    Ok(MemoryChannel::open(Box::new(port), &opts)?)
 }
 
-fn info(cli: &Cli) -> Result<(), String> {
+fn info(cli: &GuestCli) -> Result<(), GuestError> {
     let mut a = adapter(cli)?;
-    let r = a.registers().map_err(|e| e.to_string())?;
-    let status = a
-        .set_status_page()
-        .and_then(|v| v.read())
-        .map_err(|e| e.to_string())?;
+    let r = a.registers()?;
+    let status = a.set_status_page().and_then(|v| v.read())?;
     let names = [
         (features::BROADCAST, "broadcast"),
         (features::POINT_TO_POINT, "point-to-point"),
@@ -205,26 +231,25 @@ fn info(cli: &Cli) -> Result<(), String> {
 
 fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
-    let cli = Cli::parse();
+    let cli = GuestCli::parse();
     let r = match &cli.command {
-        Command::Info => info(&cli),
-        Command::Selftest { iterations } => open(&cli).and_then(|mc| {
-            let n = selftest::run(&mc, *iterations, &mut |l| println!("{l}"))
-                .map_err(|e| e.to_string())?;
+        GuestCommand::Info => info(&cli),
+        GuestCommand::Selftest { iterations } => open(&cli).and_then(|mc| {
+            let n = selftest::run(&mc, *iterations, &mut |l| println!("{l}"))?;
             println!("selftest: {n} checks passed on node {}", mc.node_id().0);
             Ok(())
         }),
-        Command::Bench {
+        GuestCommand::Bench {
             which: bench::Which::Csm,
             iters,
         } => open(&cli).and_then(|mc| {
-            let rows = csm::bench::run(&mc, *iters).map_err(|e| e.to_string())?;
+            let rows = csm::bench::run(&mc, *iters)?;
             if mc.node_id().0 == 0 {
                 print!("{}", csm::bench::format(&rows, mc.nodes()));
             }
             Ok(())
         }),
-        Command::Csm {
+        GuestCommand::Csm {
             app,
             threads,
             size,
@@ -248,15 +273,15 @@ fn main() -> ExitCode {
                 ..Default::default()
             };
             open_with(&cli, &opts).and_then(|mc| {
-                let o = csm::run(&mc, &p).map_err(|e| e.to_string())?;
+                let o = csm::run(&mc, &p)?;
                 println!("{o}");
                 Ok(())
             })
         }
-        Command::Bench { which, iters } => open(&cli).and_then(|mc| {
-            let rows = bench::run(&mc, *which, *iters)?;
+        GuestCommand::Bench { which, iters } => open(&cli).and_then(|mc| {
+            let report = bench::run(&mc, *which, *iters)?;
             if mc.node_id().0 == 0 {
-                print!("{}", bench::format(&rows));
+                print!("{}", bench::format(&report));
             }
             Ok(())
         }),

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use mc_api::{Barrier, McError, MemoryChannel, Sharing};
+use mc_api::{Barrier, Conflict, McError, MemoryChannel, RegionRef, Sharing};
 
 const T: Duration = Duration::from_secs(60);
 const KEY_BARRIER: u32 = 0x5e1f_0001;
@@ -27,6 +27,17 @@ pub enum SelftestError {
     },
 }
 
+/// What one check found: passed (with what it saw) or failed (and why).
+enum Verdict {
+    Pass(String),
+    Fail(String),
+}
+
+/// Attribute an API error to `check`.
+fn during(check: &'static str) -> impl Fn(McError) -> SelftestError {
+    move |source| SelftestError::Api { check, source }
+}
+
 struct Selftest<'a> {
     mc: &'a MemoryChannel,
     passed: u32,
@@ -37,15 +48,15 @@ impl Selftest<'_> {
     fn check(
         &mut self,
         name: &'static str,
-        f: impl FnOnce(&MemoryChannel) -> Result<Result<String, String>, McError>,
+        f: impl FnOnce(&MemoryChannel) -> Result<Verdict, McError>,
     ) -> Result<(), SelftestError> {
         match f(self.mc) {
-            Ok(Ok(detail)) => {
+            Ok(Verdict::Pass(detail)) => {
                 self.passed += 1;
                 (self.out)(format!("ok   {name}: {detail}"));
                 Ok(())
             }
-            Ok(Err(why)) => {
+            Ok(Verdict::Fail(why)) => {
                 (self.out)(format!("FAIL {name}: {why}"));
                 Err(SelftestError::Check { check: name, why })
             }
@@ -74,24 +85,17 @@ pub fn run(
 ) -> Result<u32, SelftestError> {
     let me = mc.node_id().0;
     let nodes = mc.nodes();
-    let mut barrier = Barrier::new(mc, KEY_BARRIER).map_err(|source| SelftestError::Api {
-        check: "barrier",
-        source,
-    })?;
-    let mut sync = |check: &'static str| {
-        barrier
-            .wait(T)
-            .map_err(|source| SelftestError::Api { check, source })
-    };
+    let mut barrier = Barrier::new(mc, KEY_BARRIER).map_err(during("barrier"))?;
+    let mut sync = |check: &'static str| barrier.wait(T).map_err(during(check));
     let mut r = Selftest { mc, passed: 0, out };
 
     r.check("host list", |mc| {
         let h = mc.hosts();
         Ok(
             if h.members.len() as u32 == nodes && h.members.contains(&mc.node_id()) {
-                Ok(format!("{} members, epoch {}", h.members.len(), h.epoch))
+                Verdict::Pass(format!("{} members, epoch {}", h.members.len(), h.epoch))
             } else {
-                Err(format!("members {:?} of {nodes}", h.members))
+                Verdict::Fail(format!("members {:?} of {nodes}", h.members))
             },
         )
     })?;
@@ -99,19 +103,16 @@ pub fn run(
     // Regions by key: every node asks for the same key and gets the same region.
     let id = mc
         .region_alloc(KEY_COHERENT, 16 << 10, true)
-        .map_err(|source| SelftestError::Api {
-            check: "region by key",
-            source,
-        })?;
+        .map_err(during("region by key"))?;
     sync("region by key")?;
     r.check("region by key", |mc| {
         let found = mc.region_lookup(KEY_COHERENT)?;
         Ok(if found == id {
-            Ok(format!(
+            Verdict::Pass(format!(
                 "key {KEY_COHERENT:#x} is region {id} on every node"
             ))
         } else {
-            Err(format!("lookup gave {found}, alloc gave {id}"))
+            Verdict::Fail(format!("lookup gave {found}, alloc gave {id}"))
         })
     })?;
 
@@ -121,23 +122,19 @@ pub fn run(
     if me == 0 {
         let tx = mc
             .attach_transmit(id, Sharing::Shared, false)
-            .map_err(|source| SelftestError::Api {
-                check: "broadcast",
-                source,
-            })?;
-        tx.write(0, &data).map_err(|source| SelftestError::Api {
-            check: "broadcast",
-            source,
-        })?;
+            .map_err(during("broadcast"))?;
+        tx.write(0, &data).map_err(during("broadcast"))?;
     }
     sync("broadcast")?;
     r.check("broadcast + coherent late attach", |mc| {
         let rx = mc.attach_receive(id, Sharing::Shared, false)?;
         let got = rx.to_vec(0, data.len())?;
         Ok(if got == data {
-            Ok("16 KiB written by node 0 before any receive attach, read on every node".into())
+            Verdict::Pass(
+                "16 KiB written by node 0 before any receive attach, read on every node".into(),
+            )
         } else {
-            Err("contents differ".into())
+            Verdict::Fail("contents differ".into())
         })
     })?;
 
@@ -145,43 +142,24 @@ pub fn run(
     // node 0 writes with loopback and node 1 (if any) without.
     let lid = mc
         .region_alloc(KEY_LOOP, 8192, false)
-        .map_err(|source| SelftestError::Api {
-            check: "loopback",
-            source,
-        })?;
+        .map_err(during("loopback"))?;
     let lrx = mc
         .attach_receive(lid, Sharing::Shared, false)
-        .map_err(|source| SelftestError::Api {
-            check: "loopback",
-            source,
-        })?;
+        .map_err(during("loopback"))?;
     sync("loopback")?;
     let with_lb = pattern(64, 1);
     let without_lb = pattern(64, 2);
     if me == 0 {
         let tx = mc
             .attach_transmit(lid, Sharing::Shared, true)
-            .map_err(|source| SelftestError::Api {
-                check: "loopback",
-                source,
-            })?;
-        tx.write(0, &with_lb).map_err(|source| SelftestError::Api {
-            check: "loopback",
-            source,
-        })?;
+            .map_err(during("loopback"))?;
+        tx.write(0, &with_lb).map_err(during("loopback"))?;
     }
     if me == 1 {
         let tx = mc
             .attach_transmit(lid, Sharing::Shared, false)
-            .map_err(|source| SelftestError::Api {
-                check: "loopback",
-                source,
-            })?;
-        tx.write(4096, &without_lb)
-            .map_err(|source| SelftestError::Api {
-                check: "loopback",
-                source,
-            })?;
+            .map_err(during("loopback"))?;
+        tx.write(4096, &without_lb).map_err(during("loopback"))?;
     }
     sync("loopback")?;
     r.check("loopback", |_| {
@@ -193,15 +171,15 @@ pub fn run(
             without_lb.clone()
         };
         Ok(if a != with_lb {
-            Err("node 0's write (with loopback) is missing".into())
+            Verdict::Fail("node 0's write (with loopback) is missing".into())
         } else if nodes > 1 && b != want_b {
-            Err(if me == 1 {
+            Verdict::Fail(if me == 1 {
                 "node 1 saw its own write without loopback".into()
             } else {
                 "node 1's write is missing".into()
             })
         } else {
-            Ok("a write with loopback reaches its writer, one without does not".into())
+            Verdict::Pass("a write with loopback reaches its writer, one without does not".into())
         })
     })?;
     drop(lrx);
@@ -211,29 +189,17 @@ pub fn run(
     let target = nodes - 1;
     let pid = mc
         .region_alloc(KEY_P2P, 8192, false)
-        .map_err(|source| SelftestError::Api {
-            check: "point-to-point",
-            source,
-        })?;
+        .map_err(during("point-to-point"))?;
     let prx = mc
         .attach_receive(pid, Sharing::Shared, false)
-        .map_err(|source| SelftestError::Api {
-            check: "point-to-point",
-            source,
-        })?;
+        .map_err(during("point-to-point"))?;
     sync("point-to-point")?;
     let p2p = pattern(256, 9);
     if me == 0 && nodes > 1 {
         let tx = mc
             .attach_transmit_to(pid, Sharing::Shared, firmware_model::NodeId(target as u8))
-            .map_err(|source| SelftestError::Api {
-                check: "point-to-point",
-                source,
-            })?;
-        tx.write(0, &p2p).map_err(|source| SelftestError::Api {
-            check: "point-to-point",
-            source,
-        })?;
+            .map_err(during("point-to-point"))?;
+        tx.write(0, &p2p).map_err(during("point-to-point"))?;
     }
     sync("point-to-point")?;
     r.check("point-to-point", |_| {
@@ -244,7 +210,7 @@ pub fn run(
             vec![0u8; 256]
         };
         Ok(if got == want {
-            Ok(format!(
+            Verdict::Pass(format!(
                 "node 0 -> node {target} only ({})",
                 if got == p2p {
                     "received here"
@@ -253,7 +219,7 @@ pub fn run(
                 }
             ))
         } else {
-            Err(format!(
+            Verdict::Fail(format!(
                 "node {me} {}",
                 if got == p2p {
                     "received a write meant for another node"
@@ -268,38 +234,20 @@ pub fn run(
     // A cluster spinlock protects a shared counter in a coherent region.
     let cid = mc
         .region_alloc(KEY_COUNTER, 8, true)
-        .map_err(|source| SelftestError::Api {
-            check: "spinlock",
-            source,
-        })?;
+        .map_err(during("spinlock"))?;
     let ctx = mc
         .attach_transmit(cid, Sharing::Shared, true)
-        .map_err(|source| SelftestError::Api {
-            check: "spinlock",
-            source,
-        })?;
+        .map_err(during("spinlock"))?;
     let crx = mc
         .attach_receive(cid, Sharing::Shared, false)
-        .map_err(|source| SelftestError::Api {
-            check: "spinlock",
-            source,
-        })?;
+        .map_err(during("spinlock"))?;
     let locks = mc
         .lock_alloc(KEY_LOCK, 1, false, true)
-        .map_err(|source| SelftestError::Api {
-            check: "spinlock",
-            source,
-        })?;
+        .map_err(during("spinlock"))?;
     if locks.holds(0) {
         // This node created the set and holds lock 0: initialise, then let others in.
-        ctx.write_u64(0, 0).map_err(|source| SelftestError::Api {
-            check: "spinlock",
-            source,
-        })?;
-        locks.release(0).map_err(|source| SelftestError::Api {
-            check: "spinlock",
-            source,
-        })?;
+        ctx.write_u64(0, 0).map_err(during("spinlock"))?;
+        locks.release(0).map_err(during("spinlock"))?;
     }
     sync("spinlock")?;
     r.check("spinlock mutual exclusion", |_| {
@@ -309,26 +257,25 @@ pub fn run(
             ctx.write_u64(0, v + 1)?;
             locks.release(0)?;
         }
-        Ok(Ok(format!("{iterations} increments under the lock")))
+        Ok(Verdict::Pass(format!(
+            "{iterations} increments under the lock"
+        )))
     })?;
     sync("spinlock")?;
     r.check("shared counter adds up", |_| {
         let v = crx.load_u64(0)?;
         let want = u64::from(iterations) * u64::from(nodes);
         Ok(if v == want {
-            Ok(format!("{v} = {iterations} x {nodes}"))
+            Verdict::Pass(format!("{v} = {iterations} x {nodes}"))
         } else {
-            Err(format!("counter is {v}, expected {want}"))
+            Verdict::Fail(format!("counter is {v}, expected {want}"))
         })
     })?;
 
     // Save count, write, check (seed 004, Error Management).
     let eid = mc
         .region_alloc(KEY_ERR, 4096, true)
-        .map_err(|source| SelftestError::Api {
-            check: "error check",
-            source,
-        })?;
+        .map_err(during("error check"))?;
     r.check("save count, write, check", |mc| {
         let tx = mc.attach_transmit(eid, Sharing::Shared, false)?;
         let saved = mc.error_count();
@@ -336,11 +283,11 @@ pub fn run(
         let c = mc.check_errors()?;
         Ok(
             if c.count == saved && c.all_healthy(mc.registers().members) {
-                Ok(format!(
+                Verdict::Pass(format!(
                     "error count {saved} before and after, every adapter healthy"
                 ))
             } else {
-                Err(format!(
+                Verdict::Fail(format!(
                     "count {saved} -> {}, statuses {:?}",
                     c.count, c.statuses
                 ))
@@ -351,22 +298,37 @@ pub fn run(
     r.check("misuse is refused", |mc| {
         let mut refused = Vec::new();
         match mc.region_lookup(0xdead_beef) {
-            Err(McError::NoSuchRegion(_)) => refused.push("unknown key"),
-            other => return Ok(Err(format!("attach of an unknown key gave {other:?}"))),
+            Err(McError::NoSuchRegion(RegionRef::Key(0xdead_beef))) => refused.push("unknown key"),
+            other => {
+                return Ok(Verdict::Fail(format!(
+                    "attach of an unknown key gave {other:?}"
+                )))
+            }
         }
         match locks.release(0) {
             Err(McError::NotHeld { .. }) => refused.push("double release"),
-            other => return Ok(Err(format!("release of an unheld lock gave {other:?}"))),
+            other => {
+                return Ok(Verdict::Fail(format!(
+                    "release of an unheld lock gave {other:?}"
+                )))
+            }
         }
         match ctx.write(8, &[0; 8]) {
             Err(McError::OutOfBounds { .. }) => refused.push("write past the region"),
-            other => return Ok(Err(format!("out-of-bounds write gave {other:?}"))),
+            other => return Ok(Verdict::Fail(format!("out-of-bounds write gave {other:?}"))),
         }
         match mc.region_dealloc(cid) {
-            Err(McError::Busy { .. }) => refused.push("dealloc while attached"),
-            other => return Ok(Err(format!("dealloc of an attached region gave {other:?}"))),
+            Err(McError::Busy {
+                conflict: Conflict::Attached { .. },
+                ..
+            }) => refused.push("dealloc while attached"),
+            other => {
+                return Ok(Verdict::Fail(format!(
+                    "dealloc of an attached region gave {other:?}"
+                )))
+            }
         }
-        Ok(Ok(refused.join(", ")))
+        Ok(Verdict::Pass(refused.join(", ")))
     })?;
     sync("end")?;
     Ok(r.passed)

@@ -6,8 +6,10 @@ use std::time::Instant;
 use cashmere::{Config, Csm, CsmError};
 use mc_api::MemoryChannel;
 
+use crate::bench::{BenchError, Which};
+
 /// (name, paper microseconds, measured microseconds).
-pub type Row = (&'static str, &'static str, f64, f64);
+pub type CsmBenchRow = (&'static str, &'static str, f64, f64);
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
@@ -26,9 +28,12 @@ fn time_us(iters: u32, mut f: impl FnMut() -> Result<(), CsmError>) -> Result<f6
 
 /// Every node runs this (at least two nodes); node 0 measures and returns
 /// the rows, node 1 is the remote home.
-pub fn run(mc: &MemoryChannel, iters: u32) -> Result<Vec<Row>, CsmError> {
+pub fn run(mc: &MemoryChannel, iters: u32) -> Result<Vec<CsmBenchRow>, BenchError> {
     if mc.nodes() < 2 {
-        return Err(CsmError::Usage("bench csm needs two nodes".into()));
+        return Err(BenchError::NeedsNodes {
+            which: Which::Csm,
+            nodes: mc.nodes(),
+        });
     }
     let cfg = Config {
         heap_bytes: 4 * 8192,
@@ -36,7 +41,7 @@ pub fn run(mc: &MemoryChannel, iters: u32) -> Result<Vec<Row>, CsmError> {
     };
     let csm = Csm::start(mc, &cfg)?;
     let me = csm.node_id();
-    let page: cashmere::Shared<u32> = csm.alloc(4 * 2048, true)?;
+    let page: cashmere::SharedArray<u32> = csm.alloc(4 * 2048, true)?;
     // Node 1 touches page 0 first: it is the home; node 0 is a remote sharer.
     if me == 1 {
         for i in 0..2048 {
@@ -96,7 +101,7 @@ pub fn run(mc: &MemoryChannel, iters: u32) -> Result<Vec<Row>, CsmError> {
     Ok(rows)
 }
 
-pub fn format(rows: &[Row], nodes: u32) -> String {
+pub fn format(rows: &[CsmBenchRow], nodes: u32) -> String {
     let mut s = format!(
         "Cashmere CSM-DMS, Table II operations (seed 000 s.3.1; paper: 32 processors on 8 nodes; here: {nodes} virtual nodes)\n{:<28} {:>12} {:>12} {:>8}\n",
         "operation", "paper (us)", "here (us)", "ratio"

@@ -5,20 +5,22 @@
 //! sequential run, bit for bit (the same operations in the same order).
 //! Each row starts on a page of its own, so a row's page has one writer.
 
-use cashmere::{Csm, CsmError, Shared};
+use cashmere::{Csm, CsmError, SharedArray};
 
-pub struct Data {
-    a: Shared<f64>,
-    x: Shared<f64>,
+use super::AppError;
+
+pub struct GaussData {
+    a: SharedArray<f64>,
+    x: SharedArray<f64>,
     n: usize,
     /// Elements from one row to the next: n + 1 rounded up to whole pages.
     stride: usize,
 }
 
-pub fn setup(csm: &Csm, n: usize) -> Result<Data, CsmError> {
+pub fn setup(csm: &Csm, n: usize) -> Result<GaussData, CsmError> {
     let ps = csm.page_size() as usize;
     let stride = ((n + 1) * 8).div_ceil(ps) * ps / 8;
-    Ok(Data {
+    Ok(GaussData {
         a: csm.alloc(n * stride, true)?,
         x: csm.alloc(n, true)?,
         n,
@@ -61,7 +63,7 @@ fn back_substitute(n: usize, a: impl Fn(usize, usize) -> f64) -> Vec<f64> {
     x
 }
 
-pub fn run(csm: &Csm, d: &Data, tid: usize) -> Result<u64, CsmError> {
+pub fn run(csm: &Csm, d: &GaussData, tid: usize) -> Result<u64, AppError> {
     let p = (csm.nodes() * csm.threads()) as usize;
     let (n, a) = (d.n, d.a);
     let (w, r) = (n + 1, d.stride);
@@ -99,9 +101,11 @@ pub fn run(csm: &Csm, d: &Data, tid: usize) -> Result<u64, CsmError> {
     for (i, wv) in want.iter().enumerate() {
         let v = d.x.get(i);
         if v.to_bits() != wv.to_bits() {
-            return Err(CsmError::Protocol(format!(
-                "gauss: x[{i}] is {v}, sequential run has {wv}"
-            )));
+            return Err(AppError::Gauss {
+                index: i,
+                got: v,
+                want: *wv,
+            });
         }
     }
     Ok(n as u64)

@@ -11,6 +11,49 @@ pub mod wtest;
 use cashmere::{Config, Csm, CsmError, Stats};
 use mc_api::MemoryChannel;
 
+/// Why a Cashmere program failed: Cashmere did, or the result is wrong (each
+/// check names where and what it expected), or it was asked for too much.
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    #[error(transparent)]
+    Csm(#[from] CsmError),
+    #[error("cannot start an application thread: {0}")]
+    Spawn(#[source] std::io::Error),
+    #[error("an application thread panicked")]
+    Panicked,
+    #[error(
+        "tsp of {0} cities: 3 to {MAX_TSP_CITIES} (each city more multiplies the time by 4-7)"
+    )]
+    TspCities(usize),
+    /// wtest or test read a wrong value.
+    #[error("{check}: element {element} is {got:#x}, expected {want:#x}")]
+    Wtest {
+        check: &'static str,
+        element: usize,
+        got: u64,
+        want: u64,
+    },
+    #[error("sor: element ({row}, {col}) is {got}, sequential run has {want}")]
+    Sor {
+        row: usize,
+        col: usize,
+        got: f64,
+        want: f64,
+    },
+    #[error("gauss: x[{index}] is {got}, sequential run has {want}")]
+    Gauss { index: usize, got: f64, want: f64 },
+    #[error("tsp: best tour {best}, sequential branch and bound finds {want}")]
+    TspBest { best: u32, want: u32 },
+    #[error("tsp: {path:?} is not a tour")]
+    TspNotATour { path: Vec<usize> },
+    #[error("tsp: tour {path:?} has length {len}, recorded as {best}")]
+    TspLength {
+        path: Vec<usize>,
+        len: u32,
+        best: u32,
+    },
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum App {
     Wtest,
@@ -101,16 +144,16 @@ impl std::fmt::Display for Outcome {
     }
 }
 
-enum Data {
-    W(wtest::Data),
-    S(sor::Data),
-    G(gauss::Data),
-    T(tsp::Data),
+enum AppData {
+    W(wtest::WtestData),
+    S(sor::SorData),
+    G(gauss::GaussData),
+    T(tsp::TspData),
 }
 
 /// Run `p.app` on this node with `p.threads` threads; every node must call
 /// this with the same parameters.
-pub fn run(mc: &MemoryChannel, p: &Params) -> Result<Outcome, CsmError> {
+pub fn run(mc: &MemoryChannel, p: &Params) -> Result<Outcome, AppError> {
     let csm = Csm::start(mc, &p.config())?;
     let (size, iters, summary) = match p.app {
         App::Wtest | App::Test => {
@@ -136,18 +179,16 @@ pub fn run(mc: &MemoryChannel, p: &Params) -> Result<Outcome, CsmError> {
             if !(3..=MAX_TSP_CITIES).contains(&s) {
                 // Branch and bound is exponential: 14 cities take seconds,
                 // each city more several times as long.
-                return Err(CsmError::Usage(format!(
-                    "tsp of {s} cities: 3 to {MAX_TSP_CITIES} (each city more multiplies the time by 4-7)"
-                )));
+                return Err(AppError::TspCities(s));
             }
             (s, 0, format!("tsp ({s} cities)"))
         }
     };
     let data = match p.app {
-        App::Wtest | App::Test => Data::W(wtest::setup(&csm, size)?),
-        App::Sor => Data::S(sor::setup(&csm, size, size)?),
-        App::Gauss => Data::G(gauss::setup(&csm, size)?),
-        App::Tsp => Data::T(tsp::setup(&csm, size)?),
+        App::Wtest | App::Test => AppData::W(wtest::setup(&csm, size)?),
+        App::Sor => AppData::S(sor::setup(&csm, size, size)?),
+        App::Gauss => AppData::G(gauss::setup(&csm, size)?),
+        App::Tsp => AppData::T(tsp::setup(&csm, size)?),
     };
     let data = std::sync::Arc::new(data);
     let app = p.app;
@@ -160,11 +201,11 @@ pub fn run(mc: &MemoryChannel, p: &Params) -> Result<Outcome, CsmError> {
                 .name(format!("csm-app{tid}"))
                 .spawn(move || {
                     let r = match (&*data, app) {
-                        (Data::W(d), App::Wtest) => wtest::wtest(&csm, d, tid, iters),
-                        (Data::W(d), _) => wtest::test(&csm, d, tid, iters),
-                        (Data::S(d), _) => sor::run(&csm, d, tid, iters),
-                        (Data::G(d), _) => gauss::run(&csm, d, tid),
-                        (Data::T(d), _) => tsp::run(&csm, d, tid),
+                        (AppData::W(d), App::Wtest) => wtest::wtest(&csm, d, tid, iters),
+                        (AppData::W(d), _) => wtest::test(&csm, d, tid, iters),
+                        (AppData::S(d), _) => sor::run(&csm, d, tid, iters),
+                        (AppData::G(d), _) => gauss::run(&csm, d, tid),
+                        (AppData::T(d), _) => tsp::run(&csm, d, tid),
                     };
                     if r.is_err() {
                         // Nobody, here or elsewhere, waits for this thread.
@@ -173,7 +214,8 @@ pub fn run(mc: &MemoryChannel, p: &Params) -> Result<Outcome, CsmError> {
                     r
                 })
         })
-        .collect::<Result<_, _>>()?;
+        .collect::<Result<_, _>>()
+        .map_err(AppError::Spawn)?;
     let mut checked = 0;
     let mut first_err = None;
     for h in handles {
@@ -183,8 +225,7 @@ pub fn run(mc: &MemoryChannel, p: &Params) -> Result<Outcome, CsmError> {
                 first_err.get_or_insert(e);
             }
             Err(_) => {
-                first_err
-                    .get_or_insert(CsmError::Protocol("an application thread panicked".into()));
+                first_err.get_or_insert(AppError::Panicked);
             }
         }
     }

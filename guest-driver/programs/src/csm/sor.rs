@@ -3,16 +3,18 @@
 //! compared element by element with a sequential run: red-black order makes
 //! it bit-for-bit the same.
 
-use cashmere::{Csm, CsmError, Shared};
+use cashmere::{Csm, CsmError, SharedArray};
 
-pub struct Data {
-    g: Shared<f64>,
+use super::AppError;
+
+pub struct SorData {
+    g: SharedArray<f64>,
     rows: usize,
     cols: usize,
 }
 
-pub fn setup(csm: &Csm, rows: usize, cols: usize) -> Result<Data, CsmError> {
-    Ok(Data {
+pub fn setup(csm: &Csm, rows: usize, cols: usize) -> Result<SorData, CsmError> {
+    Ok(SorData {
         g: csm.alloc((rows + 2) * cols, true)?,
         rows,
         cols,
@@ -57,7 +59,7 @@ pub fn sequential(rows: usize, cols: usize, iters: u32) -> Vec<f64> {
 }
 
 /// Returns the number of elements checked.
-pub fn run(csm: &Csm, d: &Data, tid: usize, iters: u32) -> Result<u64, CsmError> {
+pub fn run(csm: &Csm, d: &SorData, tid: usize, iters: u32) -> Result<u64, AppError> {
     let p = (csm.nodes() * csm.threads()) as usize;
     let (rows, cols, g) = (d.rows, d.cols, d.g);
     let mine = band(tid, p, rows);
@@ -93,11 +95,12 @@ pub fn run(csm: &Csm, d: &Data, tid: usize, iters: u32) -> Result<u64, CsmError>
     for (k, w) in want.iter().enumerate() {
         let v = g.get(k);
         if v.to_bits() != w.to_bits() {
-            return Err(CsmError::Protocol(format!(
-                "sor: element ({}, {}) is {v}, sequential run has {w}",
-                k / cols,
-                k % cols
-            )));
+            return Err(AppError::Sor {
+                row: k / cols,
+                col: k % cols,
+                got: v,
+                want: *w,
+            });
         }
     }
     Ok(want.len() as u64)

@@ -3,18 +3,20 @@
 //! is kept under lock 1 and bounds the search. The optimum is compared with
 //! a sequential branch and bound, and the tour found is checked.
 
-use cashmere::{Csm, CsmError, Shared};
+use cashmere::{Csm, CsmError, SharedArray};
 
-pub struct Data {
-    dist: Shared<u32>,
-    next: Shared<u32>,
-    best: Shared<u32>,
-    path: Shared<u32>,
+use super::AppError;
+
+pub struct TspData {
+    dist: SharedArray<u32>,
+    next: SharedArray<u32>,
+    best: SharedArray<u32>,
+    path: SharedArray<u32>,
     cities: usize,
 }
 
-pub fn setup(csm: &Csm, cities: usize) -> Result<Data, CsmError> {
-    Ok(Data {
+pub fn setup(csm: &Csm, cities: usize) -> Result<TspData, CsmError> {
+    Ok(TspData {
         dist: csm.alloc(cities * cities, true)?,
         next: csm.alloc(1, true)?,
         best: csm.alloc(1, false)?,
@@ -102,7 +104,7 @@ pub fn sequential(c: usize) -> u32 {
     bound
 }
 
-pub fn run(csm: &Csm, data: &Data, tid: usize) -> Result<u64, CsmError> {
+pub fn run(csm: &Csm, data: &TspData, tid: usize) -> Result<u64, AppError> {
     let c = data.cities;
     if tid == 0 && csm.node_id() == 0 {
         for (i, v) in distances(c).into_iter().enumerate() {
@@ -154,7 +156,7 @@ pub fn run(csm: &Csm, data: &Data, tid: usize) -> Result<u64, CsmError> {
         };
         search(&d, c, &mut path, len, &mut bound, &mut found);
         if let Some(e) = err.take() {
-            return Err(e);
+            return Err(e.into());
         }
     }
     csm.barrier()?;
@@ -162,23 +164,19 @@ pub fn run(csm: &Csm, data: &Data, tid: usize) -> Result<u64, CsmError> {
     let best = data.best.get(0);
     let want = sequential(c);
     if best != want {
-        return Err(CsmError::Protocol(format!(
-            "tsp: best tour {best}, sequential branch and bound finds {want}"
-        )));
+        return Err(AppError::TspBest { best, want });
     }
     let path: Vec<usize> = (0..c).map(|i| data.path.get(i) as usize).collect();
     let mut seen = vec![false; c];
     for &p in &path {
         if p >= c || seen[p] {
-            return Err(CsmError::Protocol(format!("tsp: {path:?} is not a tour")));
+            return Err(AppError::TspNotATour { path });
         }
         seen[p] = true;
     }
     let len: u32 = (0..c).map(|i| d(path[i], path[(i + 1) % c])).sum();
     if len != best {
-        return Err(CsmError::Protocol(format!(
-            "tsp: tour {path:?} has length {len}, recorded as {best}"
-        )));
+        return Err(AppError::TspLength { path, len, best });
     }
     Ok(c as u64 + 1)
 }

@@ -2,17 +2,19 @@
 //! small array partitioned by thread; every thread works on every partition
 //! and every element is checked at each step.
 
-use cashmere::{Csm, CsmError, Shared};
+use cashmere::{Csm, CsmError, SharedArray};
 
-pub struct Data {
-    a: Shared<u32>,
-    counter: Shared<u64>,
+use super::AppError;
+
+pub struct WtestData {
+    a: SharedArray<u32>,
+    counter: SharedArray<u64>,
     per: usize,
 }
 
-pub fn setup(csm: &Csm, per: usize) -> Result<Data, CsmError> {
+pub fn setup(csm: &Csm, per: usize) -> Result<WtestData, CsmError> {
     let p = (csm.nodes() * csm.threads()) as usize;
-    Ok(Data {
+    Ok(WtestData {
         a: csm.alloc(p * per, true)?,
         counter: csm.alloc(1, true)?,
         per,
@@ -23,10 +25,13 @@ fn value(round: u32, i: usize) -> u32 {
     (round + 1).wrapping_mul(0x9e37_79b9) ^ (i as u32).wrapping_mul(2_654_435_761)
 }
 
-fn mismatch(what: &str, i: usize, got: u64, want: u64) -> CsmError {
-    CsmError::Protocol(format!(
-        "{what}: element {i} is {got:#x}, expected {want:#x}"
-    ))
+fn mismatch(check: &'static str, element: usize, got: u64, want: u64) -> AppError {
+    AppError::Wtest {
+        check,
+        element,
+        got,
+        want,
+    }
 }
 
 /// wtest: per round, owners write their partitions and everyone checks every
@@ -34,7 +39,7 @@ fn mismatch(what: &str, i: usize, got: u64, want: u64) -> CsmError {
 /// partition by partition under that partition's lock (very fine-grain
 /// sharing), and everyone checks every element again. Returns the number of
 /// element checks made.
-pub fn wtest(csm: &Csm, d: &Data, tid: usize, rounds: u32) -> Result<u64, CsmError> {
+pub fn wtest(csm: &Csm, d: &WtestData, tid: usize, rounds: u32) -> Result<u64, AppError> {
     let p = (csm.nodes() * csm.threads()) as usize;
     assert!(p <= 32, "wtest sets one bit per thread");
     let all = if p == 32 { u32::MAX } else { (1u32 << p) - 1 };
@@ -88,7 +93,7 @@ pub fn wtest(csm: &Csm, d: &Data, tid: usize, rounds: u32) -> Result<u64, CsmErr
 /// test: per round, owners write their partitions; each thread checks its
 /// right neighbour's partition and adds one to a lock-protected counter;
 /// after a barrier everyone checks the counter.
-pub fn test(csm: &Csm, d: &Data, tid: usize, rounds: u32) -> Result<u64, CsmError> {
+pub fn test(csm: &Csm, d: &WtestData, tid: usize, rounds: u32) -> Result<u64, AppError> {
     let p = (csm.nodes() * csm.threads()) as usize;
     let mut checks = 0u64;
     csm.mark_start();

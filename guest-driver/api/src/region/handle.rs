@@ -1,11 +1,15 @@
-//! Attached regions: RAII handles for transmit and receive mappings.
+//! Attached regions: RAII handles for transmit and receive mappings. A
+//! handle checks every access against the region's size; dropping it detaches
+//! (imc_asdetach).
 
 use std::sync::Arc;
 
 use log::warn;
 
-use super::table::RegionEntry;
-use super::{McError, MemoryChannel, ReceiveMemory};
+use crate::channel::MemoryChannel;
+use crate::error::McError;
+use crate::port::ReceiveMemory;
+use crate::table::RegionEntry;
 
 fn check(offset: usize, len: usize, size: u64) -> Result<(), McError> {
     if offset.checked_add(len).is_none_or(|end| end as u64 > size) {

@@ -20,15 +20,17 @@ pub const KEY_LOCKS: u32 = 0xc5a0_0007;
 /// Exclusive flag in a directory shared word.
 pub const EXCLUSIVE: u32 = 1 << 8;
 
+/// The CSM-DMS regions of one cluster and heap: their sizes, and where each
+/// word lives in them.
 #[derive(Clone, Copy, Debug)]
-pub struct CsmLayout {
+pub struct CsmSpace {
     pub nodes: u32,
     pub pages: u32,
     pub page_size: u32,
     pub flags: u32,
 }
 
-impl CsmLayout {
+impl CsmSpace {
     pub fn heap_bytes(&self) -> u64 {
         u64::from(self.pages) * u64::from(self.page_size)
     }

@@ -1,0 +1,128 @@
+//! The node's handle on the API ([`MemoryChannel`]) and the state its threads
+//! share: the adapter, the control pages, the coherent arena and the ACK page,
+//! and the one way the API waits for the device or another node.
+//!
+//! What the handle does lives in the module named for it: `open` (bring-up
+//! and rendezvous), `store` (the store path), `error_count`, `events`,
+//! `membership`, `table`, `region`, `lock`, `join` (late join).
+
+use std::sync::atomic::AtomicU32;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use firmware_model::abi::{EventRecord, Registers};
+use firmware_model::NodeId;
+use mc_driver::backoff::poll_until;
+
+use crate::error::{McError, WaitFor};
+use crate::join::JoinState;
+use crate::layout::Layout;
+use crate::lock::LocalLocks;
+use crate::pct_log::RecordingPort;
+use crate::port::ReceiveMemory;
+use crate::region::Attachments;
+
+/// How long cluster operations wait before they report a timeout.
+pub(crate) const OP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What a node's threads share behind a [`MemoryChannel`].
+pub(crate) struct Inner {
+    pub(crate) port: Mutex<RecordingPort>,
+    pub(crate) regs: Registers,
+    pub(crate) layout: Layout,
+    pub(crate) me: u32,
+    /// The control pages (meta page, tables, lock arrays), received by every
+    /// node.
+    pub(crate) control: Box<dyn ReceiveMemory>,
+    /// The coherent arena, received by every node.
+    pub(crate) arena: Arc<dyn ReceiveMemory>,
+    /// This node's ACK page.
+    pub(crate) ack: Box<dyn ReceiveMemory>,
+    /// Serialises this node's threads on the meta lock.
+    pub(crate) meta: Mutex<()>,
+    /// Serialises this node's threads on the ACK page.
+    pub(crate) ack_slot: Mutex<()>,
+    /// Which slot of the ACK page the next check uses: each check has its own
+    /// slot, so a late answer to an earlier check cannot be taken for its own.
+    pub(crate) ack_seq: AtomicU32,
+    pub(crate) reliable: bool,
+    pub(crate) attachments: Attachments,
+    pub(crate) events: Mutex<Vec<EventRecord>>,
+    pub(crate) lock_state: LocalLocks,
+    pub(crate) join: JoinState,
+}
+
+impl Inner {
+    /// The state of a node whose adapter's bring-up (`open`) has mapped the
+    /// control pages, the arena and the ACK page.
+    pub(crate) fn new(
+        port: RecordingPort,
+        regs: Registers,
+        layout: Layout,
+        control: Box<dyn ReceiveMemory>,
+        arena: Arc<dyn ReceiveMemory>,
+        ack: Box<dyn ReceiveMemory>,
+        reliable: bool,
+    ) -> Inner {
+        Inner {
+            port: Mutex::new(port),
+            regs,
+            layout,
+            me: regs.node_id,
+            control,
+            arena,
+            ack,
+            meta: Mutex::new(()),
+            ack_slot: Mutex::new(()),
+            ack_seq: AtomicU32::new(0),
+            reliable,
+            attachments: Attachments::default(),
+            events: Mutex::new(Vec::new()),
+            lock_state: LocalLocks::default(),
+            join: JoinState::new(),
+        }
+    }
+}
+
+/// A node's handle on the Memory Channel API. Cheap to clone; every thread of
+/// the node may use it.
+#[derive(Clone)]
+pub struct MemoryChannel {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl MemoryChannel {
+    pub fn node_id(&self) -> NodeId {
+        NodeId(self.inner.me as u8)
+    }
+
+    pub fn nodes(&self) -> u32 {
+        self.inner.regs.nodes
+    }
+
+    pub fn registers(&self) -> Registers {
+        self.inner.regs
+    }
+
+    pub fn layout(&self) -> Layout {
+        self.inner.layout
+    }
+
+    /// The adapter, for one request at a time.
+    pub(crate) fn port(&self) -> MutexGuard<'_, RecordingPort> {
+        self.inner.port.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Wait (the common backoff) until `f` yields a value: the device or another
+/// node is about to write. `what` names it in the timeout error.
+pub(crate) fn wait_for<T>(
+    what: WaitFor,
+    timeout: Duration,
+    f: impl FnMut() -> Option<T>,
+) -> Result<T, McError> {
+    poll_until(timeout, f).ok_or(McError::Timeout {
+        after: timeout,
+        waiting_for: what,
+    })
+}

@@ -1,0 +1,80 @@
+//! Error counts (seed 004, Error Management): the cluster error count read
+//! from the status page (imc_rderrcnt) and the check through this node's ACK
+//! page (imc_ckerrcnt), which is ordered after every store this node made
+//! before it, so "save count, write, check" detects any error in between.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use firmware_model::AdapterErrorStatus;
+
+use crate::channel::{wait_for, MemoryChannel, OP_TIMEOUT};
+use crate::error::{McError, WaitFor};
+use crate::port::McPort;
+
+/// Result of an ACK-page check (imc_ckerrcnt).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ErrorCheck {
+    /// The cluster error count including every error up to the check.
+    pub count: u64,
+    /// Every adapter's error status, word i for node i.
+    pub statuses: Vec<AdapterErrorStatus>,
+}
+
+impl ErrorCheck {
+    /// Every member online with its link up.
+    pub fn all_healthy(&self, members: u64) -> bool {
+        self.statuses
+            .iter()
+            .enumerate()
+            .all(|(i, s)| members & (1 << i) == 0 || s.is_healthy())
+    }
+}
+
+impl MemoryChannel {
+    /// The cluster error count: one load from the status page (imc_rderrcnt).
+    /// Not guaranteed current for errors on remote nodes; see
+    /// [`MemoryChannel::check_errors`].
+    pub fn error_count(&self) -> u64 {
+        self.port().cluster_error_count()
+    }
+
+    /// Read every adapter's error status through this node's ACK page
+    /// (imc_ckerrcnt). The ACK is ordered after every store this node made
+    /// before it, so "save count, write, check" detects any error in between.
+    pub fn check_errors(&self) -> Result<ErrorCheck, McError> {
+        self.check_errors_within(OP_TIMEOUT)
+    }
+
+    /// [`MemoryChannel::check_errors`], giving up after `timeout` (the query is
+    /// lost while this node's link is down).
+    pub fn check_errors_within(&self, timeout: Duration) -> Result<ErrorCheck, McError> {
+        let _slot = self
+            .inner
+            .ack_slot
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let l = self.inner.layout;
+        let n = self.inner.regs.nodes as usize;
+        let slots = (l.page_size as usize / (4 * n)).max(1);
+        let seq = self.inner.ack_seq.fetch_add(1, Ordering::Relaxed) as usize;
+        let base = (seq % slots) * 4 * n;
+        // Words never have bits 24..29 set, so all-ones marks "not yet answered".
+        self.inner.ack.write_local(base, &vec![0xff; 4 * n]);
+        let addr = l.page_addr(l.ack_page(self.inner.me)) + base as u64;
+        self.port().store(addr, &[1])?;
+        let ack = &self.inner.ack;
+        wait_for(WaitFor::AckAnswer, timeout, || {
+            (0..n)
+                .all(|i| ack.load_u32(base + 4 * i) != u32::MAX)
+                .then_some(())
+        })?;
+        let statuses = (0..n)
+            .map(|i| AdapterErrorStatus::from_word(ack.load_u32(base + 4 * i)))
+            .collect();
+        Ok(ErrorCheck {
+            count: self.error_count(),
+            statuses,
+        })
+    }
+}

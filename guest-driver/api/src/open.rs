@@ -1,0 +1,139 @@
+//! Bringing the API up on a node: map the control pages, the coherent arena
+//! and the ACK page, then the start-up rendezvous, so no node writes the
+//! control pages before every member listens.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use firmware_model::{NodeSet, PctEntry};
+use log::info;
+
+use crate::channel::{Inner, MemoryChannel};
+use crate::error::{McError, WaitFor};
+use crate::join;
+use crate::layout::{Layout, ARENA_PAGE, CONTROL_PAGES, HELLO};
+use crate::pct_log::RecordingPort;
+use crate::port::{McPort, ReceiveMemory};
+
+/// Options for [`MemoryChannel::open`].
+#[derive(Clone, Debug)]
+pub struct OpenOptions {
+    /// Bytes of the coherent arena (coherent regions are allocated there).
+    pub arena_bytes: u64,
+    /// How long to wait for every member to open the API.
+    pub rendezvous_timeout: Duration,
+    /// Check every store with the ACK page and send it again until it went
+    /// through clean: "save count, write, check, retry" (seed 004, Error
+    /// Management) applied to everything, so programs survive corrupted packets
+    /// and link flaps, more slowly. Silent drops are not detected.
+    pub reliable: bool,
+}
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        OpenOptions {
+            arena_bytes: 4 << 20,
+            rendezvous_timeout: Duration::from_secs(60),
+            reliable: false,
+        }
+    }
+}
+
+impl MemoryChannel {
+    /// Bring up the API on this node: map the control pages and the coherent
+    /// arena (broadcast, loopback, receive), this node's ACK page and status
+    /// page, then wait until every cluster member has done the same. Starts
+    /// the node's management thread, which brings the node up to date if its
+    /// adapter crashes and rejoins (see [`MemoryChannel::wait_coherent`]).
+    pub fn open(port: Box<dyn McPort>, opts: &OpenOptions) -> Result<MemoryChannel, McError> {
+        // Every PCT entry is recorded, to be programmed again after a rejoin.
+        let mut port = RecordingPort::new(port);
+        let regs = port.registers();
+        let page_size = regs.page_size;
+        let layout = Layout {
+            page_size,
+            nodes: regs.nodes,
+            pages: (regs.address_space / u64::from(page_size)) as u32,
+            arena_pages: (opts.arena_bytes / u64::from(page_size)) as u32,
+        };
+        if !layout.fits() {
+            return Err(McError::LayoutDoesNotFit(layout));
+        }
+        let me = regs.node_id;
+        let coherent = PctEntry::transmit_broadcast()
+            .with_loopback()
+            .with_receive();
+        let control = port.alloc_receive(CONTROL_PAGES)?;
+        port.set_pct(0, CONTROL_PAGES, coherent, &control.frames())?;
+        let arena: Arc<dyn ReceiveMemory> = Arc::from(port.alloc_receive(layout.arena_pages)?);
+        port.set_pct(ARENA_PAGE, layout.arena_pages, coherent, &arena.frames())?;
+        let ack = port.alloc_receive(1)?;
+        port.set_pct(layout.ack_page(me), 1, PctEntry::ack_page(), &ack.frames())?;
+        let mc = MemoryChannel {
+            inner: Arc::new(Inner::new(
+                port,
+                regs,
+                layout,
+                control,
+                arena,
+                ack,
+                opts.reliable,
+            )),
+        };
+        mc.rendezvous(opts.rendezvous_timeout)?;
+        join::start(&mc)?;
+        info!("node{me}: Memory Channel API open ({} nodes)", regs.nodes);
+        Ok(mc)
+    }
+
+    /// Start-up rendezvous: each node broadcasts the set of nodes it has heard
+    /// from, until every member reports every member. A node that maps the
+    /// control pages late would otherwise miss writes made before it listened.
+    fn rendezvous(&self, timeout: Duration) -> Result<(), McError> {
+        let me = self.inner.me;
+        let start = Instant::now();
+        loop {
+            // A node that leaves the cluster meanwhile (its adapter crashed) is
+            // no longer waited for.
+            let members = self.members_mask();
+            let mut seen = 1u64 << me;
+            let mut all_full = true;
+            for n in 0..self.inner.regs.nodes {
+                if members & (1 << n) == 0 {
+                    continue;
+                }
+                let w = self.inner.control.load_u64(HELLO + 8 * n as usize);
+                if w != 0 {
+                    seen |= 1 << n;
+                }
+                if w & members != members {
+                    all_full = false;
+                }
+            }
+            let mine = if seen & members == members {
+                members
+            } else {
+                seen
+            };
+            let was = self.inner.control.load_u64(HELLO + 8 * me as usize);
+            if was != mine || !all_full {
+                self.store(
+                    self.inner.layout.page_addr(0) + (HELLO + 8 * me as usize) as u64,
+                    &mine.to_le_bytes(),
+                )?;
+            }
+            if all_full && mine == members {
+                return Ok(());
+            }
+            if start.elapsed() > timeout {
+                return Err(McError::Timeout {
+                    after: timeout,
+                    waiting_for: WaitFor::Rendezvous {
+                        missing: NodeSet(members & !seen),
+                    },
+                });
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}

@@ -1,0 +1,102 @@
+//! Cluster spinlocks built from remote writes, broadcast, loopback and total
+//! order, as Cashmere's locks are (seed 000 s.2.3.1.1): a lock is an array with
+//! one entry per node in a broadcast + loopback page. To acquire, a node writes
+//! a fresh ticket into its own entry, waits for the write to come back, then
+//! reads the whole array; if any other member's entry is set it clears its own,
+//! backs off and tries again. Total order makes this safe: of two contenders,
+//! the later writer sees the earlier one's entry when its own write lands.
+//!
+//! This is the cluster half of every lock: the lock sets programs allocate
+//! (`lock`), the meta lock over the tables (`table`) and the serve lock of the
+//! late join (`join`).
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::channel::{wait_for, MemoryChannel, OP_TIMEOUT};
+use crate::error::{McError, WaitFor};
+
+static TICKET: AtomicU32 = AtomicU32::new(1);
+
+fn ticket() -> u32 {
+    loop {
+        let t = TICKET.fetch_add(1, Ordering::Relaxed);
+        if t != 0 {
+            return t;
+        }
+    }
+}
+
+/// One lock's array, at `offset` in the control pages.
+pub(crate) struct ClusterLock {
+    pub(crate) offset: usize,
+}
+
+impl ClusterLock {
+    fn my_entry(&self, mc: &MemoryChannel) -> (usize, u64) {
+        let me = mc.inner.me as usize;
+        let off = self.offset + 4 * me;
+        (off, mc.inner.layout.page_addr(0) + off as u64)
+    }
+
+    /// The cluster half of acquiring: returns false only for `try_once` on
+    /// contention.
+    pub(crate) fn acquire(&self, mc: &MemoryChannel, try_once: bool) -> Result<bool, McError> {
+        let inner = &*mc.inner;
+        let c = &inner.control;
+        let me = inner.me;
+        let (mine, addr) = self.my_entry(mc);
+        let mut backoff_us: u64 = 2;
+        let mut rng = (u64::from(me) + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+            ^ Instant::now().elapsed().as_nanos() as u64;
+        let start = Instant::now();
+        loop {
+            // After a rejoin this node's copy of the arrays is stale until it
+            // has caught up; a thread that got past here before the crash
+            // sees the generation move and starts over.
+            inner.join.gate(OP_TIMEOUT)?;
+            let generation = inner.join.generation();
+            let t = ticket();
+            mc.store(addr, &t.to_le_bytes())?;
+            wait_for(WaitFor::LockEntry, OP_TIMEOUT, || {
+                (c.load_u32(mine) == t).then_some(())
+            })?;
+            let members = mc.members_mask();
+            let contended = (0..inner.layout.nodes)
+                .filter(|&n| n != me && members & (1 << n) != 0)
+                .any(|n| c.load_u32(self.offset + 4 * n as usize) != 0);
+            let stale = inner.join.generation() != generation || !inner.join.is_coherent();
+            if !contended && !stale {
+                return Ok(true);
+            }
+            mc.store(addr, &0u32.to_le_bytes())?;
+            if stale {
+                continue;
+            }
+            if try_once {
+                return Ok(false);
+            }
+            if start.elapsed() > OP_TIMEOUT * 4 {
+                return Err(McError::Timeout {
+                    after: OP_TIMEOUT * 4,
+                    waiting_for: WaitFor::ClusterSpinlock,
+                });
+            }
+            // Randomised exponential back-off so contenders do not collide forever.
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            let wait = backoff_us / 2 + rng % (backoff_us / 2 + 1);
+            let until = Instant::now() + Duration::from_micros(wait);
+            while Instant::now() < until {
+                std::thread::yield_now();
+            }
+            backoff_us = (backoff_us * 2).min(64);
+        }
+    }
+
+    pub(crate) fn release(&self, mc: &MemoryChannel) -> Result<(), McError> {
+        let (_, addr) = self.my_entry(mc);
+        mc.store(addr, &0u32.to_le_bytes())
+    }
+}

@@ -1,0 +1,112 @@
+//! The errors of Cashmere: the Memory Channel API's and the operating
+//! system's as their source, the protocol's own (a node lost, a page that
+//! does not come), and misuse, each with the values that name its cause.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use mc_api::McError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CsmError {
+    #[error("Memory Channel: {0}")]
+    Mc(#[from] McError),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// A node wrote the abort word, or left the cluster (its adapter
+    /// crashed): nobody waits for it any longer.
+    #[error("node {node} failed or left the cluster")]
+    NodeFailed { node: u32 },
+    #[error("timed out after {after:?} waiting for {waiting_for}")]
+    Timeout {
+        after: Duration,
+        waiting_for: BarrierWait,
+    },
+    /// A page fetch gave up: the home never sent a whole reply.
+    #[error("no reply from node {home} for page {page} in {after:?} ({timeouts} timeouts, {damaged} damaged replies so far)")]
+    NoReply {
+        home: u32,
+        page: u32,
+        after: Duration,
+        timeouts: u64,
+        damaged: u64,
+    },
+    /// Another node asked this one for a page beyond the heap.
+    #[error("node {from} asked for page {page}, which is not in the heap")]
+    BadRequest { from: u32, page: u32 },
+    /// An incoming diff was due for a page with no twin to diff against.
+    #[error("incoming diff for page {page}, which has no twin")]
+    NoTwin { page: u32 },
+    /// The node's protocol thread stopped on this error; the node is out.
+    #[error("protocol thread failed: {0}")]
+    ProtocolThread(#[source] Arc<CsmError>),
+    /// The error that stopped this node's barrier, as each of its threads
+    /// sees it: the one that took the node through the cluster barrier and
+    /// those that waited for it.
+    #[error(transparent)]
+    NodeBarrier(Arc<CsmError>),
+    #[error("page size {0}: the coherence unit is 4096 or 8192 bytes")]
+    PageSize(u32),
+    #[error("at least one thread per node")]
+    NoThreads,
+    #[error("too many Cashmere heaps in one process (at most {0})")]
+    TooManyHeaps(usize),
+    #[error("shared heap of {heap} bytes is full (wanted {wanted} more at {at}): make it larger (Config::heap_bytes; mc-guest csm --heap-kib)")]
+    HeapFull {
+        heap: usize,
+        wanted: usize,
+        at: usize,
+    },
+    #[error("a flag's value must be nonzero")]
+    ZeroFlagValue,
+    #[error("no flag {flag}: there are {flags}")]
+    NoSuchFlag { flag: u32, flags: u32 },
+    #[error("page {0} has no home yet")]
+    NoHome(u32),
+}
+
+/// What a node waits for at a cluster barrier.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BarrierWait {
+    /// (The master, node 0:) every node to arrive.
+    Arrivals,
+    /// (Every other node:) the master to release the barrier.
+    Master,
+}
+
+impl std::fmt::Display for BarrierWait {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            BarrierWait::Arrivals => "every node at the barrier",
+            BarrierWait::Master => "the barrier master",
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lost_node_is_named_through_every_wrapper() {
+        // What `mc-host run` shows when a node crashes under a program: the
+        // lost node's number, whichever thread reports it.
+        let lost = Arc::new(CsmError::NodeFailed { node: 2 });
+        for e in [
+            CsmError::NodeBarrier(lost.clone()),
+            CsmError::ProtocolThread(lost.clone()),
+        ] {
+            assert!(
+                e.to_string().contains("node 2 failed or left the cluster"),
+                "{e}"
+            );
+        }
+        // The cause stays a value a caller can match on.
+        let e = CsmError::ProtocolThread(lost);
+        assert!(std::error::Error::source(&e).is_some());
+        let CsmError::ProtocolThread(cause) = &e else {
+            unreachable!()
+        };
+        assert!(matches!(**cause, CsmError::NodeFailed { node: 2 }));
+    }
+}
