@@ -22,17 +22,17 @@ pub struct ClusterCmd {
     #[arg(long, global = true)]
     pub state_dir: Option<PathBuf>,
     #[command(subcommand)]
-    pub action: Action,
+    pub action: ClusterAction,
 }
 
 #[derive(Subcommand, Debug)]
-pub enum Action {
+pub enum ClusterAction {
     /// Start the backend and one QEMU guest (TCG) per node; wait until every
     /// guest is ready for commands.
-    Up(UpArgs),
+    Up(ClusterUpArgs),
     /// Run a command on every guest at once; print each node's output and
     /// exit status (exit 1 if any node failed).
-    Run(RunArgs),
+    Run(ClusterRunArgs),
     /// Show the processes of the cluster and the backend's counters.
     Status,
     /// Stop every process of the cluster (also after a crash of mc-host).
@@ -40,7 +40,7 @@ pub enum Action {
 }
 
 #[derive(Args, Debug)]
-pub struct UpArgs {
+pub struct ClusterUpArgs {
     #[command(flatten)]
     pub cluster: ClusterArgs,
     /// Guest memory (shared memfd RAM), e.g. 256M.
@@ -57,7 +57,7 @@ pub struct UpArgs {
 }
 
 #[derive(Args, Debug)]
-pub struct RunArgs {
+pub struct ClusterRunArgs {
     /// Give up on a node after this many seconds without output.
     #[arg(long, default_value_t = 600)]
     pub timeout: u64,
@@ -88,10 +88,10 @@ fn rt(e: impl std::fmt::Display) -> CliError {
 pub fn run(cmd: &ClusterCmd) -> Result<(), CliError> {
     let st = state_dir(cmd);
     match &cmd.action {
-        Action::Up(a) => up(&st, a),
-        Action::Run(a) => run_cmd(&st, a),
-        Action::Status => status(&st),
-        Action::Down => {
+        ClusterAction::Up(a) => up(&st, a),
+        ClusterAction::Run(a) => run_cmd(&st, a),
+        ClusterAction::Status => status(&st),
+        ClusterAction::Down => {
             let n = cluster::down(&st, &mut |l| println!("{l}")).map_err(rt)?;
             println!(
                 "cluster in {} is down ({n} processes stopped)",
@@ -102,7 +102,7 @@ pub fn run(cmd: &ClusterCmd) -> Result<(), CliError> {
     }
 }
 
-fn up(st: &StateDir, a: &UpArgs) -> Result<(), CliError> {
+fn up(st: &StateDir, a: &ClusterUpArgs) -> Result<(), CliError> {
     let cache = CacheDir::from_env().map_err(rt)?;
     // What is missing, before anything starts.
     let qemu = find_qemu(a.image.qemu.as_deref(), &cache).map_err(rt)?;
@@ -160,7 +160,7 @@ fn up(st: &StateDir, a: &UpArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-fn run_cmd(st: &StateDir, a: &RunArgs) -> Result<(), CliError> {
+fn run_cmd(st: &StateDir, a: &ClusterRunArgs) -> Result<(), CliError> {
     let line = shell_join(&a.command);
     let start = Instant::now();
     let live = !a.quiet;

@@ -17,13 +17,13 @@ use clap::{Parser, Subcommand};
 /// Memory Channel cluster emulator: host-side commands.
 #[derive(Parser, Debug)]
 #[command(name = "mc-host", version, about, long_about = None)]
-struct Cli {
+struct McHostCli {
     #[command(subcommand)]
-    command: Command,
+    command: McHostCommand,
 }
 
 #[derive(Subcommand, Debug)]
-enum Command {
+enum McHostCommand {
     /// Run a virtual cluster on the firmware model and narrate what the hub does:
     /// broadcast, loopback, point-to-point, ACK-page error checks, faults.
     Demo(demo::DemoArgs),
@@ -62,13 +62,16 @@ pub enum CliError {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = McHostCli::parse();
     // Server and QEMU commands narrate progress; in `run` and `demo` the
     // backend's log would drown the guests' output, so only warnings show there
     // unless RUST_LOG says otherwise.
     let level = if !matches!(
         cli.command,
-        Command::Run(_) | Command::Demo(_) | Command::Fault(_) | Command::Stats(_)
+        McHostCommand::Run(_)
+            | McHostCommand::Demo(_)
+            | McHostCommand::Fault(_)
+            | McHostCommand::Stats(_)
     ) {
         "info"
     } else {
@@ -77,15 +80,15 @@ fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(level)).init();
     let rt = |e: &dyn std::fmt::Display| CliError::Runtime(e.to_string());
     let result = match cli.command {
-        Command::Demo(args) => demo::run(&args).map_err(|e| rt(&e)),
-        Command::Serve(args) => serve::run(&args),
-        Command::Run(args) => run::run(&args),
-        Command::Fault(args) => fault_cmd::fault(&args),
-        Command::Stats(args) => fault_cmd::stats(&args),
-        Command::Image(args) => qemu_cmd::image(&args).map_err(|e| rt(&e)),
-        Command::QemuCheck(args) => qemu_cmd::check(&args).map_err(|e| rt(&e)),
-        Command::Cluster(args) => cluster_cmd::run(&args),
-        Command::QemuBoot(args) => match qemu_cmd::qemu_boot(&args) {
+        McHostCommand::Demo(args) => demo::run(&args).map_err(|e| rt(&e)),
+        McHostCommand::Serve(args) => serve::run(&args),
+        McHostCommand::Run(args) => run::run(&args),
+        McHostCommand::Fault(args) => fault_cmd::fault(&args),
+        McHostCommand::Stats(args) => fault_cmd::stats(&args),
+        McHostCommand::Image(args) => qemu_cmd::image(&args).map_err(|e| rt(&e)),
+        McHostCommand::QemuCheck(args) => qemu_cmd::check(&args).map_err(|e| rt(&e)),
+        McHostCommand::Cluster(args) => cluster_cmd::run(&args),
+        McHostCommand::QemuBoot(args) => match qemu_cmd::qemu_boot(&args) {
             Ok(0) => Ok(()),
             Ok(status) => Err(CliError::Runtime(format!(
                 "guest command exited with status {status}"

@@ -75,14 +75,14 @@ pub fn resolve_program(name: &str) -> Result<PathBuf, CliError> {
     )))
 }
 
-struct Line(u8, String);
+struct NodeOutputLine(u8, String);
 
-fn pump(node: u8, stream: impl Read + Send + 'static, tx: mpsc::Sender<Line>) {
+fn pump(node: u8, stream: impl Read + Send + 'static, tx: mpsc::Sender<NodeOutputLine>) {
     std::thread::spawn(move || {
         for line in BufReader::new(stream).lines() {
             match line {
                 Ok(l) => {
-                    if tx.send(Line(node, l)).is_err() {
+                    if tx.send(NodeOutputLine(node, l)).is_err() {
                         return;
                     }
                 }
@@ -161,7 +161,7 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
     let mut statuses: Vec<Option<std::process::ExitStatus>> = vec![None; children.len()];
     let mut stop_reason = None;
     while statuses.iter().any(Option::is_none) {
-        while let Ok(Line(n, l)) = rx.recv_timeout(Duration::from_millis(20)) {
+        while let Ok(NodeOutputLine(n, l)) = rx.recv_timeout(Duration::from_millis(20)) {
             println!("[node{n}] {l}");
         }
         for (n, c) in children.iter_mut().enumerate() {
@@ -188,7 +188,7 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
     }
     // Drain what is left of the output.
     drop(tx);
-    while let Ok(Line(n, l)) = rx.recv_timeout(Duration::from_millis(200)) {
+    while let Ok(NodeOutputLine(n, l)) = rx.recv_timeout(Duration::from_millis(200)) {
         println!("[node{n}] {l}");
     }
     drop(control);

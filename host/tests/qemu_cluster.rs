@@ -88,11 +88,11 @@ fn mc_host(state: &Path, args: &[&str]) -> Output {
 }
 
 /// `cluster down` when dropped, also when the test panics.
-struct Cluster(PathBuf);
+struct RunningCluster(PathBuf);
 
-impl Cluster {
-    fn up(state: &Path, nodes: u32, image: &Path, guest: &Path) -> Cluster {
-        let c = Cluster(state.to_path_buf());
+impl RunningCluster {
+    fn up(state: &Path, nodes: u32, image: &Path, guest: &Path) -> RunningCluster {
+        let c = RunningCluster(state.to_path_buf());
         let n = nodes.to_string();
         let out = mc_host(
             state,
@@ -121,7 +121,7 @@ impl Cluster {
     }
 }
 
-impl Drop for Cluster {
+impl Drop for RunningCluster {
     fn drop(&mut self) {
         let out = mc_host(&self.0, &["down"]);
         assert!(out.status.success() || std::thread::panicking());
@@ -142,7 +142,7 @@ fn three_qemu_guests_run_the_selftest_and_two_cashmere_and_the_latency_bench() {
     let image = state.join("image");
 
     {
-        let c = Cluster::up(&state, 3, &image, &guest);
+        let c = RunningCluster::up(&state, 3, &image, &guest);
         let (ok, out) = c.run(&["mc-guest", "selftest"]);
         assert!(ok, "selftest failed on some node:\n{out}");
         for n in 0..3 {
@@ -167,7 +167,7 @@ fn three_qemu_guests_run_the_selftest_and_two_cashmere_and_the_latency_bench() {
         );
     }
     {
-        let c = Cluster::up(&state, 2, &image, &guest);
+        let c = RunningCluster::up(&state, 2, &image, &guest);
         let (ok, out) = c.run(&["mc-guest", "csm", "sor"]);
         assert!(ok, "Cashmere SOR failed on some node:\n{out}");
         for n in 0..2 {

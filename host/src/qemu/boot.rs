@@ -221,9 +221,9 @@ pub fn qemu_args(spec: &BootSpec, accel: Accel) -> Result<Vec<OsString>, QemuErr
 }
 
 /// Kills the QEMU child if the boot is abandoned.
-struct Guard(Option<Child>);
+struct QemuProcess(Option<Child>);
 
-impl Drop for Guard {
+impl Drop for QemuProcess {
     fn drop(&mut self) {
         if let Some(c) = self.0.as_mut() {
             if let Ok(None) = c.try_wait() {
@@ -299,7 +299,7 @@ fn boot_once(
     let child = cmd
         .spawn()
         .map_err(|e| QemuError::io(format!("starting {}", qemu.program.display()), e))?;
-    let mut guard = Guard(Some(child));
+    let mut guard = QemuProcess(Some(child));
     let mut ready_after = None;
     let mut done_after = None;
     loop {
