@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand};
 use host::qemu::cluster::{self, StateDir, UpOptions};
+use host::qemu::guest_build::default_guest_binary;
 use host::qemu::image::shell_join;
 use host::qemu::{build_image, find_qemu, CacheDir, GuestInputs};
 
@@ -106,15 +107,10 @@ fn up(st: &StateDir, a: &ClusterUpArgs) -> Result<(), CliError> {
     let cache = CacheDir::from_env().map_err(rt)?;
     // What is missing, before anything starts.
     let qemu = find_qemu(a.image.qemu.as_deref(), &cache).map_err(rt)?;
-    let (dir, guest) = a.image.dir_and_guest(&cache);
-    let Some(guest) = guest else {
-        return Err(CliError::Usage(format!(
-            "no guest program: give --guest-binary with a static mc-guest (the image in {} \
-             records none); build one with \
-             `RUSTFLAGS='-C target-feature=+crt-static' cargo build --release -p mc-guest \
-             --bin mc-guest --target x86_64-unknown-linux-gnu`",
-            dir.display()
-        )));
+    let dir = a.image.image_dir(&cache);
+    let guest = match &a.image.guest_binary {
+        Some(g) => g.clone(),
+        None => default_guest_binary(&dir, &mut |l| eprintln!("{l}")).map_err(rt)?,
     };
     let img = build_image(
         &GuestInputs::from_cache(&cache, Some(&guest)).map_err(rt)?,

@@ -38,17 +38,23 @@ pub struct GuestImageArgs {
     /// or out of date.
     #[arg(long)]
     pub image_dir: Option<PathBuf>,
-    /// Static guest program to build the image with [default: the one the
-    /// image was last built with].
+    /// Static guest program to build the image with [default: `cluster up`
+    /// builds one from this project's sources (see docs/qemu.md), `qemu-boot`
+    /// takes the one the image was last built with].
     #[arg(long)]
     pub guest_binary: Option<PathBuf>,
 }
 
 impl GuestImageArgs {
+    /// The image directory: the one given, else `<cache>/image`.
+    pub fn image_dir(&self, cache: &CacheDir) -> PathBuf {
+        self.image_dir.clone().unwrap_or_else(|| cache.image_dir())
+    }
+
     /// The image directory, and the guest program to build it with: the one
     /// given, else the one the image there was last built with.
     pub fn dir_and_guest(&self, cache: &CacheDir) -> (PathBuf, Option<PathBuf>) {
-        let dir = self.image_dir.clone().unwrap_or_else(|| cache.image_dir());
+        let dir = self.image_dir(cache);
         let guest = self
             .guest_binary
             .clone()

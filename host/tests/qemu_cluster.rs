@@ -11,9 +11,10 @@
 //!    asserted (TCG on a shared machine says little about the hardware).
 //!
 //! Skips, and passes, with a message naming `scripts/setup.sh` when no QEMU
-//! 10.2 or later, guest kernel or busybox is installed. The static mc-guest
-//! is built with cargo into `target/static` (or taken from
-//! `MC_TEST_GUEST_BINARY`).
+//! 10.2 or later, guest kernel or busybox is installed. `cluster up` is given
+//! no guest program, as in the README's quick start: it builds the static
+//! mc-guest from this checkout into `target/static` (unless
+//! `MC_TEST_GUEST_BINARY` names one).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -35,39 +36,10 @@ fn skip_reason() -> Option<String> {
         .map(|e| e.to_string())
 }
 
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("workspace root")
-        .to_path_buf()
-}
-
-/// A static mc-guest: `MC_TEST_GUEST_BINARY`, else built (or found up to
-/// date) in target/static.
-fn static_mc_guest() -> PathBuf {
-    if let Some(p) = std::env::var_os("MC_TEST_GUEST_BINARY") {
-        return PathBuf::from(p);
-    }
-    let root = workspace_root();
-    let target = root.join("target/static");
-    let status = Command::new(env!("CARGO"))
-        .current_dir(&root)
-        .env("CARGO_TARGET_DIR", &target)
-        .env("RUSTFLAGS", "-C target-feature=+crt-static")
-        .args([
-            "build",
-            "--release",
-            "-p",
-            "mc-guest",
-            "--bin",
-            "mc-guest",
-            "--target",
-            "x86_64-unknown-linux-gnu",
-        ])
-        .status()
-        .expect("running cargo");
-    assert!(status.success(), "building the static mc-guest failed");
-    target.join("x86_64-unknown-linux-gnu/release/mc-guest")
+/// `MC_TEST_GUEST_BINARY`, if set: a static mc-guest to use instead of the
+/// one `cluster up` builds from this checkout.
+fn given_guest_binary() -> Option<String> {
+    std::env::var("MC_TEST_GUEST_BINARY").ok()
 }
 
 fn mc_host(state: &Path, args: &[&str]) -> Output {
@@ -91,21 +63,15 @@ fn mc_host(state: &Path, args: &[&str]) -> Output {
 struct RunningCluster(PathBuf);
 
 impl RunningCluster {
-    fn up(state: &Path, nodes: u32, image: &Path, guest: &Path) -> RunningCluster {
+    fn up(state: &Path, nodes: u32, image: &Path) -> RunningCluster {
         let c = RunningCluster(state.to_path_buf());
         let n = nodes.to_string();
-        let out = mc_host(
-            state,
-            &[
-                "up",
-                "--nodes",
-                &n,
-                "--image-dir",
-                image.to_str().unwrap(),
-                "--guest-binary",
-                guest.to_str().unwrap(),
-            ],
-        );
+        let mut args = vec!["up", "--nodes", &n, "--image-dir", image.to_str().unwrap()];
+        let guest = given_guest_binary();
+        if let Some(g) = &guest {
+            args.extend(["--guest-binary", g]);
+        }
+        let out = mc_host(state, &args);
         assert!(out.status.success(), "cluster up failed");
         c
     }
@@ -134,7 +100,6 @@ fn three_qemu_guests_run_the_selftest_and_two_cashmere_and_the_latency_bench() {
         eprintln!("SKIPPED three_qemu_guests_run_the_selftest_and_two_cashmere_and_the_latency_bench: {why}");
         return;
     }
-    let guest = static_mc_guest();
     // Short: the sockets' paths must fit in 108 bytes.
     let state = std::env::temp_dir().join(format!("mc-qc-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&state);
@@ -142,7 +107,7 @@ fn three_qemu_guests_run_the_selftest_and_two_cashmere_and_the_latency_bench() {
     let image = state.join("image");
 
     {
-        let c = RunningCluster::up(&state, 3, &image, &guest);
+        let c = RunningCluster::up(&state, 3, &image);
         let (ok, out) = c.run(&["mc-guest", "selftest"]);
         assert!(ok, "selftest failed on some node:\n{out}");
         for n in 0..3 {
@@ -167,7 +132,7 @@ fn three_qemu_guests_run_the_selftest_and_two_cashmere_and_the_latency_bench() {
         );
     }
     {
-        let c = RunningCluster::up(&state, 2, &image, &guest);
+        let c = RunningCluster::up(&state, 2, &image);
         let (ok, out) = c.run(&["mc-guest", "csm", "sor"]);
         assert!(ok, "Cashmere SOR failed on some node:\n{out}");
         for n in 0..2 {

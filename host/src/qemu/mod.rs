@@ -8,6 +8,7 @@ pub mod boot;
 pub mod cluster;
 pub mod cpio;
 pub mod find;
+pub mod guest_build;
 pub mod image;
 
 use std::io;
@@ -56,6 +57,8 @@ pub enum QemuError {
         after: Duration,
         serial_tail: String,
     },
+    #[error(transparent)]
+    GuestBuild(#[from] guest_build::GuestBuildError),
     #[error("guest printed a malformed line {line:?}")]
     GuestProtocol { line: String },
     #[error("QEMU exited ({status}) before the guest {stage}; QEMU said:\n{stderr}\nlast serial output:\n{serial_tail}")]
