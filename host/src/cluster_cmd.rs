@@ -10,7 +10,7 @@ use clap::{Args, Subcommand};
 use host::qemu::cluster::{self, StateDir, UpOptions};
 use host::qemu::guest_build::default_guest_binary;
 use host::qemu::image::shell_join;
-use host::qemu::{build_image, find_qemu, CacheDir, GuestInputs};
+use host::qemu::{build_image, find_qemu, CacheDir, GuestInputs, QemuError};
 
 use crate::cluster_args::{parse_size, ClusterArgs};
 use crate::qemu_cmd::GuestImageArgs;
@@ -82,10 +82,6 @@ fn state_dir(cmd: &ClusterCmd) -> StateDir {
     StateDir(PathBuf::from(format!("/tmp/mc-cluster-{uid}")))
 }
 
-fn rt(e: impl std::fmt::Display) -> CliError {
-    CliError::Runtime(e.to_string())
-}
-
 pub fn run(cmd: &ClusterCmd) -> Result<(), CliError> {
     let st = state_dir(cmd);
     match &cmd.action {
@@ -93,7 +89,7 @@ pub fn run(cmd: &ClusterCmd) -> Result<(), CliError> {
         ClusterAction::Run(a) => run_cmd(&st, a),
         ClusterAction::Status => status(&st),
         ClusterAction::Down => {
-            let n = cluster::down(&st, &mut |l| println!("{l}")).map_err(rt)?;
+            let n = cluster::down(&st, &mut |l| println!("{l}"))?;
             println!(
                 "cluster in {} is down ({n} processes stopped)",
                 st.0.display()
@@ -104,22 +100,18 @@ pub fn run(cmd: &ClusterCmd) -> Result<(), CliError> {
 }
 
 fn up(st: &StateDir, a: &ClusterUpArgs) -> Result<(), CliError> {
-    let cache = CacheDir::from_env().map_err(rt)?;
+    let cache = CacheDir::from_env()?;
     // What is missing, before anything starts.
-    let qemu = find_qemu(a.image.qemu.as_deref(), &cache).map_err(rt)?;
+    let qemu = find_qemu(a.image.qemu.as_deref(), &cache)?;
     let dir = a.image.image_dir(&cache);
     let guest = match &a.image.guest_binary {
         Some(g) => g.clone(),
-        None => default_guest_binary(&dir, &mut |l| eprintln!("{l}")).map_err(rt)?,
+        None => default_guest_binary(&dir, &mut |l| eprintln!("{l}")).map_err(QemuError::from)?,
     };
-    let img = build_image(
-        &GuestInputs::from_cache(&cache, Some(&guest)).map_err(rt)?,
-        &dir,
-    )
-    .map_err(rt)?;
-    let memory_mib = u32::try_from(a.memory >> 20)
-        .map_err(|_| CliError::Usage(format!("--memory {} is too large", a.memory)))?;
-    let exe = std::env::current_exe().map_err(|e| rt(format!("finding mc-host: {e}")))?;
+    let img = build_image(&GuestInputs::from_cache(&cache, Some(&guest))?, &dir)?;
+    let memory_mib =
+        u32::try_from(a.memory >> 20).map_err(|_| CliError::MemoryTooLarge(a.memory))?;
+    let exe = std::env::current_exe().map_err(CliError::CurrentExe)?;
     let mut backend = Command::new(exe);
     backend
         .arg("serve")
@@ -146,8 +138,7 @@ fn up(st: &StateDir, a: &ClusterUpArgs) -> Result<(), CliError> {
     cluster::up(&qemu, &opts, backend, &mut |l| {
         println!("{l}");
         let _ = std::io::stdout().flush();
-    })
-    .map_err(rt)?;
+    })?;
     println!(
         "cluster up after {:.2} s: run commands with `mc-host cluster run -- mc-guest selftest`, \
          stop it with `mc-host cluster down`",
@@ -164,8 +155,7 @@ fn run_cmd(st: &StateDir, a: &ClusterRunArgs) -> Result<(), CliError> {
         if live {
             println!("[node {n}] {l}");
         }
-    })
-    .map_err(rt)?;
+    })?;
     let secs = start.elapsed().as_secs_f64();
     let mut failed = 0;
     for r in &results {
@@ -181,7 +171,10 @@ fn run_cmd(st: &StateDir, a: &ClusterRunArgs) -> Result<(), CliError> {
             }
             (None, e) => {
                 failed += 1;
-                eprintln!("node {}: {}", r.node, e.as_deref().unwrap_or("no result"));
+                match e {
+                    Some(e) => eprintln!("node {}: {e}", r.node),
+                    None => eprintln!("node {}: no result", r.node),
+                }
             }
         }
     }
@@ -197,10 +190,10 @@ fn run_cmd(st: &StateDir, a: &ClusterRunArgs) -> Result<(), CliError> {
         .collect();
     println!("exit status: {} ({secs:.2} s)", statuses.join(", "));
     if failed > 0 {
-        return Err(CliError::Runtime(format!(
-            "{failed} of {} nodes failed",
-            results.len()
-        )));
+        return Err(CliError::ClusterNodesFailed {
+            failed,
+            nodes: results.len(),
+        });
     }
     Ok(())
 }

@@ -11,11 +11,64 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use firmware_model::FaultCommand;
+use firmware_model::{FaultCommand, FaultSyntaxError, ModelError};
 use log::warn;
 use mc_device::{Cluster, ClusterSnapshot, FaultStatus};
 
 pub const CONTROL_SOCKET: &str = "control.sock";
+
+/// Why a request to a running cluster got no answer, or a refusal.
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    #[error(
+        "cannot reach a running cluster at {} ({source}): is `mc-host serve --socket-dir {}` running?",
+        path.display(),
+        dir.display()
+    )]
+    Unreachable {
+        path: PathBuf,
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("control socket {}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The cluster answered `error: REASON`.
+    #[error("{reason}")]
+    Refused { reason: String },
+    #[error("the cluster closed the control connection without an answer")]
+    NoAnswer,
+}
+
+/// Why the control socket cannot be served.
+#[derive(Debug, thiserror::Error)]
+pub enum ControlServerError {
+    #[error("cannot listen on {}: {source}", path.display())]
+    Listen {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot start its thread: {0}")]
+    Thread(#[source] std::io::Error),
+}
+
+/// Why the server refuses a request (sent back as `error: ...`).
+#[derive(Debug, thiserror::Error)]
+enum RequestError {
+    #[error("empty request")]
+    Empty,
+    #[error("unknown request {0:?}: expected stats, status or fault COMMAND")]
+    Unknown(String),
+    #[error(transparent)]
+    FaultSyntax(#[from] FaultSyntaxError),
+    #[error(transparent)]
+    Fault(#[from] ModelError),
+}
 
 /// Serves the control socket until dropped.
 pub struct ControlServer {
@@ -25,11 +78,15 @@ pub struct ControlServer {
 }
 
 impl ControlServer {
-    pub fn start(dir: &Path, cluster: Arc<Cluster>) -> std::io::Result<ControlServer> {
+    pub fn start(dir: &Path, cluster: Arc<Cluster>) -> Result<ControlServer, ControlServerError> {
         let path = dir.join(CONTROL_SOCKET);
         let _ = std::fs::remove_file(&path);
-        let listener = UnixListener::bind(&path)?;
-        listener.set_nonblocking(true)?;
+        let listen = |source| ControlServerError::Listen {
+            path: path.clone(),
+            source,
+        };
+        let listener = UnixListener::bind(&path).map_err(listen)?;
+        listener.set_nonblocking(true).map_err(listen)?;
         let stop = Arc::new(AtomicBool::new(false));
         let s = stop.clone();
         let thread = std::thread::Builder::new()
@@ -51,7 +108,8 @@ impl ControlServer {
                         }
                     }
                 }
-            })?;
+            })
+            .map_err(ControlServerError::Thread)?;
         Ok(ControlServer {
             path,
             stop,
@@ -83,22 +141,18 @@ fn handle(stream: UnixStream, cluster: &Cluster) -> std::io::Result<()> {
     }
 }
 
-fn answer(req: &str, cluster: &Cluster) -> Result<String, String> {
+fn answer(req: &str, cluster: &Cluster) -> Result<String, RequestError> {
     let (verb, rest) = req.split_once(' ').unwrap_or((req, ""));
     match verb {
         "stats" => Ok(format_snapshot(&cluster.snapshot())),
         "status" => Ok(format_status(&cluster.fault_status(), &cluster.snapshot())),
         "fault" => {
-            let cmd: FaultCommand = rest
-                .parse()
-                .map_err(|e: firmware_model::FaultSyntaxError| e.to_string())?;
-            cluster.apply_fault(cmd).map_err(|e| e.to_string())?;
+            let cmd: FaultCommand = rest.parse()?;
+            cluster.apply_fault(cmd)?;
             Ok(format!("applied: {cmd}\n"))
         }
-        "" => Err("empty request".into()),
-        other => Err(format!(
-            "unknown request {other:?}: expected stats, status or fault COMMAND"
-        )),
+        "" => Err(RequestError::Empty),
+        other => Err(RequestError::Unknown(other.to_string())),
     }
 }
 
@@ -190,26 +244,34 @@ fn format_status(f: &FaultStatus, s: &ClusterSnapshot) -> String {
 
 /// Send one request to the control socket in `dir`; the answer without its
 /// final `ok`, or the server's error.
-pub fn request(dir: &Path, req: &str) -> Result<String, String> {
+pub fn request(dir: &Path, req: &str) -> Result<String, ControlError> {
     let path = dir.join(CONTROL_SOCKET);
-    let mut stream = UnixStream::connect(&path).map_err(|e| {
-        format!("cannot reach a running cluster at {} ({e}): is `mc-host serve --socket-dir {}` running?", path.display(), dir.display())
+    let mut stream = UnixStream::connect(&path).map_err(|source| ControlError::Unreachable {
+        path: path.clone(),
+        dir: dir.to_path_buf(),
+        source,
     })?;
+    let io = |source| ControlError::Io {
+        path: path.clone(),
+        source,
+    };
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
-        .map_err(|e| e.to_string())?;
-    writeln!(stream, "{req}").map_err(|e| e.to_string())?;
+        .map_err(io)?;
+    writeln!(stream, "{req}").map_err(io)?;
     let mut text = String::new();
     for line in BufReader::new(&stream).lines() {
-        let line = line.map_err(|e| e.to_string())?;
+        let line = line.map_err(io)?;
         if line == "ok" {
             return Ok(text);
         }
         if let Some(e) = line.strip_prefix("error: ") {
-            return Err(e.to_string());
+            return Err(ControlError::Refused {
+                reason: e.to_string(),
+            });
         }
         text += &line;
         text.push('\n');
     }
-    Err("the cluster closed the control connection without an answer".into())
+    Err(ControlError::NoAnswer)
 }

@@ -1,5 +1,6 @@
 //! `mc-host`: the command users run.
 
+mod cli_error;
 mod cluster_args;
 mod cluster_cmd;
 mod control;
@@ -13,6 +14,8 @@ mod serve;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+
+pub use cli_error::CliError;
 
 /// Memory Channel cluster emulator: host-side commands.
 #[derive(Parser, Debug)]
@@ -52,15 +55,6 @@ enum McHostCommand {
     Cluster(cluster_cmd::ClusterCmd),
 }
 
-/// How a command failed: bad usage exits 2, anything else 1.
-#[derive(Debug, thiserror::Error)]
-pub enum CliError {
-    #[error("{0}")]
-    Usage(String),
-    #[error("{0}")]
-    Runtime(String),
-}
-
 fn main() -> ExitCode {
     let cli = McHostCli::parse();
     // Server and QEMU commands narrate progress; in `run` and `demo` the
@@ -78,33 +72,26 @@ fn main() -> ExitCode {
         "warn"
     };
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(level)).init();
-    let rt = |e: &dyn std::fmt::Display| CliError::Runtime(e.to_string());
     let result = match cli.command {
-        McHostCommand::Demo(args) => demo::run(&args).map_err(|e| rt(&e)),
+        McHostCommand::Demo(args) => demo::run(&args).map_err(CliError::from),
         McHostCommand::Serve(args) => serve::run(&args),
         McHostCommand::Run(args) => run::run(&args),
         McHostCommand::Fault(args) => fault_cmd::fault(&args),
         McHostCommand::Stats(args) => fault_cmd::stats(&args),
-        McHostCommand::Image(args) => qemu_cmd::image(&args).map_err(|e| rt(&e)),
-        McHostCommand::QemuCheck(args) => qemu_cmd::check(&args).map_err(|e| rt(&e)),
+        McHostCommand::Image(args) => qemu_cmd::image(&args).map_err(CliError::from),
+        McHostCommand::QemuCheck(args) => qemu_cmd::check(&args).map_err(CliError::from),
         McHostCommand::Cluster(args) => cluster_cmd::run(&args),
         McHostCommand::QemuBoot(args) => match qemu_cmd::qemu_boot(&args) {
             Ok(0) => Ok(()),
-            Ok(status) => Err(CliError::Runtime(format!(
-                "guest command exited with status {status}"
-            ))),
-            Err(e) => Err(rt(&e)),
+            Ok(status) => Err(CliError::GuestCommand(status)),
+            Err(e) => Err(e.into()),
         },
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(CliError::Usage(e)) => {
+        Err(e) => {
             eprintln!("mc-host: error: {e}");
-            ExitCode::from(2)
-        }
-        Err(CliError::Runtime(e)) => {
-            eprintln!("mc-host: error: {e}");
-            ExitCode::FAILURE
+            ExitCode::from(e.exit_code())
         }
     }
 }

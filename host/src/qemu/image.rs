@@ -16,6 +16,7 @@ use log::info;
 use sha2::{Digest, Sha256};
 
 use super::cpio::CpioWriter;
+use super::guest_build::STATIC_BUILD_COMMAND;
 use super::{CacheDir, QemuError};
 
 /// The guest's `/init`.
@@ -63,9 +64,8 @@ impl GuestInputs {
         }
         if let Some(g) = guest_binary {
             if !g.is_file() {
-                return Err(QemuError::BadGuestBinary {
+                return Err(QemuError::NoGuestBinary {
                     path: g.to_path_buf(),
-                    reason: "no such file".into(),
                 });
             }
         }
@@ -121,37 +121,57 @@ pub fn cache_key(kernel: &[u8], busybox: &[u8], guest: Option<&[u8]>, init: &str
     h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// Why a guest program cannot run from the initramfs.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ElfCheckError {
+    #[error("not an ELF file")]
+    NotElf,
+    #[error("not a 64-bit little-endian ELF")]
+    NotElf64Le,
+    #[error("ELF machine {0}, not x86-64 (62)")]
+    NotX86_64(u16),
+    #[error("bad ELF program header size {0}")]
+    ProgramHeaderSize(usize),
+    #[error("truncated ELF program headers")]
+    Truncated,
+    #[error(
+        "dynamically linked (has a PT_INTERP program interpreter); \
+         build it static, in a checkout: `{STATIC_BUILD_COMMAND}`"
+    )]
+    Dynamic,
+}
+
 /// Check that `bytes` is a 64-bit x86 ELF executable without a program
 /// interpreter (static or static-pie): nothing else runs in the initramfs.
-pub fn check_static_elf(bytes: &[u8]) -> Result<(), String> {
+pub fn check_static_elf(bytes: &[u8]) -> Result<(), ElfCheckError> {
     if bytes.len() < 64 || &bytes[..4] != b"\x7fELF" {
-        return Err("not an ELF file".into());
+        return Err(ElfCheckError::NotElf);
     }
     if bytes[4] != 2 || bytes[5] != 1 {
-        return Err("not a 64-bit little-endian ELF".into());
+        return Err(ElfCheckError::NotElf64Le);
     }
     let u16_at = |o: usize| u16::from_le_bytes([bytes[o], bytes[o + 1]]);
     let e_machine = u16_at(18);
     if e_machine != 62 {
-        return Err(format!("ELF machine {e_machine}, not x86-64 (62)"));
+        return Err(ElfCheckError::NotX86_64(e_machine));
     }
-    let e_phoff = u64::from_le_bytes(bytes[32..40].try_into().unwrap()) as usize;
+    let mut phoff = [0u8; 8];
+    phoff.copy_from_slice(&bytes[32..40]);
+    let e_phoff = u64::from_le_bytes(phoff) as usize;
     let e_phentsize = u16_at(54) as usize;
     let e_phnum = u16_at(56) as usize;
     if e_phentsize < 56 {
-        return Err(format!("bad ELF program header size {e_phentsize}"));
+        return Err(ElfCheckError::ProgramHeaderSize(e_phentsize));
     }
     for i in 0..e_phnum {
         let off = e_phoff
             .checked_add(i * e_phentsize)
             .filter(|o| o + 4 <= bytes.len())
-            .ok_or("truncated ELF program headers")?;
-        let p_type = u32::from_le_bytes(bytes[off..off + 4].try_into().unwrap());
+            .ok_or(ElfCheckError::Truncated)?;
+        let p_type =
+            u32::from_le_bytes([bytes[off], bytes[off + 1], bytes[off + 2], bytes[off + 3]]);
         if p_type == 3 {
-            return Err("dynamically linked (has a PT_INTERP program interpreter); \
-                        build it static, e.g. RUSTFLAGS='-C target-feature=+crt-static' \
-                        cargo build --release --target x86_64-unknown-linux-gnu"
-                .into());
+            return Err(ElfCheckError::Dynamic);
         }
     }
     Ok(())
@@ -201,9 +221,9 @@ pub fn build_image(inputs: &GuestInputs, out_dir: &Path) -> Result<BuiltImage, Q
     let guest = match &inputs.guest_binary {
         Some(p) => {
             let g = read(p, "guest binary")?;
-            check_static_elf(&g).map_err(|reason| QemuError::BadGuestBinary {
+            check_static_elf(&g).map_err(|source| QemuError::BadGuestBinary {
                 path: p.clone(),
-                reason,
+                source,
             })?;
             Some(g)
         }
@@ -422,16 +442,20 @@ mod tests {
     fn static_elf_check() {
         assert!(check_static_elf(&elf_with_phdrs(&[6, 1, 1, 2])).is_ok());
         let e = check_static_elf(&elf_with_phdrs(&[6, 3, 1])).unwrap_err();
-        assert!(e.contains("dynamically linked"), "{e}");
-        assert!(check_static_elf(b"#!/bin/sh\necho hi\n")
-            .unwrap_err()
-            .contains("not an ELF"));
+        assert_eq!(e, ElfCheckError::Dynamic);
+        assert!(e.to_string().contains("dynamically linked"), "{e}");
+        assert!(e.to_string().contains("+crt-static"), "{e}");
+        assert_eq!(
+            check_static_elf(b"#!/bin/sh\necho hi\n"),
+            Err(ElfCheckError::NotElf)
+        );
         let mut truncated = elf_with_phdrs(&[1, 1]);
         truncated.truncate(100);
-        assert!(check_static_elf(&truncated).is_err());
+        assert_eq!(check_static_elf(&truncated), Err(ElfCheckError::Truncated));
         let mut arm = elf_with_phdrs(&[1]);
         arm[18] = 183;
-        assert!(check_static_elf(&arm).unwrap_err().contains("x86-64"));
+        assert_eq!(check_static_elf(&arm), Err(ElfCheckError::NotX86_64(183)));
+        assert!(ElfCheckError::NotX86_64(183).to_string().contains("x86-64"));
     }
 
     #[test]

@@ -1,9 +1,9 @@
 //! Running a command on every guest of a QEMU cluster through its command
 //! agent (init.sh with `mc.agent=1`, on the guest's ttyS1).
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{self, BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use super::state_dir::StateDir;
@@ -15,15 +15,43 @@ pub const AGENT_READY_TAG: &str = "MC-AGENT-READY";
 /// The end of one command's output on the command channel.
 pub const CMD_END_TAG: &str = "MC-CMD-END";
 
+/// Why a command on one guest gave no exit status.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error(
+        "cannot reach the guest's command channel {} ({source}): is the cluster up?",
+        socket.display()
+    )]
+    Unreachable {
+        socket: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("setting up the command channel: {0}")]
+    Setup(#[source] io::Error),
+    #[error("sending the command: {0}")]
+    Send(#[source] io::Error),
+    #[error("the command channel closed (guest gone?)")]
+    Closed,
+    #[error("no end of the command after {:.0} s ({source})", after.as_secs_f64())]
+    NoEnd {
+        after: Duration,
+        #[source]
+        source: io::Error,
+    },
+    #[error("malformed end line {0:?}")]
+    MalformedEnd(String),
+}
+
 /// One node's result of [`run`].
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct NodeResult {
     pub node: u32,
     /// The command's exit status; None if it could not be run or finish.
     pub status: Option<i32>,
     pub output: String,
     /// Why there is no status.
-    pub error: Option<String>,
+    pub error: Option<AgentError>,
 }
 
 fn run_one(
@@ -32,17 +60,14 @@ fn run_one(
     command: &str,
     timeout: Duration,
     on_line: &(dyn Fn(&str) + Sync),
-) -> Result<(i32, String), String> {
-    let mut s = UnixStream::connect(sock).map_err(|e| {
-        format!(
-            "cannot reach the guest's command channel {} ({e}): is the cluster up?",
-            sock.display()
-        )
+) -> Result<(i32, String), AgentError> {
+    let mut s = UnixStream::connect(sock).map_err(|source| AgentError::Unreachable {
+        socket: sock.to_path_buf(),
+        source,
     })?;
     s.set_read_timeout(Some(timeout))
-        .map_err(|e| e.to_string())?;
-    writeln!(s, "RUN {id} {}", base64_encode(command.as_bytes()))
-        .map_err(|e| format!("sending the command: {e}"))?;
+        .map_err(AgentError::Setup)?;
+    writeln!(s, "RUN {id} {}", base64_encode(command.as_bytes())).map_err(AgentError::Send)?;
     let mut out = String::new();
     let mut r = BufReader::new(&s);
     let mut buf = Vec::new();
@@ -50,13 +75,13 @@ fn run_one(
     loop {
         buf.clear();
         match r.read_until(b'\n', &mut buf) {
-            Ok(0) => return Err("the command channel closed (guest gone?)".into()),
+            Ok(0) => return Err(AgentError::Closed),
             Ok(_) => {}
-            Err(e) => {
-                return Err(format!(
-                    "no end of the command after {:.0} s ({e})",
-                    start.elapsed().as_secs_f64()
-                ))
+            Err(source) => {
+                return Err(AgentError::NoEnd {
+                    after: start.elapsed(),
+                    source,
+                })
             }
         }
         let line = String::from_utf8_lossy(&buf);
@@ -67,7 +92,7 @@ fn run_one(
                 let status = w
                     .next()
                     .and_then(|s| s.parse().ok())
-                    .ok_or_else(|| format!("malformed end line {line:?}"))?;
+                    .ok_or_else(|| AgentError::MalformedEnd(line.to_string()))?;
                 return Ok((status, out));
             }
             // The end of an earlier, abandoned command: drop its output.

@@ -28,7 +28,7 @@ mod processes;
 mod state_dir;
 mod up;
 
-pub use agent::{run, NodeResult, AGENT_READY_TAG, CMD_END_TAG};
+pub use agent::{run, AgentError, NodeResult, AGENT_READY_TAG, CMD_END_TAG};
 pub use processes::{down, process_alive, status, ProcessStatus};
 pub use state_dir::{QemuClusterRecord, StateDir};
 pub use up::{up, UpOptions};

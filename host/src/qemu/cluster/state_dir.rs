@@ -50,10 +50,7 @@ impl StateDir {
                 e,
             )
         })?;
-        toml::from_str(&text).map_err(|e| QemuError::BadArgument {
-            what: "cluster state",
-            reason: format!("{}: {e}", p.display()),
-        })
+        toml::from_str(&text).map_err(|source| QemuError::ClusterRecord { path: p, source })
     }
 
     /// Every pid file present: (what, file).

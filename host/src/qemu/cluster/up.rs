@@ -50,14 +50,9 @@ pub fn up(
     let marker = st.0.to_string_lossy().into_owned();
     for (what, f) in st.pid_files() {
         if read_pid(&f).is_some_and(|p| process_alive(p, &marker)) {
-            return Err(QemuError::BadArgument {
-                what: "cluster up",
-                reason: format!(
-                    "a cluster is already running in {} ({what} is alive): \
-                     `mc-host cluster down --state-dir {}` first",
-                    st.0.display(),
-                    st.0.display()
-                ),
+            return Err(QemuError::ClusterRunning {
+                dir: st.0.clone(),
+                what,
             });
         }
         let _ = fs::remove_file(f);
@@ -99,12 +94,9 @@ pub fn up(
         if let Ok(Some(status)) = backend_child.try_wait() {
             return Err(fail_up(
                 st,
-                QemuError::BadArgument {
-                    what: "backend",
-                    reason: format!(
-                        "mc-host serve exited ({status}); its log:\n{}",
-                        tail_lines(&read_lossy(&st.backend_log()), 20)
-                    ),
+                QemuError::BackendExited {
+                    status,
+                    log_tail: tail_lines(&read_lossy(&st.backend_log()), 20),
                 },
             ));
         }
@@ -243,10 +235,7 @@ pub fn up(
         guest_pids: pids,
         image_dir: opts.image_dir.clone(),
     };
-    let text = toml::to_string(&state).map_err(|e| QemuError::BadArgument {
-        what: "cluster state",
-        reason: e.to_string(),
-    })?;
+    let text = toml::to_string(&state).map_err(QemuError::ClusterRecordWrite)?;
     fs::write(st.state_file(), text)
         .map_err(|e| QemuError::io(format!("writing {}", st.state_file().display()), e))?;
     Ok(state)
