@@ -77,7 +77,8 @@ fn state_dir(cmd: &ClusterCmd) -> StateDir {
     if let Some(d) = std::env::var_os("MC_CLUSTER_DIR").filter(|d| !d.is_empty()) {
         return StateDir(PathBuf::from(d));
     }
-    // SAFETY: getuid has no preconditions.
+    // SAFETY: getuid(2) takes no arguments, touches no memory of ours and
+    // cannot fail: it only returns this process's real user id.
     let uid = unsafe { libc::getuid() };
     StateDir(PathBuf::from(format!("/tmp/mc-cluster-{uid}")))
 }

@@ -29,9 +29,16 @@ pub fn process_alive(pid: u32, marker: &str) -> bool {
 }
 
 fn signal(pid: u32, sig: libc::c_int) {
-    // SAFETY: kill has no memory-safety preconditions.
+    // Only a single process: 0 and negative pids would signal groups.
+    let Some(pid) = libc::pid_t::try_from(pid).ok().filter(|p| *p > 0) else {
+        return;
+    };
+    // SAFETY: kill(2) takes its two arguments by value and touches no memory
+    // of ours; a pid that is gone is an error return (ESRCH), not undefined
+    // behaviour. That the pid is still the process meant is checked by the
+    // callers with `process_alive` (see there) before they signal.
     unsafe {
-        libc::kill(pid as libc::pid_t, sig);
+        libc::kill(pid, sig);
     }
 }
 
