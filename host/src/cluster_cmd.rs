@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand};
 use host::qemu::cluster::{self, StateDir, UpOptions};
+use host::qemu::cmdline::shell_join;
 use host::qemu::guest_build::default_guest_binary;
-use host::qemu::image::shell_join;
 use host::qemu::{build_image, find_qemu, CacheDir, GuestInputs, QemuError};
 
 use crate::cluster_args::{parse_size, ClusterArgs};

@@ -5,8 +5,9 @@ use std::time::Duration;
 
 use clap::Args;
 use host::qemu::boot::{qemu_args, AdapterSpec, BootSpec};
+use host::qemu::cmdline::shell_join;
 use host::qemu::find::preferred_accel;
-use host::qemu::image::{recorded_guest_binary, shell_join};
+use host::qemu::image::recorded_guest_binary;
 use host::qemu::{boot, build_image, find_qemu, CacheDir, GuestInputs, QemuError};
 
 /// `mc-host image`
@@ -165,7 +166,7 @@ pub fn qemu_boot(args: &BootArgs) -> Result<i32, QemuError> {
         let a = qemu_args(&spec, spec.accel)?;
         let words: Vec<String> = a
             .iter()
-            .map(|w| host::qemu::image::shell_quote(&w.to_string_lossy()))
+            .map(|w| host::qemu::cmdline::shell_quote(&w.to_string_lossy()))
             .collect();
         println!("{} {}", qemu.display_prefix(), words.join(" "));
         return Ok(0);

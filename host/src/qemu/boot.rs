@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use log::{debug, info, warn};
 
+use super::cmdline::kernel_cmdline;
 use super::find::{Accel, Qemu};
-use super::image::kernel_cmdline;
 use super::{tail_lines, QemuError};
 
 pub const READY_TAG: &str = "MC-GUEST-READY";
@@ -286,7 +286,7 @@ fn boot_once(
         "starting: {} {}",
         qemu.display_prefix(),
         args.iter()
-            .map(|a| super::image::shell_quote(&a.to_string_lossy()))
+            .map(|a| super::cmdline::shell_quote(&a.to_string_lossy()))
             .collect::<Vec<_>>()
             .join(" ")
     );

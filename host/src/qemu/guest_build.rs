@@ -20,7 +20,8 @@ use std::time::{Instant, SystemTime};
 
 use log::warn;
 
-use super::image::{recorded_guest_binary, shell_quote};
+use super::cmdline::shell_quote;
+use super::image::recorded_guest_binary;
 
 /// Names the checkout holding the mc-guest sources, overriding the one
 /// `mc-host` was compiled from.

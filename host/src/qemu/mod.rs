@@ -6,7 +6,9 @@
 
 pub mod boot;
 pub mod cluster;
+pub mod cmdline;
 pub mod cpio;
+pub mod elf;
 pub mod find;
 pub mod guest_build;
 pub mod image;
@@ -49,7 +51,7 @@ pub enum QemuError {
     BadGuestBinary {
         path: PathBuf,
         #[source]
-        source: image::ElfCheckError,
+        source: elf::ElfCheckError,
     },
     #[error("invalid cpio entry name {name:?}: {reason}")]
     CpioName { name: String, reason: &'static str },

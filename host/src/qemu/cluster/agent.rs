@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use super::state_dir::StateDir;
-use crate::qemu::image::base64_encode;
+use crate::qemu::cmdline::base64_encode;
 use crate::qemu::QemuError;
 
 /// What the guest's agent prints on the console once it serves commands.
