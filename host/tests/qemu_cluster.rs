@@ -9,6 +9,10 @@
 //! 2. Two guests run a Cashmere application (SOR), verified on every node.
 //! 3. Two guests run `mc-guest bench latency`; the result is printed, not
 //!    asserted (TCG on a shared machine says little about the hardware).
+//! 4. `cluster up` with no sources to build the guest from (`MC_WORKSPACE`
+//!    naming an empty directory) and no guest program recorded stops before
+//!    starting anything, with exit status 2 and an error naming
+//!    `--guest-binary`.
 //!
 //! Skips, and passes, with a message naming `scripts/setup.sh` when no QEMU
 //! 10.2 or later, guest kernel or busybox is installed. `cluster up` is given
@@ -148,4 +152,35 @@ fn three_qemu_guests_run_the_selftest_and_two_cashmere_and_the_latency_bench() {
         assert!(ok, "bench failed:\n{out}");
     }
     let _ = std::fs::remove_dir_all(&state);
+}
+
+#[test]
+fn cluster_up_away_from_the_sources_says_what_to_pass() {
+    if let Some(why) = skip_reason() {
+        eprintln!("SKIPPED cluster_up_away_from_the_sources_says_what_to_pass: {why}");
+        return;
+    }
+    let empty = tempfile::tempdir().unwrap();
+    let state = empty.path().join("state");
+    let out = Command::new(MC_HOST)
+        .env("MC_WORKSPACE", empty.path())
+        .arg("cluster")
+        .arg("--state-dir")
+        .arg(&state)
+        .args(["up", "--nodes", "2", "--image-dir"])
+        .arg(empty.path().join("image"))
+        .output()
+        .expect("running mc-host");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    for want in [
+        "no static mc-guest: MC_WORKSPACE",
+        "no Cargo.toml there",
+        "give --guest-binary PATH",
+        "set MC_WORKSPACE=DIR",
+    ] {
+        assert!(stderr.contains(want), "{want:?} missing from:\n{stderr}");
+    }
+    // Nothing was started.
+    assert!(!state.join("backend.pid").exists());
 }
