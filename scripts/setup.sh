@@ -257,7 +257,7 @@ main() {
     setup_qemu
     setup_kernel
     setup_busybox
-    say "done in $((SECONDS - start)) s; next: cargo run --release --bin mc-host -- image"
+    say "done in $((SECONDS - start)) s; next: cargo run --release --bin mc-host -- cluster up --nodes 3"
 }
 
 main "$@"

@@ -1,10 +1,37 @@
 //! Cluster options shared by every command that starts a cluster.
 
 use clap::Args;
-use firmware_model::{ClusterConfig, LinkTiming};
+use firmware_model::{ClusterConfig, ConfigError, FaultCommand, LinkTiming, ModelError};
 use mc_device::Cluster;
 
-use crate::fault_plan::FaultPlan;
+use crate::fault_plan::{FaultPlan, FaultPlanError};
+
+/// Cluster options that do not make a cluster.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterArgsError {
+    #[error(transparent)]
+    FaultPlan(#[from] FaultPlanError),
+    #[error("--seed {given} contradicts the fault plan's seed {plan}")]
+    SeedContradictsPlan { given: u64, plan: u64 },
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("fault plan: {command}: {source}")]
+    Schedule {
+        command: FaultCommand,
+        #[source]
+        source: ModelError,
+    },
+}
+
+/// A `--page-size` that is neither 4096 nor 8192.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?}: page size must be 4096 or 8192")]
+pub struct PageSizeError(pub String);
+
+/// A size argument that is not a byte count.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a size (examples: 512M, 128M, 1G)")]
+pub struct SizeError(pub String);
 
 /// Shape of the emulated cluster.
 #[derive(Args, Debug, Clone)]
@@ -38,15 +65,19 @@ pub struct ClusterArgs {
 
 impl ClusterArgs {
     /// The fault plan, if one was given.
-    pub fn plan(&self) -> Result<Option<FaultPlan>, String> {
-        self.fault_plan.as_deref().map(FaultPlan::load).transpose()
+    pub fn plan(&self) -> Result<Option<FaultPlan>, ClusterArgsError> {
+        Ok(self
+            .fault_plan
+            .as_deref()
+            .map(FaultPlan::load)
+            .transpose()?)
     }
 
-    /// The model configuration, or a message saying what is wrong.
-    pub fn config(&self, plan: Option<&FaultPlan>) -> Result<ClusterConfig, String> {
+    /// The model configuration, or what is wrong with the options.
+    pub fn config(&self, plan: Option<&FaultPlan>) -> Result<ClusterConfig, ClusterArgsError> {
         let seed = match (self.seed, plan.and_then(|p| p.seed)) {
-            (Some(s), Some(p)) if s != p => {
-                return Err(format!("--seed {s} contradicts the fault plan's seed {p}"));
+            (Some(given), Some(plan)) if given != plan => {
+                return Err(ClusterArgsError::SeedContradictsPlan { given, plan });
             }
             (Some(s), _) => s,
             (None, p) => p.unwrap_or(0),
@@ -60,7 +91,7 @@ impl ClusterArgs {
             link: self.link,
             fault_seed: seed,
         };
-        c.validate().map_err(|e| e.to_string())?;
+        c.validate()?;
         Ok(c)
     }
 
@@ -98,25 +129,28 @@ impl ClusterArgs {
 }
 
 /// Schedule every fault of `plan` on the running cluster.
-pub fn schedule_plan(cluster: &Cluster, plan: &FaultPlan) -> Result<(), String> {
+pub fn schedule_plan(cluster: &Cluster, plan: &FaultPlan) -> Result<(), ClusterArgsError> {
     for (at, cmd) in &plan.timeline {
         cluster
             .schedule_fault(*at, *cmd)
-            .map_err(|e| format!("fault plan: {cmd}: {e}"))?;
+            .map_err(|source| ClusterArgsError::Schedule {
+                command: *cmd,
+                source,
+            })?;
     }
     Ok(())
 }
 
-fn parse_page_size(s: &str) -> Result<u32, String> {
+fn parse_page_size(s: &str) -> Result<u32, PageSizeError> {
     match s {
         "4096" | "4K" | "4k" => Ok(4096),
         "8192" | "8K" | "8k" => Ok(8192),
-        _ => Err(format!("{s:?}: page size must be 4096 or 8192")),
+        _ => Err(PageSizeError(s.to_string())),
     }
 }
 
 /// "512M", "128m", "1G", "65536": a byte count.
-pub fn parse_size(s: &str) -> Result<u64, String> {
+pub fn parse_size(s: &str) -> Result<u64, SizeError> {
     let t = s.trim();
     let (num, mult) = match t.chars().last() {
         Some('k' | 'K') => (&t[..t.len() - 1], 1u64 << 10),
@@ -127,7 +161,7 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     num.parse::<u64>()
         .ok()
         .and_then(|n| n.checked_mul(mult))
-        .ok_or_else(|| format!("{s:?} is not a size (examples: 512M, 128M, 1G)"))
+        .ok_or_else(|| SizeError(s.to_string()))
 }
 
 #[cfg(test)]
@@ -139,7 +173,11 @@ mod tests {
         assert_eq!(parse_size("512M"), Ok(512 << 20));
         assert_eq!(parse_size("1g"), Ok(1 << 30));
         assert_eq!(parse_size("4096"), Ok(4096));
-        assert!(parse_size("lots").is_err());
+        assert_eq!(parse_size("lots"), Err(SizeError("lots".into())));
+        assert_eq!(
+            SizeError("lots".into()).to_string(),
+            "\"lots\" is not a size (examples: 512M, 128M, 1G)"
+        );
         assert!(parse_size("99999999999999G").is_err());
     }
 }

@@ -8,8 +8,9 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand};
 use host::qemu::cluster::{self, StateDir, UpOptions};
-use host::qemu::image::shell_join;
-use host::qemu::{build_image, find_qemu, CacheDir, GuestInputs};
+use host::qemu::cmdline::shell_join;
+use host::qemu::guest_build::default_guest_binary;
+use host::qemu::{build_image, find_qemu, CacheDir, GuestInputs, QemuError};
 
 use crate::cluster_args::{parse_size, ClusterArgs};
 use crate::qemu_cmd::GuestImageArgs;
@@ -22,17 +23,17 @@ pub struct ClusterCmd {
     #[arg(long, global = true)]
     pub state_dir: Option<PathBuf>,
     #[command(subcommand)]
-    pub action: Action,
+    pub action: ClusterAction,
 }
 
 #[derive(Subcommand, Debug)]
-pub enum Action {
+pub enum ClusterAction {
     /// Start the backend and one QEMU guest (TCG) per node; wait until every
     /// guest is ready for commands.
-    Up(UpArgs),
+    Up(ClusterUpArgs),
     /// Run a command on every guest at once; print each node's output and
     /// exit status (exit 1 if any node failed).
-    Run(RunArgs),
+    Run(ClusterRunArgs),
     /// Show the processes of the cluster and the backend's counters.
     Status,
     /// Stop every process of the cluster (also after a crash of mc-host).
@@ -40,7 +41,7 @@ pub enum Action {
 }
 
 #[derive(Args, Debug)]
-pub struct UpArgs {
+pub struct ClusterUpArgs {
     #[command(flatten)]
     pub cluster: ClusterArgs,
     /// Guest memory (shared memfd RAM), e.g. 256M.
@@ -57,7 +58,7 @@ pub struct UpArgs {
 }
 
 #[derive(Args, Debug)]
-pub struct RunArgs {
+pub struct ClusterRunArgs {
     /// Give up on a node after this many seconds without output.
     #[arg(long, default_value_t = 600)]
     pub timeout: u64,
@@ -76,23 +77,20 @@ fn state_dir(cmd: &ClusterCmd) -> StateDir {
     if let Some(d) = std::env::var_os("MC_CLUSTER_DIR").filter(|d| !d.is_empty()) {
         return StateDir(PathBuf::from(d));
     }
-    // SAFETY: getuid has no preconditions.
+    // SAFETY: getuid(2) takes no arguments, touches no memory of ours and
+    // cannot fail: it only returns this process's real user id.
     let uid = unsafe { libc::getuid() };
     StateDir(PathBuf::from(format!("/tmp/mc-cluster-{uid}")))
-}
-
-fn rt(e: impl std::fmt::Display) -> CliError {
-    CliError::Runtime(e.to_string())
 }
 
 pub fn run(cmd: &ClusterCmd) -> Result<(), CliError> {
     let st = state_dir(cmd);
     match &cmd.action {
-        Action::Up(a) => up(&st, a),
-        Action::Run(a) => run_cmd(&st, a),
-        Action::Status => status(&st),
-        Action::Down => {
-            let n = cluster::down(&st, &mut |l| println!("{l}")).map_err(rt)?;
+        ClusterAction::Up(a) => up(&st, a),
+        ClusterAction::Run(a) => run_cmd(&st, a),
+        ClusterAction::Status => status(&st),
+        ClusterAction::Down => {
+            let n = cluster::down(&st, &mut |l| println!("{l}"))?;
             println!(
                 "cluster in {} is down ({n} processes stopped)",
                 st.0.display()
@@ -102,28 +100,19 @@ pub fn run(cmd: &ClusterCmd) -> Result<(), CliError> {
     }
 }
 
-fn up(st: &StateDir, a: &UpArgs) -> Result<(), CliError> {
-    let cache = CacheDir::from_env().map_err(rt)?;
+fn up(st: &StateDir, a: &ClusterUpArgs) -> Result<(), CliError> {
+    let cache = CacheDir::from_env()?;
     // What is missing, before anything starts.
-    let qemu = find_qemu(a.image.qemu.as_deref(), &cache).map_err(rt)?;
-    let (dir, guest) = a.image.dir_and_guest(&cache);
-    let Some(guest) = guest else {
-        return Err(CliError::Usage(format!(
-            "no guest program: give --guest-binary with a static mc-guest (the image in {} \
-             records none); build one with \
-             `RUSTFLAGS='-C target-feature=+crt-static' cargo build --release -p mc-guest \
-             --bin mc-guest --target x86_64-unknown-linux-gnu`",
-            dir.display()
-        )));
+    let qemu = find_qemu(a.image.qemu.as_deref(), &cache)?;
+    let dir = a.image.image_dir(&cache);
+    let guest = match &a.image.guest_binary {
+        Some(g) => g.clone(),
+        None => default_guest_binary(&dir, &mut |l| eprintln!("{l}")).map_err(QemuError::from)?,
     };
-    let img = build_image(
-        &GuestInputs::from_cache(&cache, Some(&guest)).map_err(rt)?,
-        &dir,
-    )
-    .map_err(rt)?;
-    let memory_mib = u32::try_from(a.memory >> 20)
-        .map_err(|_| CliError::Usage(format!("--memory {} is too large", a.memory)))?;
-    let exe = std::env::current_exe().map_err(|e| rt(format!("finding mc-host: {e}")))?;
+    let img = build_image(&GuestInputs::from_cache(&cache, Some(&guest))?, &dir)?;
+    let memory_mib =
+        u32::try_from(a.memory >> 20).map_err(|_| CliError::MemoryTooLarge(a.memory))?;
+    let exe = std::env::current_exe().map_err(CliError::CurrentExe)?;
     let mut backend = Command::new(exe);
     backend
         .arg("serve")
@@ -150,8 +139,7 @@ fn up(st: &StateDir, a: &UpArgs) -> Result<(), CliError> {
     cluster::up(&qemu, &opts, backend, &mut |l| {
         println!("{l}");
         let _ = std::io::stdout().flush();
-    })
-    .map_err(rt)?;
+    })?;
     println!(
         "cluster up after {:.2} s: run commands with `mc-host cluster run -- mc-guest selftest`, \
          stop it with `mc-host cluster down`",
@@ -160,7 +148,7 @@ fn up(st: &StateDir, a: &UpArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-fn run_cmd(st: &StateDir, a: &RunArgs) -> Result<(), CliError> {
+fn run_cmd(st: &StateDir, a: &ClusterRunArgs) -> Result<(), CliError> {
     let line = shell_join(&a.command);
     let start = Instant::now();
     let live = !a.quiet;
@@ -168,8 +156,7 @@ fn run_cmd(st: &StateDir, a: &RunArgs) -> Result<(), CliError> {
         if live {
             println!("[node {n}] {l}");
         }
-    })
-    .map_err(rt)?;
+    })?;
     let secs = start.elapsed().as_secs_f64();
     let mut failed = 0;
     for r in &results {
@@ -185,7 +172,10 @@ fn run_cmd(st: &StateDir, a: &RunArgs) -> Result<(), CliError> {
             }
             (None, e) => {
                 failed += 1;
-                eprintln!("node {}: {}", r.node, e.as_deref().unwrap_or("no result"));
+                match e {
+                    Some(e) => eprintln!("node {}: {e}", r.node),
+                    None => eprintln!("node {}: no result", r.node),
+                }
             }
         }
     }
@@ -201,10 +191,10 @@ fn run_cmd(st: &StateDir, a: &RunArgs) -> Result<(), CliError> {
         .collect();
     println!("exit status: {} ({secs:.2} s)", statuses.join(", "));
     if failed > 0 {
-        return Err(CliError::Runtime(format!(
-            "{failed} of {} nodes failed",
-            results.len()
-        )));
+        return Err(CliError::ClusterNodesFailed {
+            failed,
+            nodes: results.len(),
+        });
     }
     Ok(())
 }

@@ -33,23 +33,52 @@ pub enum DemoError {
     #[error(transparent)]
     Fault(#[from] FaultError),
     #[error("the demo's own check failed: {0}")]
-    Check(String),
+    Check(DemoCheck),
 }
 
-fn parse_rate(s: &str) -> Result<Rate, String> {
-    let p: f64 = s.parse().map_err(|_| format!("{s:?} is not a number"))?;
-    Rate::from_probability(p).map_err(|e| e.to_string())
+/// The demo's own checks of what the model did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum DemoCheck {
+    #[error("every write reaches every node")]
+    BroadcastReachesEveryNode,
+    #[error("point-to-point reaches one node")]
+    PointToPointReachesOneNode,
+    #[error("a clean check means the data arrived")]
+    CleanCheckMeansDataArrived,
+    #[error("lost packets leave a hole")]
+    LostPacketsLeaveAHole,
+}
+
+/// A `--corrupt` value that is not a probability.
+#[derive(Debug, thiserror::Error)]
+pub enum RateArgError {
+    #[error("{text:?} is not a number")]
+    NotANumber {
+        text: String,
+        #[source]
+        source: std::num::ParseFloatError,
+    },
+    #[error(transparent)]
+    OutOfRange(#[from] FaultError),
+}
+
+fn parse_rate(s: &str) -> Result<Rate, RateArgError> {
+    let p: f64 = s.parse().map_err(|source| RateArgError::NotANumber {
+        text: s.to_string(),
+        source,
+    })?;
+    Ok(Rate::from_probability(p)?)
 }
 
 const REGION_PAGE: u32 = 16;
 const P2P_PAGE: u32 = 17;
 const ACK_PAGE: u32 = 18;
 
-fn ensure(cond: bool, what: impl Into<String>) -> Result<(), DemoError> {
+fn ensure(cond: bool, what: DemoCheck) -> Result<(), DemoError> {
     if cond {
         Ok(())
     } else {
-        Err(DemoError::Check(what.into()))
+        Err(DemoError::Check(what))
     }
 }
 
@@ -108,7 +137,7 @@ pub fn run(args: &DemoArgs) -> Result<(), DemoError> {
         println!("   {reader} reads {line}");
         ensure(
             line.matches("hello").count() == usize::from(n),
-            "every write reaches every node",
+            DemoCheck::BroadcastReachesEveryNode,
         )?;
     }
 
@@ -126,7 +155,7 @@ pub fn run(args: &DemoArgs) -> Result<(), DemoError> {
         String::from_utf8_lossy(&shadow.read(NodeId(1), at(P2P_PAGE, 0), 12)),
         String::from_utf8_lossy(&shadow.read(last, at(P2P_PAGE, 0), 12)),
     );
-    ensure(s.deliveries == 1, "point-to-point reaches one node")?;
+    ensure(s.deliveries == 1, DemoCheck::PointToPointReachesOneNode)?;
 
     // 3. Save count, write, check (seed 004, "Error Management") with a noisy link.
     let rate = args.corrupt;
@@ -166,10 +195,10 @@ pub fn run(args: &DemoArgs) -> Result<(), DemoError> {
         let good = (0..n).all(|r| shadow.read(NodeId(r), at(REGION_PAGE, 1024), 4096) == payload);
         if clean {
             println!("   every node holds this attempt's 4 KiB message intact: {good}");
-            ensure(good, "a clean check means the data arrived")?;
+            ensure(good, DemoCheck::CleanCheckMeansDataArrived)?;
             break;
         }
-        ensure(!good || s.lost == 0, "lost packets leave a hole")?;
+        ensure(!good || s.lost == 0, DemoCheck::LostPacketsLeaveAHole)?;
         if attempts == 50 {
             println!("   giving up after 50 attempts: the link is too noisy for a 4 KiB message");
             break;

@@ -36,30 +36,24 @@ pub fn fault(args: &FaultArgs) -> Result<(), CliError> {
         "status".to_string()
     } else {
         // Check the syntax here too, so a typo is a usage error with exit code 2.
-        line.parse::<firmware_model::FaultCommand>()
-            .map_err(|e| CliError::Usage(e.to_string()))?;
+        line.parse::<firmware_model::FaultCommand>()?;
         format!("fault {line}")
     };
-    let out = request(&args.socket_dir, &req).map_err(CliError::Runtime)?;
+    let out = request(&args.socket_dir, &req)?;
     print!("{out}");
     Ok(())
 }
 
 pub fn stats(args: &StatsArgs) -> Result<(), CliError> {
     let Some(secs) = args.watch else {
-        print!(
-            "{}",
-            request(&args.socket_dir, "stats").map_err(CliError::Runtime)?
-        );
+        print!("{}", request(&args.socket_dir, "stats")?);
         return Ok(());
     };
     if !(secs.is_finite() && secs >= 0.05) {
-        return Err(CliError::Usage(
-            "--watch needs an interval of at least 0.05 seconds".into(),
-        ));
+        return Err(CliError::WatchInterval);
     }
     loop {
-        let out = request(&args.socket_dir, "stats").map_err(CliError::Runtime)?;
+        let out = request(&args.socket_dir, "stats")?;
         // Clear the screen and redraw, like watch(1).
         print!("\x1b[2J\x1b[H{out}");
         std::thread::sleep(Duration::from_secs_f64(secs));

@@ -12,8 +12,42 @@
 use std::ops::Range;
 use std::path::Path;
 
-use firmware_model::{parse_duration, FaultCommand, Nanos};
+use firmware_model::{parse_duration, FaultCommand, FaultSyntaxError, Nanos};
 use serde::Deserialize;
+
+/// Why a fault plan cannot be used; each names the file and, where it can,
+/// the line.
+#[derive(Debug, thiserror::Error)]
+pub enum FaultPlanError {
+    #[error("{}: {source}", path.display())]
+    Read {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{name}:{}: {}", line.map(|l| format!(" line {l}")).unwrap_or_default(), source.message())]
+    Toml {
+        name: String,
+        line: Option<usize>,
+        // Boxed: a toml error is large, and this one travels up the CLI.
+        #[source]
+        source: Box<toml::de::Error>,
+    },
+    #[error("{name}: line {line}: at: {source}")]
+    At {
+        name: String,
+        line: usize,
+        #[source]
+        source: FaultSyntaxError,
+    },
+    #[error("{name}: line {line}: do: {source}")]
+    Do {
+        name: String,
+        line: usize,
+        #[source]
+        source: FaultSyntaxError,
+    },
+}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -43,22 +77,28 @@ fn line_of(text: &str, span: Range<usize>) -> usize {
 }
 
 impl FaultPlan {
-    pub fn parse(text: &str, name: &str) -> Result<FaultPlan, String> {
-        let file: PlanFile = toml::from_str(text).map_err(|e| {
-            let line = e
-                .span()
-                .map(|s| format!(" line {}", line_of(text, s)))
-                .unwrap_or_default();
-            format!("{name}:{line}: {}", e.message())
+    pub fn parse(text: &str, name: &str) -> Result<FaultPlan, FaultPlanError> {
+        let file: PlanFile = toml::from_str(text).map_err(|source| FaultPlanError::Toml {
+            name: name.to_string(),
+            line: source.span().map(|s| line_of(text, s)),
+            source: Box::new(source),
         })?;
         let mut timeline = Vec::new();
         for f in file.fault {
-            let at = parse_duration(f.at.get_ref())
-                .map_err(|e| format!("{name}: line {}: at: {e}", line_of(text, f.at.span())))?;
+            let at = parse_duration(f.at.get_ref()).map_err(|source| FaultPlanError::At {
+                name: name.to_string(),
+                line: line_of(text, f.at.span()),
+                source,
+            })?;
             let cmd: FaultCommand =
-                f.action.get_ref().parse().map_err(|e| {
-                    format!("{name}: line {}: do: {e}", line_of(text, f.action.span()))
-                })?;
+                f.action
+                    .get_ref()
+                    .parse()
+                    .map_err(|source| FaultPlanError::Do {
+                        name: name.to_string(),
+                        line: line_of(text, f.action.span()),
+                        source,
+                    })?;
             timeline.push((at, cmd));
         }
         Ok(FaultPlan {
@@ -67,8 +107,11 @@ impl FaultPlan {
         })
     }
 
-    pub fn load(path: &Path) -> Result<FaultPlan, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    pub fn load(path: &Path) -> Result<FaultPlan, FaultPlanError> {
+        let text = std::fs::read_to_string(path).map_err(|source| FaultPlanError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
         Self::parse(&text, &path.display().to_string())
     }
 }
@@ -102,13 +145,23 @@ mod tests {
             "plan.toml",
         )
         .unwrap_err();
+        assert!(matches!(e, FaultPlanError::Do { line: 4, .. }), "{e:?}");
+        let e = e.to_string();
         assert!(e.starts_with("plan.toml: line 4: do: unknown fault"), "{e}");
         let e = FaultPlan::parse("[[fault]]\nat = \"soon\"\ndo = \"clear\"\n", "p").unwrap_err();
-        assert!(e.contains("line 2: at:"), "{e}");
+        assert!(matches!(e, FaultPlanError::At { line: 2, .. }), "{e:?}");
+        assert!(e.to_string().contains("line 2: at:"), "{e}");
         let e = FaultPlan::parse("seed = \"x\"\n", "p").unwrap_err();
-        assert!(e.contains("line 1"), "{e}");
+        assert!(
+            matches!(e, FaultPlanError::Toml { line: Some(1), .. }),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("line 1"), "{e}");
         let e = FaultPlan::parse("[[fault]]\nat = \"1ms\"\ndo = \"clear\"\nwhen = 3\n", "p")
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("line 4") && e.contains("unknown field"), "{e}");
+        let e = FaultPlan::load(Path::new("/nonexistent/plan.toml")).unwrap_err();
+        assert!(matches!(e, FaultPlanError::Read { .. }), "{e:?}");
     }
 }

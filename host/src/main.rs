@@ -1,5 +1,8 @@
 //! `mc-host`: the command users run.
 
+#![deny(clippy::undocumented_unsafe_blocks, unsafe_op_in_unsafe_fn)]
+
+mod cli_error;
 mod cluster_args;
 mod cluster_cmd;
 mod control;
@@ -14,16 +17,18 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+pub use cli_error::CliError;
+
 /// Memory Channel cluster emulator: host-side commands.
 #[derive(Parser, Debug)]
 #[command(name = "mc-host", version, about, long_about = None)]
-struct Cli {
+struct McHostCli {
     #[command(subcommand)]
-    command: Command,
+    command: McHostCommand,
 }
 
 #[derive(Subcommand, Debug)]
-enum Command {
+enum McHostCommand {
     /// Run a virtual cluster on the firmware model and narrate what the hub does:
     /// broadcast, loopback, point-to-point, ACK-page error checks, faults.
     Demo(demo::DemoArgs),
@@ -52,56 +57,43 @@ enum Command {
     Cluster(cluster_cmd::ClusterCmd),
 }
 
-/// How a command failed: bad usage exits 2, anything else 1.
-#[derive(Debug, thiserror::Error)]
-pub enum CliError {
-    #[error("{0}")]
-    Usage(String),
-    #[error("{0}")]
-    Runtime(String),
-}
-
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = McHostCli::parse();
     // Server and QEMU commands narrate progress; in `run` and `demo` the
     // backend's log would drown the guests' output, so only warnings show there
     // unless RUST_LOG says otherwise.
     let level = if !matches!(
         cli.command,
-        Command::Run(_) | Command::Demo(_) | Command::Fault(_) | Command::Stats(_)
+        McHostCommand::Run(_)
+            | McHostCommand::Demo(_)
+            | McHostCommand::Fault(_)
+            | McHostCommand::Stats(_)
     ) {
         "info"
     } else {
         "warn"
     };
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(level)).init();
-    let rt = |e: &dyn std::fmt::Display| CliError::Runtime(e.to_string());
     let result = match cli.command {
-        Command::Demo(args) => demo::run(&args).map_err(|e| rt(&e)),
-        Command::Serve(args) => serve::run(&args),
-        Command::Run(args) => run::run(&args),
-        Command::Fault(args) => fault_cmd::fault(&args),
-        Command::Stats(args) => fault_cmd::stats(&args),
-        Command::Image(args) => qemu_cmd::image(&args).map_err(|e| rt(&e)),
-        Command::QemuCheck(args) => qemu_cmd::check(&args).map_err(|e| rt(&e)),
-        Command::Cluster(args) => cluster_cmd::run(&args),
-        Command::QemuBoot(args) => match qemu_cmd::qemu_boot(&args) {
+        McHostCommand::Demo(args) => demo::run(&args).map_err(CliError::from),
+        McHostCommand::Serve(args) => serve::run(&args),
+        McHostCommand::Run(args) => run::run(&args),
+        McHostCommand::Fault(args) => fault_cmd::fault(&args),
+        McHostCommand::Stats(args) => fault_cmd::stats(&args),
+        McHostCommand::Image(args) => qemu_cmd::image(&args).map_err(CliError::from),
+        McHostCommand::QemuCheck(args) => qemu_cmd::check(&args).map_err(CliError::from),
+        McHostCommand::Cluster(args) => cluster_cmd::run(&args),
+        McHostCommand::QemuBoot(args) => match qemu_cmd::qemu_boot(&args) {
             Ok(0) => Ok(()),
-            Ok(status) => Err(CliError::Runtime(format!(
-                "guest command exited with status {status}"
-            ))),
-            Err(e) => Err(rt(&e)),
+            Ok(status) => Err(CliError::GuestCommand(status)),
+            Err(e) => Err(e.into()),
         },
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(CliError::Usage(e)) => {
+        Err(e) => {
             eprintln!("mc-host: error: {e}");
-            ExitCode::from(2)
-        }
-        Err(CliError::Runtime(e)) => {
-            eprintln!("mc-host: error: {e}");
-            ExitCode::FAILURE
+            ExitCode::from(e.exit_code())
         }
     }
 }

@@ -5,8 +5,9 @@ use std::time::Duration;
 
 use clap::Args;
 use host::qemu::boot::{qemu_args, AdapterSpec, BootSpec};
+use host::qemu::cmdline::shell_join;
 use host::qemu::find::preferred_accel;
-use host::qemu::image::{recorded_guest_binary, shell_join};
+use host::qemu::image::recorded_guest_binary;
 use host::qemu::{boot, build_image, find_qemu, CacheDir, GuestInputs, QemuError};
 
 /// `mc-host image`
@@ -38,17 +39,23 @@ pub struct GuestImageArgs {
     /// or out of date.
     #[arg(long)]
     pub image_dir: Option<PathBuf>,
-    /// Static guest program to build the image with [default: the one the
-    /// image was last built with].
+    /// Static guest program to build the image with [default: `cluster up`
+    /// builds one from this project's sources (see docs/qemu.md), `qemu-boot`
+    /// takes the one the image was last built with].
     #[arg(long)]
     pub guest_binary: Option<PathBuf>,
 }
 
 impl GuestImageArgs {
+    /// The image directory: the one given, else `<cache>/image`.
+    pub fn image_dir(&self, cache: &CacheDir) -> PathBuf {
+        self.image_dir.clone().unwrap_or_else(|| cache.image_dir())
+    }
+
     /// The image directory, and the guest program to build it with: the one
     /// given, else the one the image there was last built with.
     pub fn dir_and_guest(&self, cache: &CacheDir) -> (PathBuf, Option<PathBuf>) {
-        let dir = self.image_dir.clone().unwrap_or_else(|| cache.image_dir());
+        let dir = self.image_dir(cache);
         let guest = self
             .guest_binary
             .clone()
@@ -159,7 +166,7 @@ pub fn qemu_boot(args: &BootArgs) -> Result<i32, QemuError> {
         let a = qemu_args(&spec, spec.accel)?;
         let words: Vec<String> = a
             .iter()
-            .map(|w| host::qemu::image::shell_quote(&w.to_string_lossy()))
+            .map(|w| host::qemu::cmdline::shell_quote(&w.to_string_lossy()))
             .collect();
         println!("{} {}", qemu.display_prefix(), words.join(" "));
         return Ok(0);

@@ -17,6 +17,7 @@ use firmware_model::NodeId;
 use log::warn;
 use mc_device::{Cluster, ClusterOptions};
 
+use crate::cli_error::{GuestFailure, StopReason};
 use crate::cluster_args::{schedule_plan, ClusterArgs};
 use crate::control::{format_snapshot, ControlServer};
 use crate::CliError;
@@ -70,19 +71,19 @@ pub fn resolve_program(name: &str) -> Result<PathBuf, CliError> {
             }
         }
     }
-    Err(CliError::Usage(format!(
-        "cannot find {name:?} next to mc-host or on PATH (build it with `cargo build --release`)"
-    )))
+    Err(CliError::ProgramNotFound {
+        name: name.to_string(),
+    })
 }
 
-struct Line(u8, String);
+struct NodeOutputLine(u8, String);
 
-fn pump(node: u8, stream: impl Read + Send + 'static, tx: mpsc::Sender<Line>) {
+fn pump(node: u8, stream: impl Read + Send + 'static, tx: mpsc::Sender<NodeOutputLine>) {
     std::thread::spawn(move || {
         for line in BufReader::new(stream).lines() {
             match line {
                 Ok(l) => {
-                    if tx.send(Line(node, l)).is_err() {
+                    if tx.send(NodeOutputLine(node, l)).is_err() {
                         return;
                     }
                 }
@@ -93,11 +94,8 @@ fn pump(node: u8, stream: impl Read + Send + 'static, tx: mpsc::Sender<Line>) {
 }
 
 pub fn run(args: &RunArgs) -> Result<(), CliError> {
-    let plan = args.cluster.plan().map_err(CliError::Usage)?;
-    let config = args
-        .cluster
-        .config(plan.as_ref())
-        .map_err(CliError::Usage)?;
+    let plan = args.cluster.plan()?;
+    let config = args.cluster.config(plan.as_ref())?;
     let program = resolve_program(&args.command[0])?;
     let tmp;
     let dir: &Path = match &args.socket_dir {
@@ -106,19 +104,18 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
             tmp = tempfile::Builder::new()
                 .prefix("mc-run-")
                 .tempdir()
-                .map_err(|e| CliError::Runtime(format!("cannot create a socket directory: {e}")))?;
+                .map_err(CliError::SocketDir)?;
             tmp.path()
         }
     };
     let mut opts = ClusterOptions::new(config.clone(), dir);
     opts.throttle = args.cluster.throttle();
     opts.spin = Duration::from_micros(args.spin_us);
-    let cluster = Arc::new(Cluster::start(opts).map_err(|e| CliError::Runtime(e.to_string()))?);
+    let cluster = Arc::new(Cluster::start(opts)?);
     if let Some(plan) = &plan {
-        schedule_plan(&cluster, plan).map_err(CliError::Usage)?;
+        schedule_plan(&cluster, plan)?;
     }
-    let control = ControlServer::start(dir, cluster.clone())
-        .map_err(|e| CliError::Runtime(format!("control socket: {e}")))?;
+    let control = ControlServer::start(dir, cluster.clone())?;
 
     let interrupted = Arc::new(AtomicBool::new(false));
     let flag = interrupted.clone();
@@ -129,7 +126,7 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
     for n in 0..config.nodes {
         let socket = cluster
             .socket_path(NodeId(n))
-            .ok_or_else(|| CliError::Runtime("socket missing".into()))?;
+            .ok_or(CliError::NoNodeSocket(n))?;
         let mut cmd = Command::new(&program);
         if let Some(t) = args.threads {
             cmd.env("MC_THREADS", t.to_string());
@@ -143,7 +140,10 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .map_err(|e| CliError::Runtime(format!("cannot start {}: {e}", program.display())))?;
+            .map_err(|source| CliError::StartGuest {
+                program: program.clone(),
+                source,
+            })?;
         children.push(Some(child));
     }
     for (n, c) in children.iter_mut().enumerate() {
@@ -161,7 +161,7 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
     let mut statuses: Vec<Option<std::process::ExitStatus>> = vec![None; children.len()];
     let mut stop_reason = None;
     while statuses.iter().any(Option::is_none) {
-        while let Ok(Line(n, l)) = rx.recv_timeout(Duration::from_millis(20)) {
+        while let Ok(NodeOutputLine(n, l)) = rx.recv_timeout(Duration::from_millis(20)) {
             println!("[node{n}] {l}");
         }
         for (n, c) in children.iter_mut().enumerate() {
@@ -173,9 +173,9 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
             }
         }
         if interrupted.load(Ordering::SeqCst) {
-            stop_reason = Some("interrupted");
+            stop_reason = Some(StopReason::Interrupted);
         } else if Instant::now() > deadline {
-            stop_reason = Some("timed out");
+            stop_reason = Some(StopReason::TimedOut);
         }
         if let Some(why) = stop_reason {
             warn!("{why}: stopping every guest");
@@ -188,7 +188,7 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
     }
     // Drain what is left of the output.
     drop(tx);
-    while let Ok(Line(n, l)) = rx.recv_timeout(Duration::from_millis(200)) {
+    while let Ok(NodeOutputLine(n, l)) = rx.recv_timeout(Duration::from_millis(200)) {
         println!("[node{n}] {l}");
     }
     drop(control);
@@ -200,23 +200,20 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
         print!("{}", format_snapshot(&snap));
     }
     if let Some(why) = stop_reason {
-        return Err(CliError::Runtime(format!("{why}; every guest was stopped")));
+        return Err(CliError::Stopped(why));
     }
-    let failed: Vec<String> = statuses
+    let failed: Vec<GuestFailure> = statuses
         .iter()
         .enumerate()
-        .filter_map(|(n, s)| match s {
-            Some(s) if s.success() => None,
-            Some(s) => Some(format!("node{n}: {s}")),
-            None => Some(format!("node{n}: no exit status")),
+        .filter(|(_, s)| !s.is_some_and(|s| s.success()))
+        .map(|(n, s)| GuestFailure {
+            node: n as u8,
+            status: *s,
         })
         .collect();
     if failed.is_empty() {
         Ok(())
     } else {
-        Err(CliError::Runtime(format!(
-            "guest program failed on {}",
-            failed.join(", ")
-        )))
+        Err(CliError::GuestsFailed { failed })
     }
 }

@@ -28,25 +28,20 @@ pub struct ServeArgs {
 }
 
 pub fn run(args: &ServeArgs) -> Result<(), CliError> {
-    let plan = args.cluster.plan().map_err(CliError::Usage)?;
-    let config = args
-        .cluster
-        .config(plan.as_ref())
-        .map_err(CliError::Usage)?;
+    let plan = args.cluster.plan()?;
+    let config = args.cluster.config(plan.as_ref())?;
     let mut opts = ClusterOptions::new(config, &args.socket_dir);
     opts.throttle = args.cluster.throttle();
     opts.spin = Duration::from_micros(args.spin_us);
     let (tx, rx) = mpsc::channel();
     ctrlc::set_handler(move || {
         let _ = tx.send(());
-    })
-    .map_err(|e| CliError::Runtime(format!("cannot install the Ctrl-C handler: {e}")))?;
-    let cluster = Arc::new(Cluster::start(opts).map_err(|e| CliError::Runtime(e.to_string()))?);
+    })?;
+    let cluster = Arc::new(Cluster::start(opts)?);
     if let Some(plan) = &plan {
-        schedule_plan(&cluster, plan).map_err(CliError::Usage)?;
+        schedule_plan(&cluster, plan)?;
     }
-    let control = ControlServer::start(&args.socket_dir, cluster.clone())
-        .map_err(|e| CliError::Runtime(format!("control socket: {e}")))?;
+    let control = ControlServer::start(&args.socket_dir, cluster.clone())?;
     for n in 0..cluster.nodes() {
         if let Some(p) = cluster.socket_path(firmware_model::NodeId(n)) {
             println!("node{n}: {}", p.display());

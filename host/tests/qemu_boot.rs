@@ -5,8 +5,10 @@
 //! `cargo test --workspace` passes on machines where set-up was not run.
 //!
 //! With `MC_TEST_VHOST_SOCKET=PATH` (a vhost-user backend with 3 queues
-//! serving PATH, and `MC_TEST_CONFIG_SIZE`, default 64) it also attaches the
-//! Memory Channel adapter and checks that the guest sees PCI 0x1af4:0x106d.
+//! serving PATH, e.g. node0.sock of `mc-host serve --nodes 1 --socket-dir
+//! DIR`; `MC_TEST_CONFIG_SIZE`, default the adapter's register file,
+//! `abi::CONFIG_SIZE`) it also attaches the Memory Channel adapter and checks
+//! that the guest sees PCI 0x1af4:0x106d with no kernel driver bound.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -98,7 +100,7 @@ fn boots_a_guest_under_tcg() {
         let size = std::env::var("MC_TEST_CONFIG_SIZE")
             .ok()
             .and_then(|v| v.parse().ok())
-            .unwrap_or(64);
+            .unwrap_or(firmware_model::abi::CONFIG_SIZE as u32);
         spec.adapter = Some(AdapterSpec::memory_channel(s.clone(), size));
     }
     let out = boot(&qemu, &spec).unwrap_or_else(|e| panic!("boot failed: {e}"));
@@ -127,6 +129,12 @@ fn boots_a_guest_under_tcg() {
         let lines: Vec<&str> = out.output.lines().map(str::trim).collect();
         assert!(lines.contains(&"0x1af4"), "{}", out.output);
         assert!(lines.contains(&"0x106d"), "{}", out.output);
+        // The adapter is 00:01.0; no kernel driver may hold it.
+        assert!(
+            !out.output.contains("0000:00:01.0 driver="),
+            "{}",
+            out.output
+        );
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

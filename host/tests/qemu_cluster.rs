@@ -9,11 +9,16 @@
 //! 2. Two guests run a Cashmere application (SOR), verified on every node.
 //! 3. Two guests run `mc-guest bench latency`; the result is printed, not
 //!    asserted (TCG on a shared machine says little about the hardware).
+//! 4. `cluster up` with no sources to build the guest from (`MC_WORKSPACE`
+//!    naming an empty directory) and no guest program recorded stops before
+//!    starting anything, with exit status 2 and an error naming
+//!    `--guest-binary`.
 //!
 //! Skips, and passes, with a message naming `scripts/setup.sh` when no QEMU
-//! 10.2 or later, guest kernel or busybox is installed. The static mc-guest
-//! is built with cargo into `target/static` (or taken from
-//! `MC_TEST_GUEST_BINARY`).
+//! 10.2 or later, guest kernel or busybox is installed. `cluster up` is given
+//! no guest program, as in the README's quick start: it builds the static
+//! mc-guest from this checkout into `target/static` (unless
+//! `MC_TEST_GUEST_BINARY` names one).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -35,39 +40,10 @@ fn skip_reason() -> Option<String> {
         .map(|e| e.to_string())
 }
 
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("workspace root")
-        .to_path_buf()
-}
-
-/// A static mc-guest: `MC_TEST_GUEST_BINARY`, else built (or found up to
-/// date) in target/static.
-fn static_mc_guest() -> PathBuf {
-    if let Some(p) = std::env::var_os("MC_TEST_GUEST_BINARY") {
-        return PathBuf::from(p);
-    }
-    let root = workspace_root();
-    let target = root.join("target/static");
-    let status = Command::new(env!("CARGO"))
-        .current_dir(&root)
-        .env("CARGO_TARGET_DIR", &target)
-        .env("RUSTFLAGS", "-C target-feature=+crt-static")
-        .args([
-            "build",
-            "--release",
-            "-p",
-            "mc-guest",
-            "--bin",
-            "mc-guest",
-            "--target",
-            "x86_64-unknown-linux-gnu",
-        ])
-        .status()
-        .expect("running cargo");
-    assert!(status.success(), "building the static mc-guest failed");
-    target.join("x86_64-unknown-linux-gnu/release/mc-guest")
+/// `MC_TEST_GUEST_BINARY`, if set: a static mc-guest to use instead of the
+/// one `cluster up` builds from this checkout.
+fn given_guest_binary() -> Option<String> {
+    std::env::var("MC_TEST_GUEST_BINARY").ok()
 }
 
 fn mc_host(state: &Path, args: &[&str]) -> Output {
@@ -88,24 +64,18 @@ fn mc_host(state: &Path, args: &[&str]) -> Output {
 }
 
 /// `cluster down` when dropped, also when the test panics.
-struct Cluster(PathBuf);
+struct RunningCluster(PathBuf);
 
-impl Cluster {
-    fn up(state: &Path, nodes: u32, image: &Path, guest: &Path) -> Cluster {
-        let c = Cluster(state.to_path_buf());
+impl RunningCluster {
+    fn up(state: &Path, nodes: u32, image: &Path) -> RunningCluster {
+        let c = RunningCluster(state.to_path_buf());
         let n = nodes.to_string();
-        let out = mc_host(
-            state,
-            &[
-                "up",
-                "--nodes",
-                &n,
-                "--image-dir",
-                image.to_str().unwrap(),
-                "--guest-binary",
-                guest.to_str().unwrap(),
-            ],
-        );
+        let mut args = vec!["up", "--nodes", &n, "--image-dir", image.to_str().unwrap()];
+        let guest = given_guest_binary();
+        if let Some(g) = &guest {
+            args.extend(["--guest-binary", g]);
+        }
+        let out = mc_host(state, &args);
         assert!(out.status.success(), "cluster up failed");
         c
     }
@@ -121,7 +91,7 @@ impl Cluster {
     }
 }
 
-impl Drop for Cluster {
+impl Drop for RunningCluster {
     fn drop(&mut self) {
         let out = mc_host(&self.0, &["down"]);
         assert!(out.status.success() || std::thread::panicking());
@@ -134,7 +104,6 @@ fn three_qemu_guests_run_the_selftest_and_two_cashmere_and_the_latency_bench() {
         eprintln!("SKIPPED three_qemu_guests_run_the_selftest_and_two_cashmere_and_the_latency_bench: {why}");
         return;
     }
-    let guest = static_mc_guest();
     // Short: the sockets' paths must fit in 108 bytes.
     let state = std::env::temp_dir().join(format!("mc-qc-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&state);
@@ -142,7 +111,7 @@ fn three_qemu_guests_run_the_selftest_and_two_cashmere_and_the_latency_bench() {
     let image = state.join("image");
 
     {
-        let c = Cluster::up(&state, 3, &image, &guest);
+        let c = RunningCluster::up(&state, 3, &image);
         let (ok, out) = c.run(&["mc-guest", "selftest"]);
         assert!(ok, "selftest failed on some node:\n{out}");
         for n in 0..3 {
@@ -167,7 +136,7 @@ fn three_qemu_guests_run_the_selftest_and_two_cashmere_and_the_latency_bench() {
         );
     }
     {
-        let c = Cluster::up(&state, 2, &image, &guest);
+        let c = RunningCluster::up(&state, 2, &image);
         let (ok, out) = c.run(&["mc-guest", "csm", "sor"]);
         assert!(ok, "Cashmere SOR failed on some node:\n{out}");
         for n in 0..2 {
@@ -183,4 +152,35 @@ fn three_qemu_guests_run_the_selftest_and_two_cashmere_and_the_latency_bench() {
         assert!(ok, "bench failed:\n{out}");
     }
     let _ = std::fs::remove_dir_all(&state);
+}
+
+#[test]
+fn cluster_up_away_from_the_sources_says_what_to_pass() {
+    if let Some(why) = skip_reason() {
+        eprintln!("SKIPPED cluster_up_away_from_the_sources_says_what_to_pass: {why}");
+        return;
+    }
+    let empty = tempfile::tempdir().unwrap();
+    let state = empty.path().join("state");
+    let out = Command::new(MC_HOST)
+        .env("MC_WORKSPACE", empty.path())
+        .arg("cluster")
+        .arg("--state-dir")
+        .arg(&state)
+        .args(["up", "--nodes", "2", "--image-dir"])
+        .arg(empty.path().join("image"))
+        .output()
+        .expect("running mc-host");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    for want in [
+        "no static mc-guest: MC_WORKSPACE",
+        "no Cargo.toml there",
+        "give --guest-binary PATH",
+        "set MC_WORKSPACE=DIR",
+    ] {
+        assert!(stderr.contains(want), "{want:?} missing from:\n{stderr}");
+    }
+    // Nothing was started.
+    assert!(!state.join("backend.pid").exists());
 }

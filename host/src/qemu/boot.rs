@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use log::{debug, info, warn};
 
+use super::cmdline::kernel_cmdline;
 use super::find::{Accel, Qemu};
-use super::image::kernel_cmdline;
 use super::{tail_lines, QemuError};
 
 pub const READY_TAG: &str = "MC-GUEST-READY";
@@ -26,6 +26,8 @@ pub const EXIT_TAG: &str = "MC-GUEST-EXIT";
 pub const MC_VIRTIO_ID: u32 = 45;
 /// Transmit, control and event queues.
 pub const MC_NUM_VQS: u32 = 3;
+/// The least guest memory the image boots in.
+pub const MIN_MEMORY_MIB: u32 = 64;
 
 /// The Memory Channel adapter as a generic vhost-user device.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -125,9 +127,9 @@ pub struct BootOutcome {
 }
 
 fn path_arg(what: &'static str, p: &Path) -> Result<String, QemuError> {
-    let s = p.to_str().ok_or_else(|| QemuError::BadArgument {
+    let s = p.to_str().ok_or_else(|| QemuError::NotUtf8 {
         what,
-        reason: format!("{} is not UTF-8", p.display()),
+        path: p.to_path_buf(),
     })?;
     // QEMU option values split at commas (`,,` escapes one).
     Ok(s.replace(',', ",,"))
@@ -135,20 +137,17 @@ fn path_arg(what: &'static str, p: &Path) -> Result<String, QemuError> {
 
 /// QEMU's arguments (after the [`Qemu`] prefix) for `spec` under `accel`.
 pub fn qemu_args(spec: &BootSpec, accel: Accel) -> Result<Vec<OsString>, QemuError> {
-    if spec.memory_mib < 64 {
-        return Err(QemuError::BadArgument {
-            what: "guest memory",
-            reason: format!("{} MiB is too little (at least 64)", spec.memory_mib),
+    if spec.memory_mib < MIN_MEMORY_MIB {
+        return Err(QemuError::TooLittleMemory {
+            mib: spec.memory_mib,
+            min: MIN_MEMORY_MIB,
         });
     }
     for (what, p) in [("kernel", &spec.kernel), ("initramfs", &spec.initrd)] {
         if !p.is_file() {
-            return Err(QemuError::BadArgument {
+            return Err(QemuError::MissingImageFile {
                 what,
-                reason: format!(
-                    "{} does not exist; build it with `mc-host image`",
-                    p.display()
-                ),
+                path: p.clone(),
             });
         }
     }
@@ -196,12 +195,8 @@ pub fn qemu_args(spec: &BootSpec, accel: Accel) -> Result<Vec<OsString>, QemuErr
     }
     if let Some(ad) = &spec.adapter {
         if !ad.socket.exists() {
-            return Err(QemuError::BadArgument {
-                what: "vhost-user socket",
-                reason: format!(
-                    "{} does not exist; start the backend first",
-                    ad.socket.display()
-                ),
+            return Err(QemuError::NoBackendSocket {
+                path: ad.socket.clone(),
             });
         }
         a.extend([
@@ -221,9 +216,9 @@ pub fn qemu_args(spec: &BootSpec, accel: Accel) -> Result<Vec<OsString>, QemuErr
 }
 
 /// Kills the QEMU child if the boot is abandoned.
-struct Guard(Option<Child>);
+struct QemuProcess(Option<Child>);
 
-impl Drop for Guard {
+impl Drop for QemuProcess {
     fn drop(&mut self) {
         if let Some(c) = self.0.as_mut() {
             if let Ok(None) = c.try_wait() {
@@ -291,7 +286,7 @@ fn boot_once(
         "starting: {} {}",
         qemu.display_prefix(),
         args.iter()
-            .map(|a| super::image::shell_quote(&a.to_string_lossy()))
+            .map(|a| super::cmdline::shell_quote(&a.to_string_lossy()))
             .collect::<Vec<_>>()
             .join(" ")
     );
@@ -299,7 +294,7 @@ fn boot_once(
     let child = cmd
         .spawn()
         .map_err(|e| QemuError::io(format!("starting {}", qemu.program.display()), e))?;
-    let mut guard = Guard(Some(child));
+    let mut guard = QemuProcess(Some(child));
     let mut ready_after = None;
     let mut done_after = None;
     loop {
@@ -463,6 +458,10 @@ mod tests {
             String::new(),
         );
         let e = qemu_args(&spec, Accel::Tcg).unwrap_err();
+        assert!(
+            matches!(e, QemuError::MissingImageFile { what: "kernel", .. }),
+            "{e}"
+        );
         assert!(e.to_string().contains("mc-host image"), "{e}");
     }
 }

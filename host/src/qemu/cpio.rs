@@ -155,10 +155,10 @@ mod tests {
     use super::*;
 
     /// (name, mode, data, (rdev major, rdev minor)) of one entry.
-    type Entry = (String, u32, Vec<u8>, (u32, u32));
+    type CpioTestEntry = (String, u32, Vec<u8>, (u32, u32));
 
     /// A minimal newc reader, to check the writer against.
-    fn parse(mut buf: &[u8]) -> Vec<Entry> {
+    fn parse(mut buf: &[u8]) -> Vec<CpioTestEntry> {
         let mut out = Vec::new();
         let total = buf.len();
         loop {

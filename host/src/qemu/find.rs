@@ -96,7 +96,7 @@ impl Qemu {
     pub fn display_prefix(&self) -> String {
         std::iter::once(self.program.as_os_str())
             .chain(self.prefix_args.iter().map(|a| a.as_os_str()))
-            .map(|a| super::image::shell_quote(&a.to_string_lossy()))
+            .map(|a| super::cmdline::shell_quote(&a.to_string_lossy()))
             .collect::<Vec<_>>()
             .join(" ")
     }

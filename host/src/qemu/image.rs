@@ -16,6 +16,7 @@ use log::info;
 use sha2::{Digest, Sha256};
 
 use super::cpio::CpioWriter;
+use super::elf::check_static_elf;
 use super::{CacheDir, QemuError};
 
 /// The guest's `/init`.
@@ -23,9 +24,6 @@ pub const INIT_SCRIPT: &str = include_str!("init.sh");
 
 /// Where the guest program is installed in the image.
 pub const GUEST_BINARY_PATH: &str = "bin/mc-guest";
-
-/// Longest kernel command line x86 Linux accepts (COMMAND_LINE_SIZE 2048, with its NUL).
-pub const MAX_CMDLINE: usize = 2047;
 
 /// Bump when the image layout changes without its inputs changing.
 const IMAGE_FORMAT: &str = "mc-image v1";
@@ -63,9 +61,8 @@ impl GuestInputs {
         }
         if let Some(g) = guest_binary {
             if !g.is_file() {
-                return Err(QemuError::BadGuestBinary {
+                return Err(QemuError::NoGuestBinary {
                     path: g.to_path_buf(),
-                    reason: "no such file".into(),
                 });
             }
         }
@@ -120,43 +117,6 @@ pub fn cache_key(kernel: &[u8], busybox: &[u8], guest: Option<&[u8]>, init: &str
     part("init", init.as_bytes());
     h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
-
-/// Check that `bytes` is a 64-bit x86 ELF executable without a program
-/// interpreter (static or static-pie): nothing else runs in the initramfs.
-pub fn check_static_elf(bytes: &[u8]) -> Result<(), String> {
-    if bytes.len() < 64 || &bytes[..4] != b"\x7fELF" {
-        return Err("not an ELF file".into());
-    }
-    if bytes[4] != 2 || bytes[5] != 1 {
-        return Err("not a 64-bit little-endian ELF".into());
-    }
-    let u16_at = |o: usize| u16::from_le_bytes([bytes[o], bytes[o + 1]]);
-    let e_machine = u16_at(18);
-    if e_machine != 62 {
-        return Err(format!("ELF machine {e_machine}, not x86-64 (62)"));
-    }
-    let e_phoff = u64::from_le_bytes(bytes[32..40].try_into().unwrap()) as usize;
-    let e_phentsize = u16_at(54) as usize;
-    let e_phnum = u16_at(56) as usize;
-    if e_phentsize < 56 {
-        return Err(format!("bad ELF program header size {e_phentsize}"));
-    }
-    for i in 0..e_phnum {
-        let off = e_phoff
-            .checked_add(i * e_phentsize)
-            .filter(|o| o + 4 <= bytes.len())
-            .ok_or("truncated ELF program headers")?;
-        let p_type = u32::from_le_bytes(bytes[off..off + 4].try_into().unwrap());
-        if p_type == 3 {
-            return Err("dynamically linked (has a PT_INTERP program interpreter); \
-                        build it static, e.g. RUSTFLAGS='-C target-feature=+crt-static' \
-                        cargo build --release --target x86_64-unknown-linux-gnu"
-                .into());
-        }
-    }
-    Ok(())
-}
-
 /// The gzip'd newc initramfs.
 pub fn build_initramfs(
     busybox: &[u8],
@@ -201,9 +161,9 @@ pub fn build_image(inputs: &GuestInputs, out_dir: &Path) -> Result<BuiltImage, Q
     let guest = match &inputs.guest_binary {
         Some(p) => {
             let g = read(p, "guest binary")?;
-            check_static_elf(&g).map_err(|reason| QemuError::BadGuestBinary {
+            check_static_elf(&g).map_err(|source| QemuError::BadGuestBinary {
                 path: p.clone(),
-                reason,
+                source,
             })?;
             Some(g)
         }
@@ -259,129 +219,10 @@ pub fn build_image(inputs: &GuestInputs, out_dir: &Path) -> Result<BuiltImage, Q
     Ok(image)
 }
 
-/// Quote `s` for /bin/sh (single quotes unless it is plainly safe).
-pub fn shell_quote(s: &str) -> String {
-    let safe = !s.is_empty()
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c));
-    if safe {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', r"'\''"))
-    }
-}
-
-/// An argv as one /bin/sh command line.
-pub fn shell_join<S: AsRef<str>>(argv: &[S]) -> String {
-    argv.iter()
-        .map(|a| shell_quote(a.as_ref()))
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-/// Standard base64 (RFC 4648, with padding), what busybox `base64 -d` reads.
-pub fn base64_encode(data: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
-    for chunk in data.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
-/// The guest kernel command line: serial console, reboot (= QEMU exit with
-/// `-no-reboot`) on panic, node id and the base64'd shell command for /init.
-pub fn kernel_cmdline(
-    node: u32,
-    command: &str,
-    quiet: bool,
-    extra: Option<&str>,
-) -> Result<String, QemuError> {
-    let mut line = String::from("console=ttyS0 panic=-1");
-    if quiet {
-        line.push_str(" quiet");
-    }
-    if let Some(x) = extra.map(str::trim).filter(|x| !x.is_empty()) {
-        line.push(' ');
-        line.push_str(x);
-    }
-    line.push_str(&format!(" mc.node={node}"));
-    if !command.is_empty() {
-        line.push_str(" mc.cmd=");
-        line.push_str(&base64_encode(command.as_bytes()));
-    }
-    if line.len() > MAX_CMDLINE {
-        return Err(QemuError::CmdlineTooLong {
-            len: line.len(),
-            max: MAX_CMDLINE,
-        });
-    }
-    Ok(line)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn base64_matches_rfc4648_vectors() {
-        for (plain, enc) in [
-            ("", ""),
-            ("f", "Zg=="),
-            ("fo", "Zm8="),
-            ("foo", "Zm9v"),
-            ("foob", "Zm9vYg=="),
-            ("fooba", "Zm9vYmE="),
-            ("foobar", "Zm9vYmFy"),
-        ] {
-            assert_eq!(base64_encode(plain.as_bytes()), enc, "{plain:?}");
-        }
-        assert_eq!(base64_encode(&[0xfb, 0xff, 0xbf]), "+/+/");
-    }
-
-    #[test]
-    fn shell_quoting() {
-        assert_eq!(shell_quote("abc"), "abc");
-        assert_eq!(shell_quote("/bin/mc-guest"), "/bin/mc-guest");
-        assert_eq!(shell_quote(""), "''");
-        assert_eq!(shell_quote("a b"), "'a b'");
-        assert_eq!(shell_quote("it's"), r"'it'\''s'");
-        assert_eq!(shell_quote("$HOME;*"), "'$HOME;*'");
-        assert_eq!(
-            shell_join(&["/bin/mc-guest", "--node", "3", "hello world"]),
-            "/bin/mc-guest --node 3 'hello world'"
-        );
-    }
-
-    #[test]
-    fn cmdline_carries_node_and_command_without_spaces() {
-        let line = kernel_cmdline(3, "echo hi; cat /proc/cpuinfo", true, None).unwrap();
-        assert!(line.starts_with("console=ttyS0 panic=-1 quiet "), "{line}");
-        assert!(line.contains(" mc.node=3 "), "{line}");
-        let b64 = line.split(" mc.cmd=").nth(1).unwrap();
-        assert!(!b64.contains(' '));
-        assert_eq!(b64, base64_encode(b"echo hi; cat /proc/cpuinfo"));
-        let loud = kernel_cmdline(0, "", false, Some(" loglevel=8 ")).unwrap();
-        assert_eq!(loud, "console=ttyS0 panic=-1 loglevel=8 mc.node=0");
-    }
-
-    #[test]
-    fn cmdline_too_long_is_an_error() {
-        let e = kernel_cmdline(0, &"x".repeat(2000), true, None).unwrap_err();
-        assert!(matches!(e, QemuError::CmdlineTooLong { .. }), "{e}");
-    }
+    use crate::qemu::elf::tests::elf_with_phdrs;
 
     #[test]
     fn cache_key_changes_with_every_input() {
@@ -401,45 +242,6 @@ mod tests {
         for (i, k) in others.iter().enumerate() {
             assert_ne!(&base, k, "variant {i}");
         }
-    }
-
-    fn elf_with_phdrs(types: &[u32]) -> Vec<u8> {
-        let mut b = vec![0u8; 64 + 56 * types.len()];
-        b[..4].copy_from_slice(b"\x7fELF");
-        b[4] = 2;
-        b[5] = 1;
-        b[18..20].copy_from_slice(&62u16.to_le_bytes());
-        b[32..40].copy_from_slice(&64u64.to_le_bytes());
-        b[54..56].copy_from_slice(&56u16.to_le_bytes());
-        b[56..58].copy_from_slice(&(types.len() as u16).to_le_bytes());
-        for (i, t) in types.iter().enumerate() {
-            b[64 + 56 * i..68 + 56 * i].copy_from_slice(&t.to_le_bytes());
-        }
-        b
-    }
-
-    #[test]
-    fn static_elf_check() {
-        assert!(check_static_elf(&elf_with_phdrs(&[6, 1, 1, 2])).is_ok());
-        let e = check_static_elf(&elf_with_phdrs(&[6, 3, 1])).unwrap_err();
-        assert!(e.contains("dynamically linked"), "{e}");
-        assert!(check_static_elf(b"#!/bin/sh\necho hi\n")
-            .unwrap_err()
-            .contains("not an ELF"));
-        let mut truncated = elf_with_phdrs(&[1, 1]);
-        truncated.truncate(100);
-        assert!(check_static_elf(&truncated).is_err());
-        let mut arm = elf_with_phdrs(&[1]);
-        arm[18] = 183;
-        assert!(check_static_elf(&arm).unwrap_err().contains("x86-64"));
-    }
-
-    #[test]
-    fn real_elf_files_do_not_panic_the_check() {
-        // Whatever the toolchain made of the test binary, the check answers
-        // without panicking.
-        let me = std::fs::read(std::env::current_exe().unwrap()).unwrap();
-        let _ = check_static_elf(&me);
     }
 
     #[test]

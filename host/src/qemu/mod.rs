@@ -6,8 +6,11 @@
 
 pub mod boot;
 pub mod cluster;
+pub mod cmdline;
 pub mod cpio;
+pub mod elf;
 pub mod find;
+pub mod guest_build;
 pub mod image;
 
 use std::io;
@@ -42,20 +45,56 @@ pub enum QemuError {
     VersionParse { program: String, output: String },
     #[error("{what} not found at {}: run `{SETUP_COMMAND}` to install it", path.display())]
     MissingGuestFile { what: &'static str, path: PathBuf },
-    #[error("guest binary {}: {reason}", path.display())]
-    BadGuestBinary { path: PathBuf, reason: String },
+    #[error("guest binary {}: no such file", path.display())]
+    NoGuestBinary { path: PathBuf },
+    #[error("guest binary {}: {source}", path.display())]
+    BadGuestBinary {
+        path: PathBuf,
+        #[source]
+        source: elf::ElfCheckError,
+    },
     #[error("invalid cpio entry name {name:?}: {reason}")]
     CpioName { name: String, reason: &'static str },
     #[error("kernel command line is {len} bytes, more than the {max} x86 Linux accepts")]
     CmdlineTooLong { len: usize, max: usize },
-    #[error("{what}: {reason}")]
-    BadArgument { what: &'static str, reason: String },
+    #[error("cache directory: neither MC_CACHE_DIR nor HOME is set")]
+    NoCacheDir,
+    #[error("{what}: {} is not UTF-8", path.display())]
+    NotUtf8 { what: &'static str, path: PathBuf },
+    #[error("guest memory: {mib} MiB is too little (at least {min})")]
+    TooLittleMemory { mib: u32, min: u32 },
+    #[error("{what}: {} does not exist; build it with `mc-host image`", path.display())]
+    MissingImageFile { what: &'static str, path: PathBuf },
+    #[error("vhost-user socket: {} does not exist; start the backend first", path.display())]
+    NoBackendSocket { path: PathBuf },
+    #[error(
+        "cluster up: a cluster is already running in {} ({what} is alive): \
+         `mc-host cluster down --state-dir {}` first",
+        dir.display(),
+        dir.display()
+    )]
+    ClusterRunning { dir: PathBuf, what: String },
+    #[error("backend: mc-host serve exited ({status}); its log:\n{log_tail}")]
+    BackendExited {
+        status: std::process::ExitStatus,
+        log_tail: String,
+    },
+    #[error("cluster state: {}: {source}", path.display())]
+    ClusterRecord {
+        path: PathBuf,
+        #[source]
+        source: toml::de::Error,
+    },
+    #[error("cluster state: {0}")]
+    ClusterRecordWrite(#[source] toml::ser::Error),
     #[error("guest did not {stage} within {after:?}; last serial output:\n{serial_tail}")]
     Timeout {
         stage: &'static str,
         after: Duration,
         serial_tail: String,
     },
+    #[error(transparent)]
+    GuestBuild(#[from] guest_build::GuestBuildError),
     #[error("guest printed a malformed line {line:?}")]
     GuestProtocol { line: String },
     #[error("QEMU exited ({status}) before the guest {stage}; QEMU said:\n{stderr}\nlast serial output:\n{serial_tail}")]
@@ -89,10 +128,7 @@ impl CacheDir {
         }
         match std::env::var_os("HOME").filter(|d| !d.is_empty()) {
             Some(home) => Ok(CacheDir(Path::new(&home).join(".cache/mc-emu"))),
-            None => Err(QemuError::BadArgument {
-                what: "cache directory",
-                reason: "neither MC_CACHE_DIR nor HOME is set".into(),
-            }),
+            None => Err(QemuError::NoCacheDir),
         }
     }
 
