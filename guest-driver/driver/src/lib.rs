@@ -23,9 +23,9 @@ pub mod tx;
 pub mod virtqueue;
 
 pub use adapter::{Adapter, AdapterOptions, ReceiveFrames, StatusView, TxTicket};
-pub use dma::{DmaAllocator, DmaBacking, DmaError, DmaRegion, MemfdMemory};
+pub use dma::{DmaAllocator, DmaBacking, DmaError, DmaRegion, HugepageMemory, MemfdMemory};
 pub use error::{Error, Result};
-pub use transport::pci::{PciOptions, PciTransport};
+pub use transport::pci::{PciError, PciOptions, PciTransport};
 pub use transport::vhost_user::{VhostUserOptions, VhostUserTransport};
 pub use transport::{Transport, TransportError};
 pub use virtqueue::{QueueError, Virtqueue};
