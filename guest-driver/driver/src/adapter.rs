@@ -28,7 +28,7 @@ use crate::dma::{DmaAllocator, DmaRegion};
 use crate::error::{Error, Result};
 use crate::transport::Transport;
 use crate::tx::{encode_records, records_size, Store};
-use crate::virtqueue::{Buffer, QueueError, RingLayout, Token, Virtqueue};
+use crate::virtqueue::{Buffer, RingLayout, Token, Virtqueue};
 
 /// How the driver sets the adapter up.
 #[derive(Clone, Debug)]
@@ -380,22 +380,20 @@ impl<T: Transport> Adapter<T> {
                     self.ctrl_pending = None;
                 }
                 Some(u) => {
-                    return Err(QueueError::Device(format!(
-                        "control completion for unknown chain {}",
-                        u.token.index()
-                    ))
-                    .into())
+                    return Err(Error::StrayCompletion {
+                        queue: "control",
+                        chain: u.token.index(),
+                    })
                 }
                 None => return Err(Error::Busy("the control queue")),
             }
         }
         let bytes = req.encode();
         if bytes.len() > self.ctrl_req.len() {
-            return Err(Error::Invalid(format!(
-                "a control request of {} bytes (the largest is {})",
-                bytes.len(),
-                self.ctrl_req.len()
-            )));
+            return Err(Error::RequestTooLarge {
+                len: bytes.len(),
+                max: self.ctrl_req.len(),
+            });
         }
         self.ctrl_req.write(0, &bytes)?;
         self.ctrl_resp.fill(0, CTRL_RESPONSE_SIZE, 0xff)?;
@@ -418,12 +416,10 @@ impl<T: Transport> Adapter<T> {
             }
         };
         if used.token != token {
-            return Err(QueueError::Device(format!(
-                "control completion for chain {}, {} was posted",
-                used.token.index(),
-                token.index()
-            ))
-            .into());
+            return Err(Error::StrayCompletion {
+                queue: "control",
+                chain: used.token.index(),
+            });
         }
         if (used.len as usize) < CTRL_RESPONSE_SIZE {
             return Err(Error::ShortAnswer {
@@ -490,7 +486,7 @@ impl<T: Transport> Adapter<T> {
             };
             let first = first_page
                 .checked_add(done)
-                .ok_or_else(|| Error::Invalid(format!("{count} pages from page {first_page}")))?;
+                .ok_or(Error::PageRange { first_page, count })?;
             self.ctrl_ok(
                 "SET_PCT",
                 &CtrlRequest::SetPct {
@@ -534,9 +530,9 @@ impl<T: Transport> Adapter<T> {
     pub fn alloc_receive(&mut self, pages: u32) -> Result<ReceiveFrames> {
         let page_size = self.regs.page_size;
         let bytes = usize::try_from(u64::from(pages) * u64::from(page_size))
-            .map_err(|_| Error::Invalid(format!("{pages} pages of receive memory")))?;
+            .map_err(|_| Error::ReceiveTooLarge { pages, page_size })?;
         if pages == 0 {
-            return Err(Error::Invalid("zero pages of receive memory".into()));
+            return Err(Error::NoPages);
         }
         let region = self.alloc.alloc(bytes, page_size as usize)?;
         Ok(ReceiveFrames { region, page_size })
@@ -619,14 +615,14 @@ impl<T: Transport> Adapter<T> {
     /// [`Adapter::poll_transmit`] / [`Adapter::wait_transmit`]).
     pub fn post_transmit(&mut self, stores: &[Store<'_>]) -> Result<TxTicket> {
         if stores.is_empty() {
-            return Err(Error::Invalid("a transmit chain with no stores".into()));
+            return Err(Error::EmptyTransmit);
         }
         let size = records_size(stores)?;
         if size > self.tx_capacity() {
-            return Err(Error::Invalid(format!(
-                "{size} bytes of records exceed the transmit buffer size {}",
-                self.tx_capacity()
-            )));
+            return Err(Error::RecordsTooLarge {
+                size: size as u64,
+                capacity: self.tx_capacity(),
+            });
         }
         let slot = match self.tx_free.pop() {
             Some(s) => s,
@@ -672,11 +668,10 @@ impl<T: Transport> Adapter<T> {
                 .get_mut(usize::from(u.token.index()))
                 .and_then(Option::take)
             else {
-                return Err(QueueError::Device(format!(
-                    "transmit completion for unknown chain {}",
-                    u.token.index()
-                ))
-                .into());
+                return Err(Error::StrayCompletion {
+                    queue: "transmit",
+                    chain: u.token.index(),
+                });
             };
             let mut b = [0u8; TX_COMPLETION_SIZE];
             self.tx_buffers[slot].completion.read(0, &mut b)?;
@@ -725,9 +720,7 @@ impl<T: Transport> Adapter<T> {
             return Ok(c);
         }
         if !in_flight {
-            return Err(Error::Invalid(format!(
-                "{ticket:?} is not in flight (already collected?)"
-            )));
+            return Err(Error::NotInFlight(ticket));
         }
         let (spin, timeout) = (self.opts.spin, self.opts.timeout);
         wait(spin, timeout, "transmit", || {
@@ -760,11 +753,10 @@ impl<T: Transport> Adapter<T> {
                 .get_mut(usize::from(u.token.index()))
                 .and_then(Option::take)
             else {
-                return Err(QueueError::Device(format!(
-                    "event completion for unknown chain {}",
-                    u.token.index()
-                ))
-                .into());
+                return Err(Error::StrayCompletion {
+                    queue: "event",
+                    chain: u.token.index(),
+                });
             };
             if u.len as usize >= EVENT_SIZE {
                 let mut b = [0u8; EVENT_SIZE];
@@ -790,16 +782,17 @@ impl<T: Transport> Adapter<T> {
 #[cfg(test)]
 mod tests {
     //! The adapter over a fake transport whose device is a test thread
-    //! playing the rings (no backend).
+    //! serving the rings with virtio-queue's device side (no backend).
 
     use super::*;
-    use crate::dma::MemfdMemory;
+    use crate::test_device::{guest_ram, DeviceQueue};
     use crate::transport::TransportError;
-    use crate::virtqueue::tests::TestDevice;
     use firmware_model::abi::{TxRecordHeader, TX_RECORD_HEADER_SIZE};
+    use std::io::{Read, Write};
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     use std::sync::{Arc, Mutex};
     use std::time::Instant;
+    use vm_memory::GuestMemoryMmap;
 
     type Rings = Arc<Mutex<Vec<Option<(RingLayout, u16)>>>>;
 
@@ -877,12 +870,11 @@ mod tests {
     }
 
     fn rig(opts: AdapterOptions) -> Rig {
-        let mem = MemfdMemory::new(8 << 20, 0x2000_0000).unwrap();
-        let dma = DmaRegion::new(Arc::new(mem));
+        let ram = guest_ram(8 << 20, 0x2000_0000);
         let rings: Rings = Arc::new(Mutex::new(vec![None, None, None]));
         let kicks: Arc<[AtomicUsize; 3]> = Arc::new(Default::default());
         let t = FakeTransport {
-            dma: dma.clone(),
+            dma: ram.dma.clone(),
             rings: rings.clone(),
             kicks: kicks.clone(),
         };
@@ -890,7 +882,8 @@ mod tests {
         let knobs = Arc::new(Knobs::default());
         let k = knobs.clone();
         let queues: Vec<_> = rings.lock().unwrap().iter().flatten().cloned().collect();
-        let device = std::thread::spawn(move || device(dma, queues, k));
+        let mem = ram.mem.clone();
+        let device = std::thread::spawn(move || device(mem, queues, k));
         Rig {
             adapter,
             knobs,
@@ -899,33 +892,41 @@ mod tests {
         }
     }
 
-    fn device(mem: DmaRegion, queues: Vec<(RingLayout, u16)>, k: Arc<Knobs>) {
-        let mut tx = TestDevice::new(&queues[0].0, queues[0].1);
-        let mut ctrl = TestDevice::new(&queues[1].0, queues[1].1);
+    fn device(mem: Arc<GuestMemoryMmap>, queues: Vec<(RingLayout, u16)>, k: Arc<Knobs>) {
+        let mut tx = DeviceQueue::new(&mem, &queues[0].0, queues[0].1, true);
+        let mut ctrl = DeviceQueue::new(&mem, &queues[1].0, queues[1].1, true);
         while !k.stop.load(Ordering::Relaxed) {
             let mut idle = true;
             if !k.ctrl_paused.load(Ordering::Relaxed) {
-                if let Some((head, d)) = ctrl.pop() {
+                if let Some(chain) = ctrl.pop_chain() {
                     idle = false;
-                    let (rg, rl, _) = d[0];
-                    let req = mem
-                        .read_vec(mem.offset_of_gpa(rg, rl as usize).unwrap(), rl as usize)
+                    let head = chain.head_index();
+                    let mut req = Vec::new();
+                    chain
+                        .clone()
+                        .reader(&mem)
+                        .unwrap()
+                        .read_to_end(&mut req)
                         .unwrap();
                     let resp = match CtrlRequest::decode(&req) {
                         Ok(CtrlRequest::GetStatus) => CtrlResponse::ok(42, 7),
                         Ok(_) => CtrlResponse::ok(0, 0),
                         Err(s) => CtrlResponse::error(s, 0),
                     };
-                    let wo = mem.offset_of_gpa(d[1].0, 16).unwrap();
-                    mem.write(wo, &resp.to_bytes()).unwrap();
-                    ctrl.push_used(head, 16);
+                    let mut w = chain.writer(&mem).unwrap();
+                    w.write_all(&resp.to_bytes()).unwrap();
+                    ctrl.add_used(head, w.bytes_written() as u32);
                 }
             }
-            if let Some((head, d)) = tx.pop() {
+            if let Some(chain) = tx.pop_chain() {
                 idle = false;
-                let (rg, rl, _) = d[0];
-                let recs = mem
-                    .read_vec(mem.offset_of_gpa(rg, rl as usize).unwrap(), rl as usize)
+                let head = chain.head_index();
+                let mut recs = Vec::new();
+                chain
+                    .clone()
+                    .reader(&mem)
+                    .unwrap()
+                    .read_to_end(&mut recs)
                     .unwrap();
                 let mut off = 0;
                 let mut n = 0;
@@ -940,15 +941,15 @@ mod tests {
                     n += 1;
                 }
                 if k.tx_silent.load(Ordering::Relaxed) {
-                    tx.push_used(head, 0);
+                    tx.add_used(head, 0);
                 } else {
                     let c = TxCompletion {
                         status: 0,
                         records_done: n,
                     };
-                    let wo = mem.offset_of_gpa(d[1].0, 8).unwrap();
-                    mem.write(wo, &c.to_bytes()).unwrap();
-                    tx.push_used(head, 8);
+                    let mut w = chain.writer(&mem).unwrap();
+                    w.write_all(&c.to_bytes()).unwrap();
+                    tx.add_used(head, w.bytes_written() as u32);
                 }
             }
             if idle {
@@ -1038,7 +1039,7 @@ mod tests {
         assert_eq!(r.kicks[abi::TX_QUEUE as usize].load(Ordering::Relaxed), 1);
         assert!(matches!(
             r.adapter.wait_transmit(tickets[0]),
-            Err(Error::Invalid(_))
+            Err(Error::NotInFlight(t)) if t == tickets[0]
         ));
         let c = r.adapter.transmit(&[(0, b"x")]).unwrap();
         assert_eq!(c.records_done, 1);
@@ -1047,11 +1048,14 @@ mod tests {
     #[test]
     fn transmit_limits_and_missing_completions() {
         let mut r = rig(fast());
-        assert!(matches!(r.adapter.transmit(&[]), Err(Error::Invalid(_))));
+        assert!(matches!(r.adapter.transmit(&[]), Err(Error::EmptyTransmit)));
         let big = vec![0u8; 5000];
         assert!(matches!(
             r.adapter.transmit(&[(0, &big)]),
-            Err(Error::Invalid(_))
+            Err(Error::RecordsTooLarge {
+                size: 5016,
+                capacity: 4096
+            })
         ));
         assert_eq!(r.adapter.tx_capacity(), 4096);
         r.knobs.tx_silent.store(true, Ordering::Relaxed);

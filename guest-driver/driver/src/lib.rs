@@ -18,6 +18,8 @@ pub mod adapter;
 pub mod backoff;
 pub mod dma;
 pub mod error;
+#[cfg(test)]
+mod test_device;
 pub mod transport;
 pub mod tx;
 pub mod virtqueue;
