@@ -13,6 +13,13 @@
 //!
 //! The guest-visible interface is `firmware_model::abi`; docs/device.md
 //! describes it.
+//!
+//! Memory shared with the device is reached only through vm-memory's
+//! bounds-checked volatile and atomic accessors; what `unsafe` remains
+//! (memfd_create, a MAP_FIXED re-mapping of hugepages, geteuid) says why it
+//! holds, which the lints below enforce.
+
+#![deny(clippy::undocumented_unsafe_blocks, unsafe_op_in_unsafe_fn)]
 
 pub mod adapter;
 pub mod backoff;
