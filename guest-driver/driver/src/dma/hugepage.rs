@@ -105,7 +105,7 @@ pub enum HugepageError {
 pub struct HugepageMemory {
     /// The reserved range the hugepages are mapped into (its unused ends are
     /// `PROT_NONE` and never accessed); unmapping it unmaps them all.
-    mapping: MmapRegion,
+    mapping: Arc<MmapRegion>,
     /// Offset of the first hugepage in `mapping` (2 MiB aligned in memory).
     start: usize,
     len: usize,
@@ -113,7 +113,7 @@ pub struct HugepageMemory {
 }
 
 impl DmaBacking for HugepageMemory {
-    fn mapping(&self) -> &MmapRegion {
+    fn mapping(&self) -> &Arc<MmapRegion> {
         &self.mapping
     }
     fn start(&self) -> usize {
@@ -264,7 +264,7 @@ impl HugepageMemory {
             }
         }
         let mem = HugepageMemory {
-            mapping,
+            mapping: Arc::new(mapping),
             start,
             len,
             gpa: first * FRAME as u64,

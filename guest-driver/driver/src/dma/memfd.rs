@@ -31,7 +31,7 @@ pub(crate) fn memfd(name: &CStr, flags: libc::c_uint) -> io::Result<File> {
 #[derive(Debug)]
 pub struct MemfdMemory {
     file: Arc<File>,
-    mapping: MmapRegion,
+    mapping: Arc<MmapRegion>,
     gpa_base: u64,
 }
 
@@ -67,7 +67,7 @@ impl MemfdMemory {
         );
         Ok(MemfdMemory {
             file,
-            mapping,
+            mapping: Arc::new(mapping),
             gpa_base,
         })
     }
@@ -84,7 +84,7 @@ impl MemfdMemory {
 }
 
 impl DmaBacking for MemfdMemory {
-    fn mapping(&self) -> &MmapRegion {
+    fn mapping(&self) -> &Arc<MmapRegion> {
         &self.mapping
     }
     fn gpa(&self) -> u64 {

@@ -25,6 +25,7 @@ pub mod region;
 
 use std::fmt;
 use std::io;
+use std::sync::Arc;
 
 use vm_memory::{MmapRegion, VolatileMemoryError};
 
@@ -86,8 +87,9 @@ pub enum DmaError {
 /// so a backing that misstates its range gets errors, never memory outside
 /// the mapping.
 pub trait DmaBacking: Send + Sync + fmt::Debug {
-    /// The host mapping that holds the memory.
-    fn mapping(&self) -> &MmapRegion;
+    /// The host mapping that holds the memory (regions share it, so it stays
+    /// mapped while any of them lives).
+    fn mapping(&self) -> &Arc<MmapRegion>;
     /// Offset of the memory's first byte in [`DmaBacking::mapping`]; at least
     /// 8-byte aligned so that naturally aligned offsets are aligned in host
     /// memory too.

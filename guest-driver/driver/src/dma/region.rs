@@ -11,7 +11,8 @@ use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64};
 use std::sync::Arc;
 
 use vm_memory::{
-    AtomicInteger, ByteValued, VolatileMemory, VolatileMemoryError, VolatileRef, VolatileSlice,
+    AtomicInteger, ByteValued, MmapRegion, VolatileMemory, VolatileMemoryError, VolatileRef,
+    VolatileSlice,
 };
 
 use super::{DmaBacking, DmaError};
@@ -32,10 +33,15 @@ pub(crate) fn fill_slice(slice: &VolatileSlice<'_>, byte: u8) -> Result<(), Vola
 /// A bounds-checked window on DMA memory. Cloning is cheap and shares the memory.
 #[derive(Clone)]
 pub struct DmaRegion {
-    backing: Arc<dyn DmaBacking>,
-    /// Offset of the region's first byte in the backing's mapping.
+    /// The backing's mapping, held directly (not through the backing) so that
+    /// an access is one bounds check away from the memory, and kept mapped
+    /// for as long as any region of it lives.
+    mapping: Arc<MmapRegion>,
+    /// Offset of the region's first byte in the mapping.
     offset: usize,
     len: usize,
+    /// Guest-physical address of the region's first byte.
+    gpa: u64,
 }
 
 impl fmt::Debug for DmaRegion {
@@ -47,11 +53,11 @@ impl fmt::Debug for DmaRegion {
 impl DmaRegion {
     /// The whole of `backing`.
     pub fn new(backing: Arc<dyn DmaBacking>) -> DmaRegion {
-        let (offset, len) = (backing.start(), backing.len());
         DmaRegion {
-            backing,
-            offset,
-            len,
+            mapping: backing.mapping().clone(),
+            offset: backing.start(),
+            len: backing.len(),
+            gpa: backing.gpa(),
         }
     }
 
@@ -65,13 +71,12 @@ impl DmaRegion {
 
     /// Guest-physical address of the region's first byte.
     pub fn gpa(&self) -> u64 {
-        let from_start = self.offset - self.backing.start();
-        self.backing.gpa() + from_start as u64
+        self.gpa
     }
 
     /// Host (driver virtual) address of the region's first byte.
     pub fn host_addr(&self) -> u64 {
-        self.backing.mapping().as_ptr() as u64 + self.offset as u64
+        self.mapping.as_ptr() as u64 + self.offset as u64
     }
 
     /// Guest-physical address of `offset` (which may be the end of the region).
@@ -93,9 +98,10 @@ impl DmaRegion {
     pub fn sub(&self, offset: usize, len: usize) -> Result<DmaRegion, DmaError> {
         self.check(offset, len)?;
         Ok(DmaRegion {
-            backing: self.backing.clone(),
+            mapping: self.mapping.clone(),
             offset: self.offset + offset,
             len,
+            gpa: self.gpa + offset as u64,
         })
     }
 
@@ -115,7 +121,7 @@ impl DmaRegion {
     fn check_aligned(&self, offset: usize, size: usize) -> Result<usize, DmaError> {
         self.check(offset, size)?;
         let at = self.offset + offset;
-        if (self.backing.mapping().as_ptr() as usize).wrapping_add(at) % size != 0 {
+        if (self.mapping.as_ptr() as usize).wrapping_add(at) % size != 0 {
             return Err(DmaError::Misaligned {
                 offset,
                 align: size,
@@ -128,8 +134,7 @@ impl DmaRegion {
     /// `Bytes`, `copy_to`, `copy_from`, ...), borrowed from this region.
     pub fn volatile_slice(&self, offset: usize, len: usize) -> Result<VolatileSlice<'_>, DmaError> {
         self.check(offset, len)?;
-        self.backing
-            .mapping()
+        self.mapping
             .get_slice(self.offset + offset, len)
             .map_err(DmaError::Volatile)
     }
@@ -161,17 +166,13 @@ impl DmaRegion {
     /// A naturally aligned `T` at `offset`, for one volatile load or store.
     fn int_ref<T: ByteValued>(&self, offset: usize) -> Result<VolatileRef<'_, T>, DmaError> {
         let at = self.check_aligned(offset, size_of::<T>())?;
-        self.backing
-            .mapping()
-            .get_ref::<T>(at)
-            .map_err(DmaError::Volatile)
+        self.mapping.get_ref::<T>(at).map_err(DmaError::Volatile)
     }
 
     /// A naturally aligned atomic at `offset`.
     fn atomic<A: AtomicInteger>(&self, offset: usize) -> Result<&A, DmaError> {
         let at = self.check_aligned(offset, size_of::<A>())?;
-        self.backing
-            .mapping()
+        self.mapping
             .get_atomic_ref::<A>(at)
             .map_err(DmaError::Volatile)
     }
