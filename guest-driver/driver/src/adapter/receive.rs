@@ -41,7 +41,7 @@ impl ReceiveFrames {
         &self.region
     }
 
-    /// Copy bytes at `offset` from the start of the first page (volatile).
+    /// Copy bytes at `offset` from the start of the first page.
     pub fn read(&self, offset: usize, buf: &mut [u8]) -> Result<()> {
         Ok(self.region.read(offset, buf)?)
     }

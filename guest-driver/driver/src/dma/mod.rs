@@ -4,9 +4,12 @@
 //! (a vm-memory [`MmapRegion`]) that is contiguous in guest-physical space, so
 //! every byte has a host address (what the driver uses) and a guest-physical
 //! address (what it hands the device). Every access is bounds-checked and
-//! volatile or atomic (vm-memory's `VolatileSlice`, `VolatileRef` and atomic
-//! references): the device is another thread or process that reads and writes
-//! the same memory at any time.
+//! goes through vm-memory, never a Rust reference to the memory: the device is
+//! another thread or process that reads and writes it at any time. Integers
+//! and ring indices are single volatile (`VolatileRef`) or atomic
+//! (`get_atomic_ref`) accesses; byte copies are `VolatileSlice` copies (a
+//! memcpy beyond 8 bytes, as in rust-vmm's device backends), ordered against
+//! the device by the atomics and fences around them.
 //!
 //! Backings, one module each:
 //! - [`memfd`]: the RAM of a virtual guest (a memfd shared with the vhost-user

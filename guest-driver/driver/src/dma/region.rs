@@ -139,13 +139,13 @@ impl DmaRegion {
             .map_err(DmaError::Volatile)
     }
 
-    /// Copy `buf.len()` bytes from `offset` (volatile reads).
+    /// Copy `buf.len()` bytes from `offset` (a `VolatileSlice` copy).
     pub fn read(&self, offset: usize, buf: &mut [u8]) -> Result<(), DmaError> {
         self.volatile_slice(offset, buf.len())?.copy_to(buf);
         Ok(())
     }
 
-    /// Copy `data` to `offset` (volatile writes).
+    /// Copy `data` to `offset` (a `VolatileSlice` copy).
     pub fn write(&self, offset: usize, data: &[u8]) -> Result<(), DmaError> {
         self.volatile_slice(offset, data.len())?.copy_from(data);
         Ok(())
