@@ -36,11 +36,11 @@ use virtio_bindings::virtio_config::{
 use super::{Transport, TransportError, F_EVENT_IDX, F_VERSION_1};
 use crate::dma::{DmaError, DmaRegion, HugepageMemory};
 use crate::virtqueue::RingLayout;
-use caps::{cap_type, CapError};
+use caps::CapError;
 use mmio::{Bars, Mmio, MmioError};
 use sysfs::{Function, SysfsError};
 
-pub use caps::{parse_virtio_caps, VirtioCap};
+pub use caps::{cap_type, parse_virtio_caps, VirtioCap};
 pub use sysfs::{find_adapters, SYSFS_PCI_DEVICES};
 
 // Device status bits (virtio 1.x, 2.1), one byte in the common configuration.
