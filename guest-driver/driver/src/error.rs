@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use firmware_model::abi::Status;
 
+use crate::adapter::TxTicket;
 use crate::dma::DmaError;
 use crate::transport::TransportError;
 use crate::virtqueue::QueueError;
@@ -34,9 +35,30 @@ pub enum Error {
         len: u32,
         need: usize,
     },
-    /// A request or store the driver cannot express.
-    #[error("{0}")]
-    Invalid(String),
+    /// The device completed a chain the driver did not post on that queue,
+    /// or not the one it waits for.
+    #[error("{queue} queue: completion for chain {chain}, which the driver is not waiting for")]
+    StrayCompletion { queue: &'static str, chain: u16 },
+    /// A control request larger than the control buffer.
+    #[error("a control request of {len} bytes (the largest is {max})")]
+    RequestTooLarge { len: usize, max: usize },
+    /// A page range that runs past the last page number.
+    #[error("{count} pages from page {first_page}")]
+    PageRange { first_page: u32, count: u32 },
+    #[error("zero pages of receive memory")]
+    NoPages,
+    #[error("{pages} pages of {page_size} bytes of receive memory")]
+    ReceiveTooLarge { pages: u32, page_size: u32 },
+    #[error("a transmit chain with no stores")]
+    EmptyTransmit,
+    /// One store longer than a record can say (its length is 32 bits).
+    #[error("a store of {len} bytes")]
+    StoreTooLarge { len: usize },
+    /// Records that do not fit a transmit buffer.
+    #[error("{size} bytes of records exceed the transmit buffer size {capacity}")]
+    RecordsTooLarge { size: u64, capacity: usize },
+    #[error("{0:?} is not in flight (already collected?)")]
+    NotInFlight(TxTicket),
     /// A previous request timed out and is still in flight.
     #[error("{0} is busy: an earlier request has not completed")]
     Busy(&'static str),

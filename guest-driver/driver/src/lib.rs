@@ -13,19 +13,28 @@
 //!
 //! The guest-visible interface is `firmware_model::abi`; docs/device.md
 //! describes it.
+//!
+//! Memory shared with the device is reached only through vm-memory's
+//! bounds-checked volatile and atomic accessors; what `unsafe` remains
+//! (memfd_create, a MAP_FIXED re-mapping of hugepages, geteuid) says why it
+//! holds, which the lints below enforce.
+
+#![deny(clippy::undocumented_unsafe_blocks, unsafe_op_in_unsafe_fn)]
 
 pub mod adapter;
 pub mod backoff;
 pub mod dma;
 pub mod error;
+#[cfg(test)]
+mod test_device;
 pub mod transport;
 pub mod tx;
 pub mod virtqueue;
 
 pub use adapter::{Adapter, AdapterOptions, ReceiveFrames, StatusView, TxTicket};
-pub use dma::{DmaAllocator, DmaBacking, DmaError, DmaRegion, MemfdMemory};
+pub use dma::{DmaAllocator, DmaBacking, DmaError, DmaRegion, HugepageMemory, MemfdMemory};
 pub use error::{Error, Result};
-pub use transport::pci::{PciOptions, PciTransport};
+pub use transport::pci::{PciError, PciOptions, PciTransport};
 pub use transport::vhost_user::{VhostUserOptions, VhostUserTransport};
 pub use transport::{Transport, TransportError};
 pub use virtqueue::{QueueError, Virtqueue};

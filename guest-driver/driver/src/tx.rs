@@ -15,8 +15,7 @@ use crate::error::{Error, Result};
 pub type Store<'a> = (u64, &'a [u8]);
 
 fn data_len(data: &[u8]) -> Result<u32> {
-    u32::try_from(data.len())
-        .map_err(|_| Error::Invalid(format!("a store of {} bytes", data.len())))
+    u32::try_from(data.len()).map_err(|_| Error::StoreTooLarge { len: data.len() })
 }
 
 /// Bytes the records of `stores` occupy, headers and padding included.
@@ -25,17 +24,20 @@ pub fn records_size(stores: &[Store<'_>]) -> Result<usize> {
     for (_, data) in stores {
         total += TxRecordHeader::record_size(data_len(data)?);
     }
-    usize::try_from(total).map_err(|_| Error::Invalid(format!("{total} bytes of records")))
+    usize::try_from(total).map_err(|_| Error::RecordsTooLarge {
+        size: total,
+        capacity: usize::MAX,
+    })
 }
 
 /// Encode `stores` as records at the start of `out`; returns the bytes used.
 pub fn encode_records(stores: &[Store<'_>], out: &DmaRegion) -> Result<usize> {
     let total = records_size(stores)?;
     if total > out.len() {
-        return Err(Error::Invalid(format!(
-            "{total} bytes of records do not fit a {}-byte transmit buffer",
-            out.len()
-        )));
+        return Err(Error::RecordsTooLarge {
+            size: total as u64,
+            capacity: out.len(),
+        });
     }
     let mut off = 0usize;
     for &(addr, data) in stores {
@@ -107,7 +109,10 @@ mod tests {
         let data = [0u8; 17];
         assert!(matches!(
             encode_records(&[(0, &data)], &small),
-            Err(Error::Invalid(_))
+            Err(Error::RecordsTooLarge {
+                size: 40,
+                capacity: 39
+            })
         ));
         assert_eq!(
             encode_records(&[(0, &data[..16])], &small.sub(0, 32).unwrap()).unwrap(),

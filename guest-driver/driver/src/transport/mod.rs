@@ -11,9 +11,16 @@ pub mod pci;
 pub mod vhost_user;
 
 use firmware_model::abi::Registers;
+use virtio_bindings::virtio_config::VIRTIO_F_VERSION_1;
+use virtio_bindings::virtio_ring::VIRTIO_RING_F_EVENT_IDX;
 
 use crate::dma::DmaRegion;
 use crate::virtqueue::RingLayout;
+
+/// VIRTIO_F_VERSION_1 as a feature mask: both transports require it.
+pub const F_VERSION_1: u64 = 1 << VIRTIO_F_VERSION_1;
+/// VIRTIO_RING_F_EVENT_IDX as a feature mask: acked whenever offered.
+pub const F_EVENT_IDX: u64 = 1 << VIRTIO_RING_F_EVENT_IDX;
 
 /// Errors of a transport.
 #[derive(Debug, thiserror::Error)]
@@ -39,7 +46,7 @@ pub enum TransportError {
     #[error(transparent)]
     Dma(#[from] crate::dma::DmaError),
     #[error("PCI: {0}")]
-    Pci(String),
+    Pci(#[from] pci::PciError),
     #[error("{what}: {source}")]
     Io {
         what: &'static str,

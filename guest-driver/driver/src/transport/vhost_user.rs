@@ -15,14 +15,9 @@ use vhost::vhost_user::{Frontend, VhostUserFrontend};
 use vhost::{VhostBackend, VhostUserMemoryRegionInfo, VringConfigData};
 use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 
-use super::{Transport, TransportError};
+use super::{Transport, TransportError, F_EVENT_IDX, F_VERSION_1};
 use crate::dma::{DmaBacking, DmaRegion, MemfdMemory};
 use crate::virtqueue::RingLayout;
-
-/// VIRTIO_RING_F_EVENT_IDX.
-pub const F_EVENT_IDX: u64 = 1 << 29;
-/// VIRTIO_F_VERSION_1.
-pub const F_VERSION_1: u64 = 1 << 32;
 
 /// How a virtual guest is set up.
 #[derive(Clone, Debug)]
@@ -123,7 +118,7 @@ impl VhostUserTransport {
         let region = VhostUserMemoryRegionInfo {
             guest_phys_addr: memory.gpa(),
             memory_size: memory.len() as u64,
-            userspace_addr: memory.host_ptr() as u64,
+            userspace_addr: memory.mapping().as_ptr() as u64,
             mmap_offset: 0,
             mmap_handle: memory.fd(),
         };

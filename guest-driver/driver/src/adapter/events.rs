@@ -1,0 +1,49 @@
+//! The event queue: kept stocked with `EVENT_SIZE`-byte buffers the device
+//! fills with event records (docs/device.md section 14); each buffer is
+//! posted again as soon as its event is read.
+
+use firmware_model::abi::{self, EventRecord, EVENT_SIZE};
+use log::warn;
+
+use super::Adapter;
+use crate::error::{Error, Result};
+use crate::transport::Transport;
+use crate::virtqueue::Buffer;
+
+impl<T: Transport> Adapter<T> {
+    /// Events the device has delivered since the last call (buffers are
+    /// posted again at once).
+    pub fn poll_events(&mut self) -> Result<Vec<EventRecord>> {
+        let mut out = Vec::new();
+        let mut reposted = 0;
+        while let Some(u) = self.events.poll_used()? {
+            let Some(buf) = self
+                .event_bufs
+                .get_mut(usize::from(u.token.index()))
+                .and_then(Option::take)
+            else {
+                return Err(Error::StrayCompletion {
+                    queue: "event",
+                    chain: u.token.index(),
+                });
+            };
+            if u.len as usize >= EVENT_SIZE {
+                let mut b = [0u8; EVENT_SIZE];
+                buf.read(0, &mut b)?;
+                if let Some(e) = EventRecord::from_bytes(&b) {
+                    out.push(e);
+                }
+            } else {
+                warn!("event buffer returned with {} bytes", u.len);
+            }
+            let t = self.events.add(&[], &[Buffer::of(&buf)?])?;
+            self.event_bufs[usize::from(t.index())] = Some(buf);
+            reposted += 1;
+        }
+        if reposted > 0 {
+            self.events.kick_prepare()?;
+            self.transport.notify(abi::EVENT_QUEUE)?;
+        }
+        Ok(out)
+    }
+}
