@@ -1,5 +1,6 @@
 //! Cluster configuration: address space, pages, packets, hub size, timing.
 
+use crate::skew::DeliveryMode;
 use crate::timing::LinkTiming;
 
 /// Default hub size: "a hub connecting up to eight nodes" (seed 004).
@@ -40,6 +41,9 @@ pub struct ClusterConfig {
     pub link: LinkTiming,
     /// Seed of the fault injector's random stream.
     pub fault_seed: u64,
+    /// When receivers see what the hub forwarded: all at once (eager) or
+    /// each independently late (skewed), within the network's promises.
+    pub delivery: DeliveryMode,
 }
 
 impl ClusterConfig {
@@ -53,6 +57,7 @@ impl ClusterConfig {
             max_payload: DEFAULT_MAX_PAYLOAD,
             link: LinkTiming::UNTHROTTLED,
             fault_seed: 0,
+            delivery: DeliveryMode::Eager,
         }
     }
 

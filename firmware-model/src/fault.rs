@@ -11,7 +11,7 @@ use crate::types::{Nanos, NodeId};
 
 /// A probability in parts per million (exact, so runs replay bit for bit).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
-pub struct Rate(u32);
+pub struct Rate(pub(crate) u32);
 
 impl Rate {
     pub const NEVER: Rate = Rate(0);

@@ -14,6 +14,7 @@ use crate::fault::{FaultCommand, FaultError, FaultScope, PacketFault, PacketFaul
 use crate::packet::{split_store, Packet};
 use crate::pct::{Destination, PageControlTable, PctEntry, PctError};
 use crate::sink::{AckReport, Delivery, DeliverySink, ErrorKind, Event};
+use crate::skew::ReceiverClocks;
 use crate::status::AdapterErrorStatus;
 use crate::timing::LinkClock;
 use crate::types::{GlobalAddr, Nanos, NodeId, NodeSet, PageNumber};
@@ -98,6 +99,7 @@ pub struct Hub {
     config: ClusterConfig,
     adapters: Vec<AdapterState>,
     clock: LinkClock,
+    receivers: ReceiverClocks,
     faults: PacketFaults,
     schedule: Vec<ScheduledFault>,
     seq: u64,
@@ -123,6 +125,7 @@ impl Hub {
             .collect();
         Ok(Hub {
             clock: LinkClock::new(config.link, usize::from(config.nodes)),
+            receivers: ReceiverClocks::new(config.delivery, usize::from(config.nodes)),
             faults: PacketFaults::new(config.fault_seed),
             config,
             adapters,
@@ -238,6 +241,18 @@ impl Hub {
     /// Faults scheduled but not yet applied, in the order they will apply.
     pub fn scheduled_faults(&self) -> &[ScheduledFault] {
         &self.schedule
+    }
+
+    /// When receivers see what the hub forwarded (eager or skewed).
+    pub fn delivery_mode(&self) -> crate::skew::DeliveryMode {
+        self.receivers.mode()
+    }
+
+    /// How late `node`'s status page may show the next error another adapter
+    /// detected: zero in eager mode, a seeded draw in skewed mode
+    /// (`imc_rderrcnt` "is not guaranteed to be up-to-date", seed 004).
+    pub fn status_lag(&mut self, node: NodeId) -> Nanos {
+        self.receivers.status_lag(node.index())
     }
 
     /// The hub forwards nothing before this time.
@@ -539,6 +554,7 @@ impl Hub {
                     Ok(e) if e.receive => e,
                     _ => continue,
                 };
+                let at = self.receivers.due(r, at);
                 let lost = if !self.adapters[r].status.link_up {
                     Some(PacketFault::Drop)
                 } else {
@@ -637,7 +653,13 @@ impl Hub {
         // has been delivered or lost before the statuses are read; the answers
         // then travel back: two one-way latencies.
         let hub_time = self.clock.forward(now, s, u64::from(ACK_WORD_BYTES), true);
-        let at = self.clock.arrival(self.clock.arrival(hub_time));
+        // The answer is due after every earlier packet is due at every
+        // receiver (and in the writer's own order of deliveries).
+        let answer = self
+            .clock
+            .arrival(self.clock.arrival(hub_time))
+            .max(self.receivers.latest());
+        let at = self.receivers.due(s, answer);
         let words = self.adapters.iter().map(|a| a.status.to_word()).collect();
         let writer = NodeId(s as u8);
         sink.ack(&AckReport {

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use firmware_model::{
     AdapterErrorStatus, ClusterConfig, FaultCommand, FaultScope, Hub, HubCounters, Membership,
@@ -17,7 +17,6 @@ use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 
 use crate::device::{relock, Device};
 use crate::error::DeviceError;
-use crate::node::NodeState;
 use crate::server::serve_node;
 use crate::state::DeviceState;
 use crate::vhost_user::NodeBackend;
@@ -28,8 +27,6 @@ pub struct ClusterOptions {
     pub config: ClusterConfig,
     /// Where `node<i>.sock` are created.
     pub socket_dir: PathBuf,
-    /// Hold each delivery until the link timing model says it is due.
-    pub throttle: bool,
     /// How long the hub keeps polling after the last transmit before it sleeps.
     pub spin: Duration,
 }
@@ -39,7 +36,6 @@ impl ClusterOptions {
         ClusterOptions {
             config,
             socket_dir: socket_dir.into(),
-            throttle: false,
             spin: Duration::from_micros(200),
         }
     }
@@ -97,17 +93,11 @@ impl Cluster {
             path: opts.socket_dir.clone(),
             source,
         })?;
-        let pages = opts.config.page_count();
-        let nodes = (0..opts.config.nodes)
-            .map(|_| NodeState::new(pages))
-            .collect();
+        let state = DeviceState::new(hub);
+        let start = state.start;
         let shared = Arc::new(Device {
-            state: Mutex::new(DeviceState {
-                hub,
-                nodes,
-                start: Instant::now(),
-                throttle: opts.throttle,
-            }),
+            start,
+            state: Mutex::new(state),
             connections: Mutex::new((0..opts.config.nodes).map(|_| None).collect()),
             wake: EventFd::new(EFD_NONBLOCK).map_err(DeviceError::EventFd)?,
             shutdown: AtomicBool::new(false),
@@ -156,12 +146,12 @@ impl Cluster {
                 .map_err(DeviceError::Thread)?,
         );
         info!(
-            "cluster up: {} nodes, {} MiB, {} B pages, link {}{}, sockets in {}",
+            "cluster up: {} nodes, {} MiB, {} B pages, link {}, {} delivery, sockets in {}",
             opts.config.nodes,
             opts.config.address_space >> 20,
             opts.config.page_size,
             opts.config.link,
-            if opts.throttle { " (throttled)" } else { "" },
+            opts.config.delivery,
             opts.socket_dir.display()
         );
         Ok(cluster)

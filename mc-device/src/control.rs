@@ -2,15 +2,18 @@
 //! queries and reset (docs/device.md section 14, "Control requests").
 
 use firmware_model::abi::{
-    self, status_of, CtrlRequest, CtrlResponse, Status, FRAME_SIZE, STATUS_PAGE_SIZE,
+    self, fifo, status_of, CtrlRequest, CtrlResponse, Status, FRAME_SIZE, STATUS_PAGE_SIZE,
 };
+use std::sync::atomic::Ordering;
+
 use firmware_model::{NodeId, PageNumber, PctEntry};
 use vhost_user_backend::{VringRwLock, VringT};
 use virtio_queue::{DescriptorChain, QueueOwnedT};
-use vm_memory::{Bytes, GuestAddress, GuestAddressSpace};
+use vm_memory::{Bytes, GuestAddress, GuestAddressSpace, GuestMemoryBackend};
 
 use crate::chain::{signal, split_chain, status_str};
 use crate::memory::{range_ok, scatter_read, MemGuard};
+use crate::node::TxFifo;
 use crate::state::DeviceState;
 
 /// Largest readable part of a control request (a full SET_PCT with frames).
@@ -183,8 +186,40 @@ impl DeviceState {
             CtrlRequest::Reset => {
                 let _ = self.hub.reset_adapter(id);
                 self.nodes[i].frames.clear();
+                self.nodes[i].fifo = None;
                 CtrlResponse::ok(0, 0)
             }
+            CtrlRequest::SetTxFifo { gpa, slots } => self.set_tx_fifo(i, mem, gpa, slots),
         }
+    }
+}
+
+impl DeviceState {
+    /// Register (or with `gpa == 0` forget) node `i`'s transmit FIFO. It must
+    /// be 4096-aligned and lie in one piece of guest RAM. The device clears
+    /// the tag array and the header, so a ring used before commits nothing.
+    fn set_tx_fifo(&mut self, i: usize, mem: &MemGuard, gpa: u64, slots: u32) -> CtrlResponse {
+        if gpa == 0 {
+            self.nodes[i].fifo = None;
+            return CtrlResponse::ok(0, 0);
+        }
+        if !fifo::valid_slots(slots) {
+            return CtrlResponse::error(Status::Malformed, slots);
+        }
+        let bytes = fifo::bytes(slots);
+        if gpa % 4096 != 0 || mem.get_slice(GuestAddress(gpa), bytes).is_err() {
+            return CtrlResponse::error(Status::BadAddress, 0);
+        }
+        let clear = vec![0u8; fifo::slots_offset(slots)];
+        if mem.write_slice(&clear, GuestAddress(gpa)).is_err() {
+            return CtrlResponse::error(Status::BadAddress, 0);
+        }
+        let _ = mem.store(
+            fifo::State::Running as u32,
+            GuestAddress(gpa + fifo::header::STATE as u64),
+            Ordering::Release,
+        );
+        self.nodes[i].fifo = Some(TxFifo::new(gpa, slots));
+        CtrlResponse::ok(0, 0)
     }
 }

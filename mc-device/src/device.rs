@@ -4,7 +4,9 @@
 
 use std::sync::atomic::AtomicBool;
 use std::sync::{Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use firmware_model::Nanos;
 
 use vhost_user_backend::ShutdownHandle;
 use vmm_sys_util::eventfd::EventFd;
@@ -19,6 +21,8 @@ pub(crate) struct Device {
     pub(crate) wake: EventFd,
     pub(crate) shutdown: AtomicBool,
     pub(crate) spin: Duration,
+    /// When the cluster started: model time 0 (the same as the state's).
+    pub(crate) start: Instant,
 }
 
 /// Lock `m` even if a thread panicked while holding it: that would be a bug in
@@ -35,5 +39,10 @@ impl Device {
 
     pub(crate) fn wake_hub(&self) {
         let _ = self.wake.write(1);
+    }
+
+    /// Model time now, without taking the lock.
+    pub(crate) fn now(&self) -> Nanos {
+        Nanos(self.start.elapsed().as_nanos() as u64)
     }
 }

@@ -6,21 +6,22 @@
 // Fuzz builds (feature "fuzzing") use only part of the harness the tests use.
 #![cfg_attr(not(test), allow(dead_code))]
 
-use std::time::Instant;
-
-use firmware_model::abi::{self, CtrlRequest, CtrlResponse, Status, TxCompletion, TxRecordHeader};
+use firmware_model::abi::{self, CtrlRequest, CtrlResponse, Status, TxRecordHeader};
 use firmware_model::{ClusterConfig, GlobalAddr, Hub, Nanos, NodeId, PctEntry, ShadowCluster};
 use vhost_user_backend::{VringRwLock, VringT};
 use vm_memory::{Bytes, GuestAddress, GuestAddressSpace, GuestMemoryAtomic, GuestMemoryMmap};
 
 use crate::memory::Mem;
-use crate::node::NodeState;
+use crate::node::TxFifo;
 use crate::state::DeviceState;
 
 pub(crate) const RAM: usize = 4 << 20;
 pub(crate) const QSIZE: u16 = 64;
 pub(crate) const BUF_BASE: u64 = 0x10000;
 pub(crate) const FRAME_BASE: u64 = 0x100000;
+/// Where each fake guest's transmit FIFO lives, and its size.
+pub(crate) const FIFO_GPA: u64 = 0x300000;
+pub(crate) const FIFO_SLOTS: u32 = 1024;
 pub(crate) const PAGE: u64 = 8192;
 
 pub(crate) fn ring_base(q: u16) -> u64 {
@@ -108,6 +109,19 @@ pub(crate) struct FakeGuest {
     pub(crate) rings: Vec<Ring>,
     next_buf: u64,
     next_frame: u64,
+    /// The driver's next FIFO position.
+    pub(crate) tail: u64,
+}
+
+/// The device-written words of a FIFO header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct FifoHeader {
+    pub(crate) consumed: u64,
+    pub(crate) state: u32,
+    pub(crate) refused: u64,
+    pub(crate) last_status: u32,
+    pub(crate) last_detail: u32,
+    pub(crate) last_position: u64,
 }
 
 impl FakeGuest {
@@ -137,6 +151,71 @@ impl FakeGuest {
             rings,
             next_buf: BUF_BASE,
             next_frame: FRAME_BASE,
+            tail: 0,
+        }
+    }
+
+    /// Post one record the way a driver does: padding to the end of the ring
+    /// if it would wrap, then header and data, then the tag (release).
+    pub(crate) fn post_record(&mut self, addr: u64, data: &[u8]) -> u64 {
+        let h = TxRecordHeader {
+            addr,
+            len: data.len() as u32,
+            flags: 0,
+        };
+        self.post_raw(&h.to_bytes(), data, TxRecordHeader::slots(h.len))
+    }
+
+    /// Post `header` and `data` as a record of `slots` slots (which a test
+    /// may make disagree with the header).
+    pub(crate) fn post_raw(&mut self, header: &[u8], data: &[u8], slots: u64) -> u64 {
+        let f = TxFifo::new(FIFO_GPA, FIFO_SLOTS);
+        let to_end = f.slots_to_end(self.tail);
+        if slots > to_end && slots <= u64::from(FIFO_SLOTS) {
+            let pad = TxRecordHeader::pad(to_end);
+            self.write_record(&pad.to_bytes(), &[], to_end);
+        }
+        self.write_record(header, data, slots)
+    }
+
+    fn write_record(&mut self, header: &[u8], data: &[u8], slots: u64) -> u64 {
+        let f = TxFifo::new(FIFO_GPA, FIFO_SLOTS);
+        let at = self.tail;
+        let mem = self.mem();
+        let slot = f.slot_gpa(at);
+        let room = (f.slots_to_end(at) * abi::fifo::SLOT_SIZE as u64) as usize;
+        let mut bytes = header.to_vec();
+        bytes.extend_from_slice(data);
+        bytes.truncate(room);
+        mem.write_slice(&bytes, GuestAddress(slot)).unwrap();
+        mem.store(
+            abi::fifo::tag(at, FIFO_SLOTS),
+            GuestAddress(f.tag_gpa(at)),
+            std::sync::atomic::Ordering::Release,
+        )
+        .unwrap();
+        self.tail = at + slots.max(1);
+        at
+    }
+
+    pub(crate) fn fifo_header(&self) -> FifoHeader {
+        use abi::fifo::header as h;
+        let mem = self.mem();
+        let r64 = |o: usize| {
+            mem.read_obj::<u64>(GuestAddress(FIFO_GPA + o as u64))
+                .unwrap()
+        };
+        let r32 = |o: usize| {
+            mem.read_obj::<u32>(GuestAddress(FIFO_GPA + o as u64))
+                .unwrap()
+        };
+        FifoHeader {
+            consumed: r64(h::CONSUMED),
+            state: r32(h::STATE),
+            refused: r64(h::REFUSED),
+            last_status: r32(h::LAST_STATUS),
+            last_detail: r32(h::LAST_DETAIL),
+            last_position: r64(h::LAST_POSITION),
         }
     }
 
@@ -186,26 +265,39 @@ pub(crate) struct Rig {
 
 impl Rig {
     pub(crate) fn new(nodes: u8) -> Self {
-        let config = ClusterConfig::new(nodes);
+        Rig::with_config(ClusterConfig::new(nodes))
+    }
+
+    pub(crate) fn with_config(config: ClusterConfig) -> Self {
         let hub = Hub::new(config.clone()).unwrap();
-        let pages = config.page_count();
-        let mut st = DeviceState {
-            hub,
-            nodes: (0..nodes).map(|_| NodeState::new(pages)).collect(),
-            start: Instant::now(),
-            throttle: false,
-        };
-        let guests: Vec<FakeGuest> = (0..nodes).map(|_| FakeGuest::new()).collect();
+        let mut st = DeviceState::new(hub);
+        let guests: Vec<FakeGuest> = (0..config.nodes).map(|_| FakeGuest::new()).collect();
         for (i, g) in guests.iter().enumerate() {
             st.nodes[i].mem = Some(g.atomic.clone());
             st.nodes[i].vrings = Some(g.vrings.clone());
         }
-        Rig {
+        let mut rig = Rig {
             st,
             guests,
             model: Hub::new(config).unwrap(),
             shadow: ShadowCluster::new(PAGE as u32),
+        };
+        for n in 0..rig.guests.len() {
+            let r = rig.ctrl(
+                n,
+                &CtrlRequest::SetTxFifo {
+                    gpa: FIFO_GPA,
+                    slots: FIFO_SLOTS,
+                },
+            );
+            assert_eq!(r.status, Status::Ok as u32, "{r:?}");
         }
+        rig
+    }
+
+    /// One pass of the hub thread: every FIFO, the deliveries due.
+    pub(crate) fn pump(&mut self) -> usize {
+        self.st.pass().0
     }
 
     pub(crate) fn ctrl(&mut self, node: usize, req: &CtrlRequest) -> CtrlResponse {
@@ -255,59 +347,24 @@ impl Rig {
         frames
     }
 
-    /// Post one transmit chain of records from `node`; returns (completion gpa, expected data).
-    pub(crate) fn post_tx(&mut self, node: usize, records: &[(u64, Vec<u8>)]) -> u64 {
-        let mut bytes = Vec::new();
+    /// Transmit through the device and the model alike: post every record,
+    /// let the hub take them, and return the FIFO header's words after it.
+    /// Posted writes: a refused record does not stop the ones after it.
+    pub(crate) fn transmit(&mut self, node: usize, records: &[(u64, Vec<u8>)]) -> FifoHeader {
         for (addr, data) in records {
-            bytes.extend_from_slice(
-                &TxRecordHeader {
-                    addr: *addr,
-                    len: data.len() as u32,
-                    flags: 0,
-                }
-                .to_bytes(),
+            self.guests[node].post_record(*addr, data);
+        }
+        while self.pump() > 0 {}
+        for (addr, data) in records {
+            let _ = self.shadow.store(
+                &mut self.model,
+                Nanos(0),
+                NodeId(node as u8),
+                GlobalAddr(*addr),
+                data,
             );
-            bytes.extend_from_slice(data);
-            bytes.resize(bytes.len().div_ceil(8) * 8, 0);
         }
-        let g = &mut self.guests[node];
-        let buf = g.alloc(bytes.len());
-        let comp = g.alloc(8);
-        g.mem().write_slice(&bytes, GuestAddress(buf)).unwrap();
-        g.post(
-            abi::TX_QUEUE,
-            &[(buf, bytes.len() as u32, false), (comp, 8, true)],
-        );
-        comp
-    }
-
-    pub(crate) fn completion(&mut self, node: usize, comp: u64) -> TxCompletion {
-        let g = &mut self.guests[node];
-        let mut b = [0u8; 8];
-        g.mem().read_slice(&mut b, GuestAddress(comp)).unwrap();
-        TxCompletion::from_bytes(&b).unwrap()
-    }
-
-    /// Transmit through the device and the model alike.
-    pub(crate) fn transmit(&mut self, node: usize, records: &[(u64, Vec<u8>)]) -> TxCompletion {
-        let comp = self.post_tx(node, records);
-        assert_eq!(self.st.process_tx(node), 1);
-        for (addr, data) in records {
-            if self
-                .shadow
-                .store(
-                    &mut self.model,
-                    Nanos(0),
-                    NodeId(node as u8),
-                    GlobalAddr(*addr),
-                    data,
-                )
-                .is_err()
-            {
-                break;
-            }
-        }
-        self.completion(node, comp)
+        self.guests[node].fifo_header()
     }
 
     /// Every bound receive frame of every guest holds what the model says.

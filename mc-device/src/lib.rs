@@ -27,6 +27,7 @@ mod cluster;
 mod control;
 mod delivery;
 mod device;
+mod due;
 mod error;
 mod events;
 mod hub_loop;
@@ -41,6 +42,8 @@ mod vhost_user;
 pub use cluster::{Cluster, ClusterOptions, ClusterSnapshot, FaultStatus, NodeSnapshot};
 pub use error::DeviceError;
 
+#[cfg(test)]
+mod delivery_tests;
 #[cfg(any(test, feature = "fuzzing"))]
 mod fake_guest;
 #[cfg(any(test, feature = "fuzzing"))]

@@ -3,6 +3,7 @@
 //! Every address here comes from a guest, so nothing is trusted: a range that is
 //! not wholly inside guest RAM is refused, never partly written.
 
+use firmware_model::config::MAX_PAYLOAD_LIMIT;
 use vm_memory::{Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap};
 
 pub(crate) type Mem = GuestMemoryMmap<()>;
@@ -50,24 +51,55 @@ pub(crate) fn runs(list: &[Piece], mut off: u64, mut len: u64) -> Vec<Piece> {
     out
 }
 
-/// Copy `len` bytes from guest `src` to guest `dst`, straight between their
-/// mappings (one copy, no buffer) when both ranges are contiguous in host
-/// memory, through a small bounce buffer when one crosses a RAM region.
-pub(crate) fn copy_between(src: &Mem, src_gpa: u64, dst: &Mem, dst_gpa: u64, len: usize) -> bool {
+/// Bytes from `off` to the next packet boundary (packets are cut at multiples
+/// of `packet` in global address space, so in page offsets too).
+fn to_boundary(off: u64, packet: u64) -> u64 {
+    packet - off % packet
+}
+
+/// Copy `len` bytes from guest `src` to guest `dst` packet by packet, front
+/// to back: one copy per packet, so a reader of `dst` that sees a packet's
+/// bytes also sees every earlier packet's (x86-64 keeps the stores of
+/// separate copies in program order; elsewhere a release fence does).
+/// `dst_off` is the page offset of `dst_gpa`, which places the packet
+/// boundaries. Straight between the mappings when both ranges are
+/// contiguous in host memory, through a bounce buffer otherwise.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn copy_between(
+    src: &Mem,
+    src_gpa: u64,
+    dst: &Mem,
+    dst_gpa: u64,
+    len: usize,
+    dst_off: u64,
+    packet: u32,
+) -> bool {
+    let packet = u64::from(packet.max(1));
     if let (Ok(s), Ok(d)) = (
         src.get_slice(GuestAddress(src_gpa), len),
         dst.get_slice(GuestAddress(dst_gpa), len),
     ) {
-        s.copy_to_volatile_slice(d);
+        let mut done = 0usize;
+        while done < len {
+            let n = (to_boundary(dst_off + done as u64, packet) as usize).min(len - done);
+            match (s.subslice(done, n), d.subslice(done, n)) {
+                (Ok(a), Ok(b)) => a.copy_to_volatile_slice(b),
+                _ => return false,
+            }
+            packet_fence();
+            done += n;
+        }
         return true;
     }
     if !range_ok(src, src_gpa, len) || !range_ok(dst, dst_gpa, len) {
         return false;
     }
-    let mut buf = [0u8; 256];
+    let mut buf = [0u8; MAX_PAYLOAD_LIMIT as usize];
     let mut done = 0usize;
     while done < len {
-        let n = (len - done).min(buf.len());
+        let n = (to_boundary(dst_off + done as u64, packet) as usize)
+            .min(len - done)
+            .min(buf.len());
         let o = done as u64;
         if src
             .read_slice(&mut buf[..n], GuestAddress(src_gpa + o))
@@ -78,13 +110,25 @@ pub(crate) fn copy_between(src: &Mem, src_gpa: u64, dst: &Mem, dst_gpa: u64, len
         {
             return false;
         }
+        packet_fence();
         done += n;
     }
     true
 }
 
+/// Between two packets' copies: nothing on x86-64 (stores are seen in program
+/// order), a release fence elsewhere.
+#[inline]
+fn packet_fence() {
+    #[cfg(not(target_arch = "x86_64"))]
+    std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
+}
+
 /// Copy `[src_off, src_off+len)` of scatter list `src` in `src_mem` to
-/// `[dst_off, dst_off+len)` of scatter list `dst` in `dst_mem`.
+/// `[dst_off, dst_off+len)` of scatter list `dst` in `dst_mem`, packet by
+/// packet in order (`dst_off` places the packet boundaries: it is the page
+/// offset of the first byte when `dst` is a page's frames).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn scatter_copy(
     src_mem: &Mem,
     src: &[Piece],
@@ -93,20 +137,30 @@ pub(crate) fn scatter_copy(
     dst: &[Piece],
     dst_off: u64,
     len: u64,
+    packet: u32,
 ) -> bool {
     let a = runs(src, src_off, len);
     let b = runs(dst, dst_off, len);
     if len > 0 && (a.is_empty() || b.is_empty()) {
         return false;
     }
-    let (mut i, mut j, mut ai, mut bj) = (0, 0, 0u64, 0u64);
+    let (mut i, mut j, mut ai, mut bj, mut done) = (0, 0, 0u64, 0u64, 0u64);
     while i < a.len() && j < b.len() {
         let n = (u64::from(a[i].1) - ai).min(u64::from(b[j].1) - bj);
-        if !copy_between(src_mem, a[i].0 + ai, dst_mem, b[j].0 + bj, n as usize) {
+        if !copy_between(
+            src_mem,
+            a[i].0 + ai,
+            dst_mem,
+            b[j].0 + bj,
+            n as usize,
+            dst_off + done,
+            packet,
+        ) {
             return false;
         }
         ai += n;
         bj += n;
+        done += n;
         if ai == u64::from(a[i].1) {
             i += 1;
             ai = 0;
@@ -119,22 +173,29 @@ pub(crate) fn scatter_copy(
     true
 }
 
-/// Write `data` at `[off, off+len)` of scatter list `dst`.
-pub(crate) fn scatter_write(mem: &Mem, dst: &[Piece], off: u64, data: &[u8]) -> bool {
+/// Write `data` at `[off, off+len)` of scatter list `dst`, packet by packet
+/// in order (`off` places the packet boundaries, as in [`scatter_copy`]).
+pub(crate) fn scatter_write(mem: &Mem, dst: &[Piece], off: u64, data: &[u8], packet: u32) -> bool {
     let r = runs(dst, off, data.len() as u64);
     if r.is_empty() && !data.is_empty() {
         return false;
     }
+    let packet = u64::from(packet.max(1));
     let mut done = 0usize;
     for (gpa, n) in r {
-        let n = n as usize;
-        if mem
-            .write_slice(&data[done..done + n], GuestAddress(gpa))
-            .is_err()
-        {
-            return false;
+        let mut k = 0usize;
+        while k < n as usize {
+            let m = (to_boundary(off + (done + k) as u64, packet) as usize).min(n as usize - k);
+            if mem
+                .write_slice(&data[done + k..done + k + m], GuestAddress(gpa + k as u64))
+                .is_err()
+            {
+                return false;
+            }
+            packet_fence();
+            k += m;
         }
-        done += n;
+        done += n as usize;
     }
     true
 }
@@ -199,12 +260,12 @@ mod tests {
         a.write_slice(&data[40..], GuestAddress(0x20000)).unwrap();
         let src = [(0x100, 40), (0x20000, 24)];
         let dst = [(0x3000, 32), (0x8000, 32)];
-        assert!(scatter_copy(&a, &src, 0, &b, &dst, 0, 64));
+        assert!(scatter_copy(&a, &src, 0, &b, &dst, 0, 64, 32));
         let mut got = [0u8; 64];
         b.read_slice(&mut got[..32], GuestAddress(0x3000)).unwrap();
         b.read_slice(&mut got[32..], GuestAddress(0x8000)).unwrap();
         assert_eq!(&got[..], &data[..]);
         // A destination outside RAM is refused and nothing is written.
-        assert!(!scatter_copy(&a, &src, 0, &b, &[(0x18000, 64)], 0, 64));
+        assert!(!scatter_copy(&a, &src, 0, &b, &[(0x18000, 64)], 0, 64, 32));
     }
 }

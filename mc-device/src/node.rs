@@ -1,10 +1,10 @@
 //! Per-adapter device state that the model does not hold: the guest's memory,
-//! its virtqueues, the receive frames bound to each page, the status page and
-//! the events waiting for an event buffer.
+//! its virtqueues, its transmit FIFO, the receive frames bound to each page,
+//! the status page and the events waiting for an event buffer.
 
 use std::collections::VecDeque;
 
-use firmware_model::abi::{EventRecord, StatusPage, FRAME_SIZE};
+use firmware_model::abi::{fifo, EventRecord, StatusPage, FRAME_SIZE};
 use vhost_user_backend::VringRwLock;
 use vm_memory::GuestMemoryAtomic;
 
@@ -48,6 +48,48 @@ impl DmaMap {
     }
 }
 
+/// Where a driver's transmit FIFO is and how far the hub has taken it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct TxFifo {
+    pub(crate) gpa: u64,
+    pub(crate) slots: u32,
+    /// Next position to take.
+    pub(crate) head: u64,
+    pub(crate) state: fifo::State,
+    /// Records refused so far.
+    pub(crate) refused: u64,
+    /// The doorbell is armed: the hub asked for a kick before it sleeps.
+    pub(crate) armed: bool,
+}
+
+impl TxFifo {
+    pub(crate) fn new(gpa: u64, slots: u32) -> TxFifo {
+        TxFifo {
+            gpa,
+            slots,
+            head: 0,
+            state: fifo::State::Running,
+            refused: 0,
+            armed: false,
+        }
+    }
+
+    pub(crate) fn tag_gpa(&self, position: u64) -> u64 {
+        self.gpa + fifo::HEADER_SIZE as u64 + 4 * (position % u64::from(self.slots))
+    }
+
+    pub(crate) fn slot_gpa(&self, position: u64) -> u64 {
+        self.gpa
+            + fifo::slots_offset(self.slots) as u64
+            + fifo::SLOT_SIZE as u64 * (position % u64::from(self.slots))
+    }
+
+    /// Slots from `position` to the end of the ring.
+    pub(crate) fn slots_to_end(&self, position: u64) -> u64 {
+        u64::from(self.slots) - position % u64::from(self.slots)
+    }
+}
+
 /// One adapter's device-side state.
 pub(crate) struct NodeState {
     /// Guest RAM, shared by the frontend with SET_MEM_TABLE.
@@ -55,7 +97,13 @@ pub(crate) struct NodeState {
     /// The vrings, captured from the backend's first `handle_event`.
     pub(crate) vrings: Option<Vec<VringRwLock>>,
     pub(crate) frames: DmaMap,
+    pub(crate) fifo: Option<TxFifo>,
     pub(crate) status_page: Option<u64>,
+    /// The cluster error count this node's status page shows: the true
+    /// count in eager mode; in skewed mode other adapters' errors reach it
+    /// late (`error_lag`), its own and every ACK answer bring it up to date.
+    pub(crate) shown_errors: u64,
+    pub(crate) error_lag: VecDeque<(u64, firmware_model::Nanos)>,
     /// What was last written to the status page (its update count aside).
     pub(crate) last_status: Option<StatusPage>,
     /// Updates written to the status page so far.
@@ -73,6 +121,9 @@ impl NodeState {
             mem: None,
             vrings: None,
             frames: DmaMap::new(pages),
+            fifo: None,
+            shown_errors: 0,
+            error_lag: VecDeque::new(),
             status_page: None,
             last_status: None,
             status_updates: 0,
@@ -88,6 +139,7 @@ impl NodeState {
         self.mem = None;
         self.vrings = None;
         self.frames.clear();
+        self.fifo = None;
         self.status_page = None;
         self.last_status = None;
         self.pending_events.clear();

@@ -1,7 +1,8 @@
 //! The device state every adapter's work is done on: the hub (the model),
-//! each adapter's device-side state, and the cluster clock. One mutex guards
-//! it all; the hub thread and the vhost-user workers take it for short,
-//! bounded pieces of work (transmit.rs, control.rs, events.rs, status_page.rs).
+//! each adapter's device-side state, the deliveries not yet due, and the
+//! cluster clock. One mutex guards it all; the hub thread and the vhost-user
+//! workers take it for short, bounded pieces of work (transmit.rs, due.rs,
+//! control.rs, events.rs, status_page.rs), and nobody sleeps holding it.
 
 use std::fmt;
 use std::time::Instant;
@@ -9,17 +10,35 @@ use std::time::Instant;
 use firmware_model::{FaultCommand, Hub, ModelError, Nanos, NodeId};
 use log::warn;
 
-use crate::delivery::EventCollector;
+use crate::delivery::{EventCollector, PendingQueue};
 use crate::node::NodeState;
 
 pub(crate) struct DeviceState {
     pub(crate) hub: Hub,
     pub(crate) nodes: Vec<NodeState>,
+    /// Per receiver: deliveries, ACK answers and events not yet due.
+    pub(crate) pending: Vec<PendingQueue>,
+    /// Per sender: bytes of its stores waiting in `pending`.
+    pub(crate) queued_bytes: Vec<usize>,
+    /// The cluster error count when status-page lags were last handed out.
+    pub(crate) noted_errors: u64,
     pub(crate) start: Instant,
-    pub(crate) throttle: bool,
 }
 
 impl DeviceState {
+    pub(crate) fn new(hub: Hub) -> DeviceState {
+        let n = usize::from(hub.nodes());
+        let pages = hub.config().page_count();
+        DeviceState {
+            nodes: (0..n).map(|_| NodeState::new(pages)).collect(),
+            pending: (0..n).map(|_| PendingQueue::default()).collect(),
+            queued_bytes: vec![0; n],
+            noted_errors: 0,
+            hub,
+            start: Instant::now(),
+        }
+    }
+
     pub(crate) fn now(&self) -> Nanos {
         Nanos(self.start.elapsed().as_nanos() as u64)
     }
@@ -34,10 +53,12 @@ impl DeviceState {
         self.dispatch(sink.events);
     }
 
-    /// A guest went away: reset its adapter and forget its memory.
+    /// A guest went away: reset its adapter and forget its memory and
+    /// whatever was still on its way to it.
     pub(crate) fn disconnected(&mut self, i: usize) {
         let _ = self.hub.reset_adapter(NodeId(i as u8));
         self.nodes[i].forget_guest();
+        self.drop_pending(i);
     }
 
     /// Apply a fault now (control socket, fault plans).
@@ -47,23 +68,17 @@ impl DeviceState {
         let r = self.hub.apply_fault(now, cmd, &mut sink);
         if let FaultCommand::Crash(n) | FaultCommand::Rejoin(n) = cmd {
             if r.is_ok() {
-                // The adapter's PCT is gone, so is its DMA map.
+                // The adapter's PCT is gone, so is its DMA map, and what
+                // was still on its way to it is lost.
                 if let Some(node) = self.nodes.get_mut(n.index()) {
                     node.frames.clear();
                 }
+                self.drop_pending(n.index());
             }
         }
         self.dispatch(sink.events);
         self.refresh_status_pages();
         r
-    }
-
-    /// Time until the next scheduled fault, if any.
-    pub(crate) fn next_fault_in(&self) -> Option<std::time::Duration> {
-        let next = self.hub.scheduled_faults().first()?.at;
-        Some(std::time::Duration::from_nanos(
-            next.0.saturating_sub(self.now().0),
-        ))
     }
 
     /// Apply scheduled faults due by now.

@@ -3,7 +3,9 @@
 
 use std::sync::atomic::Ordering;
 
-use firmware_model::abi::{self, link, link_timing_code, Registers, StatusPage, MAX_RECORD_DATA};
+use firmware_model::abi::{
+    self, delivery_mode_code, link, link_timing_code, Registers, StatusPage, MAX_RECORD_DATA,
+};
 use firmware_model::NodeId;
 use log::warn;
 use vm_memory::{Bytes, GuestAddress, GuestAddressSpace};
@@ -30,9 +32,10 @@ impl DeviceState {
             error_status: st.to_word(),
             membership_epoch: m.epoch,
             members: m.members.0,
-            cluster_error_count: self.hub.cluster_error_count(),
+            cluster_error_count: self.shown_errors(node),
             link_timing: link_timing_code(&c.link),
             max_record_data: MAX_RECORD_DATA,
+            delivery_mode: delivery_mode_code(&c.delivery),
         }
     }
 
@@ -43,7 +46,7 @@ impl DeviceState {
         let m = self.hub.membership();
         StatusPage {
             updates: 0,
-            cluster_error_count: self.hub.cluster_error_count(),
+            cluster_error_count: self.shown_errors(node),
             membership_epoch: m.epoch,
             members: m.members.0,
             error_status: st.to_word(),
@@ -63,6 +66,7 @@ impl DeviceState {
     /// stored with single aligned 64-bit stores, the update count last, so a
     /// driver reads the error count with one load (seed 004, imc_rderrcnt).
     pub(crate) fn refresh_status_pages(&mut self) {
+        self.age_errors();
         for i in 0..self.nodes.len() {
             let Some(gpa) = self.nodes[i].status_page else {
                 continue;
@@ -82,18 +86,18 @@ impl DeviceState {
             let mem = atomic.memory();
             let bytes = snap.to_bytes();
             let u = abi::status_page::UPDATES;
+            let count = abi::status_page::CLUSTER_ERROR_COUNT;
             let at = |off: usize| GuestAddress(gpa + off as u64);
             let ok = mem
                 .store(seq.wrapping_add(1), at(u), Ordering::Release)
                 .is_ok()
                 && mem.write_slice(&bytes[..u], at(0)).is_ok()
-                && mem.write_slice(&bytes[u + 8..], at(u + 8)).is_ok()
+                // Around the error count, which gets one aligned store below
+                // (a copy could tear it for a reader's single load).
+                && mem.write_slice(&bytes[u + 8..count], at(u + 8)).is_ok()
+                && mem.write_slice(&bytes[count + 8..], at(count + 8)).is_ok()
                 && mem
-                    .store(
-                        snap.cluster_error_count,
-                        at(abi::status_page::CLUSTER_ERROR_COUNT),
-                        Ordering::Release,
-                    )
+                    .store(snap.cluster_error_count, at(count), Ordering::Release)
                     .is_ok()
                 && mem.store(snap.updates, at(u), Ordering::Release).is_ok();
             if ok {
@@ -105,6 +109,65 @@ impl DeviceState {
                 self.nodes[i].status_page = None;
             }
         }
+    }
+}
+
+impl DeviceState {
+    /// The cluster error count node `i` is shown (status page, register).
+    pub(crate) fn shown_errors(&self, i: usize) -> u64 {
+        if self.hub.delivery_mode().is_skewed() {
+            self.nodes.get(i).map_or(0, |n| n.shown_errors)
+        } else {
+            self.hub.cluster_error_count()
+        }
+    }
+
+    /// Skewed delivery: give each node a (seeded) moment at which the errors
+    /// counted since the last look become visible to it, and show those whose
+    /// moment has come. `imc_rderrcnt` "is not guaranteed to be up-to-date for
+    /// all nodes in the cluster" (seed 004, Table 1); only `imc_ckerrcnt`
+    /// synchronises.
+    fn age_errors(&mut self) {
+        if !self.hub.delivery_mode().is_skewed() {
+            return;
+        }
+        let now = self.now();
+        let count = self.hub.cluster_error_count();
+        if count > self.noted_errors {
+            self.noted_errors = count;
+            for i in 0..self.nodes.len() {
+                let at = now.saturating_add(self.hub.status_lag(NodeId(i as u8)));
+                self.nodes[i].error_lag.push_back((count, at));
+            }
+        }
+        for node in &mut self.nodes {
+            while let Some(&(c, at)) = node.error_lag.front() {
+                if at > now {
+                    break;
+                }
+                node.shown_errors = node.shown_errors.max(c);
+                node.error_lag.pop_front();
+            }
+        }
+    }
+
+    /// Node `i` learns the current cluster error count at once: an ACK
+    /// answer reaches it, or its own adapter detected an error.
+    pub(crate) fn status_catch_up(&mut self, i: usize) {
+        let count = self.hub.cluster_error_count();
+        if let Some(node) = self.nodes.get_mut(i) {
+            node.shown_errors = node.shown_errors.max(count);
+            node.error_lag.retain(|&(c, _)| c > count);
+        }
+    }
+
+    /// When the next lagging error count becomes visible somewhere.
+    pub(crate) fn next_error_visible(&self) -> Option<firmware_model::Nanos> {
+        self.nodes
+            .iter()
+            .filter_map(|n| n.error_lag.front())
+            .map(|e| e.1)
+            .min()
     }
 }
 

@@ -1,225 +1,372 @@
-//! The transmit queue: records taken from a guest's transmit chains, sent
-//! through the hub (the model decides who receives what, in which order) and
-//! delivered by DMA (docs/device.md section 14, "Transmit records").
+//! The transmit FIFO, device side: committed records are taken in slot order,
+//! sent through the hub (the model decides who receives what, in which order
+//! and when) and delivered (delivery.rs, due.rs). docs/device.md section 14,
+//! "Transmit FIFO".
+//!
+//! Everything in the FIFO is guest memory, so nothing in it is trusted: the
+//! device reads a slot's tag first and its record only when the tag commits
+//! it, keeps its own head position, computes every address from that position
+//! (a record names no guest address but its global one), and stops taking a
+//! FIFO whose records do not parse (state Broken) until the driver registers
+//! it again. A refused store (a page not enabled for transmit, ...) is counted
+//! in the FIFO header and as a protection error; the stores after it go on, as
+//! posted writes do.
+//!
+//! Consecutive records that continue one another within one transmit page are
+//! sent as one store, as the Alpha's write buffer merged stores into one
+//! packet: receivers see the same bytes in the same order, in fewer packets.
+
+use std::sync::atomic::Ordering;
 
 use firmware_model::abi::{
-    self, status_of, Status, TxCompletion, TxRecordHeader, MAX_RECORD_DATA, MAX_TX_CHAIN_BYTES,
-    TX_COMPLETION_SIZE, TX_RECORD_HEADER_SIZE,
+    fifo, status_of, Status, TxRecordHeader, MAX_RECORD_DATA, TX_RECORD_HEADER_SIZE,
 };
-use firmware_model::{Event, GlobalAddr, NodeId};
+use firmware_model::{GlobalAddr, NodeId, PageNumber};
 use log::{debug, warn};
-use vhost_user_backend::{VringRwLock, VringT};
-use virtio_queue::QueueOwnedT;
 use vm_memory::{Bytes, GuestAddress, GuestAddressSpace};
 
-use crate::chain::{signal, split_chain, SplitChain};
 use crate::delivery::DmaDelivery;
-use crate::memory::{runs, scatter_read, scatter_write, MemGuard};
+use crate::memory::{MemGuard, Piece};
+use crate::node::{DmaMap, TxFifo};
 use crate::state::DeviceState;
 
-/// Chains taken from one transmit queue in one pass, so one busy guest cannot
+/// Bytes of records taken from one FIFO in one pass, so one busy guest cannot
 /// hold the hub away from the others.
-pub(crate) const TX_BATCH: usize = 64;
+pub(crate) const PASS_BYTES: u64 = 256 << 10;
+/// A sender whose deliveries not yet due hold this many bytes is not taken
+/// from until they drain: its FIFO fills and its stores wait, as a full write
+/// buffer stalls the processor.
+pub(crate) const MAX_QUEUED_BYTES: usize = 16 << 20;
+
+/// One store to send: where, how long, and where its bytes are in the FIFO.
+struct Run {
+    addr: u64,
+    len: u32,
+    data: Vec<Piece>,
+    /// Position after its last record.
+    end: u64,
+    records: u32,
+    /// Padding to skip, not a store.
+    pad: bool,
+}
+
+/// Why a record could not be taken.
+enum Take {
+    /// Not committed yet.
+    Empty,
+    /// A record to send, or padding to skip.
+    Record(TxRecordHeader, u64),
+    /// The record does not parse: the FIFO is broken.
+    Broken(Status, u32),
+}
+
+fn take(mem: &MemGuard, f: &TxFifo, at: u64) -> Take {
+    let tag: u32 = match mem.load(GuestAddress(f.tag_gpa(at)), Ordering::Acquire) {
+        Ok(t) => t,
+        Err(_) => return Take::Broken(Status::BadAddress, 0),
+    };
+    if tag != fifo::tag(at, f.slots) {
+        return Take::Empty;
+    }
+    let mut h = [0u8; TX_RECORD_HEADER_SIZE];
+    if mem
+        .read_slice(&mut h, GuestAddress(f.slot_gpa(at)))
+        .is_err()
+    {
+        return Take::Broken(Status::BadAddress, 0);
+    }
+    let Some(hdr) = TxRecordHeader::from_bytes(&h) else {
+        return Take::Broken(Status::Malformed, 0);
+    };
+    if hdr.flags & !fifo::FLAG_PAD != 0 {
+        return Take::Broken(Status::Malformed, hdr.flags);
+    }
+    if hdr.flags == 0 && hdr.len > MAX_RECORD_DATA {
+        return Take::Broken(Status::TooLarge, hdr.len);
+    }
+    let slots = TxRecordHeader::slots(hdr.len);
+    if slots > f.slots_to_end(at) {
+        // A record never wraps past the last slot.
+        return Take::Broken(Status::Malformed, hdr.len);
+    }
+    Take::Record(hdr, slots)
+}
 
 impl DeviceState {
-    /// Take up to [`TX_BATCH`] transmit chains from node `i` and send them
-    /// through the hub. Returns how many chains were processed.
-    pub(crate) fn process_tx(&mut self, i: usize) -> usize {
-        let node = &self.nodes[i];
-        let (Some(vrings), Some(atomic)) = (node.vrings.as_ref(), node.mem.as_ref()) else {
+    /// Take committed records from node `i`'s FIFO (up to [`PASS_BYTES`]) and
+    /// send them. `mems` holds every node's memory for this pass. Returns the
+    /// records taken.
+    pub(crate) fn process_fifo(&mut self, i: usize, mems: &[Option<MemGuard>]) -> usize {
+        let Some(f) = self.nodes[i]
+            .fifo
+            .filter(|f| f.state == fifo::State::Running)
+        else {
             return 0;
         };
-        let Some(vring) = vrings.get(abi::TX_QUEUE as usize).cloned() else {
+        let Some(Some(mem)) = mems.get(i) else {
             return 0;
         };
-        let mem = atomic.memory();
-        let chains: Vec<_> = match vring.get_mut().get_queue_mut().iter(mem.clone()) {
-            Ok(it) => it.take(TX_BATCH).collect(),
-            Err(_) => return 0,
-        };
-        if chains.is_empty() {
+        if self.queued_bytes.get(i).copied().unwrap_or(0) >= MAX_QUEUED_BYTES {
             return 0;
         }
-        let n = chains.len();
-        let mems: Vec<Option<MemGuard>> = self
-            .nodes
-            .iter()
-            .map(|n| n.mem.as_ref().map(|a| a.memory()))
-            .collect();
+        let mut head = f.head;
+        let mut budget = PASS_BYTES;
+        let mut taken = 0usize;
         let mut events = Vec::new();
-        let mut guest_faults: Vec<String> = Vec::new();
-        for chain in chains {
-            let c = split_chain(chain, &mem, u64::from(MAX_TX_CHAIN_BYTES));
-            let Some((wgpa, wlen)) = c.writable.filter(|w| w.1 as usize >= TX_COMPLETION_SIZE)
-            else {
-                let _ = vring.add_used(c.head, 0);
-                guest_faults.push("transmit chain without an 8-byte writable completion".into());
-                continue;
+        while budget > 0 {
+            let run = match self.next_run(i, mem, &f, head) {
+                Ok(Some(run)) => run,
+                Ok(None) => break,
+                Err((status, detail)) => {
+                    self.break_fifo(i, mem, head, status, detail);
+                    break;
+                }
             };
-            let (status, done) = match c.defect {
-                Some(s) => (s, 0),
-                None => self.transmit_records(i, &mem, &mems, &c, &mut events),
-            };
-            if status != Status::Ok
-                && !matches!(
-                    status,
-                    Status::TransmitDisabled
-                        | Status::OutOfRange
-                        | Status::Empty
-                        | Status::AckSlot
-                        | Status::Offline
-                )
-            {
-                // Layout faults the model never saw: count them here.
-                guest_faults.push(format!("transmit chain refused: {status}"));
+            budget = budget.saturating_sub(u64::from(run.len).max(1));
+            taken += run.records as usize;
+            if !run.pad {
+                self.send(i, mems, &run, head, &mut events);
             }
-            let completion = TxCompletion {
-                status: status as u32,
-                records_done: done,
-            };
-            let written = mem
-                .write_slice(&completion.to_bytes(), GuestAddress(wgpa))
-                .is_ok();
-            debug!(
-                "node{i}: tx chain {} -> {status} ({done} records, completion buffer {wlen} B)",
-                c.head
-            );
-            let _ = vring.add_used(
-                c.head,
-                if written {
-                    TX_COMPLETION_SIZE as u32
-                } else {
-                    0
-                },
-            );
+            head = run.end;
         }
-        signal(&vring, i, "transmit");
-        drop(mems);
-        for f in guest_faults {
-            self.guest_error(i, format_args!("{f}"));
+        if let Some(f) = self.nodes[i].fifo.as_mut() {
+            f.head = head;
+        }
+        // Every slot before `head` is taken (delivered, or copied into a
+        // queue): the driver may reuse them.
+        if head != f.head
+            && mem
+                .store(
+                    head,
+                    GuestAddress(f.gpa + fifo::header::CONSUMED as u64),
+                    Ordering::Release,
+                )
+                .is_err()
+        {
+            self.break_fifo(i, mem, head, Status::BadAddress, 0);
         }
         self.dispatch(events);
-        n
+        taken
     }
 
-    fn transmit_records(
-        &mut self,
+    /// The next store to send from position `at`: one record, or several that
+    /// continue one another within one page the sender may transmit on (the
+    /// write buffer's merging). Padding is skipped (a run of length 0).
+    fn next_run(
+        &self,
         i: usize,
         mem: &MemGuard,
-        mems: &[Option<MemGuard>],
-        c: &SplitChain,
-        events: &mut Vec<Event>,
-    ) -> (Status, u32) {
-        let total = c.readable_len;
-        let mut off = 0u64;
-        let mut done = 0u32;
-        let now = self.now();
-        // Deliveries wait for their due time when the user asked for hardware
-        // timing, and always while the hub is stalled (a fault): unthrottled,
-        // a stall is the only thing that makes a delivery due later.
-        let stalled = self.hub.stalled_until() > now;
-        let throttle_from = (self.throttle || stalled).then_some(self.start);
-        let mut acks = Vec::new();
-        while off < total {
-            let mut h = [0u8; TX_RECORD_HEADER_SIZE];
-            if total - off < TX_RECORD_HEADER_SIZE as u64
-                || !scatter_read(mem, &c.readable, off, &mut h)
+        f: &TxFifo,
+        at: u64,
+    ) -> Result<Option<Run>, (Status, u32)> {
+        let (hdr, slots) = match take(mem, f, at) {
+            Take::Empty => return Ok(None),
+            Take::Broken(s, d) => return Err((s, d)),
+            Take::Record(h, s) => (h, s),
+        };
+        let data_gpa = f.slot_gpa(at) + TX_RECORD_HEADER_SIZE as u64;
+        if hdr.flags == fifo::FLAG_PAD {
+            return Ok(Some(Run {
+                addr: 0,
+                len: 0,
+                data: Vec::new(),
+                end: at + slots,
+                records: 1,
+                pad: true,
+            }));
+        }
+        let mut run = Run {
+            addr: hdr.addr,
+            len: hdr.len,
+            data: vec![(data_gpa, hdr.len)],
+            end: at + slots,
+            records: 1,
+            pad: false,
+        };
+        if !self.mergeable(i, hdr.addr, hdr.len) {
+            return Ok(Some(run));
+        }
+        let page_size = u64::from(self.hub.config().page_size);
+        let page = hdr.addr / page_size;
+        while let Take::Record(next, s) = take(mem, f, run.end) {
+            let end = next.addr.checked_add(u64::from(next.len));
+            if next.flags != 0
+                || next.len == 0
+                || next.addr != run.addr + u64::from(run.len)
+                || end.is_none_or(|e| (e - 1) / page_size != page)
+                || run.len + next.len > MAX_RECORD_DATA
             {
-                return (Status::Malformed, done);
+                break;
             }
-            let Some(hdr) = TxRecordHeader::from_bytes(&h) else {
-                return (Status::Malformed, done);
-            };
-            if hdr.flags != 0 {
-                return (Status::Malformed, done);
-            }
-            if hdr.len > MAX_RECORD_DATA {
-                return (Status::TooLarge, done);
-            }
-            let data_off = off + TX_RECORD_HEADER_SIZE as u64;
-            if data_off + u64::from(hdr.len) > total {
-                return (Status::Malformed, done);
-            }
-            let data = runs(&c.readable, data_off, u64::from(hdr.len));
-            let DeviceState { hub, nodes, .. } = &mut *self;
-            let mut sink = DmaDelivery {
-                mems,
-                frames: nodes.iter().map(|n| &n.frames).collect(),
-                src: i,
-                src_data: &data,
-                events,
-                acks: &mut acks,
-                throttle_from,
-                failed: 0,
-                pending: Vec::new(),
-            };
-            let sent = hub.transmit(
-                now,
-                NodeId(i as u8),
-                GlobalAddr(hdr.addr),
-                hdr.len,
-                &mut sink,
+            run.data
+                .push((f.slot_gpa(run.end) + TX_RECORD_HEADER_SIZE as u64, next.len));
+            run.len += next.len;
+            run.end += s;
+            run.records += 1;
+        }
+        Ok(Some(run))
+    }
+
+    /// A store at `addr` may be merged with the next: it lies in one page that
+    /// `i` transmits on (not an ACK page, where each store is a query).
+    fn mergeable(&self, i: usize, addr: u64, len: u32) -> bool {
+        let page_size = u64::from(self.hub.config().page_size);
+        let Some(last) = addr
+            .checked_add(u64::from(len))
+            .and_then(|e| e.checked_sub(1))
+        else {
+            return false;
+        };
+        if len == 0 || addr / page_size != last / page_size {
+            return false;
+        }
+        let page = PageNumber((addr / page_size) as u32);
+        self.hub
+            .pct_entry(NodeId(i as u8), page)
+            .is_ok_and(|e| e.transmit.is_some() && !e.ack)
+    }
+
+    /// Send one store through the hub and deliver what it decides.
+    fn send(
+        &mut self,
+        i: usize,
+        mems: &[Option<MemGuard>],
+        run: &Run,
+        position: u64,
+        events: &mut Vec<firmware_model::Event>,
+    ) {
+        let now = self.now();
+        let packet = self.hub.config().max_payload;
+        let DeviceState {
+            hub,
+            nodes,
+            pending,
+            queued_bytes,
+            ..
+        } = self;
+        let maps: Vec<&DmaMap> = nodes.iter().map(|n| &n.frames).collect();
+        let mut sink = DmaDelivery {
+            now,
+            mems,
+            maps: &maps,
+            queues: pending,
+            queued_bytes,
+            src: i,
+            src_data: &run.data,
+            events,
+            packet,
+            failed: 0,
+            runs: Vec::new(),
+            seq: hub.last_seq(),
+        };
+        let sent = hub.transmit(
+            now,
+            NodeId(i as u8),
+            GlobalAddr(run.addr),
+            run.len,
+            &mut sink,
+        );
+        sink.finish();
+        if let Err(e) = sent {
+            // The model has counted the protection error and raised the event.
+            let (status, detail) = status_of(&e);
+            self.refuse(i, mems, position, status, detail);
+            warn!(
+                "node{i}: store of {} bytes at {:#x} refused: {e}",
+                run.len, run.addr
             );
-            sink.finish();
-            if !acks.is_empty() {
-                // The writer's status page first, then the answer: once the
-                // answer is seen, the error count on the status page is current.
-                self.refresh_status_pages();
-                for a in acks.drain(..) {
-                    self.write_ack(&a, mems);
-                }
-            }
-            if let Err(e) = sent {
-                let (s, detail) = status_of(&e);
-                warn!(
-                    "node{i}: store of {} bytes at {:#x} refused: {e}",
-                    hdr.len, hdr.addr
-                );
-                debug!("node{i}: refusal detail {detail}");
-                return (s, done);
-            }
-            done += 1;
-            off = (off + TxRecordHeader::record_size(hdr.len)).min(total);
         }
-        (Status::Ok, done)
     }
 
-    fn write_ack(&self, a: &firmware_model::AckReport, mems: &[Option<MemGuard>]) {
-        let w = a.writer.index();
-        let (Some(Some(mem)), Some(node)) = (mems.get(w), self.nodes.get(w)) else {
+    /// Count a refused store in the FIFO header (the model has counted the
+    /// protection error and raised the event).
+    fn refuse(&mut self, i: usize, mems: &[Option<MemGuard>], position: u64, s: Status, d: u32) {
+        let Some(f) = self.nodes[i].fifo.as_mut() else {
             return;
         };
-        let Some(frames) = node.frames.get(a.page.0) else {
+        f.refused += 1;
+        let f = *f;
+        if let Some(Some(mem)) = mems.get(i) {
+            write_last(mem, &f, position, s, d);
+            let _ = mem.store(
+                f.refused,
+                GuestAddress(f.gpa + fifo::header::REFUSED as u64),
+                Ordering::Release,
+            );
+        }
+    }
+
+    /// A record that does not parse: stop taking this FIFO until the driver
+    /// registers it again, and say why in its header.
+    fn break_fifo(&mut self, i: usize, mem: &MemGuard, position: u64, s: Status, d: u32) {
+        let Some(f) = self.nodes[i].fifo.as_mut() else {
             return;
         };
-        let bytes: Vec<u8> = a.words.iter().flat_map(|x| x.to_le_bytes()).collect();
-        if !scatter_write(mem, frames, u64::from(a.page_offset), &bytes) {
-            warn!("node{w}: ACK status write to {} failed", a.page);
-        }
+        f.state = fifo::State::Broken;
+        let f = *f;
+        write_last(mem, &f, position, s, d);
+        let _ = mem.store(
+            fifo::State::Broken as u32,
+            GuestAddress(f.gpa + fifo::header::STATE as u64),
+            Ordering::Release,
+        );
+        debug!("node{i}: transmit FIFO broken at position {position}: {s} (detail {d})");
+        self.guest_error(
+            i,
+            format_args!(
+                "transmit FIFO record at position {position} is malformed ({s}, detail {d}); \
+                 nothing more is taken until the driver registers the FIFO again"
+            ),
+        );
     }
 
-    /// The transmit vrings of the guests whose memory is mapped.
-    fn live_tx_vrings(&self) -> impl Iterator<Item = &VringRwLock> {
-        self.nodes.iter().filter_map(|n| {
-            n.mem.as_ref()?;
-            n.vrings.as_ref()?.get(abi::TX_QUEUE as usize)
-        })
+    /// Arm the doorbells before the hub sleeps: every running FIFO asks for a
+    /// kick. Returns true if a record was committed meanwhile (then do not
+    /// sleep).
+    pub(crate) fn arm_doorbells(&mut self) -> bool {
+        let mut ready = false;
+        for n in &mut self.nodes {
+            let (Some(f), Some(atomic)) = (n.fifo.as_mut(), n.mem.as_ref()) else {
+                continue;
+            };
+            if f.state != fifo::State::Running {
+                continue;
+            }
+            let mem = atomic.memory();
+            let bell = GuestAddress(f.gpa + fifo::header::DOORBELL as u64);
+            if mem.store(1u32, bell, Ordering::SeqCst).is_err() {
+                continue;
+            }
+            f.armed = true;
+            // Dekker with the driver (commit, fence, read the doorbell): after
+            // this fence either the driver sees the doorbell or we see its tag.
+            std::sync::atomic::fence(Ordering::SeqCst);
+            let tag: u32 = mem
+                .load(GuestAddress(f.tag_gpa(f.head)), Ordering::Acquire)
+                .unwrap_or(0);
+            ready |= tag == fifo::tag(f.head, f.slots);
+        }
+        ready
     }
 
-    /// Arm transmit-queue notifications before the hub sleeps. Returns true if
-    /// work arrived meanwhile (then do not sleep).
-    pub(crate) fn arm_tx_notifications(&self) -> bool {
-        let mut pending = false;
-        for v in self.live_tx_vrings() {
-            pending |= v.enable_notification().unwrap_or(false);
+    /// The hub polls again: no kicks needed.
+    pub(crate) fn disarm_doorbells(&mut self) {
+        for n in &mut self.nodes {
+            let (Some(f), Some(atomic)) = (n.fifo.as_mut(), n.mem.as_ref()) else {
+                continue;
+            };
+            if f.armed {
+                let bell = GuestAddress(f.gpa + fifo::header::DOORBELL as u64);
+                let _ = atomic.memory().store(0u32, bell, Ordering::Release);
+                f.armed = false;
+            }
         }
-        pending
     }
+}
 
-    /// Stop transmit-queue kicks while the hub polls.
-    pub(crate) fn disarm_tx_notifications(&self) {
-        for v in self.live_tx_vrings() {
-            let _ = v.disable_notification();
-        }
-    }
+fn write_last(mem: &MemGuard, f: &TxFifo, position: u64, s: Status, d: u32) {
+    let h = |off: usize| GuestAddress(f.gpa + off as u64);
+    let _ = mem.store(s as u32, h(fifo::header::LAST_STATUS), Ordering::Relaxed);
+    let _ = mem.store(d, h(fifo::header::LAST_DETAIL), Ordering::Relaxed);
+    let _ = mem.store(position, h(fifo::header::LAST_POSITION), Ordering::Release);
 }

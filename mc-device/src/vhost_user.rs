@@ -109,9 +109,15 @@ impl VhostUserBackend for NodeBackend {
         }
     }
 
-    /// Kicks. The transmit queue belongs to the polling hub thread: a kick only
-    /// wakes it. Control and event queues are served here. Never returns an
-    /// error: that would stop this worker thread for good.
+    /// The worker thread serves the control and event queues. The transmit
+    /// queue's kicks (the FIFO's doorbell) go straight to the hub thread,
+    /// which watches their eventfd itself: no worker sits in between.
+    fn queues_per_thread(&self) -> Vec<u64> {
+        vec![(1 << abi::CTRL_QUEUE) | (1 << abi::EVENT_QUEUE)]
+    }
+
+    /// Kicks on the control and event queues. Never returns an error: that
+    /// would stop this worker thread for good.
     fn handle_event(
         &self,
         device_event: u16,
@@ -134,7 +140,9 @@ impl VhostUserBackend for NodeBackend {
                 _ => {}
             }
         }
-        if device_event == abi::TX_QUEUE {
+        if device_event == abi::CTRL_QUEUE {
+            // A FIFO may have been registered, or the PCT changed: the hub
+            // looks again (it may be asleep without watching this node's kick).
             self.shared.wake_hub();
         }
         Ok(())

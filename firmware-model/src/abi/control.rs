@@ -11,6 +11,7 @@ pub mod op {
     pub const SET_STATUS_PAGE: u32 = 3;
     pub const GET_STATUS: u32 = 4;
     pub const RESET: u32 = 5;
+    pub const SET_TX_FIFO: u32 = 6;
 }
 
 /// A control-queue request.
@@ -31,8 +32,13 @@ pub enum CtrlRequest {
     SetStatusPage { gpa: u64 },
     /// value = cluster error count, detail = this adapter's status word.
     GetStatus,
-    /// Disable every PCT entry, unbind every frame, clear the error status.
+    /// Disable every PCT entry, unbind every frame, forget the transmit
+    /// FIFO, clear the error status.
     Reset,
+    /// Register the transmit FIFO: `slots` slots (see [`fifo`]) at `gpa`,
+    /// 4096-aligned and wholly inside guest RAM; `gpa == 0` unregisters it.
+    /// Stores already in an earlier FIFO are sent first.
+    SetTxFifo { gpa: u64, slots: u32 },
 }
 
 /// Fixed bytes of a request before its variable part.
@@ -48,6 +54,7 @@ impl CtrlRequest {
             CtrlRequest::SetStatusPage { .. } => op::SET_STATUS_PAGE,
             CtrlRequest::GetStatus => op::GET_STATUS,
             CtrlRequest::Reset => op::RESET,
+            CtrlRequest::SetTxFifo { .. } => op::SET_TX_FIFO,
         };
         b.extend_from_slice(&opcode.to_le_bytes());
         b.extend_from_slice(&0u32.to_le_bytes());
@@ -71,6 +78,11 @@ impl CtrlRequest {
                 b.extend_from_slice(&0u32.to_le_bytes());
             }
             CtrlRequest::SetStatusPage { gpa } => b.extend_from_slice(&gpa.to_le_bytes()),
+            CtrlRequest::SetTxFifo { gpa, slots } => {
+                b.extend_from_slice(&gpa.to_le_bytes());
+                b.extend_from_slice(&slots.to_le_bytes());
+                b.extend_from_slice(&0u32.to_le_bytes());
+            }
             CtrlRequest::GetStatus | CtrlRequest::Reset => {}
         }
         b
@@ -130,6 +142,16 @@ impl CtrlRequest {
             }
             op::GET_STATUS => exact(0).map(|_| CtrlRequest::GetStatus),
             op::RESET => exact(0).map(|_| CtrlRequest::Reset),
+            op::SET_TX_FIFO => {
+                exact(16)?;
+                if get_u32(body, 12) != Some(0) {
+                    return Err(Status::Malformed);
+                }
+                Ok(CtrlRequest::SetTxFifo {
+                    gpa: get_u64(body, 0).ok_or(Status::Malformed)?,
+                    slots: get_u32(body, 8).ok_or(Status::Malformed)?,
+                })
+            }
             _ => Err(Status::UnknownCommand),
         }
     }

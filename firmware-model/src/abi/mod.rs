@@ -1,5 +1,5 @@
 //! The adapter's guest-visible interface: register file, status page, and the
-//! record formats of the transmit, control and event queues.
+//! record formats of the transmit FIFO and the control and event queues.
 //!
 //! Both sides use this module: the backend (`mc-device`) to parse what guests post,
 //! and the driver (`guest-driver`) to build it, so the layout is written down once.
@@ -47,14 +47,12 @@ pub const CONFIG_SIZE: usize = 128;
 /// "MCHN": first word of the register file and of the status page.
 pub const MAGIC: u32 = u32::from_le_bytes(*b"MCHN");
 /// Interface version.
-pub const ABI_VERSION: u32 = 1;
+pub const ABI_VERSION: u32 = 2;
 
 /// Guest frame size that receive bindings are made of.
 pub const FRAME_SIZE: u32 = 4096;
 /// Largest data length of one transmit record.
 pub const MAX_RECORD_DATA: u32 = 64 * 1024;
-/// Largest readable part of one transmit chain (bounds one request's work).
-pub const MAX_TX_CHAIN_BYTES: u32 = 1 << 20;
 /// Largest number of pages one SET_PCT request may program.
 pub const MAX_PCT_PAGES_PER_REQUEST: u32 = 4096;
 /// Largest readable part of a control request the device accepts (a SET_PCT
@@ -69,7 +67,10 @@ pub mod features {
     pub const ACK_PAGE: u64 = 1 << 3;
     pub const INTERRUPT: u64 = 1 << 4;
     pub const STATUS_PAGE: u64 = 1 << 5;
-    pub const ALL: u64 = BROADCAST | POINT_TO_POINT | LOOPBACK | ACK_PAGE | INTERRUPT | STATUS_PAGE;
+    /// Stores are posted through the transmit FIFO (ABI version 2).
+    pub const TX_FIFO: u64 = 1 << 6;
+    pub const ALL: u64 =
+        BROADCAST | POINT_TO_POINT | LOOPBACK | ACK_PAGE | INTERRUPT | STATUS_PAGE | TX_FIFO;
 }
 
 /// Link-state bits (register file and status page).

@@ -17,6 +17,11 @@ pub fn link_timing_code(t: &LinkTiming) -> u32 {
     }
 }
 
+/// Delivery-mode code in the register file.
+pub fn delivery_mode_code(m: &crate::skew::DeliveryMode) -> u32 {
+    u32::from(m.is_skewed())
+}
+
 /// The register file (virtio device config space). Read-only to the guest.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct Registers {
@@ -33,6 +38,8 @@ pub struct Registers {
     pub cluster_error_count: u64,
     pub link_timing: u32,
     pub max_record_data: u32,
+    /// 0 eager, 1 skewed delivery (see `firmware_model::DeliveryMode`).
+    pub delivery_mode: u32,
 }
 
 /// Register offsets.
@@ -52,6 +59,7 @@ pub mod reg {
     pub const CLUSTER_ERROR_COUNT: usize = 0x40;
     pub const LINK_TIMING: usize = 0x48;
     pub const MAX_RECORD_DATA: usize = 0x4c;
+    pub const DELIVERY_MODE: usize = 0x50;
 }
 
 impl Registers {
@@ -72,6 +80,7 @@ impl Registers {
         put_u64(&mut b, reg::CLUSTER_ERROR_COUNT, self.cluster_error_count);
         put_u32(&mut b, reg::LINK_TIMING, self.link_timing);
         put_u32(&mut b, reg::MAX_RECORD_DATA, self.max_record_data);
+        put_u32(&mut b, reg::DELIVERY_MODE, self.delivery_mode);
         b
     }
 
@@ -94,6 +103,7 @@ impl Registers {
             cluster_error_count: get_u64(b, reg::CLUSTER_ERROR_COUNT)?,
             link_timing: get_u32(b, reg::LINK_TIMING)?,
             max_record_data: get_u32(b, reg::MAX_RECORD_DATA)?,
+            delivery_mode: get_u32(b, reg::DELIVERY_MODE)?,
         })
     }
 

@@ -19,6 +19,7 @@ fn registers_round_trip() {
         cluster_error_count: 9,
         link_timing: 2,
         max_record_data: MAX_RECORD_DATA,
+        delivery_mode: 1,
     };
     assert_eq!(Registers::from_bytes(&r.to_bytes()), Some(r));
     assert_eq!(&r.to_bytes()[0..4], b"MCHN");
@@ -42,6 +43,10 @@ fn ctrl_requests_round_trip() {
         },
         CtrlRequest::GetPct { page: 9 },
         CtrlRequest::SetStatusPage { gpa: 0x7000 },
+        CtrlRequest::SetTxFifo {
+            gpa: 0x10_0000,
+            slots: 4096,
+        },
         CtrlRequest::GetStatus,
         CtrlRequest::Reset,
     ];
@@ -98,9 +103,22 @@ proptest! {
     }
 
     #[test]
-    fn record_size_is_aligned(len in 0u32..100_000) {
-        let s = TxRecordHeader::record_size(len);
-        prop_assert_eq!(s % 8, 0);
-        prop_assert!(s >= 16 + u64::from(len) && s < 24 + u64::from(len));
+    fn a_record_fills_whole_slots(len in 0u32..100_000) {
+        let s = TxRecordHeader::slots(len);
+        prop_assert!(s * 32 >= 16 + u64::from(len) && s * 32 < 48 + u64::from(len));
+        let pad = TxRecordHeader::pad(s);
+        prop_assert_eq!(TxRecordHeader::slots(pad.len), s);
+    }
+
+    #[test]
+    fn a_tag_commits_only_its_own_lap(pos in any::<u64>(), lap in 1u64..4, log in 7u32..20) {
+        let slots = 1u32 << log;
+        prop_assert!(fifo::valid_slots(slots));
+        prop_assert_ne!(fifo::tag(pos, slots), 0);
+        if let Some(earlier) = pos.checked_sub(lap * u64::from(slots)) {
+            prop_assert_ne!(fifo::tag(earlier, slots), fifo::tag(pos, slots));
+        }
+        prop_assert!(fifo::bytes(slots) >= 64 + 36 * slots as usize);
+        prop_assert_eq!(fifo::slots_offset(slots) % 64, 0);
     }
 }
