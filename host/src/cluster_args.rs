@@ -1,7 +1,10 @@
 //! Cluster options shared by every command that starts a cluster.
 
 use clap::Args;
-use firmware_model::{ClusterConfig, ConfigError, FaultCommand, LinkTiming, ModelError};
+use clap::ValueEnum;
+use firmware_model::{
+    ClusterConfig, ConfigError, DeliveryMode, FaultCommand, LinkTiming, ModelError,
+};
 use mc_device::Cluster;
 
 use crate::fault_plan::{FaultPlan, FaultPlanError};
@@ -33,6 +36,15 @@ pub struct PageSizeError(pub String);
 #[error("{0:?} is not a size (examples: 512M, 128M, 1G)")]
 pub struct SizeError(pub String);
 
+/// `--delivery`.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    /// Every receiver at once (the default).
+    Eager,
+    /// Each receiver independently late, seeded by `--seed`.
+    Skewed,
+}
+
 /// Shape of the emulated cluster.
 #[derive(Args, Debug, Clone)]
 pub struct ClusterArgs {
@@ -55,7 +67,14 @@ pub struct ClusterArgs {
     /// Hub ports; defaults to 8, or the node count if larger (at most 64).
     #[arg(long)]
     pub hub_ports: Option<u8>,
-    /// Seed of the fault injector (default: the fault plan's, else 0).
+    /// When receivers see a store: `eager` (every receiver as soon as the
+    /// link timing allows) or `skewed` (each receiver independently late,
+    /// within the network's ordering promises: docs/device.md section 19).
+    #[arg(long, value_enum, default_value_t = Delivery::Eager)]
+    pub delivery: Delivery,
+    /// Seed of the fault injector and of skewed delivery: the same seed
+    /// replays the same faults and the same delivery schedule (default: the
+    /// fault plan's, else 0).
     #[arg(long)]
     pub seed: Option<u64>,
     /// A fault plan (TOML: a seed and a timeline of faults) to replay.
@@ -90,6 +109,10 @@ impl ClusterArgs {
             max_payload: self.max_payload,
             link: self.link,
             fault_seed: seed,
+            delivery: match self.delivery {
+                Delivery::Eager => DeliveryMode::Eager,
+                Delivery::Skewed => DeliveryMode::skewed(seed),
+            },
         };
         c.validate()?;
         Ok(c)
@@ -113,6 +136,9 @@ impl ClusterArgs {
         if let Some(p) = self.hub_ports {
             a.extend(["--hub-ports".into(), p.to_string()]);
         }
+        if self.delivery == Delivery::Skewed {
+            a.extend(["--delivery".into(), "skewed".into()]);
+        }
         if let Some(s) = self.seed {
             a.extend(["--seed".into(), s.to_string()]);
         }
@@ -120,11 +146,6 @@ impl ClusterArgs {
             a.extend(["--fault-plan".into(), f.display().to_string()]);
         }
         a
-    }
-
-    /// Deliveries wait for their modelled time unless the link is unthrottled.
-    pub fn throttle(&self) -> bool {
-        self.link != LinkTiming::UNTHROTTLED
     }
 }
 

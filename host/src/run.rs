@@ -109,7 +109,6 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
         }
     };
     let mut opts = ClusterOptions::new(config.clone(), dir);
-    opts.throttle = args.cluster.throttle();
     opts.spin = Duration::from_micros(args.spin_us);
     let cluster = Arc::new(Cluster::start(opts)?);
     if let Some(plan) = &plan {

@@ -31,7 +31,6 @@ pub fn run(args: &ServeArgs) -> Result<(), CliError> {
     let plan = args.cluster.plan()?;
     let config = args.cluster.config(plan.as_ref())?;
     let mut opts = ClusterOptions::new(config, &args.socket_dir);
-    opts.throttle = args.cluster.throttle();
     opts.spin = Duration::from_micros(args.spin_us);
     let (tx, rx) = mpsc::channel();
     ctrlc::set_handler(move || {

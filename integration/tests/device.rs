@@ -38,10 +38,10 @@ fn reconnect_while_others_keep_sending() {
         let mut i = 0u64;
         while !s.load(Ordering::Acquire) {
             i += 1;
-            let c = g0.transmit(&[(3 * PAGE + 64, &i.to_le_bytes())]).unwrap();
-            assert_eq!(c.status, Status::Ok as u32);
+            g0.store(3 * PAGE + 64, &i.to_le_bytes()).unwrap();
             n.store(i, Ordering::Release);
         }
+        g0.flush().unwrap();
         g0
     });
 
@@ -69,11 +69,9 @@ fn reconnect_while_others_keep_sending() {
     let _g0 = sender.join().unwrap();
     let last = sent.load(Ordering::Acquire);
     assert!(last > 10);
-    assert_eq!(
-        rx1.load_u64(64).unwrap(),
-        last,
-        "node 1 saw every store, the last one last"
-    );
+    // Posted stores: the last one lands some time after the flush.
+    rx1.wait_for(64, &last.to_le_bytes(), Duration::from_secs(10))
+        .expect("node 1 saw every store, the last one last");
     let snap = vc.cluster.snapshot();
     assert_eq!(snap.nodes[2].connections, 4);
     assert_eq!(snap.nodes[1].counters.packets_received, last);
@@ -96,22 +94,31 @@ fn concurrent_senders_leave_every_copy_identical() {
     let threads: Vec<_> = guests
         .into_iter()
         .enumerate()
-        .map(|(n, mut g)| {
+        .map(|(n, g)| {
             std::thread::spawn(move || {
                 for i in 0..300u32 {
                     // Overlapping writes: 4 slots of 256 bytes, each sender cycling.
                     let slot = u64::from((i + n as u32) % 4) * 256;
                     let mut data = pattern(256, (i as u8) ^ (n as u8 * 85));
                     data[..4].copy_from_slice(&i.to_le_bytes());
-                    let c = g.transmit(&[(6 * PAGE + slot, &data)]).unwrap();
-                    assert_eq!(c.status, Status::Ok as u32);
+                    g.store(6 * PAGE + slot, &data).unwrap();
                 }
+                g.flush().unwrap();
                 g
             })
         })
         .collect();
     let _guests: Vec<_> = threads.into_iter().map(|t| t.join().unwrap()).collect();
-    let copies: Vec<Vec<u8>> = rxs.iter().map(|r| r.read_vec(0, 1024).unwrap()).collect();
+    // Flushed: everything is handed to the hub; wait until every copy has
+    // settled (two reads apart agree) before comparing.
+    let settle = |r: &mc_driver::ReceiveFrames| loop {
+        let a = r.read_vec(0, 1024).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        if r.read_vec(0, 1024).unwrap() == a {
+            return a;
+        }
+    };
+    let copies: Vec<Vec<u8>> = rxs.iter().map(settle).collect();
     assert_eq!(copies[0], copies[1]);
     assert_eq!(copies[1], copies[2]);
     assert_ne!(copies[0], vec![0u8; 1024]);
@@ -135,7 +142,7 @@ fn error_count_reaches_every_status_page() {
             rate: Rate::ALWAYS,
         })
         .unwrap();
-    g0.transmit(&[(PAGE, &[7u8; 96])]).unwrap();
+    g0.store(PAGE, &[7u8; 96]).unwrap();
     let start = Instant::now();
     while s0.cluster_error_count().unwrap() != 3 || s1.cluster_error_count().unwrap() != 3 {
         assert!(
@@ -157,9 +164,12 @@ fn bad_requests_fail_for_that_guest_only() {
     g0.set_pct(2, 1, PctEntry::transmit_broadcast().to_bits(), &[])
         .unwrap();
     let rx = g1.map_receive(2, 1, PctEntry::receive().to_bits()).unwrap();
-    // A store to a page not enabled for transmit.
-    let c = g0.transmit(&[(9 * PAGE, &[1u8; 8])]).unwrap();
-    assert_eq!(c.status, Status::TransmitDisabled as u32);
+    // A store to a page not enabled for transmit: refused, seen at the flush.
+    g0.store(9 * PAGE, &[1u8; 8]).unwrap();
+    assert_eq!(
+        g0.flush().unwrap_err().status(),
+        Some(Status::TransmitDisabled)
+    );
     // Receive frames outside guest RAM.
     let e = g1
         .set_pct(
@@ -177,11 +187,10 @@ fn bad_requests_fail_for_that_guest_only() {
     assert_eq!(e.status(), Some(Status::InvalidPct));
     // Nothing reached node 1, and good traffic still flows.
     assert_eq!(rx.read_vec(0, 8192).unwrap(), vec![0u8; 8192]);
-    assert_eq!(
-        g0.transmit(&[(2 * PAGE, b"still here")]).unwrap().status,
-        Status::Ok as u32
-    );
-    assert_eq!(rx.read_vec(0, 10).unwrap(), b"still here");
+    g0.store(2 * PAGE, b"still here").unwrap();
+    g0.flush().unwrap();
+    rx.wait_for(0, b"still here", Duration::from_secs(5))
+        .unwrap();
     let snap = vc.cluster.snapshot();
     assert_eq!(snap.nodes[0].status.protection_errors, 2);
     assert_eq!(snap.nodes[1].status.protection_errors, 1);
@@ -200,10 +209,10 @@ fn clusters_in_one_process_are_isolated() {
     let ra = a1.map_receive(1, 1, entry.to_bits()).unwrap();
     let _ = b0.map_receive(1, 1, entry.to_bits()).unwrap();
     let rb = b1.map_receive(1, 1, entry.to_bits()).unwrap();
-    a0.transmit(&[(PAGE, b"cluster a")]).unwrap();
-    b0.transmit(&[(PAGE, b"cluster b")]).unwrap();
-    assert_eq!(ra.read_vec(0, 9).unwrap(), b"cluster a");
-    assert_eq!(rb.read_vec(0, 9).unwrap(), b"cluster b");
+    a0.store(PAGE, b"cluster a").unwrap();
+    b0.store(PAGE, b"cluster b").unwrap();
+    ra.wait_for(0, b"cluster a", Duration::from_secs(5)).unwrap();
+    rb.wait_for(0, b"cluster b", Duration::from_secs(5)).unwrap();
     assert_eq!(a.cluster.snapshot().hub.packets, 1);
     assert_eq!(b.cluster.snapshot().hub.packets, 1);
 }
@@ -212,10 +221,9 @@ fn clusters_in_one_process_are_isolated() {
 /// timing model says it is due: 50 KB over Memory Channel 1 (50 MB/s) cannot
 /// land in less than a millisecond. (A lower bound: slowness cannot fail it.)
 #[test]
-fn mc1_timing_is_applied_when_throttled() {
+fn mc1_timing_is_applied() {
     let dir = tempfile::tempdir().unwrap();
-    let mut opts = mc_device::ClusterOptions::new(ClusterConfig::mc1(2), dir.path());
-    opts.throttle = true;
+    let opts = mc_device::ClusterOptions::new(ClusterConfig::mc1(2), dir.path());
     let cluster = mc_device::Cluster::start(opts).unwrap();
     let connect = |n: u8| {
         let t = mc_driver::VhostUserTransport::connect(
@@ -231,16 +239,13 @@ fn mc1_timing_is_applied_when_throttled() {
     let rx = g1.map_receive(0, 7, PctEntry::receive().to_bits()).unwrap();
     let data = pattern(50_000, 4);
     let start = Instant::now();
-    assert_eq!(
-        g0.transmit(&[(0, &data)]).unwrap().status,
-        Status::Ok as u32
-    );
+    g0.store(0, &data).unwrap();
+    rx.wait_for(0, &data, Duration::from_secs(10)).unwrap();
     let took = start.elapsed();
     assert!(
         took >= Duration::from_micros(1_000),
         "50 KB at 50 MB/s took only {took:?}"
     );
-    assert_eq!(rx.read_vec(0, 50_000).unwrap(), data);
     drop((g0, g1));
 }
 
@@ -267,12 +272,13 @@ fn a_flooding_guest_does_not_stop_the_others() {
         let data = vec![0xeeu8; 60_000];
         while !s.load(Ordering::Acquire) {
             // Stores, and refused stores (page 0 is not enabled), as fast as it can.
-            let _ = flood.post_transmit(&[(8 * PAGE, &data), (0, &data[..8])]);
-            while let Ok(Some(_)) = flood.poll_transmit() {
-                d.fetch_add(1, Ordering::AcqRel);
-            }
+            flood
+                .fifo()
+                .post_all(&[(8 * PAGE, &data), (0, &data[..8])])
+                .unwrap();
+            d.fetch_add(1, Ordering::AcqRel);
         }
-        let _ = flood.drain_transmit();
+        let _ = flood.flush();
     });
     // The flood is under way before the others start talking.
     let wait = Instant::now();
@@ -285,7 +291,7 @@ fn a_flooding_guest_does_not_stop_the_others() {
     }
     let start = Instant::now();
     for i in 1..=200u64 {
-        g0.transmit(&[(PAGE, &i.to_le_bytes())]).unwrap();
+        g0.store(PAGE, &i.to_le_bytes()).unwrap();
         while r1.load_u64(0).unwrap() != i {
             assert!(
                 start.elapsed() < Duration::from_secs(60),
@@ -293,7 +299,7 @@ fn a_flooding_guest_does_not_stop_the_others() {
             );
             std::thread::yield_now();
         }
-        g1.transmit(&[(PAGE + 8, &i.to_le_bytes())]).unwrap();
+        g1.store(PAGE + 8, &i.to_le_bytes()).unwrap();
         while r0.load_u64(8).unwrap() != i {
             assert!(
                 start.elapsed() < Duration::from_secs(60),
@@ -306,7 +312,7 @@ fn a_flooding_guest_does_not_stop_the_others() {
     let chains = done.load(Ordering::Acquire);
     stop.store(true, Ordering::Release);
     flooder.join().unwrap();
-    println!("200 round trips in {took:?}; the flooder had completed {chains} chains by then");
+    println!("200 round trips in {took:?}; the flooder had posted {chains} pairs of stores by then");
     assert!(vc.cluster.snapshot().nodes[2].counters.protection_errors > 0);
 }
 
@@ -333,10 +339,11 @@ fn a_pct_range_larger_than_one_request_is_programmed_whole() {
         pages - 1,
     ] {
         let data = pattern(64, page as u8);
-        let c = g0.transmit(&[(u64::from(page) * 4096 + 8, &data)]).unwrap();
-        assert_eq!(c.status, Status::Ok as u32, "page {page}");
+        g0.store(u64::from(page) * 4096 + 8, &data).unwrap();
+        g0.flush().unwrap();
         let at = page as usize * 4096 + 8;
-        assert_eq!(rx.region().read_vec(at, 64).unwrap(), data, "page {page}");
+        rx.wait_for(at, &data, Duration::from_secs(5))
+            .unwrap_or_else(|e| panic!("page {page}: {e}"));
     }
     // A frame list that does not match the page count is refused up front.
     assert!(g1

@@ -35,10 +35,8 @@ fn dropped_packets_vanish_silently() {
         rate: Rate::ALWAYS,
     };
     vc.cluster.apply_fault(drop_all).unwrap();
-    assert_eq!(
-        g0.transmit(&[(PAGE, &[9u8; 64])]).unwrap().status,
-        Status::Ok as u32
-    );
+    g0.store(PAGE, &[9u8; 64]).unwrap();
+    g0.flush().unwrap();
     assert_eq!(rx.read_vec(0, 64).unwrap(), vec![0u8; 64]);
     let s = vc.cluster.snapshot();
     assert_eq!(
@@ -61,8 +59,16 @@ fn a_link_down_loses_traffic_and_shows_in_the_ack_check() {
     vc.cluster
         .apply_fault(FaultCommand::LinkDown(NodeId(1)))
         .unwrap();
-    g0.transmit(&[(PAGE, b"lost")]).unwrap();
-    g0.transmit(&[(2 * PAGE, &[1])]).unwrap();
+    // Posted: the store, then the ACK query, whose answer proves the store
+    // was delivered or lost everywhere.
+    ack.region().fill(0, 64, 0xff).unwrap();
+    g0.store(PAGE, b"lost").unwrap();
+    g0.store(2 * PAGE, &[1]).unwrap();
+    let start = Instant::now();
+    while ack.load_u64(0).unwrap() == u64::MAX {
+        assert!(start.elapsed() < Duration::from_secs(5), "no ACK answer");
+        std::thread::yield_now();
+    }
     let word = |i: usize| {
         AdapterErrorStatus::from_word(u32::from_le_bytes(
             ack.read_vec(4 * i, 4).unwrap().try_into().unwrap(),
@@ -77,8 +83,8 @@ fn a_link_down_loses_traffic_and_shows_in_the_ack_check() {
     vc.cluster
         .apply_fault(FaultCommand::LinkUp(NodeId(1)))
         .unwrap();
-    g0.transmit(&[(PAGE, b"sent")]).unwrap();
-    assert_eq!(rx.read_vec(0, 4).unwrap(), b"sent");
+    g0.store(PAGE, b"sent").unwrap();
+    rx.wait_for(0, b"sent", Duration::from_secs(5)).unwrap();
 }
 
 #[test]
@@ -91,19 +97,18 @@ fn a_crashed_adapter_is_offline_until_it_rejoins() {
     vc.cluster
         .apply_fault(FaultCommand::Crash(NodeId(2)))
         .unwrap();
-    assert_eq!(
-        g2.transmit(&[(PAGE, &[1u8; 8])]).unwrap().status,
-        Status::Offline as u32
-    );
+    g2.store(PAGE, &[1u8; 8]).unwrap();
+    assert_eq!(g2.flush().unwrap_err().status(), Some(Status::Offline));
     let st = events0.read().unwrap();
     assert_eq!((st.membership_epoch, st.members), (2, 0b011));
     vc.cluster
         .apply_fault(FaultCommand::Rejoin(NodeId(2)))
         .unwrap();
     // A fresh adapter: its PCT is empty, so the old mapping is gone.
+    g2.store(PAGE, &[1u8; 8]).unwrap();
     assert_eq!(
-        g2.transmit(&[(PAGE, &[1u8; 8])]).unwrap().status,
-        Status::TransmitDisabled as u32
+        g2.flush().unwrap_err().status(),
+        Some(Status::TransmitDisabled)
     );
     let st = events0.read().unwrap();
     assert_eq!((st.membership_epoch, st.members), (3, 0b111));
@@ -122,14 +127,14 @@ fn a_hub_stall_holds_every_packet() {
             duration: firmware_model::Nanos::from_millis(80),
         })
         .unwrap();
-    g0.transmit(&[(PAGE, b"late")]).unwrap();
+    g0.store(PAGE, b"late").unwrap();
+    rx.wait_for(0, b"late", Duration::from_secs(5)).unwrap();
     // A lower bound: nothing crosses the hub before the stall ends.
     assert!(
         t0.elapsed() >= Duration::from_millis(80),
         "delivered {:?} after an 80 ms stall began",
         t0.elapsed()
     );
-    assert_eq!(rx.read_vec(0, 4).unwrap(), b"late");
 }
 
 /// The proof: SOR on 4 virtual nodes under the example plan (1%

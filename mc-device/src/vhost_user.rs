@@ -109,15 +109,11 @@ impl VhostUserBackend for NodeBackend {
         }
     }
 
-    /// The worker thread serves the control and event queues. The transmit
-    /// queue's kicks (the FIFO's doorbell) go straight to the hub thread,
-    /// which watches their eventfd itself: no worker sits in between.
-    fn queues_per_thread(&self) -> Vec<u64> {
-        vec![(1 << abi::CTRL_QUEUE) | (1 << abi::EVENT_QUEUE)]
-    }
-
-    /// Kicks on the control and event queues. Never returns an error: that
-    /// would stop this worker thread for good.
+    /// Kicks. Control and event queues are served here. A kick on the
+    /// transmit queue (the FIFO's doorbell) also reaches the hub thread
+    /// directly, which watches its eventfd while it sleeps; waking it here as
+    /// well covers a kick that came before it started watching. Never returns
+    /// an error: that would stop this worker thread for good.
     fn handle_event(
         &self,
         device_event: u16,
@@ -140,9 +136,9 @@ impl VhostUserBackend for NodeBackend {
                 _ => {}
             }
         }
-        if device_event == abi::CTRL_QUEUE {
-            // A FIFO may have been registered, or the PCT changed: the hub
-            // looks again (it may be asleep without watching this node's kick).
+        if device_event == abi::CTRL_QUEUE || device_event == abi::TX_QUEUE {
+            // A kick, a FIFO registered or the PCT changed: the hub looks
+            // again (it may be asleep without watching this node's kick yet).
             self.shared.wake_hub();
         }
         Ok(())

@@ -1,13 +1,15 @@
 //! The Memory Channel API over the adapter driver: [`McPort`] for [`Adapter`].
 
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
-use firmware_model::abi::{EventRecord, Registers, Status, StatusPage, TxCompletion};
+use firmware_model::abi::{EventRecord, Registers, Status, StatusPage};
 use firmware_model::PctEntry;
 
 use crate::error::McError;
-use crate::port::{McPort, ReceiveMemory};
+use crate::port::{McPort, ReceiveMemory, StorePath};
 use mc_driver::adapter::{Adapter, ReceiveFrames, StatusView};
+use mc_driver::fifo::TxFifo;
 use mc_driver::transport::Transport;
 
 impl ReceiveMemory for ReceiveFrames {
@@ -64,14 +66,25 @@ impl<T: Transport> AdapterPort<T> {
     }
 }
 
-fn check(c: TxCompletion, expected: usize) -> Result<(), McError> {
-    if c.status == Status::Ok as u32 && c.records_done as usize == expected {
-        return Ok(());
+/// A refused store keeps its cause as the device gave it.
+fn refusal(e: mc_driver::Error) -> McError {
+    match e {
+        mc_driver::Error::Refused { status, detail, .. } => McError::Refused {
+            status: Status::from_u32(status).unwrap_or(Status::DeviceError),
+            detail,
+        },
+        other => McError::from(other),
     }
-    Err(McError::Refused {
-        status: Status::from_u32(c.status).unwrap_or(Status::DeviceError),
-        detail: c.records_done,
-    })
+}
+
+impl StorePath for TxFifo {
+    fn post(&self, records: &[(u64, &[u8])]) -> Result<(), McError> {
+        self.post_all(records).map(|_| ()).map_err(refusal)
+    }
+
+    fn flush(&self) -> Result<(), McError> {
+        TxFifo::flush(self).map_err(refusal)
+    }
 }
 
 impl<T: Transport> McPort for AdapterPort<T> {
@@ -95,50 +108,8 @@ impl<T: Transport> McPort for AdapterPort<T> {
             .set_pct(first_page, count, entry.to_bits(), frames)?)
     }
 
-    fn store(&mut self, addr: u64, data: &[u8]) -> Result<(), McError> {
-        check(self.adapter.transmit(&[(addr, data)])?, 1)
-    }
-
-    fn store_batch(&mut self, records: &[(u64, &[u8])]) -> Result<(), McError> {
-        if records.is_empty() {
-            return Ok(());
-        }
-        // One chain per buffer-full, all posted before any is waited for, so the
-        // driver fills the next buffer while the hub sends the last one. The
-        // device handles chains in order; the first refusal is reported.
-        let cap = self.adapter.tx_capacity();
-        let mut posted = Vec::new();
-        let mut start = 0;
-        while start < records.len() {
-            let mut end = start;
-            let mut size = 0;
-            while end < records.len() {
-                let r = firmware_model::abi::TxRecordHeader::record_size(records[end].1.len() as u32)
-                    as usize;
-                if end > start && size + r > cap {
-                    break;
-                }
-                size += r;
-                end += 1;
-            }
-            posted.push((
-                self.adapter.post_transmit(&records[start..end])?,
-                end - start,
-            ));
-            start = end;
-        }
-        let mut first_error = None;
-        for (ticket, n) in posted {
-            let r = self
-                .adapter
-                .wait_transmit(ticket)
-                .map_err(McError::from)
-                .and_then(|c| check(c, n));
-            if let Err(e) = r {
-                first_error.get_or_insert(e);
-            }
-        }
-        first_error.map_or(Ok(()), Err)
+    fn store_path(&self) -> Arc<dyn StorePath> {
+        self.adapter.fifo().clone()
     }
 
     fn status(&self) -> StatusPage {

@@ -19,7 +19,7 @@ use crate::join::JoinState;
 use crate::layout::Layout;
 use crate::lock::LocalLocks;
 use crate::pct_log::RecordingPort;
-use crate::port::ReceiveMemory;
+use crate::port::{McPort, ReceiveMemory, StorePath};
 use crate::region::Attachments;
 
 /// How long cluster operations wait before they report a timeout.
@@ -28,6 +28,8 @@ pub(crate) const OP_TIMEOUT: Duration = Duration::from_secs(30);
 /// What a node's threads share behind a [`MemoryChannel`].
 pub(crate) struct Inner {
     pub(crate) port: Mutex<RecordingPort>,
+    /// Posted stores: every thread uses it at once, outside `port`'s lock.
+    pub(crate) stores: Arc<dyn StorePath>,
     pub(crate) regs: Registers,
     pub(crate) layout: Layout,
     pub(crate) me: u32,
@@ -65,6 +67,7 @@ impl Inner {
         reliable: bool,
     ) -> Inner {
         Inner {
+            stores: port.store_path(),
             port: Mutex::new(port),
             regs,
             layout,

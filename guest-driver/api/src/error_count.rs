@@ -41,7 +41,10 @@ impl MemoryChannel {
 
     /// Read every adapter's error status through this node's ACK page
     /// (imc_ckerrcnt). The ACK is ordered after every store this node made
-    /// before it, so "save count, write, check" detects any error in between.
+    /// before it, and its answer lands only once every one of them has
+    /// reached every adapter: "save count, write, check" detects any error in
+    /// between, and a check that returns proves arrival. A store the adapter
+    /// refused is reported as [`McError::Refused`].
     pub fn check_errors(&self) -> Result<ErrorCheck, McError> {
         self.check_errors_within(OP_TIMEOUT)
     }
@@ -62,7 +65,7 @@ impl MemoryChannel {
         // Words never have bits 24..29 set, so all-ones marks "not yet answered".
         self.inner.ack.write_local(base, &vec![0xff; 4 * n]);
         let addr = l.page_addr(l.ack_page(self.inner.me)) + base as u64;
-        self.port().store(addr, &[1])?;
+        self.inner.stores.post(&[(addr, &[1])])?;
         let ack = &self.inner.ack;
         wait_for(WaitFor::AckAnswer, timeout, || {
             (0..n)
@@ -72,6 +75,9 @@ impl MemoryChannel {
         let statuses = (0..n)
             .map(|i| AdapterErrorStatus::from_word(ack.load_u32(base + 4 * i)))
             .collect();
+        // Everything before the query has been taken by now: a store the
+        // adapter refused meanwhile is reported here too.
+        self.inner.stores.flush()?;
         Ok(ErrorCheck {
             count: self.error_count(),
             statuses,

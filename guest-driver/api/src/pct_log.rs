@@ -6,7 +6,10 @@ use firmware_model::abi::{EventRecord, Registers, StatusPage};
 use firmware_model::PctEntry;
 use log::debug;
 
+use std::sync::Arc;
+
 use super::{McError, McPort, ReceiveMemory};
+use crate::port::StorePath;
 
 /// One programmed range: `count` pages from `first`, and their frames when the
 /// entry receives.
@@ -129,12 +132,8 @@ impl McPort for RecordingPort {
         Ok(())
     }
 
-    fn store(&mut self, addr: u64, data: &[u8]) -> Result<(), McError> {
-        self.port.store(addr, data)
-    }
-
-    fn store_batch(&mut self, records: &[(u64, &[u8])]) -> Result<(), McError> {
-        self.port.store_batch(records)
+    fn store_path(&self) -> Arc<dyn StorePath> {
+        self.port.store_path()
     }
 
     fn status(&self) -> StatusPage {
@@ -179,11 +178,8 @@ mod tests {
             self.0.lock().unwrap().push((f, c, e, fr.to_vec()));
             Ok(())
         }
-        fn store(&mut self, _: u64, _: &[u8]) -> Result<(), McError> {
-            Ok(())
-        }
-        fn store_batch(&mut self, _: &[(u64, &[u8])]) -> Result<(), McError> {
-            Ok(())
+        fn store_path(&self) -> Arc<dyn StorePath> {
+            unreachable!("the test stores nothing")
         }
         fn status(&self) -> StatusPage {
             StatusPage::default()

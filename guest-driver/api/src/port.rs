@@ -4,6 +4,8 @@
 //! runs unchanged over every transport: the virtual guest (vhost-user) and PCI
 //! inside a Linux guest. `mc_driver::adapter::Adapter` implements it.
 
+use std::sync::Arc;
+
 use firmware_model::abi::{EventRecord, Registers, StatusPage};
 use firmware_model::PctEntry;
 
@@ -26,6 +28,18 @@ pub trait ReceiveMemory: Send + Sync {
     fn load_u64(&self, offset: usize) -> u64;
 }
 
+/// Posted stores (docs/device.md section 19): a store returns once it is
+/// queued for the adapter; the node's stores reach the network in the order
+/// they were queued. Used by every thread of a node at once, without a lock.
+pub trait StorePath: Send + Sync {
+    /// Queue `records` in order, adjacent.
+    fn post(&self, records: &[(u64, &[u8])]) -> Result<(), McError>;
+    /// Wait until everything queued before this call has been handed to the
+    /// hub (not: delivered). Reports a store the adapter refused since the
+    /// last flush as [`McError::Refused`].
+    fn flush(&self) -> Result<(), McError>;
+}
+
 /// An adapter, as the Memory Channel API drives it.
 pub trait McPort: Send {
     /// The register file, read once at start-up.
@@ -41,11 +55,8 @@ pub trait McPort: Send {
         entry: PctEntry,
         frames: &[u64],
     ) -> Result<(), McError>;
-    /// Store `data` at global address `addr` and wait until the adapter has sent it
-    /// (every delivery, loopback included, is done when this returns).
-    fn store(&mut self, addr: u64, data: &[u8]) -> Result<(), McError>;
-    /// Store several records in one transmit chain, in order.
-    fn store_batch(&mut self, records: &[(u64, &[u8])]) -> Result<(), McError>;
+    /// The adapter's store path, which every thread of the node uses at once.
+    fn store_path(&self) -> Arc<dyn StorePath>;
     /// The status page (current values).
     fn status(&self) -> StatusPage;
     /// The cluster error count from the status page: one 64-bit load.

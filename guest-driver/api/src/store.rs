@@ -1,13 +1,23 @@
 //! The store path: every write the API makes into Memory Channel space goes
-//! through here, straight to the adapter or, in reliable mode, checked
-//! piece by piece through the ACK page and sent again until it went through
-//! clean (seed 004, Error Management: "save count, write, check, retry").
+//! through here, posted to the adapter's transmit FIFO (docs/device.md
+//! section 19) or, in reliable mode, checked piece by piece through the ACK
+//! page and sent again until it went through clean (seed 004, Error
+//! Management: "save count, write, check, retry").
+//!
+//! A store returns once it is queued: it says nothing about arrival, as on
+//! the hardware, where a store to a transmit region is a posted PIO write.
+//! What orders and proves: FIFO order (a node's stores reach the network in
+//! the order they were queued, so [`MemoryChannel::fence`] only has to order
+//! the program's own memory accesses around it), [`MemoryChannel::flush`]
+//! (handed to the hub) and [`MemoryChannel::check_errors`] (arrived at every
+//! adapter).
 
 use std::time::{Duration, Instant};
 
+use std::sync::atomic::{fence, Ordering};
+
 use crate::channel::{MemoryChannel, OP_TIMEOUT};
 use crate::error::{McError, WaitFor};
-use crate::port::McPort;
 
 /// Bytes per checked piece of a reliable store.
 pub const RELIABLE_CHUNK: usize = 128;
@@ -16,17 +26,32 @@ const RELIABLE_ACK_WAIT: Duration = Duration::from_millis(50);
 
 impl MemoryChannel {
     pub(crate) fn store(&self, addr: u64, data: &[u8]) -> Result<(), McError> {
-        if self.inner.reliable {
-            return self.reliable_store(&[(addr, data)]);
-        }
-        self.port().store(addr, data)
+        self.store_batch(&[(addr, data)])
     }
 
     pub(crate) fn store_batch(&self, records: &[(u64, &[u8])]) -> Result<(), McError> {
         if self.inner.reliable {
             return self.reliable_store(records);
         }
-        self.port().store_batch(records)
+        self.inner.stores.post(records)
+    }
+
+    /// The write barrier (the Alpha's `mb`, seed 004 Figure 6): stores queued
+    /// after it reach the network after those queued before it, and this
+    /// thread's own loads and stores are not moved across it. The transmit
+    /// FIFO already keeps a node's stores in order, so this costs a CPU
+    /// fence and no wait.
+    pub fn fence(&self) {
+        fence(Ordering::SeqCst);
+    }
+
+    /// Wait until every store this node queued before the call has been
+    /// handed to the hub: for a program that must not end with stores in
+    /// flight. It does not mean they arrived anywhere; an ACK-page check
+    /// ([`MemoryChannel::check_errors`]) proves that. Reports a store the
+    /// adapter refused since the last flush ([`McError::Refused`]).
+    pub fn flush(&self) -> Result<(), McError> {
+        self.inner.stores.flush()
     }
 
     /// Save the count, write, check, and write again until the check is clean.
@@ -40,7 +65,7 @@ impl MemoryChannel {
                 let mut attempt = 0u32;
                 loop {
                     let saved = self.error_count();
-                    self.port().store(at, piece)?;
+                    self.inner.stores.post(&[(at, piece)])?;
                     match self.check_errors_within(RELIABLE_ACK_WAIT) {
                         Ok(c) if c.count == saved && c.all_healthy(self.members_mask()) => break,
                         Ok(_) | Err(McError::Timeout { .. }) => {}

@@ -4,7 +4,6 @@ use std::time::Duration;
 
 use firmware_model::abi::Status;
 
-use crate::adapter::TxTicket;
 use crate::dma::DmaError;
 use crate::transport::TransportError;
 use crate::virtqueue::QueueError;
@@ -49,16 +48,19 @@ pub enum Error {
     NoPages,
     #[error("{pages} pages of {page_size} bytes of receive memory")]
     ReceiveTooLarge { pages: u32, page_size: u32 },
-    #[error("a transmit chain with no stores")]
-    EmptyTransmit,
     /// One store longer than a record can say (its length is 32 bits).
     #[error("a store of {len} bytes")]
     StoreTooLarge { len: usize },
-    /// Records that do not fit a transmit buffer.
-    #[error("{size} bytes of records exceed the transmit buffer size {capacity}")]
-    RecordsTooLarge { size: u64, capacity: usize },
-    #[error("{0:?} is not in flight (already collected?)")]
-    NotInFlight(TxTicket),
+    /// A transmit FIFO size the device would not take.
+    #[error("a transmit FIFO of {slots} slots (a power of two from 128 to 524288)")]
+    FifoSize { slots: u32 },
+    /// The device stopped taking this node's FIFO: a record did not parse.
+    #[error("the adapter stopped taking the transmit FIFO at position {position}: {} (detail {detail})", status_name(*.status))]
+    FifoBroken {
+        status: u32,
+        detail: u32,
+        position: u64,
+    },
     /// A previous request timed out and is still in flight.
     #[error("{0} is busy: an earlier request has not completed")]
     Busy(&'static str),
@@ -81,7 +83,9 @@ impl Error {
     /// The device's status, if this is a refusal.
     pub fn status(&self) -> Option<Status> {
         match self {
-            Error::Refused { status, .. } => Status::from_u32(*status),
+            Error::Refused { status, .. } | Error::FifoBroken { status, .. } => {
+                Status::from_u32(*status)
+            }
             _ => None,
         }
     }

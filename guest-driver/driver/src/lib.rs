@@ -7,8 +7,8 @@
 //! - [`virtqueue`]: the driver side of a split virtqueue;
 //! - [`transport`]: how the adapter is reached (a virtual guest over vhost-user
 //!   and a PCI user-space driver inside a QEMU guest);
-//! - [`tx`]: building transmit records;
-//! - [`adapter`]: the adapter driver: control requests, transmit, events,
+//! - [`fifo`]: the transmit FIFO: posted stores from any thread, no lock;
+//! - [`adapter`]: the adapter driver: bring-up, control requests, events,
 //!   status page, receive frames.
 //!
 //! The guest-visible interface is `firmware_model::abi`; docs/device.md
@@ -25,13 +25,14 @@ pub mod adapter;
 pub mod backoff;
 pub mod dma;
 pub mod error;
+pub mod fifo;
 #[cfg(test)]
 mod test_device;
 pub mod transport;
-pub mod tx;
 pub mod virtqueue;
 
-pub use adapter::{Adapter, AdapterOptions, ReceiveFrames, StatusView, TxTicket};
+pub use adapter::{Adapter, AdapterOptions, ReceiveFrames, StatusView, MIN_FIFO_SLOTS};
+pub use fifo::{Refusal, Store, TxFifo};
 pub use dma::{DmaAllocator, DmaBacking, DmaError, DmaRegion, HugepageMemory, MemfdMemory};
 pub use error::{Error, Result};
 pub use transport::pci::{PciError, PciOptions, PciTransport};

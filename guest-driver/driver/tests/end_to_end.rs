@@ -86,11 +86,10 @@ fn broadcast_reaches_both_receivers() {
 
     // A store across the page's two frames, and a small one at its start.
     let data = pattern(6000, 7);
-    let c = g0
-        .transmit(&[(4 * PAGE + 100, &data), (4 * PAGE, b"head")])
+    g0.fifo()
+        .post_all(&[(4 * PAGE + 100, &data), (4 * PAGE, b"head")])
         .unwrap();
-    assert_eq!(Status::from_u32(c.status), Some(Status::Ok));
-    assert_eq!(c.records_done, 2);
+    g0.flush().unwrap();
     for rx in [&rx1, &rx2] {
         rx.wait_for(100, &data, TIMEOUT).unwrap();
         rx.wait_for(0, b"head", TIMEOUT).unwrap();
@@ -146,27 +145,37 @@ fn bad_control_requests_get_the_right_status() {
 }
 
 #[test]
-fn refused_stores_end_the_chain_with_a_status() {
+fn refused_stores_are_reported_and_the_rest_go_on() {
     let mut r = rig(2);
-    let g = &mut r.guests[0];
-    g.set_pct(2, 1, PctEntry::transmit_broadcast().to_bits(), &[])
+    let [g0, g1] = &mut r.guests[..] else {
+        unreachable!()
+    };
+    g0.set_pct(2, 1, PctEntry::transmit_broadcast().to_bits(), &[])
         .unwrap();
-    let c = g
-        .transmit(&[
+    let rx = g1.map_receive(2, 1, PctEntry::receive().to_bits()).unwrap();
+    g0.fifo()
+        .post_all(&[
             (2 * PAGE, b"ok"),
             (3 * PAGE, b"page 3 is not mapped"),
-            (2 * PAGE, b"x"),
+            (2 * PAGE + 8, b"after"),
         ])
         .unwrap();
-    assert_eq!(Status::from_u32(c.status), Some(Status::TransmitDisabled));
-    assert_eq!(c.records_done, 1);
-    let c = g.transmit(&[(2 * PAGE, b"")]).unwrap();
-    assert_eq!(Status::from_u32(c.status), Some(Status::Empty));
-    let c = g.transmit(&[(u64::MAX - 4, b"end")]).unwrap();
-    assert_eq!(Status::from_u32(c.status), Some(Status::OutOfRange));
+    let e = g0.flush().unwrap_err();
+    assert_eq!(e.status(), Some(Status::TransmitDisabled), "{e}");
+    // Posted writes: the store after the refused one went out.
+    rx.wait_for(8, b"after", TIMEOUT).unwrap();
+    assert_eq!(g0.fifo().refusals().detail, 3, "the page");
+    g0.flush().unwrap();
+    for (store, want) in [
+        ((2 * PAGE, &b""[..]), Status::Empty),
+        ((u64::MAX - 4, &b"end"[..]), Status::OutOfRange),
+    ] {
+        g0.fifo().post_all(&[store]).unwrap();
+        assert_eq!(g0.flush().unwrap_err().status(), Some(want));
+    }
 }
 
-/// Many chains in flight; stores to one word arrive in order, so the last
+/// Many stores in flight; stores to one word arrive in order, so the last
 /// value written is the one that stays.
 #[test]
 fn streaming_keeps_order() {
@@ -178,26 +187,15 @@ fn streaming_keeps_order() {
         .unwrap();
     let rx = g1.map_receive(8, 2, PctEntry::receive().to_bits()).unwrap();
     const N: u64 = 2000;
-    let mut tickets = Vec::new();
-    let mut done = 0;
     for i in 1..=N {
         let bulk = pattern(512, i as u8);
         let v = i.to_le_bytes();
-        let t = g0
-            .post_transmit(&[(9 * PAGE + 64, &bulk), (8 * PAGE, &v)])
+        g0.fifo()
+            .post_all(&[(9 * PAGE + 64, &bulk), (8 * PAGE, &v)])
             .unwrap();
-        tickets.push(t);
-        while let Some((_, c)) = g0.poll_transmit().unwrap() {
-            assert_eq!(c.status, Status::Ok as u32);
-            done += 1;
-        }
     }
-    for (_, c) in g0.drain_transmit().unwrap() {
-        assert_eq!(c.status, Status::Ok as u32);
-        done += 1;
-    }
-    assert_eq!(done, N);
-    assert_eq!(g0.tx_in_flight(), 0);
+    g0.flush().unwrap();
+    assert_eq!(g0.fifo().consumed(), g0.fifo().reserved());
     rx.wait_for(0, &N.to_le_bytes(), TIMEOUT).unwrap();
     assert_eq!(rx.load_u64(0).unwrap(), N);
     assert_eq!(
@@ -224,8 +222,7 @@ fn status_page_and_events() {
     let rx = g1
         .map_receive(6, 1, PctEntry::receive().with_interrupt().to_bits())
         .unwrap();
-    let c = g0.transmit(&[(6 * PAGE + 8, b"ring the bell")]).unwrap();
-    assert_eq!(c.status, Status::Ok as u32);
+    g0.store(6 * PAGE + 8, b"ring the bell").unwrap();
     rx.wait_for(8, b"ring the bell", TIMEOUT).unwrap();
 
     // One PAGE_WRITTEN event for the store.
@@ -249,8 +246,11 @@ fn status_page_and_events() {
     assert!(view.updates().unwrap() > 0);
 
     // A refused store raises an error event and a protection error.
-    let c = g0.transmit(&[(7 * PAGE, b"no")]).unwrap();
-    assert_eq!(c.status, Status::TransmitDisabled as u32);
+    g0.store(7 * PAGE, b"no").unwrap();
+    assert_eq!(
+        g0.flush().unwrap_err().status(),
+        Some(Status::TransmitDisabled)
+    );
     let start = Instant::now();
     loop {
         let evs = g0.poll_events().unwrap();

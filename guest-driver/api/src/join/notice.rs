@@ -113,9 +113,11 @@ impl Manager {
         if (self.probe_pending || !inner.join.is_coherent()) && now >= self.not_before {
             let rejoined = match self.probe(mc) {
                 Ok(_) => !inner.join.is_coherent(),
+                // Page 0 (the meta page) is always mapped for transmit: the
+                // PCT is empty, so the adapter is a fresh one.
                 Err(McError::Refused {
                     status: Status::TransmitDisabled,
-                    ..
+                    detail: 0,
                 }) => true,
                 Err(McError::Refused {
                     status: Status::Offline,
@@ -146,12 +148,15 @@ impl Manager {
         }
     }
 
-    /// A store to this node's marker word (page 0: broadcast, loopback).
+    /// A store to this node's marker word (page 0: broadcast, loopback),
+    /// flushed: the adapter's verdict on it (or on an earlier store) comes
+    /// back as a refusal.
     fn probe(&mut self, mc: &MemoryChannel) -> Result<u64, McError> {
         self.mark += 1;
         let l = mc.inner.layout;
         let off = JOIN_MARK + 8 * self.me as usize;
         mc.store(Self::meta_addr(&l, off), &self.mark.to_le_bytes())?;
+        mc.flush()?;
         Ok(self.mark)
     }
 

@@ -1,22 +1,20 @@
 //! The adapter driver, over any [`Transport`].
 //!
-//! It owns the three queues (docs/device.md section 14) and the DMA memory:
+//! It owns the three queues (docs/device.md section 14), the transmit FIFO and
+//! the DMA memory:
+//! - transmit: the FIFO's doorbell; stores go through the FIFO
+//!   ([`crate::fifo::TxFifo`], posted: any thread, no lock);
 //! - control: one request at a time, answered in a 16-byte response;
-//! - transmit: a pool of DMA buffers, each holding the records of one chain and
-//!   its 8-byte completion; chains may be kept in flight for streaming
-//!   ([`Adapter::post_transmit`], [`Adapter::poll_transmit`],
-//!   [`Adapter::wait_transmit`]) or sent one at a time ([`Adapter::transmit`]);
 //! - event: kept stocked with `EVENT_SIZE`-byte buffers.
 //!
-//! Nothing here sleeps on the device: completions are polled (a bounded spin,
-//! then `yield_now`, up to a timeout). Kicks: the transmit queue is kicked only
-//! when the device asks (EVENT_IDX `avail_event`: the backend polls it while
-//! busy); the control and event queues, which the device serves on kicks
-//! (section 14) and which are off the fast path, are kicked on every post.
+//! Nothing here sleeps on the device: answers are polled (the common
+//! backoff, up to a timeout). The control and event queues, which the device
+//! serves on kicks and which are off the fast path, are kicked on every post;
+//! the transmit queue only when the hub asks (the FIFO's doorbell).
 //!
-//! One job per file: this one holds the adapter's bring-up and the transmit
-//! path; `control.rs` the control queue and the PCT, `receive.rs` receive
-//! memory ([`ReceiveFrames`]), `status.rs` the status page ([`StatusView`]),
+//! One job per file: this one holds the adapter's bring-up; `control.rs` the
+//! control queue and the PCT, `receive.rs` receive memory
+//! ([`ReceiveFrames`]), `status.rs` the status page ([`StatusView`]),
 //! `events.rs` the event queue.
 
 mod control;
@@ -26,19 +24,20 @@ mod status;
 #[cfg(test)]
 mod tests;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use firmware_model::abi::{
-    self, Registers, Status, TxCompletion, CTRL_HEADER_SIZE, CTRL_RESPONSE_SIZE, EVENT_SIZE,
-    FRAME_SIZE, MAX_PCT_PAGES_PER_REQUEST, MAX_TX_CHAIN_BYTES, TX_COMPLETION_SIZE,
+    self, fifo, CtrlRequest, Registers, CTRL_HEADER_SIZE, CTRL_RESPONSE_SIZE, EVENT_SIZE,
+    FRAME_SIZE, MAX_PCT_PAGES_PER_REQUEST,
 };
-use log::{debug, trace, warn};
+use log::debug;
 
 use crate::backoff::{poll_until_with, BackoffPolicy};
 use crate::dma::{DmaAllocator, DmaRegion};
 use crate::error::{Error, Result};
+use crate::fifo::TxFifo;
 use crate::transport::Transport;
-use crate::tx::{encode_records, records_size, Store};
 use crate::virtqueue::{Buffer, RingLayout, Token, Virtqueue};
 
 pub use receive::ReceiveFrames;
@@ -49,11 +48,9 @@ pub use status::StatusView;
 pub struct AdapterOptions {
     /// Entries per queue (a power of two, at most the transport's limit).
     pub queue_size: u16,
-    /// Transmit buffers, i.e. transmit chains that can be in flight at once
-    /// (at most half the queue size: a chain takes two descriptors).
-    pub tx_buffers: usize,
-    /// Bytes of records one transmit chain may carry (at most 1 MiB).
-    pub tx_buffer_size: usize,
+    /// Slots of the transmit FIFO (32 bytes each; a power of two from 4096,
+    /// so the largest record, 64 KiB, fits in half of it).
+    pub fifo_slots: u32,
     /// Event buffers kept posted (at most the queue size).
     pub event_buffers: u16,
     /// How long to wait for the device before giving up.
@@ -66,31 +63,13 @@ impl Default for AdapterOptions {
     fn default() -> Self {
         AdapterOptions {
             queue_size: 256,
-            tx_buffers: 16,
-            tx_buffer_size: 128 << 10,
+            fifo_slots: 1 << 15,
             event_buffers: 64,
             timeout: Duration::from_secs(5),
             spin: 20_000,
         }
     }
 }
-
-/// Names a posted transmit chain until its completion is collected.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct TxTicket(pub u64);
-
-#[derive(Debug)]
-struct TxBuffer {
-    records: DmaRegion,
-    completion: DmaRegion,
-}
-
-/// Completion value the driver plants before posting: a device that consumes
-/// a chain without writing its completion leaves it in place.
-const TX_SENTINEL: TxCompletion = TxCompletion {
-    status: u32::MAX,
-    records_done: u32::MAX,
-};
 
 /// The Memory Channel adapter driver.
 pub struct Adapter<T: Transport> {
@@ -103,14 +82,7 @@ pub struct Adapter<T: Transport> {
     ctrl_resp: DmaRegion,
     /// A request that timed out and may still complete.
     ctrl_pending: Option<Token>,
-    tx: Virtqueue,
-    tx_buffers: Vec<TxBuffer>,
-    tx_free: Vec<usize>,
-    /// By token index: the buffer and ticket of a chain in flight.
-    tx_in_flight: Vec<Option<(usize, TxTicket)>>,
-    /// Completions reaped but not yet collected, in completion order.
-    tx_done: std::collections::VecDeque<(TxTicket, TxCompletion)>,
-    next_ticket: u64,
+    fifo: Arc<TxFifo>,
     events: Virtqueue,
     /// By token index: the buffer of a posted event chain.
     event_bufs: Vec<Option<DmaRegion>>,
@@ -122,10 +94,13 @@ impl<T: Transport> std::fmt::Debug for Adapter<T> {
         f.debug_struct("Adapter")
             .field("node", &self.regs.node_id)
             .field("nodes", &self.regs.nodes)
-            .field("tx_in_flight", &self.tx.in_flight())
+            .field("fifo", &self.fifo)
             .finish()
     }
 }
+
+/// The smallest FIFO: the largest record (64 KiB, 2049 slots) fits in half.
+pub const MIN_FIFO_SLOTS: u32 = 4096;
 
 /// Poll `f` until it yields a value: `spin` busy polls, then the common
 /// backoff, until `timeout`.
@@ -172,17 +147,19 @@ impl<T: Transport> Adapter<T> {
         let ctrl_req = alloc.alloc(CTRL_HEADER_SIZE + 16 + 8 * max_frames, 4096)?;
         let ctrl_resp = alloc.alloc(CTRL_RESPONSE_SIZE, 16)?;
 
-        let n_tx = opts.tx_buffers.clamp(1, usize::from(tx.size() / 2).max(1));
-        let tx_size = opts
-            .tx_buffer_size
-            .clamp(abi::TX_RECORD_HEADER_SIZE + 8, MAX_TX_CHAIN_BYTES as usize);
-        let mut tx_buffers = Vec::with_capacity(n_tx);
-        for _ in 0..n_tx {
-            tx_buffers.push(TxBuffer {
-                records: alloc.alloc(tx_size, 4096)?,
-                completion: alloc.alloc(TX_COMPLETION_SIZE, 8)?,
+        if !fifo::valid_slots(opts.fifo_slots) || opts.fifo_slots < MIN_FIFO_SLOTS {
+            return Err(Error::FifoSize {
+                slots: opts.fifo_slots,
             });
         }
+        let fifo_mem = alloc.alloc(fifo::bytes(opts.fifo_slots), 4096)?;
+        let doorbell = transport.doorbell(abi::TX_QUEUE)?;
+        let fifo = Arc::new(TxFifo::new(
+            fifo_mem,
+            opts.fifo_slots,
+            doorbell,
+            opts.timeout,
+        )?);
 
         let n_ev = usize::from(opts.event_buffers.clamp(1, events.size()));
         let block = alloc.alloc(n_ev * EVENT_SIZE, 64)?;
@@ -196,17 +173,16 @@ impl<T: Transport> Adapter<T> {
         transport.notify(abi::EVENT_QUEUE)?;
 
         debug!(
-            "node {}: adapter up: queues of {}/{}/{}, {n_tx} transmit buffers of {tx_size} B, \
+            "node {}: adapter up: queues of {}/{}/{}, a transmit FIFO of {} slots, \
              {n_ev} event buffers, {} KiB of DMA memory left",
             regs.node_id,
             tx.size(),
             ctrl.size(),
             events.size(),
+            opts.fifo_slots,
             alloc.remaining() >> 10
         );
-        Ok(Adapter {
-            tx_in_flight: vec![None; usize::from(tx.size())],
-            tx_free: (0..n_tx).rev().collect(),
+        let mut adapter = Adapter {
             transport,
             alloc,
             regs,
@@ -215,14 +191,20 @@ impl<T: Transport> Adapter<T> {
             ctrl_req,
             ctrl_resp,
             ctrl_pending: None,
-            tx,
-            tx_buffers,
-            tx_done: Default::default(),
-            next_ticket: 0,
+            fifo,
             events,
             event_bufs,
             status_page: None,
-        })
+        };
+        let gpa = adapter.fifo.gpa();
+        adapter.ctrl_ok(
+            "SET_TX_FIFO",
+            &CtrlRequest::SetTxFifo {
+                gpa,
+                slots: adapter.opts.fifo_slots,
+            },
+        )?;
+        Ok(adapter)
     }
 
     /// Read the register file now (a round trip to the device).
@@ -267,150 +249,19 @@ impl<T: Transport> Adapter<T> {
 
     // ---- transmit
 
-    /// Chains posted and not yet completed.
-    pub fn tx_in_flight(&self) -> usize {
-        self.tx.in_flight()
+    /// The transmit FIFO: posted stores from any thread of the node.
+    pub fn fifo(&self) -> &Arc<TxFifo> {
+        &self.fifo
     }
 
-    /// Largest records size one transmit chain can carry.
-    pub fn tx_capacity(&self) -> usize {
-        self.tx_buffers.first().map_or(0, |b| b.records.len())
+    /// Post one store (returns at once; see [`TxFifo::post`]).
+    pub fn store(&self, addr: u64, data: &[u8]) -> Result<()> {
+        self.fifo.post(addr, data).map(|_| ())
     }
 
-    /// Send `stores` as one chain and wait for its completion. The device's
-    /// verdict is in the completion (`status`, `records_done`).
-    pub fn transmit(&mut self, stores: &[Store<'_>]) -> Result<TxCompletion> {
-        let t = self.post_transmit(stores)?;
-        self.wait_transmit(t)
-    }
-
-    /// Post `stores` as one chain without waiting for it. Waits for a free
-    /// transmit buffer if all are in flight (their completions are kept for
-    /// [`Adapter::poll_transmit`] / [`Adapter::wait_transmit`]).
-    pub fn post_transmit(&mut self, stores: &[Store<'_>]) -> Result<TxTicket> {
-        if stores.is_empty() {
-            return Err(Error::EmptyTransmit);
-        }
-        let size = records_size(stores)?;
-        if size > self.tx_capacity() {
-            return Err(Error::RecordsTooLarge {
-                size: size as u64,
-                capacity: self.tx_capacity(),
-            });
-        }
-        let slot = match self.tx_free.pop() {
-            Some(s) => s,
-            None => {
-                let (spin, timeout) = (self.opts.spin, self.opts.timeout);
-                wait(spin, timeout, "free transmit buffer", || {
-                    self.reap_tx()?;
-                    Ok(self.tx_free.pop())
-                })?
-            }
-        };
-        let buf = &self.tx_buffers[slot];
-        let posted = encode_records(stores, &buf.records).and_then(|n| {
-            buf.completion.write(0, &TX_SENTINEL.to_bytes())?;
-            Ok(self.tx.add(
-                &[Buffer::prefix(&buf.records, n)?],
-                &[Buffer::of(&buf.completion)?],
-            )?)
-        });
-        let token = match posted {
-            Ok(t) => t,
-            Err(e) => {
-                self.tx_free.push(slot);
-                return Err(e);
-            }
-        };
-        let ticket = TxTicket(self.next_ticket);
-        self.next_ticket += 1;
-        self.tx_in_flight[usize::from(token.index())] = Some((slot, ticket));
-        if self.tx.kick_prepare()? {
-            self.transport.notify(abi::TX_QUEUE)?;
-        }
-        trace!("transmit {ticket:?}: {} stores, {size} bytes", stores.len());
-        Ok(ticket)
-    }
-
-    /// Move every completed transmit chain to `tx_done`.
-    fn reap_tx(&mut self) -> Result<usize> {
-        let mut n = 0;
-        while let Some(u) = self.tx.poll_used()? {
-            let Some((slot, ticket)) = self
-                .tx_in_flight
-                .get_mut(usize::from(u.token.index()))
-                .and_then(Option::take)
-            else {
-                return Err(Error::StrayCompletion {
-                    queue: "transmit",
-                    chain: u.token.index(),
-                });
-            };
-            let mut b = [0u8; TX_COMPLETION_SIZE];
-            self.tx_buffers[slot].completion.read(0, &mut b)?;
-            let c = TxCompletion::from_bytes(&b).unwrap_or(TX_SENTINEL);
-            let c = if (u.len as usize) < TX_COMPLETION_SIZE || c == TX_SENTINEL {
-                warn!(
-                    "transmit {ticket:?}: completed without a completion record ({} bytes)",
-                    u.len
-                );
-                TxCompletion {
-                    status: Status::DeviceError as u32,
-                    records_done: 0,
-                }
-            } else {
-                c
-            };
-            self.tx_free.push(slot);
-            self.tx_done.push_back((ticket, c));
-            n += 1;
-        }
-        Ok(n)
-    }
-
-    /// The next transmit completion not yet collected, if any.
-    pub fn poll_transmit(&mut self) -> Result<Option<(TxTicket, TxCompletion)>> {
-        if self.tx_done.is_empty() {
-            self.reap_tx()?;
-        }
-        Ok(self.tx_done.pop_front())
-    }
-
-    /// Wait for the completion of `ticket` (others reaped meanwhile are kept).
-    pub fn wait_transmit(&mut self, ticket: TxTicket) -> Result<TxCompletion> {
-        let in_flight = self
-            .tx_in_flight
-            .iter()
-            .flatten()
-            .any(|(_, t)| *t == ticket);
-        let take = |done: &mut std::collections::VecDeque<(TxTicket, TxCompletion)>| {
-            done.iter()
-                .position(|(t, _)| *t == ticket)
-                .and_then(|i| done.remove(i))
-                .map(|(_, c)| c)
-        };
-        if let Some(c) = take(&mut self.tx_done) {
-            return Ok(c);
-        }
-        if !in_flight {
-            return Err(Error::NotInFlight(ticket));
-        }
-        let (spin, timeout) = (self.opts.spin, self.opts.timeout);
-        wait(spin, timeout, "transmit", || {
-            self.reap_tx()?;
-            Ok(take(&mut self.tx_done))
-        })
-    }
-
-    /// Wait until no transmit chain is in flight; returns the completions
-    /// not yet collected, in completion order.
-    pub fn drain_transmit(&mut self) -> Result<Vec<(TxTicket, TxCompletion)>> {
-        let (spin, timeout) = (self.opts.spin, self.opts.timeout);
-        wait(spin, timeout, "transmit drain", || {
-            self.reap_tx()?;
-            Ok((self.tx.in_flight() == 0).then_some(()))
-        })?;
-        Ok(self.tx_done.drain(..).collect())
+    /// Wait until every store posted so far is handed to the hub, and report
+    /// a refusal the device made meanwhile ([`TxFifo::flush`]).
+    pub fn flush(&self) -> Result<()> {
+        self.fifo.flush()
     }
 }

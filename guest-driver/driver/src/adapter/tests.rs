@@ -4,7 +4,9 @@
 use super::*;
 use crate::test_device::{guest_ram, DeviceQueue};
 use crate::transport::TransportError;
-use firmware_model::abi::{CtrlRequest, CtrlResponse, TxRecordHeader, TX_RECORD_HEADER_SIZE};
+use crate::transport::Doorbell;
+use firmware_model::abi::{CtrlRequest, CtrlResponse, TxRecordHeader};
+use vm_memory::{Bytes, GuestAddress};
 use std::io::{Read, Write};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -56,6 +58,25 @@ impl Transport for FakeTransport {
         self.kicks[usize::from(queue)].fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
+    fn doorbell(&self, queue: u16) -> Result<Arc<dyn Doorbell>, TransportError> {
+        Ok(Arc::new(CountedKick {
+            kicks: self.kicks.clone(),
+            queue,
+        }))
+    }
+}
+
+#[derive(Debug)]
+struct CountedKick {
+    kicks: Arc<[AtomicUsize; 3]>,
+    queue: u16,
+}
+
+impl Doorbell for CountedKick {
+    fn ring(&self) -> Result<(), TransportError> {
+        self.kicks[usize::from(self.queue)].fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
 }
 
 /// What the fake device does.
@@ -63,8 +84,10 @@ impl Transport for FakeTransport {
 struct Knobs {
     /// Do not serve the control queue.
     ctrl_paused: AtomicBool,
-    /// Consume transmit chains without writing their completion.
-    tx_silent: AtomicBool,
+    /// Do not take records from the transmit FIFO.
+    tx_paused: AtomicBool,
+    /// Arm the FIFO's doorbell after each pass, as a hub going to sleep does.
+    arm_doorbell: AtomicBool,
     stop: AtomicBool,
     /// Records the device saw: (addr, data).
     seen: Mutex<Vec<(u64, Vec<u8>)>>,
@@ -95,12 +118,22 @@ fn rig(opts: AdapterOptions) -> Rig {
         rings: rings.clone(),
         kicks: kicks.clone(),
     };
-    let adapter = Adapter::new(t, opts).unwrap();
     let knobs = Arc::new(Knobs::default());
     let k = knobs.clone();
-    let queues: Vec<_> = rings.lock().unwrap().iter().flatten().cloned().collect();
     let mem = ram.mem.clone();
-    let device = std::thread::spawn(move || device(mem, queues, k));
+    let r = rings.clone();
+    // The device runs while the adapter comes up: it answers SET_TX_FIFO.
+    let device = std::thread::spawn(move || {
+        let queues = loop {
+            let q: Vec<_> = r.lock().unwrap().iter().flatten().cloned().collect();
+            if q.len() == 3 {
+                break q;
+            }
+            std::thread::yield_now();
+        };
+        device(mem, queues, k)
+    });
+    let adapter = Adapter::new(t, opts).unwrap();
     Rig {
         adapter,
         knobs,
@@ -110,8 +143,9 @@ fn rig(opts: AdapterOptions) -> Rig {
 }
 
 fn device(mem: Arc<GuestMemoryMmap>, queues: Vec<(RingLayout, u16)>, k: Arc<Knobs>) {
-    let mut tx = DeviceQueue::new(&mem, &queues[0].0, queues[0].1, true);
     let mut ctrl = DeviceQueue::new(&mem, &queues[1].0, queues[1].1, true);
+    // (gpa, slots, head) of the registered FIFO.
+    let mut fifo: Option<(u64, u32, u64)> = None;
     while !k.stop.load(Ordering::Relaxed) {
         let mut idle = true;
         if !k.ctrl_paused.load(Ordering::Relaxed) {
@@ -127,6 +161,10 @@ fn device(mem: Arc<GuestMemoryMmap>, queues: Vec<(RingLayout, u16)>, k: Arc<Knob
                     .unwrap();
                 let resp = match CtrlRequest::decode(&req) {
                     Ok(CtrlRequest::GetStatus) => CtrlResponse::ok(42, 7),
+                    Ok(CtrlRequest::SetTxFifo { gpa, slots }) => {
+                        fifo = Some((gpa, slots, 0));
+                        CtrlResponse::ok(0, 0)
+                    }
                     Ok(_) => CtrlResponse::ok(0, 0),
                     Err(s) => CtrlResponse::error(s, 0),
                 };
@@ -135,38 +173,17 @@ fn device(mem: Arc<GuestMemoryMmap>, queues: Vec<(RingLayout, u16)>, k: Arc<Knob
                 ctrl.add_used(head, w.bytes_written() as u32);
             }
         }
-        if let Some(chain) = tx.pop_chain() {
-            idle = false;
-            let head = chain.head_index();
-            let mut recs = Vec::new();
-            chain
-                .clone()
-                .reader(&mem)
-                .unwrap()
-                .read_to_end(&mut recs)
+        if let (Some((gpa, slots, head)), false) =
+            (fifo.as_mut(), k.tx_paused.load(Ordering::Relaxed))
+        {
+            let start = *head;
+            take_records(&mem, *gpa, *slots, head, &k.seen);
+            idle &= *head == start;
+            mem.store(*head, GuestAddress(*gpa), Ordering::Release)
                 .unwrap();
-            let mut off = 0;
-            let mut n = 0;
-            while off < recs.len() {
-                let h = TxRecordHeader::from_bytes(&recs[off..]).unwrap();
-                let s = off + TX_RECORD_HEADER_SIZE;
-                k.seen
-                    .lock()
-                    .unwrap()
-                    .push((h.addr, recs[s..s + h.len as usize].to_vec()));
-                off += TxRecordHeader::record_size(h.len) as usize;
-                n += 1;
-            }
-            if k.tx_silent.load(Ordering::Relaxed) {
-                tx.add_used(head, 0);
-            } else {
-                let c = TxCompletion {
-                    status: 0,
-                    records_done: n,
-                };
-                let mut w = chain.writer(&mem).unwrap();
-                w.write_all(&c.to_bytes()).unwrap();
-                tx.add_used(head, w.bytes_written() as u32);
+            if k.arm_doorbell.load(Ordering::Relaxed) && *head == start {
+                mem.store(1u32, GuestAddress(*gpa + 8), Ordering::SeqCst)
+                    .unwrap();
             }
         }
         if idle {
@@ -175,11 +192,39 @@ fn device(mem: Arc<GuestMemoryMmap>, queues: Vec<(RingLayout, u16)>, k: Arc<Knob
     }
 }
 
+/// Take committed records from the FIFO at `gpa`, as the device does.
+fn take_records(
+    mem: &GuestMemoryMmap,
+    gpa: u64,
+    slots: u32,
+    head: &mut u64,
+    seen: &Mutex<Vec<(u64, Vec<u8>)>>,
+) {
+    loop {
+        let i = *head % u64::from(slots);
+        let tag: u32 = mem
+            .load(GuestAddress(gpa + 64 + 4 * i), Ordering::Acquire)
+            .unwrap();
+        if tag != fifo::tag(*head, slots) {
+            return;
+        }
+        let at = gpa + fifo::slots_offset(slots) as u64 + 32 * i;
+        let mut h = [0u8; 16];
+        mem.read_slice(&mut h, GuestAddress(at)).unwrap();
+        let h = TxRecordHeader::from_bytes(&h).unwrap();
+        if h.flags == 0 {
+            let mut d = vec![0u8; h.len as usize];
+            mem.read_slice(&mut d, GuestAddress(at + 16)).unwrap();
+            seen.lock().unwrap().push((h.addr, d));
+        }
+        *head += TxRecordHeader::slots(h.len);
+    }
+}
+
 fn fast() -> AdapterOptions {
     AdapterOptions {
         queue_size: 64,
-        tx_buffers: 4,
-        tx_buffer_size: 4096,
+        fifo_slots: MIN_FIFO_SLOTS,
         event_buffers: 8,
         timeout: Duration::from_millis(200),
         spin: 100,
@@ -192,9 +237,10 @@ fn control_requests_round_trip_and_kick_every_time() {
     for _ in 0..10 {
         assert_eq!(r.adapter.get_status().unwrap(), (42, 7));
     }
+    // Ten requests, and SET_TX_FIFO at bring-up.
     assert_eq!(
         r.kicks[abi::CTRL_QUEUE as usize].load(Ordering::Relaxed),
-        10
+        11
     );
     // Event buffers were posted and the device told.
     assert_eq!(
@@ -227,59 +273,52 @@ fn a_control_timeout_is_reported_and_recovered() {
 }
 
 #[test]
-fn transmit_streams_and_kicks_only_when_asked() {
-    let mut r = rig(fast());
-    let mut tickets = Vec::new();
+fn stores_are_posted_and_kick_only_when_asked() {
+    let r = rig(fast());
+    // The device takes nothing: stores still return at once.
+    r.knobs.tx_paused.store(true, Ordering::Relaxed);
     for i in 0..50u64 {
-        let v = i.to_le_bytes();
-        tickets.push(
-            r.adapter
-                .post_transmit(&[(i * 8, &v), (1, b"abc")])
-                .unwrap(),
-        );
+        r.adapter.store(i * 8, &i.to_le_bytes()).unwrap();
+        r.adapter.fifo().post_all(&[(1, b"abc")]).unwrap();
     }
-    let mut done = r.adapter.drain_transmit().unwrap();
-    // Completions reaped while waiting for buffers are kept too.
-    done.sort_by_key(|d| d.0);
-    assert_eq!(done.len(), 50);
-    for (t, c) in &done {
-        assert_eq!((c.status, c.records_done), (0, 2), "{t:?}");
-    }
-    assert_eq!(done.iter().map(|d| d.0).collect::<Vec<_>>(), tickets);
+    assert!(r.knobs.seen.lock().unwrap().is_empty());
+    assert!(matches!(r.adapter.flush(), Err(Error::Timeout { .. })));
+    r.knobs.tx_paused.store(false, Ordering::Relaxed);
+    r.adapter.flush().unwrap();
     let seen = r.knobs.seen.lock().unwrap().clone();
     assert_eq!(seen.len(), 100);
     for i in 0..50u64 {
         assert_eq!(seen[2 * i as usize], (i * 8, i.to_le_bytes().to_vec()));
         assert_eq!(seen[2 * i as usize + 1], (1, b"abc".to_vec()));
     }
-    // The fake device never arms avail_event: one kick (crossing 0), no more.
-    assert_eq!(r.kicks[abi::TX_QUEUE as usize].load(Ordering::Relaxed), 1);
-    assert!(matches!(
-        r.adapter.wait_transmit(tickets[0]),
-        Err(Error::NotInFlight(t)) if t == tickets[0]
-    ));
-    let c = r.adapter.transmit(&[(0, b"x")]).unwrap();
-    assert_eq!(c.records_done, 1);
+    // The device never armed the doorbell: no kick on the transmit queue.
+    assert_eq!(r.kicks[abi::TX_QUEUE as usize].load(Ordering::Relaxed), 0);
+    // Once it does, the next store kicks (once).
+    r.knobs.arm_doorbell.store(true, Ordering::Relaxed);
+    std::thread::sleep(Duration::from_millis(20));
+    r.adapter.store(0, b"x").unwrap();
+    r.adapter.flush().unwrap();
+    assert!(r.kicks[abi::TX_QUEUE as usize].load(Ordering::Relaxed) >= 1);
 }
 
 #[test]
-fn transmit_limits_and_missing_completions() {
-    let mut r = rig(fast());
-    assert!(matches!(r.adapter.transmit(&[]), Err(Error::EmptyTransmit)));
-    let big = vec![0u8; 5000];
-    assert!(matches!(
-        r.adapter.transmit(&[(0, &big)]),
-        Err(Error::RecordsTooLarge {
-            size: 5016,
-            capacity: 4096
-        })
-    ));
-    assert_eq!(r.adapter.tx_capacity(), 4096);
-    r.knobs.tx_silent.store(true, Ordering::Relaxed);
-    let c = r.adapter.transmit(&[(0, b"lost")]).unwrap();
-    assert_eq!(c.status, Status::DeviceError as u32);
-    r.knobs.tx_silent.store(false, Ordering::Relaxed);
-    assert_eq!(r.adapter.transmit(&[(0, b"ok")]).unwrap().status, 0);
+fn fifo_limits_are_checked_at_bring_up() {
+    let ram = guest_ram(8 << 20, 0x2000_0000);
+    for slots in [1000, 128, 1 << 25] {
+        let t = FakeTransport {
+            dma: ram.dma.clone(),
+            rings: Arc::new(Mutex::new(vec![None, None, None])),
+            kicks: Arc::new(Default::default()),
+        };
+        let opts = AdapterOptions {
+            fifo_slots: slots,
+            ..fast()
+        };
+        assert!(matches!(
+            Adapter::new(t, opts),
+            Err(Error::FifoSize { slots: s }) if s == slots
+        ));
+    }
 }
 
 #[test]

@@ -10,6 +10,8 @@
 pub mod pci;
 pub mod vhost_user;
 
+use std::sync::Arc;
+
 use firmware_model::abi::Registers;
 use virtio_bindings::virtio_config::VIRTIO_F_VERSION_1;
 use virtio_bindings::virtio_ring::VIRTIO_RING_F_EVENT_IDX;
@@ -88,6 +90,14 @@ pub trait Transport: Send {
 
     /// Notify the device that queue `queue` has new buffers (a kick).
     fn notify(&self, queue: u16) -> Result<(), TransportError>;
+    /// A handle that notifies `queue` from any thread (the transmit FIFO's
+    /// doorbell, rung by whichever thread posted last).
+    fn doorbell(&self, queue: u16) -> Result<Arc<dyn Doorbell>, TransportError>;
+}
+
+/// Notifies one queue; shareable between threads.
+pub trait Doorbell: Send + Sync + std::fmt::Debug {
+    fn ring(&self) -> Result<(), TransportError>;
 }
 
 /// Check a queue set-up request: a queue the adapter has, a size from 1 to
@@ -129,5 +139,8 @@ impl<T: Transport + ?Sized> Transport for Box<T> {
     }
     fn notify(&self, queue: u16) -> Result<(), TransportError> {
         (**self).notify(queue)
+    }
+    fn doorbell(&self, queue: u16) -> Result<Arc<dyn Doorbell>, TransportError> {
+        (**self).doorbell(queue)
     }
 }

@@ -15,7 +15,7 @@ use vhost::vhost_user::{Frontend, VhostUserFrontend};
 use vhost::{VhostBackend, VhostUserMemoryRegionInfo, VringConfigData};
 use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 
-use super::{Transport, TransportError, F_EVENT_IDX, F_VERSION_1};
+use super::{Doorbell, Transport, TransportError, F_EVENT_IDX, F_VERSION_1};
 use crate::dma::{DmaBacking, DmaRegion, MemfdMemory};
 use crate::virtqueue::RingLayout;
 
@@ -268,6 +268,32 @@ impl Transport for VhostUserTransport {
             .get(usize::from(queue))
             .ok_or(TransportError::NoSuchQueue(queue))?;
         kick.write(1).map_err(|source| TransportError::Io {
+            what: "kick",
+            source,
+        })
+    }
+
+    fn doorbell(&self, queue: u16) -> Result<Arc<dyn Doorbell>, TransportError> {
+        let kick = self
+            .kicks
+            .get(usize::from(queue))
+            .ok_or(TransportError::NoSuchQueue(queue))?
+            .try_clone()
+            .map_err(|source| TransportError::Io {
+                what: "kick (clone)",
+                source,
+            })?;
+        Ok(Arc::new(KickDoorbell(kick)))
+    }
+}
+
+/// A queue's kick eventfd: writing it is the vhost-user notification.
+#[derive(Debug)]
+struct KickDoorbell(EventFd);
+
+impl Doorbell for KickDoorbell {
+    fn ring(&self) -> Result<(), TransportError> {
+        self.0.write(1).map_err(|source| TransportError::Io {
             what: "kick",
             source,
         })

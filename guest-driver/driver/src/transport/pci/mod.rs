@@ -33,7 +33,7 @@ use virtio_bindings::virtio_config::{
     VIRTIO_CONFIG_S_FAILED, VIRTIO_CONFIG_S_FEATURES_OK, VIRTIO_CONFIG_S_NEEDS_RESET,
 };
 
-use super::{Transport, TransportError, F_EVENT_IDX, F_VERSION_1};
+use super::{Doorbell, Transport, TransportError, F_EVENT_IDX, F_VERSION_1};
 use crate::dma::{DmaError, DmaRegion, HugepageMemory};
 use crate::virtqueue::RingLayout;
 use caps::CapError;
@@ -436,6 +436,16 @@ impl Transport for PciTransport {
     }
 
     fn notify(&self, queue: u16) -> Result<(), TransportError> {
+        self.doorbell_of(queue)?.ring()
+    }
+
+    fn doorbell(&self, queue: u16) -> Result<Arc<dyn Doorbell>, TransportError> {
+        Ok(Arc::new(self.doorbell_of(queue)?))
+    }
+}
+
+impl PciTransport {
+    fn doorbell_of(&self, queue: u16) -> Result<NotifyDoorbell, TransportError> {
         let off = *self
             .notify_off
             .get(usize::from(queue))
@@ -444,9 +454,28 @@ impl Transport for PciTransport {
         if at + 2 > self.notify.len() {
             return Err(PciError::NotifyOutsideWindow { queue, at }.into());
         }
-        // Descriptors and indices are visible before the device is told.
+        Ok(NotifyDoorbell {
+            window: self.notify.clone(),
+            at,
+            queue,
+        })
+    }
+}
+
+/// A queue's notification register in the notify structure (virtio 1.x
+/// 4.1.4.4): writing the queue index there notifies the device.
+#[derive(Debug)]
+struct NotifyDoorbell {
+    window: Mmio,
+    at: usize,
+    queue: u16,
+}
+
+impl Doorbell for NotifyDoorbell {
+    fn ring(&self) -> Result<(), TransportError> {
+        // Everything written before is visible before the device is told.
         fence(Ordering::SeqCst);
-        self.notify.w16(at, queue);
+        self.window.w16(self.at, self.queue);
         Ok(())
     }
 }
