@@ -211,8 +211,10 @@ fn clusters_in_one_process_are_isolated() {
     let rb = b1.map_receive(1, 1, entry.to_bits()).unwrap();
     a0.store(PAGE, b"cluster a").unwrap();
     b0.store(PAGE, b"cluster b").unwrap();
-    ra.wait_for(0, b"cluster a", Duration::from_secs(5)).unwrap();
-    rb.wait_for(0, b"cluster b", Duration::from_secs(5)).unwrap();
+    ra.wait_for(0, b"cluster a", Duration::from_secs(5))
+        .unwrap();
+    rb.wait_for(0, b"cluster b", Duration::from_secs(5))
+        .unwrap();
     assert_eq!(a.cluster.snapshot().hub.packets, 1);
     assert_eq!(b.cluster.snapshot().hub.packets, 1);
 }
@@ -312,7 +314,9 @@ fn a_flooding_guest_does_not_stop_the_others() {
     let chains = done.load(Ordering::Acquire);
     stop.store(true, Ordering::Release);
     flooder.join().unwrap();
-    println!("200 round trips in {took:?}; the flooder had posted {chains} pairs of stores by then");
+    println!(
+        "200 round trips in {took:?}; the flooder had posted {chains} pairs of stores by then"
+    );
     assert!(vc.cluster.snapshot().nodes[2].counters.protection_errors > 0);
 }
 

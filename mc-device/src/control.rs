@@ -20,8 +20,13 @@ use crate::state::DeviceState;
 const MAX_CTRL_BYTES: u64 = abi::MAX_CTRL_REQUEST_BYTES as u64;
 
 impl DeviceState {
-    /// Serve node `i`'s control queue.
+    /// Serve node `i`'s control queue. Every store already committed in the
+    /// node's transmit FIFO is taken first: a control request is ordered
+    /// after the stores before it, as the real adapter's register writes
+    /// come after earlier posted writes on the PCI bus (a region detached
+    /// right after a store still sends that store).
     pub(crate) fn process_ctrl(&mut self, i: usize) {
+        self.take_committed_stores(i);
         let node = &self.nodes[i];
         let (Some(vrings), Some(atomic)) = (node.vrings.as_ref(), node.mem.as_ref()) else {
             return;
@@ -221,5 +226,28 @@ impl DeviceState {
         );
         self.nodes[i].fifo = Some(TxFifo::new(gpa, slots));
         CtrlResponse::ok(0, 0)
+    }
+}
+
+impl DeviceState {
+    /// Take every record committed in node `i`'s FIFO now (bounded: at most
+    /// one ring's worth, so a guest that keeps posting cannot hold this).
+    pub(crate) fn take_committed_stores(&mut self, i: usize) {
+        let Some(slots) = self.nodes[i].fifo.map(|f| u64::from(f.slots)) else {
+            return;
+        };
+        let mems: Vec<_> = self
+            .nodes
+            .iter()
+            .map(|n| n.mem.as_ref().map(GuestAddressSpace::memory))
+            .collect();
+        let mut taken = 0u64;
+        while taken < slots {
+            let n = self.process_fifo(i, &mems) as u64;
+            if n == 0 {
+                break;
+            }
+            taken += n;
+        }
     }
 }

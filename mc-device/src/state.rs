@@ -53,9 +53,12 @@ impl DeviceState {
         self.dispatch(sink.events);
     }
 
-    /// A guest went away: reset its adapter and forget its memory and
+    /// A guest went away: send the stores it had committed (posted writes
+    /// already on their way leave the adapter even when the program that
+    /// made them is gone), then reset its adapter and forget its memory and
     /// whatever was still on its way to it.
     pub(crate) fn disconnected(&mut self, i: usize) {
+        self.take_committed_stores(i);
         let _ = self.hub.reset_adapter(NodeId(i as u8));
         self.nodes[i].forget_guest();
         self.drop_pending(i);

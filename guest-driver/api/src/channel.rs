@@ -87,6 +87,16 @@ impl Inner {
     }
 }
 
+impl Drop for Inner {
+    /// The last handle is gone: hand what is still queued to the hub, so a
+    /// program that ends right after its last store does not lose it.
+    fn drop(&mut self) {
+        if let Err(e) = self.stores.flush() {
+            log::warn!("node{}: closing the Memory Channel API: {e}", self.me);
+        }
+    }
+}
+
 /// A node's handle on the Memory Channel API. Cheap to clone; every thread of
 /// the node may use it.
 #[derive(Clone)]

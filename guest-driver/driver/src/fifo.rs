@@ -189,10 +189,12 @@ impl TxFifo {
             plan.clear();
             let end = self.lay_out(from, records, &mut plan);
             self.wait_for_room(end)?;
-            match self
-                .reserved
-                .compare_exchange_weak(from, end, Ordering::AcqRel, Ordering::Relaxed)
-            {
+            match self.reserved.compare_exchange_weak(
+                from,
+                end,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
                 Ok(_) => break end,
                 Err(now) => from = now,
             }
@@ -471,7 +473,10 @@ mod tests {
                 .iter()
                 .filter(|(a, _)| a >> 32 == t)
                 .map(|(a, d)| {
-                    assert_eq!(a & 0xffff_ffff, u64::from_le_bytes(d[..8].try_into().unwrap()));
+                    assert_eq!(
+                        a & 0xffff_ffff,
+                        u64::from_le_bytes(d[..8].try_into().unwrap())
+                    );
                     a & 0xffff_ffff
                 })
                 .collect();

@@ -32,9 +32,9 @@ pub mod transport;
 pub mod virtqueue;
 
 pub use adapter::{Adapter, AdapterOptions, ReceiveFrames, StatusView, MIN_FIFO_SLOTS};
-pub use fifo::{Refusal, Store, TxFifo};
 pub use dma::{DmaAllocator, DmaBacking, DmaError, DmaRegion, HugepageMemory, MemfdMemory};
 pub use error::{Error, Result};
+pub use fifo::{Refusal, Store, TxFifo};
 pub use transport::pci::{PciError, PciOptions, PciTransport};
 pub use transport::vhost_user::{VhostUserOptions, VhostUserTransport};
 pub use transport::{Transport, TransportError};

@@ -3,15 +3,15 @@
 
 use super::*;
 use crate::test_device::{guest_ram, DeviceQueue};
-use crate::transport::TransportError;
 use crate::transport::Doorbell;
+use crate::transport::TransportError;
 use firmware_model::abi::{CtrlRequest, CtrlResponse, TxRecordHeader};
-use vm_memory::{Bytes, GuestAddress};
 use std::io::{Read, Write};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use vm_memory::GuestMemoryMmap;
+use vm_memory::{Bytes, GuestAddress};
 
 type Rings = Arc<Mutex<Vec<Option<(RingLayout, u16)>>>>;
 
