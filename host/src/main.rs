@@ -1,6 +1,5 @@
 //! `mc-host`: the command users run.
 
-#![deny(clippy::undocumented_unsafe_blocks, unsafe_op_in_unsafe_fn)]
 
 mod cli_error;
 mod cluster_args;

