@@ -3,5 +3,4 @@
 //! The `mc-host` binary (src/main.rs) is the user interface; this library
 //! holds what tests need to reach too.
 
-
 pub mod qemu;

@@ -1,6 +1,5 @@
 //! `mc-host`: the command users run.
 
-
 mod cli_error;
 mod cluster_args;
 mod cluster_cmd;

@@ -19,7 +19,6 @@
 //! (memfd_create, a MAP_FIXED re-mapping of hugepages, geteuid) says why it
 //! holds, which the lints below enforce.
 
-
 pub mod adapter;
 pub mod backoff;
 pub mod dma;
