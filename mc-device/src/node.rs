@@ -8,6 +8,7 @@ use firmware_model::abi::{EventRecord, StatusPage, FRAME_SIZE};
 use vhost_user_backend::VringRwLock;
 use vm_memory::GuestMemoryAtomic;
 
+use crate::guest_log::GuestLogLimit;
 use crate::memory::{Mem, Piece};
 
 /// Events kept for a driver that has posted no event buffers; beyond this they
@@ -65,6 +66,8 @@ pub(crate) struct NodeState {
     /// Events lost that the driver has not yet been told about.
     pub(crate) overflow_unreported: u64,
     pub(crate) connections: u64,
+    /// This node's allowance of guest-caused log lines (kept across reconnects).
+    pub(crate) log_limit: GuestLogLimit,
 }
 
 impl NodeState {
@@ -80,6 +83,7 @@ impl NodeState {
             events_lost: 0,
             overflow_unreported: 0,
             connections: 0,
+            log_limit: GuestLogLimit::default(),
         }
     }
 

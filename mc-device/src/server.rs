@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use log::{error, info, warn};
+use log::{error, warn, Level};
 use vhost::vhost_user::Listener;
 use vhost_user_backend::VhostUserDaemon;
 use vm_memory::{GuestMemoryAtomic, GuestMemoryMmap};
@@ -50,19 +50,28 @@ pub(crate) fn serve_node(backend: Arc<NodeBackend>, mut listener: Listener) {
         {
             let mut st = shared.lock();
             st.nodes[node].connections += 1;
-            info!(
-                "node{node}: guest connected (connection {})",
-                st.nodes[node].connections
+            let n = st.nodes[node].connections;
+            // Anyone who can reach the socket can connect: rate-limited.
+            st.guest_log(
+                node,
+                Level::Info,
+                format_args!("guest connected (connection {n})"),
             );
         }
-        match daemon.wait() {
-            Ok(()) => info!("node{node}: guest disconnected"),
-            Err(e) => info!("node{node}: guest connection ended: {e}"),
-        }
+        let ended = daemon.wait();
         if let Some(slot) = relock(&shared.connections).get_mut(node) {
             *slot = None;
         }
         drop(daemon);
-        shared.lock().disconnected(node);
+        let mut st = shared.lock();
+        match ended {
+            Ok(()) => st.guest_log(node, Level::Info, format_args!("guest disconnected")),
+            Err(e) => st.guest_log(
+                node,
+                Level::Info,
+                format_args!("guest connection ended: {e}"),
+            ),
+        }
+        st.disconnected(node);
     }
 }

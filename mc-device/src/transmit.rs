@@ -7,7 +7,7 @@ use firmware_model::abi::{
     TX_COMPLETION_SIZE, TX_RECORD_HEADER_SIZE,
 };
 use firmware_model::{Event, GlobalAddr, NodeId};
-use log::{debug, warn};
+use log::{debug, warn, Level};
 use vhost_user_backend::{VringRwLock, VringT};
 use virtio_queue::QueueOwnedT;
 use vm_memory::{Bytes, GuestAddress, GuestAddressSpace};
@@ -171,9 +171,10 @@ impl DeviceState {
             }
             if let Err(e) = sent {
                 let (s, detail) = status_of(&e);
-                warn!(
-                    "node{i}: store of {} bytes at {:#x} refused: {e}",
-                    hdr.len, hdr.addr
+                self.guest_log(
+                    i,
+                    Level::Warn,
+                    format_args!("store of {} bytes at {:#x} refused: {e}", hdr.len, hdr.addr),
                 );
                 debug!("node{i}: refusal detail {detail}");
                 return (s, done);
