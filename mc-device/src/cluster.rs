@@ -19,6 +19,7 @@ use crate::device::{relock, Device};
 use crate::error::DeviceError;
 use crate::node::NodeState;
 use crate::server::serve_node;
+use crate::socket_dir::{clear_socket_path, DirLock};
 use crate::state::DeviceState;
 use crate::vhost_user::NodeBackend;
 
@@ -86,17 +87,24 @@ pub struct Cluster {
     listen_fds: Vec<OwnedFd>,
     hub_thread: Option<JoinHandle<()>>,
     servers: Vec<JoinHandle<()>>,
+    /// This cluster's claim on its socket directory (socket_dir.rs).
+    dir_lock: Option<DirLock>,
 }
 
 impl Cluster {
     /// Validate the configuration, create the hub and listen on one socket per
     /// node. Returns once every socket accepts connections.
+    ///
+    /// Refused, with nothing changed on disk, when another backend serves the
+    /// same socket directory, or when a socket path holds anything but a stale
+    /// socket (a live one, a file, a directory): see socket_dir.rs.
     pub fn start(opts: ClusterOptions) -> Result<Cluster, DeviceError> {
         let hub = Hub::new(opts.config.clone())?;
         std::fs::create_dir_all(&opts.socket_dir).map_err(|source| DeviceError::SocketDir {
             path: opts.socket_dir.clone(),
             source,
         })?;
+        let dir_lock = DirLock::acquire(&opts.socket_dir)?;
         let pages = opts.config.page_count();
         let nodes = (0..opts.config.nodes)
             .map(|_| NodeState::new(pages))
@@ -119,10 +127,12 @@ impl Cluster {
             listen_fds: Vec::new(),
             hub_thread: None,
             servers: Vec::new(),
+            dir_lock: Some(dir_lock),
         };
         for node in 0..usize::from(opts.config.nodes) {
             let path = opts.socket_dir.join(format!("node{node}.sock"));
-            let listener = Listener::new(&path, true).map_err(|source| DeviceError::Listen {
+            clear_socket_path(&path)?;
+            let listener = Listener::new(&path, false).map_err(|source| DeviceError::Listen {
                 path: path.clone(),
                 source,
             })?;
@@ -247,6 +257,11 @@ impl Cluster {
         }
         for t in self.servers.drain(..) {
             let _ = t.join();
+        }
+        // The sockets are gone (each listener removes its own): give the
+        // directory up.
+        if let Some(l) = self.dir_lock.take() {
+            l.release();
         }
         info!("cluster down");
     }

@@ -34,6 +34,7 @@ mod hub_loop;
 mod memory;
 mod node;
 mod server;
+mod socket_dir;
 mod state;
 mod status_page;
 mod transmit;
