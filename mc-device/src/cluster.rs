@@ -147,10 +147,8 @@ impl Cluster {
                             source,
                         })?,
                 );
-            let backend = Arc::new(NodeBackend {
-                node,
-                shared: shared.clone(),
-            });
+            let backend =
+                Arc::new(NodeBackend::new(node, shared.clone()).map_err(DeviceError::EventFd)?);
             let t = std::thread::Builder::new()
                 .name(format!("mc-node{node}"))
                 .spawn(move || serve_node(backend, listener))

@@ -1,6 +1,7 @@
 //! One adapter as a vhost-user device: what QEMU (or a virtual guest) talks to.
 
 use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd};
 use std::sync::Arc;
 
 use firmware_model::abi::{self, CONFIG_SIZE};
@@ -13,9 +14,8 @@ use virtio_bindings::bindings::virtio_ring::{
 };
 use vm_memory::GuestMemoryAtomic;
 use vmm_sys_util::epoll::EventSet;
-use vmm_sys_util::event::{
-    new_event_consumer_and_notifier, EventConsumer, EventFlag, EventNotifier,
-};
+use vmm_sys_util::event::{EventConsumer, EventNotifier};
+use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 
 use crate::device::Device;
 use crate::memory::Mem;
@@ -38,6 +38,27 @@ pub(crate) fn config_slice(regs: &[u8; CONFIG_SIZE], offset: u32, size: u32) -> 
 pub(crate) struct NodeBackend {
     pub(crate) node: usize,
     pub(crate) shared: Arc<Device>,
+    /// The event that stops a connection's vring worker thread: one for the
+    /// node's lifetime, owned here (see `exit_event`).
+    exit: EventFd,
+}
+
+impl NodeBackend {
+    pub(crate) fn new(node: usize, shared: Arc<Device>) -> io::Result<NodeBackend> {
+        Ok(NodeBackend {
+            node,
+            shared,
+            exit: EventFd::new(EFD_NONBLOCK)?,
+        })
+    }
+
+    /// Clear the exit event before the next connection's daemon starts: the
+    /// last one's worker left it signalled (the worker exits on it without
+    /// reading it), and a signalled event would stop the new worker at once.
+    pub(crate) fn rearm_exit_event(&self) {
+        // Non-blocking: one read takes the whole count, or finds none.
+        let _ = self.exit.read();
+    }
 }
 
 impl VhostUserBackend for NodeBackend {
@@ -98,15 +119,26 @@ impl VhostUserBackend for NodeBackend {
         Ok(())
     }
 
+    /// The node's one exit event, handed to each connection's daemon in turn
+    /// (creating a pair per connection leaked one descriptor per connection).
     fn exit_event(&self, _thread_index: usize) -> Option<(EventConsumer, EventNotifier)> {
-        // Needed so dropping the daemon can stop its worker thread.
-        match new_event_consumer_and_notifier(EventFlag::NONBLOCK) {
-            Ok(pair) => Some(pair),
+        // The notifier is the daemon's own duplicate, closed when it drops.
+        let notifier = match self.exit.try_clone() {
+            Ok(n) => n,
             Err(e) => {
-                warn!("node{}: cannot create exit event: {e}", self.node);
-                None
+                warn!("node{}: cannot duplicate the exit event: {e}", self.node);
+                return None;
             }
-        }
+        };
+        // SAFETY: vhost-user-backend 0.24 (`VringEpollHandler::new`) turns the
+        // consumer back into a raw descriptor with `into_raw_fd` and only
+        // registers it with its epoll instance: it never closes it, so
+        // `self.exit` stays its one owner and closes it once, when the node's
+        // backend is dropped.
+        let consumer = unsafe { EventConsumer::from_raw_fd(self.exit.as_raw_fd()) };
+        // SAFETY: `notifier` is a fresh duplicate owned by nothing else.
+        let notifier = unsafe { EventNotifier::from_raw_fd(notifier.into_raw_fd()) };
+        Some((consumer, notifier))
     }
 
     /// Kicks. The transmit queue belongs to the polling hub thread: a kick only
