@@ -31,6 +31,7 @@ mod error;
 mod events;
 mod guest_log;
 mod hub_loop;
+mod mem_table;
 mod memory;
 mod node;
 mod server;

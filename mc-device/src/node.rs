@@ -51,7 +51,9 @@ impl DmaMap {
 
 /// One adapter's device-side state.
 pub(crate) struct NodeState {
-    /// Guest RAM, shared by the frontend with SET_MEM_TABLE.
+    /// Guest RAM, shared by the frontend with SET_MEM_TABLE, once checked
+    /// (mem_table.rs). The backend's own snapshot: the vhost-user daemon's view
+    /// is replaced by a new table before it has been checked.
     pub(crate) mem: Option<GuestMemoryAtomic<Mem>>,
     /// The vrings, captured from the backend's first `handle_event`.
     pub(crate) vrings: Option<Vec<VringRwLock>>,

@@ -5,19 +5,20 @@ use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd};
 use std::sync::Arc;
 
 use firmware_model::abi::{self, CONFIG_SIZE};
-use log::{debug, warn};
+use log::{debug, warn, Level};
 use vhost::vhost_user::message::{VhostUserProtocolFeatures, VhostUserVirtioFeatures};
 use vhost_user_backend::{VhostUserBackend, VringRwLock};
 use virtio_bindings::bindings::virtio_config::VIRTIO_F_VERSION_1;
 use virtio_bindings::bindings::virtio_ring::{
     VIRTIO_RING_F_EVENT_IDX, VIRTIO_RING_F_INDIRECT_DESC,
 };
-use vm_memory::GuestMemoryAtomic;
+use vm_memory::{GuestAddressSpace, GuestMemoryAtomic};
 use vmm_sys_util::epoll::EventSet;
 use vmm_sys_util::event::{EventConsumer, EventNotifier};
 use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 
 use crate::device::Device;
+use crate::mem_table::check_mem_table;
 use crate::memory::Mem;
 
 /// `size` bytes of the register file from `offset`, zero past its end: QEMU
@@ -113,10 +114,35 @@ impl VhostUserBackend for NodeBackend {
         Ok(())
     }
 
+    /// A new memory table: checked (mem_table.rs) before anything touches it.
+    /// A table that could raise SIGBUS is refused: the node is left with no
+    /// guest memory, and the error ends this guest's connection; the other
+    /// nodes go on.
     fn update_memory(&self, mem: GuestMemoryAtomic<Mem>) -> io::Result<()> {
+        let table = mem.memory().into_inner();
+        let checked = check_mem_table(&table);
         let mut st = self.shared.lock();
-        st.nodes[self.node].mem = Some(mem);
-        Ok(())
+        match checked {
+            Ok(()) => {
+                st.nodes[self.node].mem = Some(GuestMemoryAtomic::from(table));
+                Ok(())
+            }
+            Err(e) => {
+                // The daemon installed the table in its own view already: take
+                // it back, so that not even the daemon touches it.
+                if let Ok(g) = mem.lock() {
+                    g.replace(Mem::new());
+                }
+                st.nodes[self.node].mem = None;
+                st.nodes[self.node].vrings = None;
+                st.guest_log(
+                    self.node,
+                    Level::Error,
+                    format_args!("guest memory refused, disconnecting this guest: {e}"),
+                );
+                Err(io::Error::new(io::ErrorKind::InvalidInput, e))
+            }
+        }
     }
 
     /// The node's one exit event, handed to each connection's daemon in turn

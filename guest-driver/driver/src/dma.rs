@@ -118,14 +118,33 @@ impl MemfdMemory {
                 available: 0,
             });
         }
+        // Sealable, and sealed against resizing once sized, as QEMU's
+        // memory-backend-memfd does: the backend refuses guest RAM that could
+        // shrink under it (a mapping past the end of its file raises SIGBUS).
         // SAFETY: a plain syscall with a valid NUL-terminated name.
-        let fd = unsafe { libc::memfd_create(c"mc-guest-ram".as_ptr(), libc::MFD_CLOEXEC) };
+        let fd = unsafe {
+            libc::memfd_create(
+                c"mc-guest-ram".as_ptr(),
+                libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING,
+            )
+        };
         if fd < 0 {
             return Err(DmaError::Os(io::Error::last_os_error()));
         }
         // SAFETY: `fd` is a fresh descriptor that nothing else owns.
         let file = unsafe { File::from_raw_fd(fd) };
         file.set_len(len as u64).map_err(DmaError::Os)?;
+        // SAFETY: adds seals to the memfd `file` owns; no memory involved.
+        if unsafe {
+            libc::fcntl(
+                file.as_raw_fd(),
+                libc::F_ADD_SEALS,
+                libc::F_SEAL_SHRINK | libc::F_SEAL_GROW,
+            )
+        } < 0
+        {
+            return Err(DmaError::Os(io::Error::last_os_error()));
+        }
         let ptr = map_shared(&file, len).map_err(DmaError::Os)?;
         debug!(
             "guest RAM: {} MiB memfd at gpa {gpa_base:#x}, host {ptr:p}",
