@@ -63,11 +63,13 @@ pub(crate) fn status_str(code: u32) -> String {
 
 pub(crate) fn signal(vring: &VringRwLock, node: usize, queue: &str) {
     match vring.needs_notification() {
-        Ok(true) => {
-            if let Err(e) = vring.signal_used_queue() {
-                warn!("node{node}: cannot signal the {queue} queue: {e}");
+        Ok(true) => match vring.signal_used_queue() {
+            // A saturated call eventfd: the driver has an interrupt pending.
+            Err(e) if e.kind() != std::io::ErrorKind::WouldBlock => {
+                warn!("node{node}: cannot signal the {queue} queue: {e}")
             }
-        }
+            _ => {}
+        },
         Ok(false) => {}
         Err(e) => warn!("node{node}: {queue} queue notification check failed: {e}"),
     }

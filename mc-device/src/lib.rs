@@ -29,6 +29,7 @@ mod delivery;
 mod device;
 mod error;
 mod events;
+mod guarded_vring;
 mod guest_log;
 mod hub_loop;
 mod mem_table;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use firmware_model::abi::{self, CONFIG_SIZE};
 use log::{debug, warn, Level};
 use vhost::vhost_user::message::{VhostUserProtocolFeatures, VhostUserVirtioFeatures};
-use vhost_user_backend::{VhostUserBackend, VringRwLock};
+use vhost_user_backend::VhostUserBackend;
 use virtio_bindings::bindings::virtio_config::VIRTIO_F_VERSION_1;
 use virtio_bindings::bindings::virtio_ring::{
     VIRTIO_RING_F_EVENT_IDX, VIRTIO_RING_F_INDIRECT_DESC,
@@ -18,6 +18,7 @@ use vmm_sys_util::event::{EventConsumer, EventNotifier};
 use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 
 use crate::device::Device;
+use crate::guarded_vring::GuardedVring;
 use crate::mem_table::check_mem_table;
 use crate::memory::Mem;
 
@@ -64,7 +65,7 @@ impl NodeBackend {
 
 impl VhostUserBackend for NodeBackend {
     type Bitmap = ();
-    type Vring = VringRwLock;
+    type Vring = GuardedVring;
 
     fn num_queues(&self) -> usize {
         abi::NUM_QUEUES
@@ -174,7 +175,7 @@ impl VhostUserBackend for NodeBackend {
         &self,
         device_event: u16,
         evset: EventSet,
-        vrings: &[VringRwLock],
+        vrings: &[GuardedVring],
         _thread: usize,
     ) -> io::Result<()> {
         if evset != EventSet::IN {
@@ -184,7 +185,7 @@ impl VhostUserBackend for NodeBackend {
             let mut st = self.shared.lock();
             let node = &mut st.nodes[self.node];
             if node.vrings.is_none() {
-                node.vrings = Some(vrings.to_vec());
+                node.vrings = Some(vrings.iter().map(|v| v.0.clone()).collect());
             }
             match device_event {
                 abi::CTRL_QUEUE => st.process_ctrl(self.node),
