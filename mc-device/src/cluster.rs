@@ -2,7 +2,7 @@
 
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -120,6 +120,7 @@ impl Cluster {
             wake: EventFd::new(EFD_NONBLOCK).map_err(DeviceError::EventFd)?,
             shutdown: AtomicBool::new(false),
             spin: opts.spin,
+            hub_tid: AtomicI32::new(0),
         });
         let mut cluster = Cluster {
             shared: shared.clone(),
@@ -160,7 +161,12 @@ impl Cluster {
         cluster.hub_thread = Some(
             std::thread::Builder::new()
                 .name("mc-hub".into())
-                .spawn(move || crate::hub_loop::run(s))
+                .spawn(move || {
+                    // SAFETY: gettid takes no arguments and cannot fail.
+                    s.hub_tid
+                        .store(unsafe { libc::gettid() }, Ordering::Release);
+                    crate::hub_loop::run(s)
+                })
                 .map_err(DeviceError::Thread)?,
         );
         info!(
@@ -182,6 +188,12 @@ impl Cluster {
     /// The vhost-user socket of `node`.
     pub fn socket_path(&self, node: NodeId) -> Option<&Path> {
         self.sockets.get(node.index()).map(PathBuf::as_path)
+    }
+
+    /// The hub thread's kernel thread id, once it runs: where its CPU time is
+    /// accounted (`/proc/self/task/<tid>/stat`, `schedstat`).
+    pub fn hub_thread_id(&self) -> Option<i32> {
+        Some(self.shared.hub_tid.load(Ordering::Acquire)).filter(|t| *t > 0)
     }
 
     /// Apply a fault to the running hub.

@@ -5,58 +5,57 @@ use firmware_model::abi::{
     self, status_of, CtrlRequest, CtrlResponse, Status, FRAME_SIZE, STATUS_PAGE_SIZE,
 };
 use firmware_model::{NodeId, PageNumber, PctEntry};
-use vhost_user_backend::{VringRwLock, VringT};
-use virtio_queue::{DescriptorChain, QueueOwnedT};
-use vm_memory::{Bytes, GuestAddress, GuestAddressSpace};
+use virtio_queue::DescriptorChain;
+use vm_memory::{Bytes, GuestAddress};
 
-use crate::chain::{signal, split_chain, status_str};
+use crate::chain::{split_chain, status_str};
 use crate::memory::{range_ok, scatter_read, MemGuard};
+use crate::ring_access::ServedQueue;
 use crate::state::DeviceState;
 
 /// Largest readable part of a control request (a full SET_PCT with frames).
 const MAX_CTRL_BYTES: u64 = abi::MAX_CTRL_REQUEST_BYTES as u64;
 
 impl DeviceState {
-    /// Serve node `i`'s control queue.
+    /// Serve node `i`'s control queue (only once its driver configured it, and
+    /// not while it is broken: ring_access.rs).
     pub(crate) fn process_ctrl(&mut self, i: usize) {
-        let node = &self.nodes[i];
-        let (Some(vrings), Some(atomic)) = (node.vrings.as_ref(), node.mem.as_ref()) else {
+        let Some(q) = self.served_queue(i, abi::CTRL_QUEUE) else {
             return;
         };
-        let Some(vring) = vrings.get(abi::CTRL_QUEUE as usize).cloned() else {
-            return;
-        };
-        let mem = atomic.memory();
         loop {
-            let chains: Vec<_> = match vring.get_mut().get_queue_mut().iter(mem.clone()) {
-                Ok(it) => it.collect(),
-                Err(_) => return,
-            };
-            self.serve_ctrl_chains(i, &vring, &mem, chains);
+            let (chains, defect) = q.chains(usize::MAX);
+            self.serve_ctrl_chains(i, &q, chains);
+            if let Some(d) = defect {
+                q.signal();
+                self.break_queue(i, abi::CTRL_QUEUE, d);
+                self.refresh_status_pages();
+                return;
+            }
             // Ask for a kick at the next request (EVENT_IDX avail_event); serve
             // again if one slipped in meanwhile.
-            if !vring.enable_notification().unwrap_or(false) {
+            if !q.enable_notification() {
                 break;
             }
         }
-        signal(&vring, i, "control");
+        q.signal();
         self.refresh_status_pages();
     }
 
     fn serve_ctrl_chains(
         &mut self,
         i: usize,
-        vring: &VringRwLock,
-        mem: &MemGuard,
+        q: &ServedQueue,
         chains: Vec<DescriptorChain<MemGuard>>,
     ) {
+        let mem = &q.mem;
         for chain in chains {
             let c = split_chain(chain, mem, MAX_CTRL_BYTES);
             let Some((wgpa, _)) = c
                 .writable
                 .filter(|w| w.1 as usize >= abi::CTRL_RESPONSE_SIZE)
             else {
-                let _ = vring.add_used(c.head, 0);
+                q.add_used(c.head, 0);
                 self.guest_error(
                     i,
                     format_args!("control request without a 16-byte writable response"),
@@ -87,7 +86,7 @@ impl DeviceState {
             let written = mem
                 .write_slice(&resp.to_bytes(), GuestAddress(wgpa))
                 .is_ok();
-            let _ = vring.add_used(
+            q.add_used(
                 c.head,
                 if written {
                     abi::CTRL_RESPONSE_SIZE as u32

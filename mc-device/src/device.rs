@@ -2,7 +2,7 @@
 //! the device state (under one mutex), each node's current guest connection,
 //! the hub's wake-up event and the shutdown flag.
 
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicI32};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -19,6 +19,8 @@ pub(crate) struct Device {
     pub(crate) wake: EventFd,
     pub(crate) shutdown: AtomicBool,
     pub(crate) spin: Duration,
+    /// The hub thread's kernel thread id (0 until it runs).
+    pub(crate) hub_tid: AtomicI32,
 }
 
 /// Lock `m` even if a thread panicked while holding it: that would be a bug in

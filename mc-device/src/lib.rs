@@ -35,6 +35,7 @@ mod hub_loop;
 mod mem_table;
 mod memory;
 mod node;
+mod ring_access;
 mod server;
 mod socket_dir;
 mod state;

@@ -10,6 +10,7 @@ use vm_memory::GuestMemoryAtomic;
 
 use crate::guest_log::GuestLogLimit;
 use crate::memory::{Mem, Piece};
+use crate::ring_access::configured;
 
 /// Events kept for a driver that has posted no event buffers; beyond this they
 /// are counted as lost and reported with one overflow event.
@@ -68,6 +69,9 @@ pub(crate) struct NodeState {
     /// Events lost that the driver has not yet been told about.
     pub(crate) overflow_unreported: u64,
     pub(crate) connections: u64,
+    /// Bit q: queue q is broken and not served until the driver re-initialises
+    /// its ring (ring_access.rs; the register file's `broken_queues`).
+    pub(crate) broken_queues: u32,
     /// This node's allowance of guest-caused log lines (kept across reconnects).
     pub(crate) log_limit: GuestLogLimit,
 }
@@ -85,6 +89,7 @@ impl NodeState {
             events_lost: 0,
             overflow_unreported: 0,
             connections: 0,
+            broken_queues: 0,
             log_limit: GuestLogLimit::default(),
         }
     }
@@ -98,6 +103,22 @@ impl NodeState {
         self.last_status = None;
         self.pending_events.clear();
         self.overflow_unreported = 0;
+        self.broken_queues = 0;
+    }
+
+    /// The driver stopped queue `q` (VHOST_USER_GET_VRING_BASE): whatever it
+    /// broke about the ring, it is setting it up afresh.
+    pub(crate) fn ring_stopped(&mut self, q: u32) {
+        if q < 32 {
+            self.broken_queues &= !(1 << q);
+        }
+    }
+
+    /// Whether the device may touch queue `q` through `vring` without first
+    /// checking it: configured by the driver and not broken. Reads no guest
+    /// memory (ring_access.rs checks the rings before serving them).
+    pub(crate) fn queue_live(&self, q: u16, vring: &VringRwLock) -> bool {
+        self.broken_queues & (1 << q) == 0 && configured(vring)
     }
 
     pub(crate) fn queue_event(&mut self, e: EventRecord) {

@@ -33,6 +33,7 @@ impl DeviceState {
             cluster_error_count: self.hub.cluster_error_count(),
             link_timing: link_timing_code(&c.link),
             max_record_data: MAX_RECORD_DATA,
+            broken_queues: self.nodes[node].broken_queues,
         }
     }
 

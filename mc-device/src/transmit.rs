@@ -25,14 +25,10 @@ impl DeviceState {
     /// Take up to [`TX_BATCH`] transmit chains from node `i` and send them
     /// through the hub. Returns how many chains were processed.
     pub(crate) fn process_tx(&mut self, i: usize) -> usize {
-        let node = &self.nodes[i];
-        let (Some(vrings), Some(atomic)) = (node.vrings.as_ref(), node.mem.as_ref()) else {
+        let Some(q) = self.served_queue(i, abi::TX_QUEUE) else {
             return 0;
         };
-        let Some(vring) = vrings.get(abi::TX_QUEUE as usize).cloned() else {
-            return 0;
-        };
-        let mem = atomic.memory();
+        let (vring, mem) = (q.vring, q.mem);
         let chains: Vec<_> = match vring.get_mut().get_queue_mut().iter(mem.clone()) {
             Ok(it) => it.take(TX_BATCH).collect(),
             Err(_) => return 0,
@@ -203,7 +199,10 @@ impl DeviceState {
     fn live_tx_vrings(&self) -> impl Iterator<Item = &VringRwLock> {
         self.nodes.iter().filter_map(|n| {
             n.mem.as_ref()?;
-            n.vrings.as_ref()?.get(abi::TX_QUEUE as usize)
+            n.vrings
+                .as_ref()?
+                .get(abi::TX_QUEUE as usize)
+                .filter(|v| n.queue_live(abi::TX_QUEUE, v))
         })
     }
 

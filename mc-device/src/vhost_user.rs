@@ -168,6 +168,17 @@ impl VhostUserBackend for NodeBackend {
         Some((consumer, notifier))
     }
 
+    /// VHOST_USER_GET_VRING_BASE stopped ring `queue_index`: the driver is
+    /// re-initialising it, so a queue it broke is served again once restarted.
+    fn stop_vring(&self, queue_index: u32) -> io::Result<()> {
+        self.shared.lock().nodes[self.node].ring_stopped(queue_index);
+        Ok(())
+    }
+
+    fn reset_device(&self) {
+        self.shared.lock().nodes[self.node].broken_queues = 0;
+    }
+
     /// Kicks. The transmit queue belongs to the polling hub thread: a kick only
     /// wakes it. Control and event queues are served here. Never returns an
     /// error: that would stop this worker thread for good.

@@ -33,6 +33,10 @@ pub struct Registers {
     pub cluster_error_count: u64,
     pub link_timing: u32,
     pub max_record_data: u32,
+    /// Bit q: queue q is broken (its driver moved the available index
+    /// impossibly, named a descriptor outside the queue or put a ring outside
+    /// RAM) and is not served until the driver re-initialises the ring.
+    pub broken_queues: u32,
 }
 
 /// Register offsets.
@@ -52,6 +56,7 @@ pub mod reg {
     pub const CLUSTER_ERROR_COUNT: usize = 0x40;
     pub const LINK_TIMING: usize = 0x48;
     pub const MAX_RECORD_DATA: usize = 0x4c;
+    pub const BROKEN_QUEUES: usize = 0x50;
 }
 
 impl Registers {
@@ -72,6 +77,7 @@ impl Registers {
         put_u64(&mut b, reg::CLUSTER_ERROR_COUNT, self.cluster_error_count);
         put_u32(&mut b, reg::LINK_TIMING, self.link_timing);
         put_u32(&mut b, reg::MAX_RECORD_DATA, self.max_record_data);
+        put_u32(&mut b, reg::BROKEN_QUEUES, self.broken_queues);
         b
     }
 
@@ -94,6 +100,7 @@ impl Registers {
             cluster_error_count: get_u64(b, reg::CLUSTER_ERROR_COUNT)?,
             link_timing: get_u32(b, reg::LINK_TIMING)?,
             max_record_data: get_u32(b, reg::MAX_RECORD_DATA)?,
+            broken_queues: get_u32(b, reg::BROKEN_QUEUES)?,
         })
     }
 

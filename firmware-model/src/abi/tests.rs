@@ -19,6 +19,7 @@ fn registers_round_trip() {
         cluster_error_count: 9,
         link_timing: 2,
         max_record_data: MAX_RECORD_DATA,
+        broken_queues: 0b101,
     };
     assert_eq!(Registers::from_bytes(&r.to_bytes()), Some(r));
     assert_eq!(&r.to_bytes()[0..4], b"MCHN");
