@@ -51,5 +51,7 @@ mod fake_guest;
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub mod fuzz;
+#[cfg(any(test, feature = "fuzzing"))]
+mod raw_frontend;
 #[cfg(test)]
 mod tests;
