@@ -509,19 +509,52 @@ pub fn open_fds() -> usize {
     std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count())
 }
 
-/// What a [`Victim`] saw.
+/// What a [`Victim`] saw: its control round trips, each with when it started.
 #[derive(Debug)]
 pub struct VictimReport {
+    pub samples: Vec<(Instant, Duration)>,
+}
+
+/// Round trips in one stretch of time.
+#[derive(Debug)]
+pub struct Latency {
     pub round_trips: usize,
     pub median: Duration,
     pub max: Duration,
+    /// When the slowest round trip started.
+    pub max_at: Option<Instant>,
+}
+
+impl VictimReport {
+    /// The round trips that started in `[from, to)`.
+    pub fn between(&self, from: Instant, to: Instant) -> Latency {
+        let mut l: Vec<_> = self
+            .samples
+            .iter()
+            .filter(|(t, _)| *t >= from && *t < to)
+            .map(|(t, d)| (*d, *t))
+            .collect();
+        l.sort();
+        Latency {
+            round_trips: l.len(),
+            median: l.get(l.len() / 2).map(|x| x.0).unwrap_or_default(),
+            max: l.last().map(|x| x.0).unwrap_or_default(),
+            max_at: l.last().map(|x| x.1),
+        }
+    }
+
+    /// All of them.
+    pub fn all(&self) -> Latency {
+        let far = Instant::now() + Duration::from_secs(3600);
+        self.between(self.samples.first().map_or(far, |s| s.0), far)
+    }
 }
 
 /// A well-behaved guest on another node, keeping its traffic going.
 pub struct Victim {
     stop: Arc<AtomicBool>,
     progress: Arc<AtomicU64>,
-    latencies: Arc<Mutex<Vec<Duration>>>,
+    latencies: Arc<Mutex<Vec<(Instant, Duration)>>>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -574,7 +607,7 @@ impl Victim {
                     k += 1;
                     let t0 = Instant::now();
                     a.get_status().expect("victim control round trip");
-                    l.lock().unwrap().push(t0.elapsed());
+                    l.lock().unwrap().push((t0, t0.elapsed()));
                     let off = 8 * (k % (page / 8));
                     let c = a
                         .transmit(&[(u64::from(VICTIM_PAGE) * page + off, &k.to_le_bytes())])
@@ -637,12 +670,8 @@ impl Victim {
                 std::panic::resume_unwind(p);
             }
         }
-        let mut l = std::mem::take(&mut *self.latencies.lock().unwrap());
-        l.sort();
         VictimReport {
-            round_trips: l.len(),
-            median: l.get(l.len() / 2).copied().unwrap_or_default(),
-            max: l.last().copied().unwrap_or_default(),
+            samples: std::mem::take(&mut *self.latencies.lock().unwrap()),
         }
     }
 }
