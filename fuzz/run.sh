@@ -12,7 +12,7 @@ if ! cargo +nightly --version >/dev/null 2>&1 || ! cargo fuzz --version >/dev/nu
     exit 0
 fi
 status=0
-for t in transmit_records control_commands register_writes vhost_user_messages; do
+for t in transmit_records control_commands register_writes vhost_user_messages vhost_user_sequence; do
     echo "== $t (${secs}s)"
     mkdir -p "corpus/$t" "regressions/$t"
     cargo +nightly fuzz run "$t" "corpus/$t" "regressions/$t" -- \

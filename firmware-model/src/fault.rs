@@ -127,7 +127,22 @@ pub enum FaultCommand {
     StallHub { duration: Nanos },
 }
 
+/// The longest hub stall a fault may ask for. Longer is surely a slip of the
+/// keyboard (`stall 1000000000s`), and would leave every guest's stores waiting
+/// for decades.
+pub const MAX_STALL: Nanos = Nanos(60_000_000_000);
+
 impl FaultCommand {
+    /// Bounds on the command's own values (node ranges are the hub's to check).
+    pub(crate) fn check_bounds(&self) -> Result<(), FaultError> {
+        match *self {
+            FaultCommand::StallHub { duration } if duration > MAX_STALL => {
+                Err(FaultError::StallTooLong { duration })
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// Nodes this command names (for range checks).
     pub(crate) fn nodes(&self) -> Vec<NodeId> {
         match *self {
@@ -166,6 +181,12 @@ pub enum FaultError {
     AlreadyCrashed(NodeId),
     #[error("{0} has not crashed, so it cannot rejoin")]
     NotCrashed(NodeId),
+    #[error(
+        "a hub stall of {:.3} s is longer than the longest allowed, {} s",
+        duration.0 as f64 / 1e9,
+        MAX_STALL.0 / 1_000_000_000
+    )]
+    StallTooLong { duration: Nanos },
 }
 
 /// Deterministic random stream (SplitMix64: tiny, fast, stable across versions).
@@ -357,9 +378,13 @@ impl std::str::FromStr for FaultCommand {
             "link-up" => FaultCommand::LinkUp(parse_node(it.next())?),
             "crash" => FaultCommand::Crash(parse_node(it.next())?),
             "rejoin" => FaultCommand::Rejoin(parse_node(it.next())?),
-            "stall" => FaultCommand::StallHub {
-                duration: parse_duration(it.next().ok_or_else(|| FaultSyntaxError("stall: the duration is missing".into()))?)?,
-            },
+            "stall" => {
+                let cmd = FaultCommand::StallHub {
+                    duration: parse_duration(it.next().ok_or_else(|| FaultSyntaxError("stall: the duration is missing".into()))?)?,
+                };
+                cmd.check_bounds().map_err(|e| FaultSyntaxError(format!("stall: {e}")))?;
+                cmd
+            }
             other => {
                 return Err(FaultSyntaxError(format!(
                     "unknown fault {other:?}: expected drop, corrupt, clear, link-down, link-up, crash, rejoin or stall"
@@ -434,6 +459,8 @@ mod syntax_tests {
             "crash x",
             "stall 5",
             "stall 5 parsecs",
+            "stall 61s",
+            "stall 1000000000s",
             "clear now",
             "corrupt 1% galaxy",
         ] {
@@ -442,5 +469,13 @@ mod syntax_tests {
         }
         assert_eq!(parse_duration("250us"), Ok(Nanos(250_000)));
         assert_eq!(parse_duration("2s"), Ok(Nanos(2_000_000_000)));
+        assert_eq!(
+            "stall 60s".parse::<FaultCommand>(),
+            Ok(FaultCommand::StallHub {
+                duration: MAX_STALL
+            })
+        );
+        let e = "stall 1000000000s".parse::<FaultCommand>().unwrap_err();
+        assert!(e.0.contains("longest allowed, 60 s"), "{e:?}");
     }
 }

@@ -261,6 +261,7 @@ impl Hub {
     }
 
     fn check_fault(&self, command: &FaultCommand) -> Result<(), ModelError> {
+        command.check_bounds()?;
         for n in command.nodes() {
             if n.0 >= self.config.nodes {
                 return Err(FaultError::NoSuchNode {

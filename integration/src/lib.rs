@@ -5,6 +5,8 @@
 //!   guest process does), each with the Memory Channel API open.
 //! - [`binary`]: the path of a workspace binary (`mc-host`, `mc-guest`) for
 //!   tests that run whole processes.
+//! - [`hostile`]: a hostile vhost-user frontend and a well-behaved victim, for
+//!   the tests that attack the backend.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -14,6 +16,8 @@ use firmware_model::ClusterConfig;
 use mc_api::{AdapterPort, MemoryChannel, OpenOptions};
 use mc_device::{Cluster, ClusterOptions};
 use mc_driver::{Adapter, AdapterOptions, VhostUserOptions, VhostUserTransport};
+
+pub mod hostile;
 
 /// A running backend with a socket directory that lives as long as it does.
 pub struct VirtualCluster {

@@ -3,8 +3,6 @@
 //! every range checked against guest RAM; and signalling a used ring.
 
 use firmware_model::abi::Status;
-use log::warn;
-use vhost_user_backend::{VringRwLock, VringT};
 use virtio_queue::DescriptorChain;
 
 use crate::memory::{range_ok, MemGuard, Piece};
@@ -59,16 +57,4 @@ pub(crate) fn split_chain(
 
 pub(crate) fn status_str(code: u32) -> String {
     Status::from_u32(code).map_or_else(|| format!("status {code}"), |s| s.to_string())
-}
-
-pub(crate) fn signal(vring: &VringRwLock, node: usize, queue: &str) {
-    match vring.needs_notification() {
-        Ok(true) => {
-            if let Err(e) = vring.signal_used_queue() {
-                warn!("node{node}: cannot signal the {queue} queue: {e}");
-            }
-        }
-        Ok(false) => {}
-        Err(e) => warn!("node{node}: {queue} queue notification check failed: {e}"),
-    }
 }

@@ -2,7 +2,7 @@
 
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -18,6 +18,7 @@ use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 use crate::device::{relock, Device};
 use crate::error::DeviceError;
 use crate::server::serve_node;
+use crate::socket_dir::{clear_socket_path, DirLock};
 use crate::state::DeviceState;
 use crate::vhost_user::NodeBackend;
 
@@ -82,17 +83,24 @@ pub struct Cluster {
     listen_fds: Vec<OwnedFd>,
     hub_thread: Option<JoinHandle<()>>,
     servers: Vec<JoinHandle<()>>,
+    /// This cluster's claim on its socket directory (socket_dir.rs).
+    dir_lock: Option<DirLock>,
 }
 
 impl Cluster {
     /// Validate the configuration, create the hub and listen on one socket per
     /// node. Returns once every socket accepts connections.
+    ///
+    /// Refused, with nothing changed on disk, when another backend serves the
+    /// same socket directory, or when a socket path holds anything but a stale
+    /// socket (a live one, a file, a directory): see socket_dir.rs.
     pub fn start(opts: ClusterOptions) -> Result<Cluster, DeviceError> {
         let hub = Hub::new(opts.config.clone())?;
         std::fs::create_dir_all(&opts.socket_dir).map_err(|source| DeviceError::SocketDir {
             path: opts.socket_dir.clone(),
             source,
         })?;
+        let dir_lock = DirLock::acquire(&opts.socket_dir)?;
         let state = DeviceState::new(hub);
         let start = state.start;
         let shared = Arc::new(Device {
@@ -102,6 +110,7 @@ impl Cluster {
             wake: EventFd::new(EFD_NONBLOCK).map_err(DeviceError::EventFd)?,
             shutdown: AtomicBool::new(false),
             spin: opts.spin,
+            hub_tid: AtomicI32::new(0),
         });
         let mut cluster = Cluster {
             shared: shared.clone(),
@@ -109,10 +118,12 @@ impl Cluster {
             listen_fds: Vec::new(),
             hub_thread: None,
             servers: Vec::new(),
+            dir_lock: Some(dir_lock),
         };
         for node in 0..usize::from(opts.config.nodes) {
             let path = opts.socket_dir.join(format!("node{node}.sock"));
-            let listener = Listener::new(&path, true).map_err(|source| DeviceError::Listen {
+            clear_socket_path(&path)?;
+            let listener = Listener::new(&path, false).map_err(|source| DeviceError::Listen {
                 path: path.clone(),
                 source,
             })?;
@@ -127,10 +138,8 @@ impl Cluster {
                             source,
                         })?,
                 );
-            let backend = Arc::new(NodeBackend {
-                node,
-                shared: shared.clone(),
-            });
+            let backend =
+                Arc::new(NodeBackend::new(node, shared.clone()).map_err(DeviceError::EventFd)?);
             let t = std::thread::Builder::new()
                 .name(format!("mc-node{node}"))
                 .spawn(move || serve_node(backend, listener))
@@ -142,7 +151,12 @@ impl Cluster {
         cluster.hub_thread = Some(
             std::thread::Builder::new()
                 .name("mc-hub".into())
-                .spawn(move || crate::hub_loop::run(s))
+                .spawn(move || {
+                    // SAFETY: gettid takes no arguments and cannot fail.
+                    s.hub_tid
+                        .store(unsafe { libc::gettid() }, Ordering::Release);
+                    crate::hub_loop::run(s)
+                })
                 .map_err(DeviceError::Thread)?,
         );
         info!(
@@ -164,6 +178,12 @@ impl Cluster {
     /// The vhost-user socket of `node`.
     pub fn socket_path(&self, node: NodeId) -> Option<&Path> {
         self.sockets.get(node.index()).map(PathBuf::as_path)
+    }
+
+    /// The hub thread's kernel thread id, once it runs: where its CPU time is
+    /// accounted (`/proc/self/task/<tid>/stat`, `schedstat`).
+    pub fn hub_thread_id(&self) -> Option<i32> {
+        Some(self.shared.hub_tid.load(Ordering::Acquire)).filter(|t| *t > 0)
     }
 
     /// Apply a fault to the running hub.
@@ -237,6 +257,11 @@ impl Cluster {
         }
         for t in self.servers.drain(..) {
             let _ = t.join();
+        }
+        // The sockets are gone (each listener removes its own): give the
+        // directory up.
+        if let Some(l) = self.dir_lock.take() {
+            l.release();
         }
         info!("cluster down");
     }

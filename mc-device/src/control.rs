@@ -7,64 +7,63 @@ use firmware_model::abi::{
 use std::sync::atomic::Ordering;
 
 use firmware_model::{NodeId, PageNumber, PctEntry};
-use vhost_user_backend::{VringRwLock, VringT};
-use virtio_queue::{DescriptorChain, QueueOwnedT};
+use virtio_queue::DescriptorChain;
 use vm_memory::{Bytes, GuestAddress, GuestAddressSpace, GuestMemoryBackend};
 
-use crate::chain::{signal, split_chain, status_str};
+use crate::chain::{split_chain, status_str};
 use crate::memory::{range_ok, scatter_read, MemGuard};
 use crate::node::TxFifo;
+use crate::ring_access::ServedQueue;
 use crate::state::DeviceState;
 
 /// Largest readable part of a control request (a full SET_PCT with frames).
 const MAX_CTRL_BYTES: u64 = abi::MAX_CTRL_REQUEST_BYTES as u64;
 
 impl DeviceState {
-    /// Serve node `i`'s control queue. Every store already committed in the
-    /// node's transmit FIFO is taken first: a control request is ordered
-    /// after the stores before it, as the real adapter's register writes
-    /// come after earlier posted writes on the PCI bus (a region detached
-    /// right after a store still sends that store).
+    /// Serve node `i`'s control queue (only once its driver configured it,
+    /// and not while it is broken: ring_access.rs). Every store already
+    /// committed in the node's transmit FIFO is taken first: a control
+    /// request is ordered after the stores before it, as the real adapter's
+    /// register writes come after earlier posted writes on the PCI bus (a
+    /// region detached right after a store still sends that store).
     pub(crate) fn process_ctrl(&mut self, i: usize) {
         self.take_committed_stores(i);
-        let node = &self.nodes[i];
-        let (Some(vrings), Some(atomic)) = (node.vrings.as_ref(), node.mem.as_ref()) else {
+        let Some(q) = self.served_queue(i, abi::CTRL_QUEUE) else {
             return;
         };
-        let Some(vring) = vrings.get(abi::CTRL_QUEUE as usize).cloned() else {
-            return;
-        };
-        let mem = atomic.memory();
         loop {
-            let chains: Vec<_> = match vring.get_mut().get_queue_mut().iter(mem.clone()) {
-                Ok(it) => it.collect(),
-                Err(_) => return,
-            };
-            self.serve_ctrl_chains(i, &vring, &mem, chains);
+            let (chains, defect) = q.chains(usize::MAX);
+            self.serve_ctrl_chains(i, &q, chains);
+            if let Some(d) = defect {
+                q.signal();
+                self.break_queue(i, abi::CTRL_QUEUE, d);
+                self.refresh_status_pages();
+                return;
+            }
             // Ask for a kick at the next request (EVENT_IDX avail_event); serve
             // again if one slipped in meanwhile.
-            if !vring.enable_notification().unwrap_or(false) {
+            if !q.enable_notification() {
                 break;
             }
         }
-        signal(&vring, i, "control");
+        q.signal();
         self.refresh_status_pages();
     }
 
     fn serve_ctrl_chains(
         &mut self,
         i: usize,
-        vring: &VringRwLock,
-        mem: &MemGuard,
+        q: &ServedQueue,
         chains: Vec<DescriptorChain<MemGuard>>,
     ) {
+        let mem = &q.mem;
         for chain in chains {
             let c = split_chain(chain, mem, MAX_CTRL_BYTES);
             let Some((wgpa, _)) = c
                 .writable
                 .filter(|w| w.1 as usize >= abi::CTRL_RESPONSE_SIZE)
             else {
-                let _ = vring.add_used(c.head, 0);
+                q.add_used(c.head, 0);
                 self.guest_error(
                     i,
                     format_args!("control request without a 16-byte writable response"),
@@ -95,7 +94,7 @@ impl DeviceState {
             let written = mem
                 .write_slice(&resp.to_bytes(), GuestAddress(wgpa))
                 .is_ok();
-            let _ = vring.add_used(
+            q.add_used(
                 c.head,
                 if written {
                     abi::CTRL_RESPONSE_SIZE as u32

@@ -2,7 +2,7 @@
 //! the device state (under one mutex), each node's current guest connection,
 //! the hub's wake-up event and the shutdown flag.
 
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicI32};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -23,6 +23,8 @@ pub(crate) struct Device {
     pub(crate) spin: Duration,
     /// When the cluster started: model time 0 (the same as the state's).
     pub(crate) start: Instant,
+    /// The hub thread's kernel thread id (0 until it runs).
+    pub(crate) hub_tid: AtomicI32,
 }
 
 /// Lock `m` even if a thread panicked while holding it: that would be a bug in

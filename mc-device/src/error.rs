@@ -28,6 +28,28 @@ pub enum DeviceError {
         #[source]
         source: io::Error,
     },
+    #[error(
+        "socket directory {dir} is in use by another backend ({holder}); stop it first, or use another socket directory"
+    )]
+    InUse { dir: PathBuf, holder: String },
+    #[error("cannot lock the socket directory with {path}: {source}")]
+    Lock {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{path} is {kind}, not a socket: refusing to replace it")]
+    NotASocket { path: PathBuf, kind: &'static str },
+    #[error(
+        "{path} is a live socket (something accepts connections on it): refusing to take it over"
+    )]
+    SocketLive { path: PathBuf },
+    #[error("cannot check or clear the socket path {path}: {source}")]
+    SocketPath {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
     #[error("cannot start a thread: {0}")]
     Thread(#[source] io::Error),
     #[error("cannot create an eventfd: {0}")]

@@ -4,11 +4,9 @@
 use firmware_model::abi::{self, EventRecord, EVENT_SIZE};
 use firmware_model::Event;
 use log::info;
-use vhost_user_backend::VringT;
-use virtio_queue::QueueOwnedT;
-use vm_memory::{Bytes, GuestAddress, GuestAddressSpace};
+use vm_memory::{Bytes, GuestAddress};
 
-use crate::chain::{signal, split_chain};
+use crate::chain::split_chain;
 use crate::state::DeviceState;
 
 impl DeviceState {
@@ -43,32 +41,27 @@ impl DeviceState {
         }
     }
 
-    /// Fill posted event buffers with pending events.
+    /// Fill posted event buffers with pending events (only once the driver
+    /// configured the event queue, and not while it is broken: ring_access.rs).
     pub(crate) fn flush_events(&mut self, i: usize) {
-        let node = &mut self.nodes[i];
+        let node = &self.nodes[i];
         let want = node.pending_events.len() + usize::from(node.overflow_unreported > 0);
         if want == 0 {
             return;
         }
-        let (Some(vrings), Some(atomic)) = (node.vrings.as_ref(), node.mem.as_ref()) else {
+        let Some(q) = self.served_queue(i, abi::EVENT_QUEUE) else {
             return;
         };
-        let Some(vring) = vrings.get(abi::EVENT_QUEUE as usize).cloned() else {
-            return;
-        };
-        let mem = atomic.memory();
-        let chains: Vec<_> = match vring.get_mut().get_queue_mut().iter(mem.clone()) {
-            Ok(it) => it.take(want).collect(),
-            Err(_) => return,
-        };
+        let (chains, defect) = q.chains(want);
+        let node = &mut self.nodes[i];
         let mut bad = 0;
         for chain in chains {
-            let c = split_chain(chain, &mem, u64::MAX);
+            let c = split_chain(chain, &q.mem, u64::MAX);
             let target = c
                 .writable
                 .filter(|w| c.defect.is_none() && w.1 as usize >= EVENT_SIZE);
             let Some((gpa, _)) = target else {
-                let _ = vring.add_used(c.head, 0);
+                q.add_used(c.head, 0);
                 bad += 1;
                 continue;
             };
@@ -82,12 +75,19 @@ impl DeviceState {
                     None => break,
                 }
             };
-            let written = mem.write_slice(&rec.to_bytes(), GuestAddress(gpa)).is_ok();
-            let _ = vring.add_used(c.head, if written { EVENT_SIZE as u32 } else { 0 });
+            let written = q
+                .mem
+                .write_slice(&rec.to_bytes(), GuestAddress(gpa))
+                .is_ok();
+            q.add_used(c.head, if written { EVENT_SIZE as u32 } else { 0 });
         }
-        // Ask for a kick when the driver posts more buffers.
-        let _ = vring.enable_notification();
-        signal(&vring, i, "event");
+        q.signal();
+        if let Some(d) = defect {
+            self.break_queue(i, abi::EVENT_QUEUE, d);
+        } else {
+            // Ask for a kick when the driver posts more buffers.
+            q.enable_notification();
+        }
         if bad > 0 {
             self.guest_error(i, format_args!("{bad} event buffer(s) unusable (need one writable buffer of {EVENT_SIZE} bytes)"));
         }

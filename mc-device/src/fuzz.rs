@@ -6,6 +6,8 @@
 
 use firmware_model::abi;
 use firmware_model::PctEntry;
+use std::os::fd::AsRawFd;
+
 use vm_memory::{Bytes, GuestAddress};
 
 use crate::fake_guest::{Rig, FIFO_GPA, FIFO_SLOTS, RAM};
@@ -218,6 +220,222 @@ pub fn vhost_user_messages(data: &[u8]) {
     still_serving(dir, 1);
 }
 
+/// Requests in one [`vhost_user_sequence`] input at most.
+const MAX_REQUESTS: usize = 64;
+
+/// An input read front to back; zeros once it is used up.
+struct Input<'a>(std::slice::Iter<'a, u8>);
+
+impl Input<'_> {
+    fn u8(&mut self) -> u8 {
+        self.0.next().copied().unwrap_or(0)
+    }
+    fn u16(&mut self) -> u16 {
+        u16::from_le_bytes([self.u8(), self.u8()])
+    }
+    fn u64(&mut self) -> u64 {
+        u64::from_le_bytes(std::array::from_fn(|_| self.u8()))
+    }
+    fn done(&self) -> bool {
+        self.0.len() == 0
+    }
+}
+
+fn le(words: &[u64], sizes: &[usize]) -> Vec<u8> {
+    words
+        .iter()
+        .zip(sizes)
+        .flat_map(|(w, n)| w.to_le_bytes()[..*n].to_vec())
+        .collect()
+}
+
+/// vhost-user message sequences with memory tables, as a broken or hostile
+/// frontend would send them to an adapter: each request is chosen and
+/// parameterised by the input's bytes (features, owner, memory tables over
+/// memfds sealable or not and plain files, regions that lie about their file,
+/// queue sizes, ring addresses anywhere, bases, kick and call descriptors,
+/// enables, ring stops, register reads and writes), with ring memory written
+/// between requests (indices that jump, descriptors anywhere), kicks, and files
+/// shrunk under the backend. The backend must not die (SIGBUS, panic), must
+/// refuse every table that could raise SIGBUS (a region past the end of its
+/// file, a file that can still shrink), must leave no memory it accepted able
+/// to shrink, and must keep serving both nodes.
+pub fn vhost_user_sequence(data: &[u8]) {
+    use crate::raw_frontend::{req, RamKind, RawFrontend, RawRam};
+    use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
+
+    let (cluster, dir) = socket_cluster();
+    let mut input = Input(data.iter());
+    let mut fe = RawFrontend::connect(&dir.join("node0.sock")).expect("backend gone");
+    let kicks: Vec<EventFd> = (0..3)
+        .map(|_| EventFd::new(EFD_NONBLOCK).expect("eventfd"))
+        .collect();
+    // The files of the table the backend accepted last.
+    let mut table: Vec<RawRam> = Vec::new();
+    for _ in 0..MAX_REQUESTS {
+        if input.done() || !fe.is_open() {
+            break;
+        }
+        let op = input.u8();
+        let q = u64::from(input.u8() % 4); // 3: no such queue
+        match op % 16 {
+            0 => {
+                fe.request(req::GET_FEATURES, &[], &[]);
+            }
+            1 => {
+                let v = match input.u8() % 3 {
+                    0 => (1 << 32) | (1 << 29) | (1 << 30),
+                    1 => (1 << 32) | (1 << 30),
+                    _ => input.u64(),
+                };
+                fe.request(req::SET_FEATURES, &v.to_le_bytes(), &[]);
+            }
+            2 => {
+                fe.request(req::SET_OWNER, &[], &[]);
+            }
+            3 => {
+                fe.request(req::GET_PROTOCOL_FEATURES, &[], &[]);
+                // MQ | CONFIG, the same with REPLY_ACK, or anything.
+                let v = match input.u8() % 3 {
+                    0 => 0x201,
+                    1 => 0x209,
+                    _ => input.u64(),
+                };
+                fe.request(req::SET_PROTOCOL_FEATURES, &v.to_le_bytes(), &[]);
+            }
+            4 => {
+                let regions = 1 + usize::from(input.u8() % 2);
+                let mut body = le(&[regions as u64, 0], &[4, 4]);
+                let mut rams = Vec::new();
+                let mut could_fault = false;
+                for r in 0..regions {
+                    let b = input.u8();
+                    let kind = [
+                        RamKind::Sealable,
+                        RamKind::Sealed,
+                        RamKind::Unsealable,
+                        RamKind::PlainFile,
+                    ][usize::from(b % 4)];
+                    let len = (1 + usize::from(b >> 2) % 4) << 16;
+                    let Ok(ram) = RawRam::new(len, kind) else {
+                        continue;
+                    };
+                    let len = len as u64;
+                    let (size, offset) = match input.u8() % 6 {
+                        3 => (len + 4096, 0), // larger than its file
+                        4 => (len, 4096),     // ends past its file
+                        5 => (len / 2, len / 2),
+                        _ => (len, 0),
+                    };
+                    could_fault |= offset + size > len
+                        || matches!(kind, RamKind::Unsealable | RamKind::PlainFile);
+                    let gpa = ((r as u64) << 24) + (u64::from(input.u8() % 4) << 20);
+                    body.extend(le(&[gpa, size, ram.host_addr(0), offset], &[8; 4]));
+                    rams.push(ram);
+                }
+                let fds: Vec<_> = rams.iter().map(RawRam::fd).collect();
+                body[..4].copy_from_slice(&(fds.len() as u32).to_le_bytes());
+                body.truncate(8 + 32 * fds.len());
+                if fe.request(req::SET_MEM_TABLE, &body, &fds) {
+                    assert!(
+                        !could_fault,
+                        "a memory table that could raise SIGBUS was accepted"
+                    );
+                    for ram in &rams {
+                        assert!(!ram.can_shrink(), "accepted guest memory can still shrink");
+                    }
+                    table = rams;
+                }
+            }
+            5 => {
+                let num = [16, 64, 1024, 0, 1, 2000, 3][usize::from(input.u8() % 7)];
+                fe.request(req::SET_VRING_NUM, &le(&[q, num], &[4, 4]), &[]);
+            }
+            6 => {
+                let addr = |input: &mut Input<'_>| match (input.u8(), table.len()) {
+                    (sel, n) if n > 0 && sel % 4 != 0 => {
+                        table[usize::from(sel) % n].host_addr(u64::from(input.u16()) * 2)
+                    }
+                    _ => input.u64(),
+                };
+                let (desc, used, avail) = (addr(&mut input), addr(&mut input), addr(&mut input));
+                let body = le(&[q, 0, desc, used, avail, 0], &[4, 4, 8, 8, 8, 8]);
+                fe.request(req::SET_VRING_ADDR, &body, &[]);
+            }
+            7 => {
+                let base = u64::from(input.u16());
+                fe.request(req::SET_VRING_BASE, &le(&[q, base], &[4, 4]), &[]);
+            }
+            8 | 9 => {
+                let code = if op % 16 == 8 {
+                    req::SET_VRING_KICK
+                } else {
+                    req::SET_VRING_CALL
+                };
+                let fd = kicks[q as usize % 3].as_raw_fd();
+                if input.u8() % 4 == 0 {
+                    // "No descriptor" flag.
+                    fe.request(code, &(q | 0x100).to_le_bytes(), &[]);
+                } else {
+                    fe.request(code, &q.to_le_bytes(), &[fd]);
+                }
+            }
+            10 => {
+                let on = u64::from(input.u8() % 2);
+                fe.request(req::SET_VRING_ENABLE, &le(&[q, on], &[4, 4]), &[]);
+            }
+            11 => {
+                fe.request(req::GET_VRING_BASE, &le(&[q, 0], &[4, 4]), &[]);
+            }
+            12 => {
+                let _ = kicks[q as usize % 3].write(1);
+                // Give the vring worker a moment to take it.
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
+            13 => {
+                // A store into guest RAM: an index, a descriptor field, anything.
+                let (at, v) = (usize::from(input.u16()) * 2, input.u16());
+                if let Some(ram) = table.get(q as usize % table.len().max(1)) {
+                    ram.write_u16(at % ram.len(), v);
+                }
+            }
+            14 => {
+                let n = table.len().max(1);
+                if let Some(ram) = table.get_mut(q as usize % n) {
+                    let half = ram.len() / 2;
+                    assert!(
+                        ram.shrink(half).is_err(),
+                        "guest memory the backend uses was shrunk under it"
+                    );
+                }
+            }
+            _ => {
+                let (offset, size) = (u64::from(input.u8() % 160), u64::from(input.u8() % 160));
+                let code = if input.u8() % 2 == 0 {
+                    req::GET_CONFIG
+                } else {
+                    req::SET_CONFIG
+                };
+                let mut body = le(&[offset, size, 0], &[4, 4, 4]);
+                body.resize(12 + size as usize, 0xa5);
+                fe.request(code, &body, &[]);
+            }
+        }
+    }
+    drop(fe);
+    // The backend lets the node go, and both nodes still serve.
+    let start = std::time::Instant::now();
+    while cluster.snapshot().nodes[0].connected {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(10),
+            "node 0 kept a closed connection's memory"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    still_serving(dir, 0);
+    still_serving(dir, 1);
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::PathBuf;
@@ -247,6 +465,7 @@ mod tests {
             ("control_commands", control_commands),
             ("register_writes", register_writes),
             ("vhost_user_messages", vhost_user_messages),
+            ("vhost_user_sequence", vhost_user_sequence),
         ] {
             for input in saved(target) {
                 f(&input);
@@ -270,6 +489,11 @@ mod tests {
         #[test]
         fn random_vhost_user_messages(data in prop::collection::vec(any::<u8>(), 0..200)) {
             vhost_user_messages(&data);
+        }
+
+        #[test]
+        fn random_vhost_user_sequences(data in prop::collection::vec(any::<u8>(), 0..400)) {
+            vhost_user_sequence(&data);
         }
 
         #[test]

@@ -30,10 +30,15 @@ mod device;
 mod due;
 mod error;
 mod events;
+mod guarded_vring;
+mod guest_log;
 mod hub_loop;
+mod mem_table;
 mod memory;
 mod node;
+mod ring_access;
 mod server;
+mod socket_dir;
 mod state;
 mod status_page;
 mod transmit;
@@ -49,5 +54,7 @@ mod fake_guest;
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub mod fuzz;
+#[cfg(any(test, feature = "fuzzing"))]
+mod raw_frontend;
 #[cfg(test)]
 mod tests;

@@ -8,6 +8,7 @@ use firmware_model::abi::{fifo, EventRecord, StatusPage, FRAME_SIZE};
 use vhost_user_backend::VringRwLock;
 use vm_memory::GuestMemoryAtomic;
 
+use crate::guest_log::GuestLogLimit;
 use crate::memory::{Mem, Piece};
 
 /// Events kept for a driver that has posted no event buffers; beyond this they
@@ -92,7 +93,9 @@ impl TxFifo {
 
 /// One adapter's device-side state.
 pub(crate) struct NodeState {
-    /// Guest RAM, shared by the frontend with SET_MEM_TABLE.
+    /// Guest RAM, shared by the frontend with SET_MEM_TABLE, once checked
+    /// (mem_table.rs). The backend's own snapshot: the vhost-user daemon's view
+    /// is replaced by a new table before it has been checked.
     pub(crate) mem: Option<GuestMemoryAtomic<Mem>>,
     /// The vrings, captured from the backend's first `handle_event`.
     pub(crate) vrings: Option<Vec<VringRwLock>>,
@@ -113,6 +116,11 @@ pub(crate) struct NodeState {
     /// Events lost that the driver has not yet been told about.
     pub(crate) overflow_unreported: u64,
     pub(crate) connections: u64,
+    /// Bit q: queue q is broken and not served until the driver re-initialises
+    /// its ring (ring_access.rs; the register file's `broken_queues`).
+    pub(crate) broken_queues: u32,
+    /// This node's allowance of guest-caused log lines (kept across reconnects).
+    pub(crate) log_limit: GuestLogLimit,
 }
 
 impl NodeState {
@@ -131,6 +139,8 @@ impl NodeState {
             events_lost: 0,
             overflow_unreported: 0,
             connections: 0,
+            broken_queues: 0,
+            log_limit: GuestLogLimit::default(),
         }
     }
 
@@ -144,6 +154,15 @@ impl NodeState {
         self.last_status = None;
         self.pending_events.clear();
         self.overflow_unreported = 0;
+        self.broken_queues = 0;
+    }
+
+    /// The driver stopped queue `q` (VHOST_USER_GET_VRING_BASE): whatever it
+    /// broke about the ring, it is setting it up afresh.
+    pub(crate) fn ring_stopped(&mut self, q: u32) {
+        if q < 32 {
+            self.broken_queues &= !(1 << q);
+        }
     }
 
     pub(crate) fn queue_event(&mut self, e: EventRecord) {

@@ -5,13 +5,17 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use log::{error, info, warn};
+use log::{error, warn, Level};
 use vhost::vhost_user::Listener;
 use vhost_user_backend::VhostUserDaemon;
 use vm_memory::{GuestMemoryAtomic, GuestMemoryMmap};
 
 use crate::device::relock;
 use crate::vhost_user::NodeBackend;
+
+/// How long to wait before trying again when a connection cannot be set up
+/// (out of descriptors or threads): the socket stays, the node comes back.
+const RETRY: Duration = Duration::from_millis(100);
 
 /// Serve one node's socket for as long as the cluster runs. A fresh daemon per
 /// connection (vhost-user-backend never clears its "owned" flag) on one
@@ -20,13 +24,15 @@ pub(crate) fn serve_node(backend: Arc<NodeBackend>, mut listener: Listener) {
     let node = backend.node;
     let shared = backend.shared.clone();
     while !shared.shutdown.load(Ordering::Acquire) {
+        backend.rearm_exit_event();
         let mem = GuestMemoryAtomic::new(GuestMemoryMmap::new());
         let mut daemon = match VhostUserDaemon::new(format!("mc-node{node}"), backend.clone(), mem)
         {
             Ok(d) => d,
             Err(e) => {
-                error!("node{node}: cannot create the vhost-user daemon: {e}");
-                return;
+                error!("node{node}: cannot create the vhost-user daemon: {e}; retrying");
+                std::thread::sleep(RETRY);
+                continue;
             }
         };
         if let Err(e) = daemon.start(&mut listener) {
@@ -34,7 +40,7 @@ pub(crate) fn serve_node(backend: Arc<NodeBackend>, mut listener: Listener) {
                 break;
             }
             warn!("node{node}: accepting a guest failed: {e}");
-            std::thread::sleep(Duration::from_millis(50));
+            std::thread::sleep(RETRY);
             continue;
         }
         if shared.shutdown.load(Ordering::Acquire) {
@@ -50,19 +56,28 @@ pub(crate) fn serve_node(backend: Arc<NodeBackend>, mut listener: Listener) {
         {
             let mut st = shared.lock();
             st.nodes[node].connections += 1;
-            info!(
-                "node{node}: guest connected (connection {})",
-                st.nodes[node].connections
+            let n = st.nodes[node].connections;
+            // Anyone who can reach the socket can connect: rate-limited.
+            st.guest_log(
+                node,
+                Level::Info,
+                format_args!("guest connected (connection {n})"),
             );
         }
-        match daemon.wait() {
-            Ok(()) => info!("node{node}: guest disconnected"),
-            Err(e) => info!("node{node}: guest connection ended: {e}"),
-        }
+        let ended = daemon.wait();
         if let Some(slot) = relock(&shared.connections).get_mut(node) {
             *slot = None;
         }
         drop(daemon);
-        shared.lock().disconnected(node);
+        let mut st = shared.lock();
+        match ended {
+            Ok(()) => st.guest_log(node, Level::Info, format_args!("guest disconnected")),
+            Err(e) => st.guest_log(
+                node,
+                Level::Info,
+                format_args!("guest connection ended: {e}"),
+            ),
+        }
+        st.disconnected(node);
     }
 }

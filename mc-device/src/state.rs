@@ -8,9 +8,10 @@ use std::fmt;
 use std::time::Instant;
 
 use firmware_model::{FaultCommand, Hub, ModelError, Nanos, NodeId};
-use log::warn;
+use log::{log, warn, Level};
 
 use crate::delivery::{EventCollector, PendingQueue};
+use crate::guest_log::{BURST, INTERVAL};
 use crate::node::NodeState;
 
 pub(crate) struct DeviceState {
@@ -43,14 +44,44 @@ impl DeviceState {
         Nanos(self.start.elapsed().as_nanos() as u64)
     }
 
+    /// A guest did something wrong: log it (rate-limited), count a protection
+    /// error for its adapter and raise an error event.
     pub(crate) fn guest_error(&mut self, node: usize, what: fmt::Arguments<'_>) {
-        warn!("node{node}: {what}");
+        self.guest_log(node, Level::Warn, what);
         let mut sink = EventCollector::default();
         let now = self.now();
         let _ = self
             .hub
             .report_protection_error(now, NodeId(node as u8), &mut sink);
         self.dispatch(sink.events);
+    }
+
+    /// Log a line a guest caused, within its node's allowance (guest_log.rs).
+    pub(crate) fn guest_log(&mut self, node: usize, level: Level, what: fmt::Arguments<'_>) {
+        let Some(n) = self.nodes.get_mut(node) else {
+            return;
+        };
+        let v = n.log_limit.admit(Instant::now());
+        if let Some(k) = v.suppressed_before {
+            report_suppressed(node, k);
+        }
+        if v.log {
+            log!(level, "node{node}: {what}");
+        }
+    }
+
+    /// Report guest-caused lines left out in an interval that has ended (a
+    /// flood that stopped). Cheap enough for every pass of the hub.
+    fn report_suppressed_lines(&mut self) {
+        if !self.nodes.iter().any(|n| n.log_limit.has_suppressed()) {
+            return;
+        }
+        let now = Instant::now();
+        for (i, n) in self.nodes.iter_mut().enumerate() {
+            if let Some(k) = n.log_limit.summary_due(now) {
+                report_suppressed(i, k);
+            }
+        }
     }
 
     /// A guest went away: send the stores it had committed (posted writes
@@ -84,8 +115,9 @@ impl DeviceState {
         r
     }
 
-    /// Apply scheduled faults due by now.
+    /// Apply scheduled faults due by now (and report suppressed log lines).
     pub(crate) fn advance(&mut self) {
+        self.report_suppressed_lines();
         if self
             .hub
             .scheduled_faults()
@@ -108,4 +140,11 @@ impl DeviceState {
         );
         self.refresh_status_pages();
     }
+}
+
+fn report_suppressed(node: usize, lines: u64) {
+    warn!(
+        "node{node}: {lines} more guest-caused messages suppressed (at most {BURST} per {:?} are logged)",
+        INTERVAL
+    );
 }

@@ -36,6 +36,7 @@ impl DeviceState {
             link_timing: link_timing_code(&c.link),
             max_record_data: MAX_RECORD_DATA,
             delivery_mode: delivery_mode_code(&c.delivery),
+            broken_queues: self.nodes[node].broken_queues,
         }
     }
 

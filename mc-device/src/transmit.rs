@@ -22,7 +22,7 @@ use firmware_model::abi::{
     fifo, status_of, Status, TxRecordHeader, MAX_RECORD_DATA, TX_RECORD_HEADER_SIZE,
 };
 use firmware_model::{GlobalAddr, NodeId, PageNumber};
-use log::{debug, warn};
+use log::{debug, Level};
 use vm_memory::{Bytes, GuestAddress, GuestAddressSpace};
 
 use crate::delivery::DmaDelivery;
@@ -271,9 +271,10 @@ impl DeviceState {
             // The model has counted the protection error and raised the event.
             let (status, detail) = status_of(&e);
             self.refuse(i, mems, position, status, detail);
-            warn!(
-                "node{i}: store of {} bytes at {:#x} refused: {e}",
-                run.len, run.addr
+            self.guest_log(
+                i,
+                Level::Warn,
+                format_args!("store of {} bytes at {:#x} refused: {e}", run.len, run.addr),
             );
         }
     }

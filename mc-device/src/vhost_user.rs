@@ -1,23 +1,25 @@
 //! One adapter as a vhost-user device: what QEMU (or a virtual guest) talks to.
 
 use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd};
 use std::sync::Arc;
 
 use firmware_model::abi::{self, CONFIG_SIZE};
-use log::{debug, warn};
+use log::{debug, warn, Level};
 use vhost::vhost_user::message::{VhostUserProtocolFeatures, VhostUserVirtioFeatures};
-use vhost_user_backend::{VhostUserBackend, VringRwLock};
+use vhost_user_backend::VhostUserBackend;
 use virtio_bindings::bindings::virtio_config::VIRTIO_F_VERSION_1;
 use virtio_bindings::bindings::virtio_ring::{
     VIRTIO_RING_F_EVENT_IDX, VIRTIO_RING_F_INDIRECT_DESC,
 };
-use vm_memory::GuestMemoryAtomic;
+use vm_memory::{GuestAddressSpace, GuestMemoryAtomic};
 use vmm_sys_util::epoll::EventSet;
-use vmm_sys_util::event::{
-    new_event_consumer_and_notifier, EventConsumer, EventFlag, EventNotifier,
-};
+use vmm_sys_util::event::{EventConsumer, EventNotifier};
+use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 
 use crate::device::Device;
+use crate::guarded_vring::GuardedVring;
+use crate::mem_table::check_mem_table;
 use crate::memory::Mem;
 
 /// `size` bytes of the register file from `offset`, zero past its end: QEMU
@@ -38,11 +40,32 @@ pub(crate) fn config_slice(regs: &[u8; CONFIG_SIZE], offset: u32, size: u32) -> 
 pub(crate) struct NodeBackend {
     pub(crate) node: usize,
     pub(crate) shared: Arc<Device>,
+    /// The event that stops a connection's vring worker thread: one for the
+    /// node's lifetime, owned here (see `exit_event`).
+    exit: EventFd,
+}
+
+impl NodeBackend {
+    pub(crate) fn new(node: usize, shared: Arc<Device>) -> io::Result<NodeBackend> {
+        Ok(NodeBackend {
+            node,
+            shared,
+            exit: EventFd::new(EFD_NONBLOCK)?,
+        })
+    }
+
+    /// Clear the exit event before the next connection's daemon starts: the
+    /// last one's worker left it signalled (the worker exits on it without
+    /// reading it), and a signalled event would stop the new worker at once.
+    pub(crate) fn rearm_exit_event(&self) {
+        // Non-blocking: one read takes the whole count, or finds none.
+        let _ = self.exit.read();
+    }
 }
 
 impl VhostUserBackend for NodeBackend {
     type Bitmap = ();
-    type Vring = VringRwLock;
+    type Vring = GuardedVring;
 
     fn num_queues(&self) -> usize {
         abi::NUM_QUEUES
@@ -92,21 +115,68 @@ impl VhostUserBackend for NodeBackend {
         Ok(())
     }
 
+    /// A new memory table: checked (mem_table.rs) before anything touches it.
+    /// A table that could raise SIGBUS is refused: the node is left with no
+    /// guest memory, and the error ends this guest's connection; the other
+    /// nodes go on.
     fn update_memory(&self, mem: GuestMemoryAtomic<Mem>) -> io::Result<()> {
+        let table = mem.memory().into_inner();
+        let checked = check_mem_table(&table);
         let mut st = self.shared.lock();
-        st.nodes[self.node].mem = Some(mem);
+        match checked {
+            Ok(()) => {
+                st.nodes[self.node].mem = Some(GuestMemoryAtomic::from(table));
+                Ok(())
+            }
+            Err(e) => {
+                // The daemon installed the table in its own view already: take
+                // it back, so that not even the daemon touches it.
+                if let Ok(g) = mem.lock() {
+                    g.replace(Mem::new());
+                }
+                st.nodes[self.node].mem = None;
+                st.nodes[self.node].vrings = None;
+                st.guest_log(
+                    self.node,
+                    Level::Error,
+                    format_args!("guest memory refused, disconnecting this guest: {e}"),
+                );
+                Err(io::Error::new(io::ErrorKind::InvalidInput, e))
+            }
+        }
+    }
+
+    /// The node's one exit event, handed to each connection's daemon in turn
+    /// (creating a pair per connection leaked one descriptor per connection).
+    fn exit_event(&self, _thread_index: usize) -> Option<(EventConsumer, EventNotifier)> {
+        // The notifier is the daemon's own duplicate, closed when it drops.
+        let notifier = match self.exit.try_clone() {
+            Ok(n) => n,
+            Err(e) => {
+                warn!("node{}: cannot duplicate the exit event: {e}", self.node);
+                return None;
+            }
+        };
+        // SAFETY: vhost-user-backend 0.24 (`VringEpollHandler::new`) turns the
+        // consumer back into a raw descriptor with `into_raw_fd` and only
+        // registers it with its epoll instance: it never closes it, so
+        // `self.exit` stays its one owner and closes it once, when the node's
+        // backend is dropped.
+        let consumer = unsafe { EventConsumer::from_raw_fd(self.exit.as_raw_fd()) };
+        // SAFETY: `notifier` is a fresh duplicate owned by nothing else.
+        let notifier = unsafe { EventNotifier::from_raw_fd(notifier.into_raw_fd()) };
+        Some((consumer, notifier))
+    }
+
+    /// VHOST_USER_GET_VRING_BASE stopped ring `queue_index`: the driver is
+    /// re-initialising it, so a queue it broke is served again once restarted.
+    fn stop_vring(&self, queue_index: u32) -> io::Result<()> {
+        self.shared.lock().nodes[self.node].ring_stopped(queue_index);
         Ok(())
     }
 
-    fn exit_event(&self, _thread_index: usize) -> Option<(EventConsumer, EventNotifier)> {
-        // Needed so dropping the daemon can stop its worker thread.
-        match new_event_consumer_and_notifier(EventFlag::NONBLOCK) {
-            Ok(pair) => Some(pair),
-            Err(e) => {
-                warn!("node{}: cannot create exit event: {e}", self.node);
-                None
-            }
-        }
+    fn reset_device(&self) {
+        self.shared.lock().nodes[self.node].broken_queues = 0;
     }
 
     /// Kicks. Control and event queues are served here. A kick on the
@@ -118,7 +188,7 @@ impl VhostUserBackend for NodeBackend {
         &self,
         device_event: u16,
         evset: EventSet,
-        vrings: &[VringRwLock],
+        vrings: &[GuardedVring],
         _thread: usize,
     ) -> io::Result<()> {
         if evset != EventSet::IN {
@@ -128,7 +198,7 @@ impl VhostUserBackend for NodeBackend {
             let mut st = self.shared.lock();
             let node = &mut st.nodes[self.node];
             if node.vrings.is_none() {
-                node.vrings = Some(vrings.to_vec());
+                node.vrings = Some(vrings.iter().map(|v| v.0.clone()).collect());
             }
             match device_event {
                 abi::CTRL_QUEUE => st.process_ctrl(self.node),

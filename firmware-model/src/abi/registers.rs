@@ -40,6 +40,10 @@ pub struct Registers {
     pub max_record_data: u32,
     /// 0 eager, 1 skewed delivery (see `firmware_model::DeliveryMode`).
     pub delivery_mode: u32,
+    /// Bit q: queue q is broken (its driver moved the available index
+    /// impossibly, named a descriptor outside the queue or put a ring outside
+    /// RAM) and is not served until the driver re-initialises the ring.
+    pub broken_queues: u32,
 }
 
 /// Register offsets.
@@ -60,6 +64,7 @@ pub mod reg {
     pub const LINK_TIMING: usize = 0x48;
     pub const MAX_RECORD_DATA: usize = 0x4c;
     pub const DELIVERY_MODE: usize = 0x50;
+    pub const BROKEN_QUEUES: usize = 0x54;
 }
 
 impl Registers {
@@ -81,6 +86,7 @@ impl Registers {
         put_u32(&mut b, reg::LINK_TIMING, self.link_timing);
         put_u32(&mut b, reg::MAX_RECORD_DATA, self.max_record_data);
         put_u32(&mut b, reg::DELIVERY_MODE, self.delivery_mode);
+        put_u32(&mut b, reg::BROKEN_QUEUES, self.broken_queues);
         b
     }
 
@@ -104,6 +110,7 @@ impl Registers {
             link_timing: get_u32(b, reg::LINK_TIMING)?,
             max_record_data: get_u32(b, reg::MAX_RECORD_DATA)?,
             delivery_mode: get_u32(b, reg::DELIVERY_MODE)?,
+            broken_queues: get_u32(b, reg::BROKEN_QUEUES)?,
         })
     }
 

@@ -20,6 +20,7 @@ fn registers_round_trip() {
         link_timing: 2,
         max_record_data: MAX_RECORD_DATA,
         delivery_mode: 1,
+        broken_queues: 0b101,
     };
     assert_eq!(Registers::from_bytes(&r.to_bytes()), Some(r));
     assert_eq!(&r.to_bytes()[0..4], b"MCHN");

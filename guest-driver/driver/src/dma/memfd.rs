@@ -41,14 +41,32 @@ impl MemfdMemory {
         if len == 0 || gpa_base.checked_add(len as u64).is_none() {
             return Err(DmaError::BadSize { len, gpa: gpa_base });
         }
-        let file = memfd(c"mc-guest-ram", 0).map_err(|source| DmaError::Os {
-            what: "memfd_create",
-            source,
-        })?;
+        // Sealable, and sealed against resizing once sized, as QEMU's
+        // memory-backend-memfd does: the backend refuses guest RAM that could
+        // shrink under it (a mapping past the end of its file raises SIGBUS).
+        let file =
+            memfd(c"mc-guest-ram", libc::MFD_ALLOW_SEALING).map_err(|source| DmaError::Os {
+                what: "memfd_create",
+                source,
+            })?;
         file.set_len(len as u64).map_err(|source| DmaError::Os {
             what: "sizing the guest RAM memfd",
             source,
         })?;
+        // SAFETY: F_ADD_SEALS on a descriptor `file` owns; no memory is involved.
+        if unsafe {
+            libc::fcntl(
+                file.as_raw_fd(),
+                libc::F_ADD_SEALS,
+                libc::F_SEAL_SHRINK | libc::F_SEAL_GROW,
+            )
+        } < 0
+        {
+            return Err(DmaError::Os {
+                what: "sealing the guest RAM memfd",
+                source: std::io::Error::last_os_error(),
+            });
+        }
         let file = Arc::new(file);
         let mapping = MmapRegion::build(
             Some(FileOffset::from_arc(file.clone(), 0)),
