@@ -178,3 +178,32 @@ fn a_flooding_guest_cannot_flood_the_log() {
     assert!(summaries >= 1, "no line said how many were suppressed");
     assert!(vc.cluster.snapshot().nodes[1].counters.protection_errors >= refused);
 }
+
+/// A second guest on a node that already has one is accepted by the socket
+/// but never served (one guest per node): it says so within its answer
+/// timeout instead of hanging, and the first guest is undisturbed.
+#[test]
+fn a_second_guest_on_a_busy_node_is_told_so() {
+    let _one = serial();
+    let vc = VirtualCluster::start(ClusterConfig::new(2));
+    let mut first = vc.adapter(0);
+    let path = vc.cluster.socket_path(firmware_model::NodeId(0)).unwrap();
+    let opts = mc_driver::VhostUserOptions {
+        ram_size: 16 << 20,
+        answer_timeout: Duration::from_millis(500),
+        ..Default::default()
+    };
+    let t0 = Instant::now();
+    let e = mc_driver::VhostUserTransport::connect(path, &opts).unwrap_err();
+    assert!(
+        matches!(e, mc_driver::TransportError::NoAnswer { .. }),
+        "{e}"
+    );
+    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    assert!(e.to_string().contains("another guest"), "{e}");
+    assert_eq!(
+        first.get_status().unwrap().0,
+        0,
+        "the first guest is still served"
+    );
+}

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use firmware_model::{NodeSet, PctEntry};
-use log::info;
+use log::{info, warn};
 
 use crate::channel::{Inner, MemoryChannel};
 use crate::error::{McError, WaitFor};
@@ -14,6 +14,9 @@ use crate::join;
 use crate::layout::{Layout, ARENA_PAGE, CONTROL_PAGES, HELLO};
 use crate::pct_log::RecordingPort;
 use crate::port::{McPort, ReceiveMemory};
+
+/// How often the rendezvous says what it is still waiting for.
+const RENDEZVOUS_NOTE: Duration = Duration::from_secs(5);
 
 /// Options for [`MemoryChannel::open`].
 #[derive(Clone, Debug)]
@@ -92,6 +95,7 @@ impl MemoryChannel {
     fn rendezvous(&self, timeout: Duration) -> Result<(), McError> {
         let me = self.inner.me;
         let start = Instant::now();
+        let mut said = Duration::ZERO;
         loop {
             // A node that leaves the cluster meanwhile (its adapter crashed) is
             // no longer waited for.
@@ -125,13 +129,26 @@ impl MemoryChannel {
             if all_full && mine == members {
                 return Ok(());
             }
-            if start.elapsed() > timeout {
+            let waited = start.elapsed();
+            if waited > timeout {
                 return Err(McError::Timeout {
                     after: timeout,
                     waiting_for: WaitFor::Rendezvous {
                         missing: NodeSet(members & !seen),
                     },
                 });
+            }
+            // Say what it waits for, every few seconds: a program started
+            // without its cluster would otherwise look hung.
+            if waited >= said + RENDEZVOUS_NOTE {
+                said = waited;
+                warn!(
+                    "node{me}: waiting for nodes {} to open the Memory Channel API \
+                     ({}s of {}s; is every node's program running?)",
+                    NodeSet(members & !seen),
+                    waited.as_secs(),
+                    timeout.as_secs()
+                );
             }
             std::thread::sleep(Duration::from_millis(1));
         }

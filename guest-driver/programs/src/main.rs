@@ -57,12 +57,15 @@ struct GuestCli {
     /// The adapter's vhost-user socket (virtual guest); default $MC_SOCKET.
     #[arg(long, global = true)]
     socket: Option<PathBuf>,
-    /// Guest RAM of a virtual guest, in MiB.
-    #[arg(long, global = true, default_value_t = 64)]
+    /// Guest RAM of a virtual guest, in MiB (at least 8: the adapter's
+    /// queues and transmit FIFO take about 1.5 MiB, the Memory Channel API's
+    /// control pages and coherent arena about 4.2 MiB, and programs allocate
+    /// their regions on top).
+    #[arg(long, global = true, default_value_t = 64, value_parser = parse_dma_mib)]
     ram_mib: usize,
     /// DMA memory of the PCI transport (QEMU guest), in MiB: whole 2 MiB
-    /// hugepages, physically contiguous.
-    #[arg(long, global = true, default_value_t = 16)]
+    /// hugepages, physically contiguous (at least 8, as --ram-mib).
+    #[arg(long, global = true, default_value_t = 16, value_parser = parse_dma_mib)]
     dma_mib: usize,
     /// Check every store through the ACK page and repeat it until it went
     /// through clean (survives corrupted packets and link flaps, slower).
@@ -123,6 +126,24 @@ enum GuestCommand {
         #[arg(long)]
         sequential: bool,
     },
+}
+
+/// The least DMA memory the adapter and the API's bring-up fit in.
+const MIN_DMA_MIB: usize = 8;
+
+fn parse_dma_mib(s: &str) -> Result<usize, String> {
+    let mib: usize = s.parse().map_err(|e| format!("{s:?}: {e}"))?;
+    if mib < MIN_DMA_MIB {
+        return Err(format!(
+            "{mib} MiB is too little: at least {MIN_DMA_MIB} MiB (the adapter's queues and \
+             transmit FIFO take about 1.5 MiB, the Memory Channel API's control pages and \
+             coherent arena about 4.2 MiB, and programs allocate their regions on top)"
+        ));
+    }
+    if mib > 1 << 20 {
+        return Err(format!("{mib} MiB is more than this program can map"));
+    }
+    Ok(mib)
 }
 
 fn adapter(cli: &GuestCli) -> Result<Adapter<Box<dyn Transport>>, GuestError> {
@@ -292,5 +313,20 @@ fn main() -> ExitCode {
             eprintln!("mc-guest: error: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn too_little_guest_ram_says_what_the_least_is() {
+        let e = parse_dma_mib("1").unwrap_err();
+        assert!(e.contains("at least 8 MiB"), "{e}");
+        assert!(parse_dma_mib("0").is_err());
+        assert!(parse_dma_mib("x").is_err());
+        assert_eq!(parse_dma_mib("8"), Ok(8));
+        assert!(GuestCli::try_parse_from(["mc-guest", "--ram-mib", "1", "info"]).is_err());
     }
 }

@@ -35,6 +35,14 @@ pub enum TransportError {
     },
     #[error("the device does not offer {0}")]
     MissingFeature(&'static str),
+    /// The socket accepted the connection but nobody answers: the node
+    /// already has a guest (a backend serves one per node), or the backend
+    /// is stuck or gone.
+    #[error("no answer from the backend on {} within {after:?}: another guest is probably attached to this node (one guest per node), or the backend is not serving it", path.display())]
+    NoAnswer {
+        path: std::path::PathBuf,
+        after: std::time::Duration,
+    },
     #[error("the device has {have} queues, the adapter needs {need}")]
     QueueCount { have: u64, need: usize },
     #[error("no such queue {0}")]

@@ -3,8 +3,10 @@
 //! `vhost_dev_start`), with its "guest RAM" in a memfd shared through
 //! SET_MEM_TABLE.
 
+use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use firmware_model::abi::{self, Registers, CONFIG_SIZE, NUM_QUEUES};
 use log::{debug, info};
@@ -27,6 +29,10 @@ pub struct VhostUserOptions {
     /// Guest-physical address of the first byte of RAM. Not 0 by default, so
     /// that a confusion of offsets and GPAs shows up at once.
     pub gpa_base: u64,
+    /// How long to wait for any answer from the backend. A backend serves one
+    /// guest per node: a second guest on a busy node is accepted by the
+    /// socket but never answered, and must say so rather than hang.
+    pub answer_timeout: Duration,
 }
 
 impl Default for VhostUserOptions {
@@ -34,6 +40,7 @@ impl Default for VhostUserOptions {
         VhostUserOptions {
             ram_size: 64 << 20,
             gpa_base: 0x4000_0000,
+            answer_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -74,7 +81,12 @@ impl VhostUserTransport {
     ) -> Result<VhostUserTransport, TransportError> {
         let path = path.as_ref();
         let memory = Arc::new(MemfdMemory::new(opts.ram_size, opts.gpa_base)?);
-        let mut fe = Frontend::connect(path, NUM_QUEUES as u64).map_err(vu("connect"))?;
+        let sock = UnixStream::connect(path).map_err(|source| TransportError::Io {
+            what: "connecting to the adapter's socket",
+            source,
+        })?;
+        probe(&sock, path, opts.answer_timeout)?;
+        let mut fe = Frontend::from_stream(sock, NUM_QUEUES as u64);
         // Ask for an ack of every request (effective once REPLY_ACK is negotiated).
         fe.set_hdr_flags(VhostUserHeaderFlag::NEED_REPLY);
 
@@ -298,4 +310,42 @@ impl Doorbell for KickDoorbell {
             source,
         })
     }
+}
+
+/// Ask the backend for its features by hand, with a timeout, before the
+/// vhost crate's frontend takes the socket (its reads wait forever). A
+/// backend serves one guest per node: a second guest's connection is
+/// accepted by the kernel but never answered.
+fn probe(sock: &UnixStream, path: &Path, timeout: Duration) -> Result<(), TransportError> {
+    use std::io::{Read, Write};
+    // VHOST_USER_GET_FEATURES (1), version 1 flags, no payload.
+    const GET_FEATURES: u32 = 1;
+    let mut msg = [0u8; 12];
+    msg[..4].copy_from_slice(&GET_FEATURES.to_le_bytes());
+    msg[4..8].copy_from_slice(&1u32.to_le_bytes());
+    let io = |what: &'static str| move |source| TransportError::Io { what, source };
+    sock.set_read_timeout(Some(timeout))
+        .map_err(io("setting the socket's timeout"))?;
+    (&*sock)
+        .write_all(&msg)
+        .map_err(io("asking the backend for its features"))?;
+    // The reply: a 12-byte header and the 8-byte feature mask.
+    let mut reply = [0u8; 20];
+    match (&*sock).read_exact(&mut reply) {
+        Ok(()) => {}
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ) =>
+        {
+            return Err(TransportError::NoAnswer {
+                path: path.to_path_buf(),
+                after: timeout,
+            })
+        }
+        Err(e) => return Err(io("reading the backend's features")(e)),
+    }
+    sock.set_read_timeout(None)
+        .map_err(io("clearing the socket's timeout"))
 }
