@@ -105,6 +105,9 @@ pub struct Hub {
     seq: u64,
     epoch: u64,
     counters: HubCounters,
+    /// Reused by `forward_store` (receivers of one page), so a store
+    /// allocates nothing.
+    receivers_scratch: Vec<(usize, bool)>,
 }
 
 impl Hub {
@@ -133,6 +136,7 @@ impl Hub {
             seq: 0,
             epoch: 1,
             counters: HubCounters::default(),
+            receivers_scratch: Vec::new(),
         })
     }
 
@@ -487,7 +491,7 @@ impl Hub {
         sink: &mut S,
     ) -> TransmitSummary {
         let src = NodeId(s as u8);
-        let page_size = self.config.page_size;
+        let page_size = u64::from(self.config.page_size);
         let mut summary = TransmitSummary {
             done_at: now,
             ..Default::default()
@@ -495,48 +499,19 @@ impl Hub {
         // (receiver, page, due time) of interrupt-on-receive deliveries: one
         // notification per receiver and page once the whole store has landed.
         let mut notify: Vec<(NodeId, PageNumber, Nanos)> = Vec::new();
-        let mut cached: Option<(PageNumber, PctEntry)> = None;
-        for (paddr, plen, offset) in split_store(addr, len, self.config.max_payload) {
-            let page = self.page_of(paddr);
-            let entry = match cached {
-                Some((p, e)) if p == page => e,
-                _ => {
-                    // Checked by the caller for every page of the store.
-                    let e = self.adapters[s].pct.get(page).unwrap_or_default();
-                    cached = Some((page, e));
-                    e
-                }
-            };
+        // Who receives is decided once per page (every packet of a page has
+        // the same receivers); the faults are still drawn per packet and
+        // receiver, in the same order.
+        let mut receivers = std::mem::take(&mut self.receivers_scratch);
+        let end = addr.0 + u64::from(len);
+        let mut chunk = addr.0;
+        while chunk < end {
+            let page = self.page_of(GlobalAddr(chunk));
+            let chunk_end = end.min((u64::from(page.0) + 1) * page_size);
+            // Checked by the caller for every page of the store.
+            let entry = self.adapters[s].pct.get(page).unwrap_or_default();
             let broadcast = entry.transmit == Some(Destination::Broadcast);
-            summary.packets += 1;
-            let c = &mut self.adapters[s].counters;
-            c.packets_sent += 1;
-            c.bytes_sent += u64::from(plen);
-            if broadcast {
-                c.broadcasts_sent += 1;
-            }
-            if !self.adapters[s].status.link_up {
-                // Lost on the sender's own link: it never reaches the hub.
-                self.adapters[s].counters.drops += 1;
-                self.counters.drops += 1;
-                summary.lost += 1;
-                continue;
-            }
-            self.seq += 1;
-            self.counters.packets += 1;
-            self.counters.bytes += u64::from(plen);
-            if broadcast {
-                self.counters.broadcasts += 1;
-            }
-            let packet = Packet {
-                seq: self.seq,
-                source: src,
-                addr: paddr,
-                len: plen,
-                store_offset: offset,
-            };
-            let hub_time = self.clock.forward(now, s, u64::from(plen), broadcast);
-            let at = self.clock.arrival(hub_time);
+            receivers.clear();
             for r in 0..self.adapters.len() {
                 let receiver = NodeId(r as u8);
                 let eligible = if r == s {
@@ -551,61 +526,36 @@ impl Hub {
                 if !eligible || !self.adapters[r].status.online {
                     continue;
                 }
-                let rx = match self.adapters[r].pct.get(page) {
-                    Ok(e) if e.receive => e,
-                    _ => continue,
-                };
-                let at = self.receivers.due(r, at);
-                let lost = if !self.adapters[r].status.link_up {
-                    Some(PacketFault::Drop)
-                } else {
-                    self.faults.decide(src, receiver)
-                };
-                match lost {
-                    Some(PacketFault::Drop) => {
-                        self.adapters[r].counters.drops += 1;
-                        self.counters.drops += 1;
-                        summary.lost += 1;
-                    }
-                    Some(PacketFault::Corrupt) => {
-                        let a = &mut self.adapters[r];
-                        a.status.network_errors = a.status.network_errors.wrapping_add(1);
-                        a.counters.errors += 1;
-                        self.counters.errors += 1;
-                        summary.lost += 1;
-                        sink.event(&Event::Error {
-                            node: receiver,
-                            kind: ErrorKind::Crc,
-                            at,
-                        });
-                    }
-                    None => {
-                        let c = &mut self.adapters[r].counters;
-                        c.packets_received += 1;
-                        c.bytes_received += u64::from(plen);
-                        self.counters.deliveries += 1;
-                        summary.deliveries += 1;
-                        summary.done_at = summary.done_at.max(at);
-                        sink.deliver(&Delivery {
-                            packet,
-                            receiver,
-                            page,
-                            page_offset: packet.page_offset(page_size),
-                            at,
-                        });
-                        if rx.interrupt {
-                            match notify
-                                .iter_mut()
-                                .find(|(n, p, _)| *n == receiver && *p == page)
-                            {
-                                Some(slot) => slot.2 = at,
-                                None => notify.push((receiver, page, at)),
-                            }
-                        }
+                if let Ok(rx) = self.adapters[r].pct.get(page) {
+                    if rx.receive {
+                        receivers.push((r, rx.interrupt));
                     }
                 }
             }
+            let chunk_offset = (chunk - addr.0) as u32;
+            let pieces = split_store(
+                GlobalAddr(chunk),
+                (chunk_end - chunk) as u32,
+                self.config.max_payload,
+            );
+            for (paddr, plen, offset) in pieces {
+                self.forward_packet(
+                    now,
+                    s,
+                    paddr,
+                    plen,
+                    chunk_offset + offset,
+                    page,
+                    broadcast,
+                    &receivers,
+                    &mut summary,
+                    &mut notify,
+                    sink,
+                );
+            }
+            chunk = chunk_end;
         }
+        self.receivers_scratch = receivers;
         for (node, page, at) in notify {
             sink.event(&Event::PageWritten {
                 node,
@@ -615,6 +565,107 @@ impl Hub {
             });
         }
         summary
+    }
+
+    /// One packet of a store to `page`, for `receivers` (index, interrupt).
+    #[allow(clippy::too_many_arguments)]
+    fn forward_packet<S: DeliverySink + ?Sized>(
+        &mut self,
+        now: Nanos,
+        s: usize,
+        paddr: GlobalAddr,
+        plen: u32,
+        store_offset: u32,
+        page: PageNumber,
+        broadcast: bool,
+        receivers: &[(usize, bool)],
+        summary: &mut TransmitSummary,
+        notify: &mut Vec<(NodeId, PageNumber, Nanos)>,
+        sink: &mut S,
+    ) {
+        let src = NodeId(s as u8);
+        summary.packets += 1;
+        let c = &mut self.adapters[s].counters;
+        c.packets_sent += 1;
+        c.bytes_sent += u64::from(plen);
+        if broadcast {
+            c.broadcasts_sent += 1;
+        }
+        if !self.adapters[s].status.link_up {
+            // Lost on the sender's own link: it never reaches the hub.
+            self.adapters[s].counters.drops += 1;
+            self.counters.drops += 1;
+            summary.lost += 1;
+            return;
+        }
+        self.seq += 1;
+        self.counters.packets += 1;
+        self.counters.bytes += u64::from(plen);
+        if broadcast {
+            self.counters.broadcasts += 1;
+        }
+        let packet = Packet {
+            seq: self.seq,
+            source: src,
+            addr: paddr,
+            len: plen,
+            store_offset,
+        };
+        let page_offset = packet.page_offset(self.config.page_size);
+        let hub_time = self.clock.forward(now, s, u64::from(plen), broadcast);
+        let arrival = self.clock.arrival(hub_time);
+        for &(r, interrupt) in receivers {
+            let receiver = NodeId(r as u8);
+            let at = self.receivers.due(r, arrival);
+            let lost = if !self.adapters[r].status.link_up {
+                Some(PacketFault::Drop)
+            } else {
+                self.faults.decide(src, receiver)
+            };
+            match lost {
+                Some(PacketFault::Drop) => {
+                    self.adapters[r].counters.drops += 1;
+                    self.counters.drops += 1;
+                    summary.lost += 1;
+                }
+                Some(PacketFault::Corrupt) => {
+                    let a = &mut self.adapters[r];
+                    a.status.network_errors = a.status.network_errors.wrapping_add(1);
+                    a.counters.errors += 1;
+                    self.counters.errors += 1;
+                    summary.lost += 1;
+                    sink.event(&Event::Error {
+                        node: receiver,
+                        kind: ErrorKind::Crc,
+                        at,
+                    });
+                }
+                None => {
+                    let c = &mut self.adapters[r].counters;
+                    c.packets_received += 1;
+                    c.bytes_received += u64::from(plen);
+                    self.counters.deliveries += 1;
+                    summary.deliveries += 1;
+                    summary.done_at = summary.done_at.max(at);
+                    sink.deliver(&Delivery {
+                        packet,
+                        receiver,
+                        page,
+                        page_offset,
+                        at,
+                    });
+                    if interrupt {
+                        match notify
+                            .iter_mut()
+                            .find(|(n, p, _)| *n == receiver && *p == page)
+                        {
+                            Some(slot) => slot.2 = at,
+                            None => notify.push((receiver, page, at)),
+                        }
+                    }
+                }
+            }
+        }
     }
 
     fn ack<S: DeliverySink + ?Sized>(

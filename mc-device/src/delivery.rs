@@ -19,7 +19,7 @@ use firmware_model::{AckReport, Delivery, DeliverySink, ErrorKind, Event, Nanos}
 use log::warn;
 
 use crate::memory::{scatter_copy, scatter_read, MemGuard, Piece};
-use crate::node::DmaMap;
+use crate::node::NodeState;
 
 /// Something due at one receiver.
 #[derive(Debug)]
@@ -85,7 +85,8 @@ pub(crate) struct DmaDelivery<'a> {
     pub(crate) now: Nanos,
     /// Each node's guest memory for this pass (None: no guest connected).
     pub(crate) mems: &'a [Option<MemGuard>],
-    pub(crate) maps: &'a [&'a DmaMap],
+    /// Every node's device state (for the frames bound to each page).
+    pub(crate) nodes: &'a [NodeState],
     pub(crate) queues: &'a mut [PendingQueue],
     /// Bytes each sender has waiting in queues (backpressure).
     pub(crate) queued_bytes: &'a mut [usize],
@@ -96,8 +97,9 @@ pub(crate) struct DmaDelivery<'a> {
     pub(crate) events: &'a mut Vec<Event>,
     pub(crate) packet: u32,
     pub(crate) failed: u32,
-    /// Per receiver: packets due now, not yet copied.
-    pub(crate) runs: Vec<Option<PendingCopy>>,
+    /// Per receiver: packets due now, not yet copied (the caller's buffer,
+    /// reused from store to store).
+    pub(crate) runs: &'a mut Vec<Option<PendingCopy>>,
     /// The latest packet sequence seen (events carry none).
     pub(crate) seq: u64,
 }
@@ -113,7 +115,7 @@ impl DmaDelivery<'_> {
         else {
             return;
         };
-        let Some(frames) = self.maps.get(r).and_then(|f| f.get(run.page)) else {
+        let Some(frames) = self.nodes.get(r).and_then(|n| n.frames.get(run.page)) else {
             // The model only delivers to receive-enabled pages, and the device
             // binds frames before enabling receive; nothing to write otherwise.
             return;
@@ -141,6 +143,7 @@ impl DmaDelivery<'_> {
         for r in 0..self.runs.len() {
             self.flush(r);
         }
+        self.runs.clear();
     }
 
     /// Deliveries to `r` go through its queue from now on in this store:

@@ -29,26 +29,56 @@ pub(crate) fn range_ok(mem: &Mem, gpa: u64, len: usize) -> bool {
 }
 
 /// The contiguous runs of a scatter list covering `[off, off + len)`.
-pub(crate) fn runs(list: &[Piece], mut off: u64, mut len: u64) -> Vec<Piece> {
-    let mut out = Vec::with_capacity(2);
-    for &(gpa, plen) in list {
-        let plen = u64::from(plen);
-        if len == 0 {
-            break;
-        }
-        if off >= plen {
-            off -= plen;
-            continue;
-        }
-        let n = (plen - off).min(len);
-        out.push((gpa + off, n as u32));
-        off = 0;
-        len -= n;
+pub(crate) fn runs(list: &[Piece], off: u64, len: u64) -> Vec<Piece> {
+    if !covers(list, off, len) {
+        return Vec::new();
     }
-    if len != 0 {
-        out.clear();
+    Runs::new(list, off, len).collect()
+}
+
+/// `[off, off + len)` lies within the scatter list.
+pub(crate) fn covers(list: &[Piece], off: u64, len: u64) -> bool {
+    let total: u64 = list.iter().map(|p| u64::from(p.1)).sum();
+    off.checked_add(len).is_some_and(|end| end <= total)
+}
+
+/// The contiguous runs of a scatter list covering `[off, off + len)`, one at
+/// a time (nothing allocated: this is on the hub's path for every store).
+pub(crate) struct Runs<'a> {
+    list: std::slice::Iter<'a, Piece>,
+    off: u64,
+    len: u64,
+}
+
+impl<'a> Runs<'a> {
+    pub(crate) fn new(list: &'a [Piece], off: u64, len: u64) -> Runs<'a> {
+        Runs {
+            list: list.iter(),
+            off,
+            len,
+        }
     }
-    out
+}
+
+impl Iterator for Runs<'_> {
+    type Item = Piece;
+
+    fn next(&mut self) -> Option<Piece> {
+        while self.len > 0 {
+            let &(gpa, plen) = self.list.next()?;
+            let plen = u64::from(plen);
+            if self.off >= plen {
+                self.off -= plen;
+                continue;
+            }
+            let n = (plen - self.off).min(self.len);
+            let piece = (gpa + self.off, n as u32);
+            self.off = 0;
+            self.len -= n;
+            return Some(piece);
+        }
+        None
+    }
 }
 
 /// Bytes from `off` to the next packet boundary (packets are cut at multiples
@@ -139,38 +169,31 @@ pub(crate) fn scatter_copy(
     len: u64,
     packet: u32,
 ) -> bool {
-    let a = runs(src, src_off, len);
-    let b = runs(dst, dst_off, len);
-    if len > 0 && (a.is_empty() || b.is_empty()) {
+    if !covers(src, src_off, len) || !covers(dst, dst_off, len) {
         return false;
     }
-    let (mut i, mut j, mut ai, mut bj, mut done) = (0, 0, 0u64, 0u64, 0u64);
-    while i < a.len() && j < b.len() {
-        let n = (u64::from(a[i].1) - ai).min(u64::from(b[j].1) - bj);
-        if !copy_between(
-            src_mem,
-            a[i].0 + ai,
-            dst_mem,
-            b[j].0 + bj,
-            n as usize,
-            dst_off + done,
-            packet,
-        ) {
+    let mut a = Runs::new(src, src_off, len);
+    let mut b = Runs::new(dst, dst_off, len);
+    let (mut pa, mut pb) = (a.next(), b.next());
+    let mut done = 0u64;
+    while let (Some((ga, la)), Some((gb, lb))) = (pa, pb) {
+        let n = u64::from(la.min(lb));
+        if !copy_between(src_mem, ga, dst_mem, gb, n as usize, dst_off + done, packet) {
             return false;
         }
-        ai += n;
-        bj += n;
         done += n;
-        if ai == u64::from(a[i].1) {
-            i += 1;
-            ai = 0;
-        }
-        if bj == u64::from(b[j].1) {
-            j += 1;
-            bj = 0;
-        }
+        pa = if u64::from(la) > n {
+            Some((ga + n, la - n as u32))
+        } else {
+            a.next()
+        };
+        pb = if u64::from(lb) > n {
+            Some((gb + n, lb - n as u32))
+        } else {
+            b.next()
+        };
     }
-    true
+    done == len
 }
 
 /// Write `data` at `[off, off+len)` of scatter list `dst`, packet by packet

@@ -10,8 +10,9 @@ use std::time::Instant;
 use firmware_model::{FaultCommand, Hub, ModelError, Nanos, NodeId};
 use log::{log, warn, Level};
 
-use crate::delivery::{EventCollector, PendingQueue};
+use crate::delivery::{EventCollector, PendingCopy, PendingQueue};
 use crate::guest_log::{BURST, INTERVAL};
+use crate::memory::Piece;
 use crate::node::NodeState;
 
 pub(crate) struct DeviceState {
@@ -23,6 +24,9 @@ pub(crate) struct DeviceState {
     pub(crate) queued_bytes: Vec<usize>,
     /// The cluster error count when status-page lags were last handed out.
     pub(crate) noted_errors: u64,
+    /// Buffers the transmit path reuses from store to store.
+    pub(crate) copies_scratch: Vec<Option<PendingCopy>>,
+    pub(crate) pieces_scratch: Vec<Piece>,
     pub(crate) start: Instant,
 }
 
@@ -35,6 +39,8 @@ impl DeviceState {
             pending: (0..n).map(|_| PendingQueue::default()).collect(),
             queued_bytes: vec![0; n],
             noted_errors: 0,
+            copies_scratch: Vec::new(),
+            pieces_scratch: Vec::new(),
             hub,
             start: Instant::now(),
         }

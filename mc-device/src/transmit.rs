@@ -25,9 +25,9 @@ use firmware_model::{GlobalAddr, NodeId, PageNumber};
 use log::{debug, Level};
 use vm_memory::{Bytes, GuestAddress, GuestAddressSpace};
 
-use crate::delivery::DmaDelivery;
+use crate::delivery::{DmaDelivery, PendingCopy};
 use crate::memory::{MemGuard, Piece};
-use crate::node::{DmaMap, TxFifo};
+use crate::node::TxFifo;
 use crate::state::DeviceState;
 
 /// Bytes of records taken from one FIFO in one pass, so one busy guest cannot
@@ -38,11 +38,11 @@ pub(crate) const PASS_BYTES: u64 = 256 << 10;
 /// buffer stalls the processor.
 pub(crate) const MAX_QUEUED_BYTES: usize = 16 << 20;
 
-/// One store to send: where, how long, and where its bytes are in the FIFO.
+/// One store to send: where, how long (its bytes are in the FIFO at the
+/// pieces `next_run` left in its buffer).
 struct Run {
     addr: u64,
     len: u32,
-    data: Vec<Piece>,
     /// Position after its last record.
     end: u64,
     records: u32,
@@ -113,8 +113,11 @@ impl DeviceState {
         let mut budget = PASS_BYTES;
         let mut taken = 0usize;
         let mut events = Vec::new();
+        // Buffers reused from store to store: nothing is allocated per store.
+        let mut copies = std::mem::take(&mut self.copies_scratch);
+        let mut pieces = std::mem::take(&mut self.pieces_scratch);
         while budget > 0 {
-            let run = match self.next_run(i, mem, &f, head) {
+            let run = match self.next_run(i, mem, &f, head, &mut pieces) {
                 Ok(Some(run)) => run,
                 Ok(None) => break,
                 Err((status, detail)) => {
@@ -125,10 +128,12 @@ impl DeviceState {
             budget = budget.saturating_sub(u64::from(run.len).max(1));
             taken += run.records as usize;
             if !run.pad {
-                self.send(i, mems, &run, head, &mut events);
+                self.send(i, mems, &run, &pieces, head, &mut events, &mut copies);
             }
             head = run.end;
         }
+        self.copies_scratch = copies;
+        self.pieces_scratch = pieces;
         if let Some(f) = self.nodes[i].fifo.as_mut() {
             f.head = head;
         }
@@ -158,7 +163,9 @@ impl DeviceState {
         mem: &MemGuard,
         f: &TxFifo,
         at: u64,
+        data: &mut Vec<Piece>,
     ) -> Result<Option<Run>, (Status, u32)> {
+        data.clear();
         let (hdr, slots) = match take(mem, f, at) {
             Take::Empty => return Ok(None),
             Take::Broken(s, d) => return Err((s, d)),
@@ -169,16 +176,15 @@ impl DeviceState {
             return Ok(Some(Run {
                 addr: 0,
                 len: 0,
-                data: Vec::new(),
                 end: at + slots,
                 records: 1,
                 pad: true,
             }));
         }
+        data.push((data_gpa, hdr.len));
         let mut run = Run {
             addr: hdr.addr,
             len: hdr.len,
-            data: vec![(data_gpa, hdr.len)],
             end: at + slots,
             records: 1,
             pad: false,
@@ -198,8 +204,7 @@ impl DeviceState {
             {
                 break;
             }
-            run.data
-                .push((f.slot_gpa(run.end) + TX_RECORD_HEADER_SIZE as u64, next.len));
+            data.push((f.slot_gpa(run.end) + TX_RECORD_HEADER_SIZE as u64, next.len));
             run.len += next.len;
             run.end += s;
             run.records += 1;
@@ -226,14 +231,18 @@ impl DeviceState {
             .is_ok_and(|e| e.transmit.is_some() && !e.ack)
     }
 
-    /// Send one store through the hub and deliver what it decides.
+    /// Send one store (its bytes at `data`) through the hub and deliver
+    /// what it decides.
+    #[allow(clippy::too_many_arguments)]
     fn send(
         &mut self,
         i: usize,
         mems: &[Option<MemGuard>],
         run: &Run,
+        data: &[Piece],
         position: u64,
         events: &mut Vec<firmware_model::Event>,
+        copies: &mut Vec<Option<PendingCopy>>,
     ) {
         let now = self.now();
         let packet = self.hub.config().max_payload;
@@ -244,19 +253,18 @@ impl DeviceState {
             queued_bytes,
             ..
         } = self;
-        let maps: Vec<&DmaMap> = nodes.iter().map(|n| &n.frames).collect();
         let mut sink = DmaDelivery {
             now,
             mems,
-            maps: &maps,
+            nodes,
             queues: pending,
             queued_bytes,
             src: i,
-            src_data: &run.data,
+            src_data: data,
             events,
             packet,
             failed: 0,
-            runs: Vec::new(),
+            runs: copies,
             seq: hub.last_seq(),
         };
         let sent = hub.transmit(

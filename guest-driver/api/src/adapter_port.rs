@@ -79,7 +79,12 @@ fn refusal(e: mc_driver::Error) -> McError {
 
 impl StorePath for TxFifo {
     fn post(&self, records: &[(u64, &[u8])]) -> Result<(), McError> {
-        self.post_all(records).map(|_| ()).map_err(refusal)
+        match records {
+            [(addr, data)] => TxFifo::post(self, *addr, data),
+            _ => self.post_all(records),
+        }
+        .map(|_| ())
+        .map_err(refusal)
     }
 
     fn flush(&self) -> Result<(), McError> {

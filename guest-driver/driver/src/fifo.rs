@@ -138,7 +138,60 @@ impl TxFifo {
     /// Post one store; returns at once (the position after it). Data over
     /// 64 KiB goes as several records, adjacent in the ring.
     pub fn post(&self, addr: u64, data: &[u8]) -> Result<u64> {
-        self.post_all(&[(addr, data)])
+        if data.len() > MAX_RECORD_DATA as usize {
+            return self.post_all(&[(addr, data)]);
+        }
+        // The common case, without the batch's bookkeeping: claim, write,
+        // commit (a padding record first if it would wrap).
+        let header = TxRecordHeader {
+            addr,
+            len: data.len() as u32,
+            flags: 0,
+        };
+        let need = TxRecordHeader::slots(header.len);
+        let ring = u64::from(self.slots);
+        let mut from = self.reserved.load(Ordering::Relaxed);
+        let (pad, at, end) = loop {
+            let to_end = ring - from % ring;
+            let (pad, at) = if need > to_end {
+                (to_end, from + to_end)
+            } else {
+                (0, from)
+            };
+            let end = at + need;
+            self.wait_for_room(end)?;
+            match self.reserved.compare_exchange_weak(
+                from,
+                end,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => break (pad, at, end),
+                Err(now) => from = now,
+            }
+        };
+        let off = self.slot_offset(at);
+        self.mem.write(off, &header.to_bytes())?;
+        if !data.is_empty() {
+            self.mem.write(off + TX_RECORD_HEADER_SIZE, data)?;
+        }
+        self.commit(at)?;
+        if pad > 0 {
+            self.mem
+                .write(self.slot_offset(from), &TxRecordHeader::pad(pad).to_bytes())?;
+            self.commit(from)?;
+        }
+        self.ring_if_asked()?;
+        Ok(end)
+    }
+
+    /// Write the tag that commits the record at `position`.
+    fn commit(&self, position: u64) -> Result<()> {
+        let tag = fifo::tag(position, self.slots);
+        self.mem
+            .atomic_u32(self.tag_offset(position))?
+            .store(tag.to_le(), Ordering::Release);
+        Ok(())
     }
 
     /// Post stores in order, adjacent in the ring (as one write-buffer
@@ -209,10 +262,7 @@ impl TxFifo {
         // Commit the last first: when the hub sees the first tag it finds
         // the whole group committed and takes (and merges) it in one go.
         for p in plan.iter().rev() {
-            let tag = fifo::tag(p.position, self.slots);
-            self.mem
-                .atomic_u32(self.tag_offset(p.position))?
-                .store(tag.to_le(), Ordering::Release);
+            self.commit(p.position)?;
         }
         self.ring_if_asked()?;
         Ok(end)
