@@ -20,11 +20,18 @@ const KEY_STREAM: u32 = 0xbe4c_0003;
 const KEY_DONE: u32 = 0xbe4c_0004;
 const KEY_LOCK: u32 = 0xbe4c_0005;
 const KEY_BCAST: u32 = 0xbe4c_0006;
+const KEY_LOOP: u32 = 0xbe4c_0007;
+const KEY_POST: u32 = 0xbe4c_0008;
 
 /// Which benchmarks to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Which {
     All,
+    /// One node: a store with loopback until it comes back (the hub and one
+    /// guest thread: fits two cores).
+    Loopback,
+    /// The sender's cost of one posted 8-byte store.
+    Post,
     Latency,
     Bandwidth,
     Broadcast,
@@ -38,6 +45,8 @@ impl std::fmt::Display for Which {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             Which::All => "all",
+            Which::Loopback => "loopback",
+            Which::Post => "post",
             Which::Latency => "latency",
             Which::Bandwidth => "bandwidth",
             Which::Broadcast => "broadcast",
@@ -176,6 +185,21 @@ pub fn run(mc: &MemoryChannel, which: Which, iters: u32) -> Result<BenchReport, 
     } else {
         Vec::new()
     };
+
+    if want(Which::Loopback) {
+        sync()?;
+        if me == 0 {
+            rows.extend(loopback_latency(mc, iters)?);
+        }
+        sync()?;
+    }
+    if want(Which::Post) {
+        sync()?;
+        if me == 0 {
+            rows.push(posted_store_cost(mc, iters)?);
+        }
+        sync()?;
+    }
 
     if want(Which::Latency) && nodes >= 2 {
         let id = mc.region_alloc(KEY_PING, 64, true)?;
@@ -398,9 +422,19 @@ fn stream(
             let secs = t0.elapsed().as_secs_f64();
             let mb_s = total as f64 * f64::from(receivers) / secs / 1e6;
             let raw = raw_memcpy_mb_s(size);
+            if broadcast && receivers > 1 {
+                rows.push(BenchRow {
+                    name: format!("broadcast, {size} B writes, per receiver (of {receivers})"),
+                    value: mb_s / f64::from(receivers),
+                    unit: "MB/s",
+                    hardware: Some(75.0),
+                    raw: Some(raw),
+                    lower_is_better: false,
+                });
+            }
             rows.push(BenchRow {
                 name: if broadcast {
-                    format!("broadcast to {receivers} nodes, {size} B writes (delivered)")
+                    format!("broadcast to {receivers} nodes, {size} B writes (delivered, total)")
                 } else {
                     format!("streaming, {size} B writes")
                 },
@@ -418,6 +452,83 @@ fn stream(
         sync()?;
     }
     Ok(rows)
+}
+
+/// One node: an 8-byte store to a page it transmits with loopback and
+/// receives, timed until its own copy shows it. The guest thread and the hub
+/// thread are all that run: the configuration that fits two cores.
+fn loopback_latency(mc: &MemoryChannel, iters: u32) -> Result<Vec<BenchRow>, McError> {
+    let id = mc.region_alloc(KEY_LOOP, 8192, false)?;
+    let rx = mc.attach_receive(id, Sharing::Shared, false)?;
+    let tx = mc.attach_transmit(id, Sharing::Shared, true)?;
+    let warm = iters / 10;
+    let mut samples = Vec::with_capacity(iters as usize);
+    for i in 1..=u64::from(iters + warm) {
+        let t0 = Instant::now();
+        tx.write_u64(0, i)?;
+        spin_until(|| rx.load_u64(0).map(|v| v == i).unwrap_or(false));
+        if i > u64::from(warm) {
+            samples.push(t0.elapsed().as_nanos() as f64);
+        }
+    }
+    let raw = raw_cache_line_one_way_ns(iters.max(1000));
+    let p99 = pct(&mut samples.clone(), 0.99);
+    Ok(vec![
+        BenchRow {
+            name: "loopback latency, 8-byte write, 1 node (median)".into(),
+            value: median(&mut samples) / 1e3,
+            unit: "us",
+            hardware: Some(2.9),
+            raw: Some(2.0 * raw / 1e3),
+            lower_is_better: true,
+        },
+        BenchRow {
+            name: "loopback latency, 8-byte write, 1 node (p99)".into(),
+            value: p99 / 1e3,
+            unit: "us",
+            hardware: Some(3.3),
+            raw: None,
+            lower_is_better: true,
+        },
+    ])
+}
+
+/// What one posted 8-byte store costs the thread that makes it, in the
+/// steady state: batches of stores into an empty-enough FIFO, each batch
+/// timed as a whole (a clock read per store would cost as much as the
+/// store), then flushed untimed.
+fn posted_store_cost(mc: &MemoryChannel, iters: u32) -> Result<BenchRow, McError> {
+    const BATCH: u32 = 256;
+    let id = mc.region_alloc(KEY_POST, 8192, false)?;
+    let tx = mc.attach_transmit(id, Sharing::Shared, false)?;
+    let rounds = (iters / 10).max(20);
+    let mut per_store = Vec::with_capacity(rounds as usize);
+    for round in 0..rounds + 2 {
+        let t0 = Instant::now();
+        for k in 0..BATCH {
+            tx.write_u64(8 * (k as usize % 1024), u64::from(k))?;
+        }
+        let ns = t0.elapsed().as_nanos() as f64 / f64::from(BATCH);
+        mc.flush()?;
+        if round >= 2 {
+            per_store.push(ns);
+        }
+    }
+    // The raw limit: the same 8-byte write to ordinary memory.
+    let word = AtomicU64::new(0);
+    let t0 = Instant::now();
+    for k in 0..u64::from(BATCH * rounds) {
+        word.store(std::hint::black_box(k), Ordering::Relaxed);
+    }
+    let raw = t0.elapsed().as_nanos() as f64 / f64::from(BATCH * rounds);
+    Ok(BenchRow {
+        name: "posted store, 8 bytes, sender's cost (median)".into(),
+        value: median(&mut per_store),
+        unit: "ns",
+        hardware: None,
+        raw: Some(raw),
+        lower_is_better: true,
+    })
 }
 
 /// The table node 0 prints.
