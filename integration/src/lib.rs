@@ -5,12 +5,16 @@
 //!   guest process does), each with the Memory Channel API open.
 //! - [`binary`]: the path of a workspace binary (`mc-host`, `mc-guest`) for
 //!   tests that run whole processes.
+//! - [`delivery`]: which delivery modes (eager, skewed with which seeds) a
+//!   test runs under.
+
+pub mod delivery;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
-use firmware_model::ClusterConfig;
+use firmware_model::{ClusterConfig, DeliveryMode};
 use mc_api::{AdapterPort, MemoryChannel, OpenOptions};
 use mc_device::{Cluster, ClusterOptions};
 use mc_driver::{Adapter, AdapterOptions, VhostUserOptions, VhostUserTransport};
@@ -30,6 +34,11 @@ impl VirtualCluster {
             cluster: Arc::new(cluster),
             dir,
         }
+    }
+
+    /// `nodes` adapters with every default but `delivery`.
+    pub fn with_delivery(nodes: u8, delivery: DeliveryMode) -> VirtualCluster {
+        VirtualCluster::start(delivery::config(nodes, delivery))
     }
 
     pub fn nodes(&self) -> u8 {
