@@ -205,6 +205,8 @@ pub enum WaitFor {
     ClusterSpinlock,
     /// This node's join marker to loop back.
     JoinMarker,
+    /// This node's own update of a table to loop back.
+    OwnTableUpdate(TableKind),
     /// The adapter to rejoin the cluster (it is offline), and the node to
     /// catch up.
     Rejoin,
@@ -228,6 +230,9 @@ impl fmt::Display for WaitFor {
             WaitFor::LockEntry => f.write_str("a lock entry to loop back"),
             WaitFor::ClusterSpinlock => f.write_str("a cluster spinlock"),
             WaitFor::JoinMarker => f.write_str("this node's join marker to loop back"),
+            WaitFor::OwnTableUpdate(t) => {
+                write!(f, "this node's own update of the {t} table to loop back")
+            }
             WaitFor::Rejoin => f.write_str(
                 "this node's adapter to rejoin the cluster and catch up (it is offline)",
             ),
