@@ -84,6 +84,9 @@ pub enum McError {
     UnstableTable(TableKind),
     #[error("the cluster layout does not fit the address space: {0:?}")]
     LayoutDoesNotFit(Layout),
+    /// The adapter answered a PCT read with a word no entry encodes.
+    #[error("the adapter reports PCT entry {word:#x} for page {page}, which is not a valid entry")]
+    BadPctEntry { page: u32, word: u32 },
 }
 
 /// How a region was named: by its cluster-wide key or by its id.
