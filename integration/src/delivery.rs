@@ -50,6 +50,13 @@ pub fn delivery_modes(ci: &[u64]) -> Vec<DeliveryMode> {
         .collect()
 }
 
+/// [`delivery_modes`] for a slow test: at most `max` skewed seeds.
+pub fn delivery_modes_up_to(ci: &[u64], max: usize) -> Vec<DeliveryMode> {
+    let mut modes = delivery_modes(ci);
+    modes.truncate(1 + max);
+    modes
+}
+
 /// A cluster of `nodes` with every default but `delivery`.
 pub fn config(nodes: u8, delivery: DeliveryMode) -> ClusterConfig {
     ClusterConfig {
@@ -60,8 +67,18 @@ pub fn config(nodes: u8, delivery: DeliveryMode) -> ClusterConfig {
 
 /// Run `f` once per mode of [`delivery_modes`], saying which on stderr (shown
 /// with a failing test's output).
-pub fn for_each_delivery(ci: &[u64], mut f: impl FnMut(DeliveryMode)) {
-    for mode in delivery_modes(ci) {
+pub fn for_each_delivery(ci: &[u64], f: impl FnMut(DeliveryMode)) {
+    run_each(delivery_modes(ci), f);
+}
+
+/// [`for_each_delivery`] for a slow test: at most `max` skewed seeds even in
+/// an exhaustive run.
+pub fn for_each_delivery_up_to(ci: &[u64], max: usize, f: impl FnMut(DeliveryMode)) {
+    run_each(delivery_modes_up_to(ci, max), f);
+}
+
+fn run_each(modes: Vec<DeliveryMode>, mut f: impl FnMut(DeliveryMode)) {
+    for mode in modes {
         eprintln!("--- delivery {mode}");
         f(mode);
     }
