@@ -7,12 +7,16 @@
 //!   tests that run whole processes.
 //! - [`hostile`]: a hostile vhost-user frontend and a well-behaved victim, for
 //!   the tests that attack the backend.
+//! - [`delivery`]: which delivery modes (eager, skewed with which seeds) a
+//!   test runs under.
+
+pub mod delivery;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
-use firmware_model::ClusterConfig;
+use firmware_model::{ClusterConfig, DeliveryMode};
 use mc_api::{AdapterPort, MemoryChannel, OpenOptions};
 use mc_device::{Cluster, ClusterOptions};
 use mc_driver::{Adapter, AdapterOptions, VhostUserOptions, VhostUserTransport};
@@ -34,6 +38,11 @@ impl VirtualCluster {
             cluster: Arc::new(cluster),
             dir,
         }
+    }
+
+    /// `nodes` adapters with every default but `delivery`.
+    pub fn with_delivery(nodes: u8, delivery: DeliveryMode) -> VirtualCluster {
+        VirtualCluster::start(delivery::config(nodes, delivery))
     }
 
     pub fn nodes(&self) -> u8 {

@@ -113,6 +113,11 @@ impl<T: Transport> McPort for AdapterPort<T> {
             .set_pct(first_page, count, entry.to_bits(), frames)?)
     }
 
+    fn pct_entry(&mut self, page: u32) -> Result<PctEntry, McError> {
+        let (word, _) = self.adapter.get_pct(page)?;
+        PctEntry::from_bits(word).map_err(|_| McError::BadPctEntry { page, word })
+    }
+
     fn store_path(&self) -> Arc<dyn StorePath> {
         self.adapter.fifo().clone()
     }

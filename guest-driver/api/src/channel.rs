@@ -21,6 +21,7 @@ use crate::lock::LocalLocks;
 use crate::pct_log::RecordingPort;
 use crate::port::{McPort, ReceiveMemory, StorePath};
 use crate::region::Attachments;
+use crate::table::WrittenGenerations;
 
 /// How long cluster operations wait before they report a timeout.
 pub(crate) const OP_TIMEOUT: Duration = Duration::from_secs(30);
@@ -52,6 +53,8 @@ pub(crate) struct Inner {
     pub(crate) events: Mutex<Vec<EventRecord>>,
     pub(crate) lock_state: LocalLocks,
     pub(crate) join: JoinState,
+    /// The table generations this node wrote last (read your own writes).
+    pub(crate) tables_written: WrittenGenerations,
 }
 
 impl Inner {
@@ -83,6 +86,7 @@ impl Inner {
             events: Mutex::new(Vec::new()),
             lock_state: LocalLocks::default(),
             join: JoinState::new(),
+            tables_written: WrittenGenerations::default(),
         }
     }
 }

@@ -84,6 +84,9 @@ pub enum McError {
     UnstableTable(TableKind),
     #[error("the cluster layout does not fit the address space: {0:?}")]
     LayoutDoesNotFit(Layout),
+    /// The adapter answered a PCT read with a word no entry encodes.
+    #[error("the adapter reports PCT entry {word:#x} for page {page}, which is not a valid entry")]
+    BadPctEntry { page: u32, word: u32 },
 }
 
 /// How a region was named: by its cluster-wide key or by its id.
@@ -205,6 +208,8 @@ pub enum WaitFor {
     ClusterSpinlock,
     /// This node's join marker to loop back.
     JoinMarker,
+    /// This node's own update of a table to loop back.
+    OwnTableUpdate(TableKind),
     /// The adapter to rejoin the cluster (it is offline), and the node to
     /// catch up.
     Rejoin,
@@ -228,6 +233,9 @@ impl fmt::Display for WaitFor {
             WaitFor::LockEntry => f.write_str("a lock entry to loop back"),
             WaitFor::ClusterSpinlock => f.write_str("a cluster spinlock"),
             WaitFor::JoinMarker => f.write_str("this node's join marker to loop back"),
+            WaitFor::OwnTableUpdate(t) => {
+                write!(f, "this node's own update of the {t} table to loop back")
+            }
             WaitFor::Rejoin => f.write_str(
                 "this node's adapter to rejoin the cluster and catch up (it is offline)",
             ),

@@ -65,13 +65,22 @@ impl MemoryChannel {
         // Words never have bits 24..29 set, so all-ones marks "not yet answered".
         self.inner.ack.write_local(base, &vec![0xff; 4 * n]);
         let addr = l.page_addr(l.ack_page(self.inner.me)) + base as u64;
+        let generation = self.inner.join.generation();
         self.inner.stores.post(&[(addr, &[1])])?;
         let ack = &self.inner.ack;
-        wait_for(WaitFor::AckAnswer, timeout, || {
-            (0..n)
-                .all(|i| ack.load_u32(base + 4 * i) != u32::MAX)
-                .then_some(())
+        let answered = wait_for(WaitFor::AckAnswer, timeout, || {
+            if (0..n).all(|i| ack.load_u32(base + 4 * i) != u32::MAX) {
+                Some(true)
+            } else {
+                // The adapter crashed (and maybe rejoined with an empty PCT)
+                // since the query was posted: it was refused, no answer comes.
+                (self.inner.join.generation() != generation).then_some(false)
+            }
         })?;
+        if !answered {
+            self.inner.stores.flush()?;
+            return Err(McError::Offline);
+        }
         let statuses = (0..n)
             .map(|i| AdapterErrorStatus::from_word(ack.load_u32(base + 4 * i)))
             .collect();

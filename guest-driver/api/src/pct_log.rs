@@ -132,6 +132,10 @@ impl McPort for RecordingPort {
         Ok(())
     }
 
+    fn pct_entry(&mut self, page: u32) -> Result<PctEntry, McError> {
+        self.port.pct_entry(page)
+    }
+
     fn store_path(&self) -> Arc<dyn StorePath> {
         self.port.store_path()
     }
@@ -177,6 +181,9 @@ mod tests {
             }
             self.0.lock().unwrap().push((f, c, e, fr.to_vec()));
             Ok(())
+        }
+        fn pct_entry(&mut self, _: u32) -> Result<PctEntry, McError> {
+            unreachable!("the test reads no PCT entry")
         }
         fn store_path(&self) -> Arc<dyn StorePath> {
             unreachable!("the test stores nothing")

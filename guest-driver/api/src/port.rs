@@ -55,6 +55,9 @@ pub trait McPort: Send {
         entry: PctEntry,
         frames: &[u64],
     ) -> Result<(), McError>;
+    /// The PCT entry of `page` as the adapter holds it now (a register read:
+    /// a rejoined adapter is a fresh one, its PCT empty).
+    fn pct_entry(&mut self, page: u32) -> Result<PctEntry, McError>;
     /// The adapter's store path, which every thread of the node uses at once.
     fn store_path(&self) -> Arc<dyn StorePath>;
     /// The status page (current values).

@@ -58,14 +58,24 @@ impl ClusterLock {
             let generation = inner.join.generation();
             let t = ticket();
             mc.store(addr, &t.to_le_bytes())?;
-            wait_for(WaitFor::LockEntry, OP_TIMEOUT, || {
-                (c.load_u32(mine) == t).then_some(())
+            // The entry is read back from this node's own copy: its store is
+            // posted, and only its loopback, ordered after every store before
+            // it, says what the others had written first. A node that leaves
+            // the cluster meanwhile never sees it come back (the store was
+            // refused): it stops waiting and starts over below.
+            let back = wait_for(WaitFor::LockEntry, OP_TIMEOUT, || {
+                if c.load_u32(mine) == t {
+                    Some(true)
+                } else {
+                    (inner.join.generation() != generation).then_some(false)
+                }
             })?;
             let members = mc.members_mask();
-            let contended = (0..inner.layout.nodes)
-                .filter(|&n| n != me && members & (1 << n) != 0)
-                .any(|n| c.load_u32(self.offset + 4 * n as usize) != 0);
-            let stale = inner.join.generation() != generation || !inner.join.is_coherent();
+            let contended = back
+                && (0..inner.layout.nodes)
+                    .filter(|&n| n != me && members & (1 << n) != 0)
+                    .any(|n| c.load_u32(self.offset + 4 * n as usize) != 0);
+            let stale = !back || inner.join.generation() != generation || !inner.join.is_coherent();
             if !contended && !stale {
                 return Ok(true);
             }

@@ -7,9 +7,17 @@
 //! written (empty table). A table is changed only under the meta lock (a
 //! cluster spinlock), by writing the new copy and the toggle in one transmit
 //! chain; total order makes the copy visible everywhere before the toggle.
+//!
+//! That write is posted: it reaches this node's own copy by loopback, a
+//! while after the update returned. So the node remembers the generation it
+//! wrote last, and its own reads wait until its copy has caught up with it
+//! (read your own writes); other nodes see the update once it arrives, in
+//! the total order, as they see any store.
 
-use crate::channel::{MemoryChannel, OP_TIMEOUT};
-use crate::error::{McError, Shortage};
+use std::sync::atomic::{fence, AtomicU64, Ordering};
+
+use crate::channel::{wait_for, MemoryChannel, OP_TIMEOUT};
+use crate::error::{McError, Shortage, WaitFor};
 use crate::layout::{
     LOCKSET_TABLE_PAGE, LOCKSET_TOGGLE, META_LOCK, REGION_TABLE_PAGE, REGION_TOGGLE,
 };
@@ -266,6 +274,31 @@ impl<E: TableEntry> Table<E> {
     }
 }
 
+/// The table generations this node wrote last, one per table: its own reads
+/// wait until its copy shows them.
+#[derive(Debug, Default)]
+pub(crate) struct WrittenGenerations {
+    region: AtomicU64,
+    lockset: AtomicU64,
+}
+
+impl WrittenGenerations {
+    fn of(&self, toggle: usize) -> &AtomicU64 {
+        if toggle == REGION_TOGGLE {
+            &self.region
+        } else {
+            &self.lockset
+        }
+    }
+
+    /// After a catch-up this node's copy is the cluster's: a write it made
+    /// before its adapter crashed may never have gone out.
+    pub(crate) fn forget(&self) {
+        self.region.store(0, Ordering::Release);
+        self.lockset.store(0, Ordering::Release);
+    }
+}
+
 /// First free run of `want` units in `[start, end)` given used `(first, len)` runs.
 pub fn first_fit(used: &mut [(u32, u32)], start: u32, end: u32, want: u32) -> Option<u32> {
     used.sort_unstable();
@@ -292,6 +325,14 @@ impl MemoryChannel {
         self.inner.join.gate(OP_TIMEOUT)?;
         let ps = self.inner.layout.page_size as usize;
         let c = &self.inner.control;
+        // This node's last update of the table, posted, may still be on its
+        // way back to its own copy.
+        let mine = self.inner.tables_written.of(toggle).load(Ordering::Acquire);
+        if c.load_u64(toggle) < mine {
+            wait_for(WaitFor::OwnTableUpdate(E::KIND), OP_TIMEOUT, || {
+                (c.load_u64(toggle) >= mine).then_some(())
+            })?;
+        }
         for _ in 0..1000 {
             let g1 = c.load_u64(toggle);
             if g1 == 0 {
@@ -299,6 +340,8 @@ impl MemoryChannel {
             }
             let mut b = vec![0u8; ps];
             c.read((page + (g1 & 1) as u32) as usize * ps, &mut b);
+            // The copy is read before the toggle is read again.
+            fence(Ordering::Acquire);
             if c.load_u64(toggle) == g1 {
                 return Table::decode(&b).map(|t| (g1, t));
             }
@@ -327,7 +370,12 @@ impl MemoryChannel {
         let copy_addr = l.page_addr(page + (new_gen & 1) as u32);
         let toggle_addr = l.page_addr(0) + toggle as u64;
         let g = new_gen.to_le_bytes();
-        self.store_batch(&[(copy_addr, &bytes), (toggle_addr, &g)])
+        self.store_batch(&[(copy_addr, &bytes), (toggle_addr, &g)])?;
+        self.inner
+            .tables_written
+            .of(toggle)
+            .fetch_max(new_gen, Ordering::AcqRel);
+        Ok(())
     }
 
     /// Run `f` on the region table under the meta lock; write it back if `f`

@@ -381,11 +381,21 @@ fn stream(
         None
     };
     sync()?;
+    // The done words outlive this call (the bandwidth and the broadcast runs
+    // share them, and a cluster may run the bench again): markers start above
+    // every value already there, so an old one is never taken for the end of
+    // this run. Each receiver's last one came before its arrival at `sync`.
+    let members = mc.registers().members;
+    let old = (1..nodes)
+        .filter(|n| members & (1 << n) != 0)
+        .map(|n| done_rx.load_u64(8 * n as usize))
+        .collect::<Result<Vec<_>, _>>()?;
+    let base = (old.into_iter().max().unwrap_or(0) | 0xff) + 1;
     let mut rows = Vec::new();
     let receivers = if broadcast { nodes - 1 } else { 1 };
     for (round, size) in [32usize, 256, 4096, 65536].into_iter().enumerate() {
         let total: usize = if size < 256 { 4 << 20 } else { 32 << 20 };
-        let marker = (round + 1) as u64;
+        let marker = base + (round + 1) as u64;
         let t0 = Instant::now();
         if let Some(tx) = &tx {
             let data = vec![0x5au8; size];
@@ -404,11 +414,18 @@ fn stream(
             tx.write_u64(REGION, marker)?;
         }
         if let Some(rx) = &rx {
-            spin_until(|| rx.load_u64(REGION).map(|v| v >= marker).unwrap_or(false));
-            done_tx.write_u64(8 * me as usize, marker)?;
+            // Attached in this call, so the word held nothing older; only
+            // node 0 knows `base`: the low byte says which round it ended.
+            let mut seen = 0;
+            spin_until(|| {
+                seen = rx.load_u64(REGION).unwrap_or(0);
+                seen & 0xff > round as u64
+            });
+            // Seen on this node: everything before the marker is here too
+            // (one source, in order), and the echo comes after it.
+            done_tx.write_u64(8 * me as usize, seen)?;
         }
         if me == 0 {
-            let members = mc.registers().members;
             spin_until(|| {
                 (1..nodes)
                     .filter(|n| members & (1 << n) != 0 && (broadcast || *n == 1))

@@ -66,6 +66,7 @@ impl Manager {
             r?
         };
         repair_own_lock_entries(mc)?;
+        inner.tables_written.forget();
         let report = Resync {
             epoch: self.epoch,
             server,

@@ -1,9 +1,15 @@
 //! The management thread of a node (seed 004: "Low-level kernel routines
 //! detect cluster membership change and wake up a management service thread
 //! on each node"): it polls the status page, notices when the adapter goes
-//! offline and when it rejoined (a store to the node's marker word is refused
-//! by a fresh, empty PCT), and then catches up (`joiner`); while coherent, it
-//! serves other nodes' join requests (`server`).
+//! offline and when it rejoined (a fresh adapter's PCT is empty: the meta
+//! page, mapped for transmit since `open`, reads back disabled), and then
+//! catches up (`joiner`); while coherent, it serves other nodes' join
+//! requests (`server`).
+//!
+//! The probe reads the PCT entry rather than looking for a refused store: a
+//! store is posted, and the adapter reports refusals for the node as a whole
+//! (the last one, to whichever thread flushes first), so a refusal does not
+//! say whose store it was.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -111,18 +117,9 @@ impl Manager {
         }
         let now = Instant::now();
         if (self.probe_pending || !inner.join.is_coherent()) && now >= self.not_before {
-            let rejoined = match self.probe(mc) {
-                Ok(_) => !inner.join.is_coherent(),
-                // Page 0 (the meta page) is always mapped for transmit: the
-                // PCT is empty, so the adapter is a fresh one.
-                Err(McError::Refused {
-                    status: Status::TransmitDisabled,
-                    detail: 0,
-                }) => true,
-                Err(McError::Refused {
-                    status: Status::Offline,
-                    ..
-                }) => {
+            let rejoined = match Self::adapter_is_fresh(mc) {
+                Ok(fresh) => fresh || !inner.join.is_coherent(),
+                Err(McError::Driver(e)) if e.status() == Some(Status::Offline) => {
                     inner.join.set(Coherence::Offline);
                     return;
                 }
@@ -148,27 +145,45 @@ impl Manager {
         }
     }
 
-    /// A store to this node's marker word (page 0: broadcast, loopback),
-    /// flushed: the adapter's verdict on it (or on an earlier store) comes
-    /// back as a refusal.
-    fn probe(&mut self, mc: &MemoryChannel) -> Result<u64, McError> {
-        self.mark += 1;
-        let l = mc.inner.layout;
-        let off = JOIN_MARK + 8 * self.me as usize;
-        mc.store(Self::meta_addr(&l, off), &self.mark.to_le_bytes())?;
-        mc.flush()?;
-        Ok(self.mark)
+    /// Whether the adapter is a fresh one: page 0 (the meta page) is mapped
+    /// for transmit from `open` on, and a rejoined adapter's PCT is empty.
+    fn adapter_is_fresh(mc: &MemoryChannel) -> Result<bool, McError> {
+        Ok(mc.port().pct_entry(0)?.transmit.is_none())
     }
 
-    /// Store a marker and wait until it comes back: everything ordered before
-    /// it is then in this node's copy.
+    /// Store a marker (page 0: broadcast, loopback) and wait until it comes
+    /// back: everything ordered before it is then in this node's copy. If
+    /// this node's adapter crashes meanwhile, the marker (refused) never
+    /// comes back: [`McError::Offline`], and the next step notices the rest.
     pub(super) fn marker(&mut self, mc: &MemoryChannel) -> Result<(), McError> {
-        let v = self.probe(mc)?;
+        self.mark += 1;
+        let v = self.mark;
+        let l = mc.inner.layout;
         let off = JOIN_MARK + 8 * self.me as usize;
+        let epoch = self.epoch;
+        mc.store(Self::meta_addr(&l, off), &v.to_le_bytes())?;
         let c = &mc.inner.control;
-        wait_for(WaitFor::JoinMarker, OP_TIMEOUT, || {
-            (c.load_u64(off) == v).then_some(())
-        })
+        let mut polls = 0u32;
+        let back = wait_for(WaitFor::JoinMarker, OP_TIMEOUT, || {
+            if c.load_u64(off) == v {
+                return Some(true);
+            }
+            // This thread is the one that would notice a crash: look now
+            // and then (the status page takes the port lock).
+            polls = polls.wrapping_add(1);
+            let left = polls % 64 == 0
+                && status(mc).is_some_and(|st| {
+                    !AdapterErrorStatus::from_word(st.error_status).online
+                        || (st.membership_epoch != epoch
+                            && Self::adapter_is_fresh(mc).unwrap_or(false))
+                });
+            left.then_some(false)
+        })?;
+        if back {
+            Ok(())
+        } else {
+            Err(McError::Offline)
+        }
     }
 }
 

@@ -51,7 +51,13 @@ impl TxRegion {
         self.mc.layout().page_addr(self.entry.first_page)
     }
 
-    /// Write `data` at `offset`; returns when the adapter has sent it.
+    /// Write `data` at `offset`: a posted store, which returns once it is
+    /// queued for the adapter, before it reaches anyone (seed 000 s.2.2: "All
+    /// I/O operations are fully pipelined"). Receivers see its packets in
+    /// address order, after this node's earlier stores; only
+    /// [`MemoryChannel::check_errors`](crate::MemoryChannel::check_errors)
+    /// proves it arrived. A refused store is reported by the next `flush` or
+    /// `check_errors`.
     pub fn write(&self, offset: usize, data: &[u8]) -> Result<(), McError> {
         check(offset, data.len(), self.entry.size)?;
         if data.is_empty() {
@@ -60,7 +66,8 @@ impl TxRegion {
         self.mc.store(self.global_addr() + offset as u64, data)
     }
 
-    /// Several writes in one transmit chain, delivered in order.
+    /// Several writes, queued together and in order (posted, as
+    /// [`TxRegion::write`]).
     pub fn write_many(&self, writes: &[(usize, &[u8])]) -> Result<(), McError> {
         let base = self.global_addr();
         let mut recs = Vec::with_capacity(writes.len());
