@@ -5,6 +5,10 @@
 //!   guest process does), each with the Memory Channel API open.
 //! - [`binary`]: the path of a workspace binary (`mc-host`, `mc-guest`) for
 //!   tests that run whole processes.
+//! - [`c_program`]: C programs built with the system `cc` against libimc
+//!   (the C library of `guest-driver/libimc`).
+
+pub mod c_program;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
