@@ -35,7 +35,10 @@ fn skip_reason() -> Option<String> {
 }
 
 fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 /// libimc.a of this test's profile, built (or found up to date) by cargo.
@@ -63,11 +66,7 @@ fn build_static(sources: &[&str], out: &Path) {
         .arg(out)
         .output()
         .unwrap();
-    assert!(
-        o.status.success(),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
 
 fn mc_host(state: &Path, args: &[&str]) -> Output {
@@ -113,7 +112,12 @@ fn a_c_program_runs_across_two_qemu_guests() {
     build_static(&["guest-driver/libimc/tests/c/calls.c"], &calls);
     let image = state.join("image");
     let mut up = vec!["up", "--nodes", "2", "--image-dir", image.to_str().unwrap()];
-    up.extend(["--add", figure6.to_str().unwrap(), "--add", calls.to_str().unwrap()]);
+    up.extend([
+        "--add",
+        figure6.to_str().unwrap(),
+        "--add",
+        calls.to_str().unwrap(),
+    ]);
     let given = std::env::var("MC_TEST_GUEST_BINARY").ok();
     if let Some(g) = &given {
         up.extend(["--guest-binary", g]);
@@ -126,7 +130,8 @@ fn a_c_program_runs_across_two_qemu_guests() {
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(out.status.success(), "figure6 failed:\n{text}");
     for n in 0..2 {
-        let want = format!("[node {n}] figure6: node {n} sees 2 processes counted, 2 copies running");
+        let want =
+            format!("[node {n}] figure6: node {n} sees 2 processes counted, 2 copies running");
         assert!(text.contains(&want), "{want:?}:\n{text}");
     }
     let ups: Vec<&str> = text
@@ -134,18 +139,26 @@ fn a_c_program_runs_across_two_qemu_guests() {
         .filter(|l| l.contains("incremented the process counter to"))
         .collect();
     assert_eq!(ups.len(), 2, "{text}");
-    assert!(ups.iter().any(|l| l.ends_with(" to 1")) && ups.iter().any(|l| l.ends_with(" to 2")), "{text}");
+    assert!(
+        ups.iter().any(|l| l.ends_with(" to 1")) && ups.iter().any(|l| l.ends_with(" to 2")),
+        "{text}"
+    );
 
     let out = mc_host(&state, &["run", "--", "calls"]);
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(out.status.success(), "calls failed:\n{text}");
     for n in 0..2 {
         assert!(
-            text.lines().any(|l| l.starts_with(&format!("[node {n}] calls: ")) && l.ends_with(&format!("checks passed on node {n}"))),
+            text.lines()
+                .any(|l| l.starts_with(&format!("[node {n}] calls: "))
+                    && l.ends_with(&format!("checks passed on node {n}"))),
             "node {n}:\n{text}"
         );
     }
-    assert!(text.contains("calls: node 1 got SIGUSR1 from node 0 through the relay"), "{text}");
+    assert!(
+        text.contains("calls: node 1 got SIGUSR1 from node 0 through the relay"),
+        "{text}"
+    );
     drop(_down);
     let _ = std::fs::remove_dir_all(&state);
 }

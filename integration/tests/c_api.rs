@@ -60,18 +60,24 @@ fn node_lines(out: &str, n: u32) -> Vec<&str> {
 
 #[test]
 fn every_call_returns_the_seeds_codes_used_rightly_and_wrongly() {
-    let Some(p) = program("every_call", "calls") else { return };
+    let Some(p) = program("every_call", "calls") else {
+        return;
+    };
     let (ok, out) = run(3, &[], &p);
     assert!(ok, "{out}");
     for n in 0..3 {
         assert!(
             node_lines(&out, n)
                 .iter()
-                .any(|l| l.starts_with("calls: ") && l.ends_with(&format!("checks passed on node {n}"))),
+                .any(|l| l.starts_with("calls: ")
+                    && l.ends_with(&format!("checks passed on node {n}"))),
             "node {n}:\n{out}"
         );
     }
-    assert!(out.contains("[node1] calls: node 1 got SIGUSR1 from node 0 through the relay"), "{out}");
+    assert!(
+        out.contains("[node1] calls: node 1 got SIGUSR1 from node 0 through the relay"),
+        "{out}"
+    );
     assert!(!out.contains("FAIL"), "{out}");
 }
 
@@ -80,7 +86,9 @@ fn every_call_returns_the_seeds_codes_used_rightly_and_wrongly() {
 /// N-1..0 down, each value written once, so it comes out right everywhere.
 #[test]
 fn figure_6_counts_every_process_on_3_and_4_nodes() {
-    let Some(p) = program("figure_6", "figure6") else { return };
+    let Some(p) = program("figure_6", "figure6") else {
+        return;
+    };
     for nodes in [3u32, 4] {
         let (ok, out) = run(nodes, &[], &p);
         assert!(ok, "{nodes} nodes:\n{out}");
@@ -98,8 +106,12 @@ fn figure_6_counts_every_process_on_3_and_4_nodes() {
             };
             ups.push(value("incremented the process counter to"));
             downs.push(value("decremented the process counter to"));
-            creators += lines.iter().filter(|l| l.contains("created the lock set")).count();
-            let want = format!("figure6: node {n} sees {nodes} processes counted, {nodes} copies running");
+            creators += lines
+                .iter()
+                .filter(|l| l.contains("created the lock set"))
+                .count();
+            let want =
+                format!("figure6: node {n} sees {nodes} processes counted, {nodes} copies running");
             assert!(lines.contains(&want.as_str()), "node {n}: {want:?}\n{out}");
         }
         ups.sort_unstable();
@@ -112,7 +124,9 @@ fn figure_6_counts_every_process_on_3_and_4_nodes() {
 
 #[test]
 fn a_coherent_region_is_whole_for_a_process_that_attaches_late() {
-    let Some(p) = program("coherent", "coherent") else { return };
+    let Some(p) = program("coherent", "coherent") else {
+        return;
+    };
     let (ok, out) = run(3, &[], &p);
     assert!(ok, "{out}");
     for n in 1..3 {
@@ -125,11 +139,18 @@ fn a_coherent_region_is_whole_for_a_process_that_attaches_late() {
 
 #[test]
 fn spinlocks_under_contention_from_every_node_and_thread() {
-    let Some(p) = program("locks", "locks") else { return };
+    let Some(p) = program("locks", "locks") else {
+        return;
+    };
     let (ok, out) = run(3, &[], &p);
     assert!(ok, "{out}");
     for n in 0..3 {
-        assert!(out.contains(&format!("[node{n}] locks: node {n} counted 900 = 150 x 2 threads x 3 nodes")), "{out}");
+        assert!(
+            out.contains(&format!(
+                "[node{n}] locks: node {n} counted 900 = 150 x 2 threads x 3 nodes"
+            )),
+            "{out}"
+        );
     }
 }
 
@@ -138,12 +159,19 @@ fn spinlocks_under_contention_from_every_node_and_thread() {
 /// receiver, with eager and with skewed delivery.
 #[test]
 fn plain_stores_arrive_in_program_order_everywhere_also_skewed() {
-    let Some(p) = program("order", "order") else { return };
+    let Some(p) = program("order", "order") else {
+        return;
+    };
     for opts in [&[][..], &["--delivery", "skewed", "--seed", "11"][..]] {
         let (ok, out) = run(3, opts, &p);
         assert!(ok, "{opts:?}:\n{out}");
         for n in 0..3 {
-            assert!(out.contains(&format!("[node{n}] order: node {n} saw 3 lanes in program order")), "{opts:?}:\n{out}");
+            assert!(
+                out.contains(&format!(
+                    "[node{n}] order: node {n} saw 3 lanes in program order"
+                )),
+                "{opts:?}:\n{out}"
+            );
         }
         assert!(!out.contains("FAIL"), "{out}");
     }
@@ -153,7 +181,9 @@ fn plain_stores_arrive_in_program_order_everywhere_also_skewed() {
 /// seed's "write, mb, check, retry" loop still gets a message through whole.
 #[test]
 fn ckerrcnt_detects_corruption_and_the_retry_loop_gets_through() {
-    let Some(p) = program("ckerrcnt", "errcount") else { return };
+    let Some(p) = program("ckerrcnt", "errcount") else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let sockets = dir.path().join("s");
     std::fs::create_dir_all(&sockets).unwrap();
@@ -186,19 +216,32 @@ fn ckerrcnt_detects_corruption_and_the_retry_loop_gets_through() {
     }
     let status = child.wait().unwrap();
     assert!(status.success(), "{out}");
-    assert!(out.contains("[node0] errcount: node 0 detected 3 corrupted messages"), "{out}");
-    assert!(out.contains("[node0] errcount: node 0 sent message 1000000 clean"), "{out}");
-    assert!(out.contains("[node1] errcount: node 1 got the final message whole"), "{out}");
+    assert!(
+        out.contains("[node0] errcount: node 0 detected 3 corrupted messages"),
+        "{out}"
+    );
+    assert!(
+        out.contains("[node0] errcount: node 0 sent message 1000000 clean"),
+        "{out}"
+    );
+    assert!(
+        out.contains("[node1] errcount: node 1 got the final message whole"),
+        "{out}"
+    );
 }
 
 #[test]
 fn a_load_from_a_transmit_address_stops_the_program_as_on_the_hardware() {
-    let Some(p) = program("refuse", "refuse") else { return };
+    let Some(p) = program("refuse", "refuse") else {
+        return;
+    };
     let (ok, out) = run(1, &[], &p);
     assert!(!ok, "{out}");
     assert!(out.contains("refuse: stored, now loading"), "{out}");
     assert!(
-        out.contains("libimc: a load from a transmit address: Memory Channel transmit space is write-only"),
+        out.contains(
+            "libimc: a load from a transmit address: Memory Channel transmit space is write-only"
+        ),
         "{out}"
     );
     assert!(!out.contains("which must not happen"), "{out}");
@@ -209,8 +252,17 @@ fn a_load_from_a_transmit_address_stops_the_program_as_on_the_hardware() {
         .env("MC_DMA_MIB", "2")
         .output()
         .unwrap();
-    let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
     assert!(o.status.success(), "{text}");
     assert!(text.contains("refuse: imc_api_init returned 3"), "{text}");
-    assert!(text.contains("refuse: the Memory Channel adapter could not be opened: opening the Memory Channel"), "{text}");
+    assert!(
+        text.contains(
+            "refuse: the Memory Channel adapter could not be opened: opening the Memory Channel"
+        ),
+        "{text}"
+    );
 }

@@ -43,7 +43,10 @@ pub unsafe extern "C" fn imc_ckerrcnt(errors: *mut c_int) -> c_int {
         Err(e) => return api_failure(&e),
     };
     if let Some((n, why)) = plain::lost_stores() {
-        return failure(IMC_MCERROR, format!("{n} plain stores could not be posted: {why}"));
+        return failure(
+            IMC_MCERROR,
+            format!("{n} plain stores could not be posted: {why}"),
+        );
     }
     let now = check.count as c_int;
     // SAFETY: checked non-NULL; the caller promises it is readable/writable.
@@ -53,7 +56,10 @@ pub unsafe extern "C" fn imc_ckerrcnt(errors: *mut c_int) -> c_int {
     }
     // SAFETY: as above.
     unsafe { *errors = now };
-    failure(IMC_ERRORS, format!("the cluster error count went from {saved} to {now}"))
+    failure(
+        IMC_ERRORS,
+        format!("the cluster error count went from {saved} to {now}"),
+    )
 }
 
 /// Open the adapter now (every call does it on first use).
@@ -91,7 +97,11 @@ pub unsafe extern "C" fn imc_perror(s: *const c_char, code: c_int) {
 /// # Safety
 /// `src` must point to `len` readable bytes.
 #[no_mangle]
-pub unsafe extern "C" fn imc_write(dst: *mut c_void, src: *const c_void, len: libc::size_t) -> c_int {
+pub unsafe extern "C" fn imc_write(
+    dst: *mut c_void,
+    src: *const c_void,
+    len: libc::size_t,
+) -> c_int {
     if dst.is_null() || (src.is_null() && len > 0) {
         return failure(IMC_BADPARM, "imc_write: NULL address");
     }

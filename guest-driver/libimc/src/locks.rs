@@ -29,12 +29,18 @@ pub unsafe extern "C" fn imc_lkalloc(
     lock_id: *mut c_int,
 ) -> c_int {
     if nlocks.is_null() || lock_id.is_null() || flag & !IMC_CREATOR != 0 || perm & !PERM_ALL != 0 {
-        return failure(IMC_BADPARM, "imc_lkalloc: a NULL pointer, or an unknown flag or permission bit");
+        return failure(
+            IMC_BADPARM,
+            "imc_lkalloc: a NULL pointer, or an unknown flag or permission bit",
+        );
     }
     // SAFETY: checked non-NULL; the caller promises it is readable.
     let wanted = unsafe { *nlocks };
     if wanted <= 0 || wanted > IMC_MAXNUMLOCKS {
-        return failure(IMC_BADPARM, format!("imc_lkalloc: {wanted} locks (1 to {IMC_MAXNUMLOCKS})"));
+        return failure(
+            IMC_BADPARM,
+            format!("imc_lkalloc: {wanted} locks (1 to {IMC_MAXNUMLOCKS})"),
+        );
     }
     let lib = match library() {
         Ok(l) => l,
@@ -46,7 +52,9 @@ pub unsafe extern "C" fn imc_lkalloc(
         match lib.mc.lock_alloc(key as u32, count, creator, creator) {
             Ok(s) => break s,
             // An existing set of another size: join it, as it is.
-            Err(McError::LockSetSize { count: real, .. }) if !creator && real != count => count = real,
+            Err(McError::LockSetSize { count: real, .. }) if !creator && real != count => {
+                count = real
+            }
             Err(e) => return api_failure(&e),
         }
     };
@@ -66,7 +74,10 @@ fn with_set<R>(lock_id: c_int, f: impl FnOnce(&Arc<mc_api::LockSet>) -> R) -> Re
     let sets = lib.locks();
     match sets.get(&(lock_id as u32)) {
         Some(s) => Ok(f(s)),
-        None => Err(failure(IMC_BADLOCK, format!("no lock set {lock_id} in this process (imc_lkalloc it first)"))),
+        None => Err(failure(
+            IMC_BADLOCK,
+            format!("no lock set {lock_id} in this process (imc_lkalloc it first)"),
+        )),
     }
 }
 
@@ -80,7 +91,10 @@ fn lock_index(index: c_int) -> Result<u32, c_int> {
 #[no_mangle]
 pub extern "C" fn imc_lkacquire(lock_id: c_int, index: c_int, flag: c_int, wait: c_int) -> c_int {
     if flag != 0 || !matches!(wait, IMC_LOCKWAIT | IMC_LOCKNOWAIT) {
-        return failure(IMC_BADPARM, "imc_lkacquire: flag must be 0, the last argument IMC_LOCKWAIT or IMC_LOCKNOWAIT");
+        return failure(
+            IMC_BADPARM,
+            "imc_lkacquire: flag must be 0, the last argument IMC_LOCKWAIT or IMC_LOCKNOWAIT",
+        );
     }
     let i = match lock_index(index) {
         Ok(i) => i,
@@ -99,7 +113,10 @@ pub extern "C" fn imc_lkacquire(lock_id: c_int, index: c_int, flag: c_int, wait:
     };
     match r {
         Ok(true) => IMC_SUCCESS,
-        Ok(false) => failure(IMC_LOCKBUSY, format!("lock {index} of set {lock_id} is held")),
+        Ok(false) => failure(
+            IMC_LOCKBUSY,
+            format!("lock {index} of set {lock_id} is held"),
+        ),
         Err(e) => api_failure(&e),
     }
 }
@@ -128,10 +145,16 @@ pub extern "C" fn imc_lkdealloc(lock_id: c_int) -> c_int {
     };
     let mut sets = lib.locks();
     let Some(set) = sets.get(&(lock_id as u32)) else {
-        return failure(IMC_BADLOCK, format!("no lock set {lock_id} in this process"));
+        return failure(
+            IMC_BADLOCK,
+            format!("no lock set {lock_id} in this process"),
+        );
     };
     if let Some(i) = (0..set.count()).find(|&i| set.holds(i)) {
-        return failure(IMC_LOCKACTIVE, format!("lock {i} of set {lock_id} is held by this process"));
+        return failure(
+            IMC_LOCKACTIVE,
+            format!("lock {i} of set {lock_id} is held by this process"),
+        );
     }
     let set = sets.remove(&(lock_id as u32)).expect("looked up above");
     let set = match Arc::try_unwrap(set) {
@@ -139,7 +162,10 @@ pub extern "C" fn imc_lkdealloc(lock_id: c_int) -> c_int {
         Err(shared) => {
             // Another thread is in imc_lkacquire on this set.
             sets.insert(lock_id as u32, shared);
-            return failure(IMC_LOCKACTIVE, format!("a thread of this process is acquiring a lock of set {lock_id}"));
+            return failure(
+                IMC_LOCKACTIVE,
+                format!("a thread of this process is acquiring a lock of set {lock_id}"),
+            );
         }
     };
     drop(sets);

@@ -26,7 +26,10 @@ pub unsafe extern "C" fn imc_asalloc(
     id: *mut c_int,
 ) -> c_int {
     if id.is_null() || size == 0 || flag & !IMC_COHERENT != 0 || perm & !PERM_ALL != 0 {
-        return failure(IMC_BADPARM, "imc_asalloc: id NULL, size 0, or an unknown flag or permission bit");
+        return failure(
+            IMC_BADPARM,
+            "imc_asalloc: id NULL, size 0, or an unknown flag or permission bit",
+        );
     }
     let lib = match library() {
         Ok(l) => l,
@@ -66,12 +69,22 @@ pub unsafe extern "C" fn imc_asattach(
     let transmit = match dir {
         IMC_TRANSMIT => true,
         IMC_RECEIVE => false,
-        _ => return failure(IMC_BADPARM, "imc_asattach: dir is neither IMC_TRANSMIT nor IMC_RECEIVE"),
+        _ => {
+            return failure(
+                IMC_BADPARM,
+                "imc_asattach: dir is neither IMC_TRANSMIT nor IMC_RECEIVE",
+            )
+        }
     };
     let sharing = match mode {
         IMC_SHARED => Sharing::Shared,
         IMC_EXCLUSIVE => Sharing::Exclusive,
-        _ => return failure(IMC_BADPARM, "imc_asattach: mode is neither IMC_SHARED nor IMC_EXCLUSIVE"),
+        _ => {
+            return failure(
+                IMC_BADPARM,
+                "imc_asattach: mode is neither IMC_SHARED nor IMC_EXCLUSIVE",
+            )
+        }
     };
     let flags_ok = if transmit {
         flag & !IMC_LOOPBACK == 0
@@ -92,10 +105,16 @@ pub unsafe extern "C" fn imc_asattach(
     let mut book = lib.regions();
     let a = book.attached.entry(rid).or_default();
     if (transmit && a.tx.is_some()) || (!transmit && a.rx.is_some()) {
-        return failure(IMC_ATTACHED, format!("region {id} is attached for that direction by this process already"));
+        return failure(
+            IMC_ATTACHED,
+            format!("region {id} is attached for that direction by this process already"),
+        );
     }
     let at = if transmit {
-        let tx = match lib.mc.attach_transmit(rid, sharing, flag & IMC_LOOPBACK != 0) {
+        let tx = match lib
+            .mc
+            .attach_transmit(rid, sharing, flag & IMC_LOOPBACK != 0)
+        {
             Ok(t) => t,
             Err(e) => return forget_empty(&mut book, rid, api_failure(&e)),
         };
@@ -145,7 +164,10 @@ pub extern "C" fn imc_asdetach(id: c_int) -> c_int {
         Err(c) => return c,
     };
     let Some(a) = lib.regions().attached.remove(&(id as u32)) else {
-        return failure(IMC_NOTATTACHED, format!("region {id} is not attached by this process"));
+        return failure(
+            IMC_NOTATTACHED,
+            format!("region {id} is not attached by this process"),
+        );
     };
     if let Some(view) = a.tx {
         // Dropping the handle detaches; the stores before are all posted.
@@ -167,10 +189,16 @@ pub extern "C" fn imc_asdealloc(id: c_int) -> c_int {
     {
         let mut book = lib.regions();
         if book.attached.contains_key(&rid) {
-            return failure(IMC_ATTACHED, format!("region {id} is still attached by this process: imc_asdetach first"));
+            return failure(
+                IMC_ATTACHED,
+                format!("region {id} is still attached by this process: imc_asdetach first"),
+            );
         }
         if !book.allocated.remove(&rid) {
-            return failure(IMC_BADREGION, format!("region {id} was not allocated by this process"));
+            return failure(
+                IMC_BADREGION,
+                format!("region {id} was not allocated by this process"),
+            );
         }
     }
     match lib.mc.region_dealloc(rid) {

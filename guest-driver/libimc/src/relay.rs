@@ -207,7 +207,12 @@ fn serve(page: &Page, me: u32, nodes: usize) {
             }
             last = Instant::now();
             let status = deliver(word(8) as i32, word(4) as i32, word(12), word(16));
-            log::info!("libimc relay: node{s} asks signal {} to pid {}: {}", word(4), word(8), describe(status));
+            log::info!(
+                "libimc relay: node{s} asks signal {} to pid {}: {}",
+                word(4),
+                word(8),
+                describe(status)
+            );
             let mut ans = [0u8; ANSWER_BYTES];
             ans[0..4].copy_from_slice(&(status as u32).to_le_bytes());
             ans[8..16].copy_from_slice(&seq.to_le_bytes());
@@ -269,18 +274,32 @@ fn deliver(pid: i32, sig: i32, ruid: u32, euid: u32) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn imc_kill(host: *const c_char, pid: libc::pid_t, sig: c_int) -> c_int {
     if host.is_null() || pid <= 0 {
-        return failure(IMC_BADPARM, "imc_kill: host NULL or pid not positive (one process only)");
+        return failure(
+            IMC_BADPARM,
+            "imc_kill: host NULL or pid not positive (one process only)",
+        );
     }
     if !(0..=64).contains(&sig) {
-        return failure(IMC_EINVAL, format!("imc_kill: {sig} is not a signal number"));
+        return failure(
+            IMC_EINVAL,
+            format!("imc_kill: {sig} is not a signal number"),
+        );
     }
     // SAFETY: the caller passes a NUL-terminated string.
-    let host = unsafe { CStr::from_ptr(host) }.to_string_lossy().into_owned();
+    let host = unsafe { CStr::from_ptr(host) }
+        .to_string_lossy()
+        .into_owned();
     let lib = match library() {
         Ok(l) => l,
         Err(c) => return c,
     };
-    let members: Vec<u32> = lib.mc.hosts().members.iter().map(|n| u32::from(n.0)).collect();
+    let members: Vec<u32> = lib
+        .mc
+        .hosts()
+        .members
+        .iter()
+        .map(|n| u32::from(n.0))
+        .collect();
     let by_number = host
         .strip_prefix("node")
         .and_then(|n| n.parse::<u32>().ok())
@@ -304,7 +323,10 @@ pub unsafe extern "C" fn imc_kill(host: *const c_char, pid: libc::pid_t, sig: c_
 /// `nhosts` must be NULL or point to a writable int; `names` NULL or point
 /// to `IMC_MAXHOSTS` writable names.
 #[no_mangle]
-pub unsafe extern "C" fn imc_gethosts(nhosts: *mut c_int, names: *mut [c_char; IMC_HOSTNAMELEN]) -> c_int {
+pub unsafe extern "C" fn imc_gethosts(
+    nhosts: *mut c_int,
+    names: *mut [c_char; IMC_HOSTNAMELEN],
+) -> c_int {
     if nhosts.is_null() {
         return failure(IMC_BADPARM, "imc_gethosts: nhosts is NULL");
     }
@@ -312,13 +334,25 @@ pub unsafe extern "C" fn imc_gethosts(nhosts: *mut c_int, names: *mut [c_char; I
         Ok(l) => l,
         Err(c) => return c,
     };
-    let members: Vec<u32> = lib.mc.hosts().members.iter().map(|n| u32::from(n.0)).collect();
+    let members: Vec<u32> = lib
+        .mc
+        .hosts()
+        .members
+        .iter()
+        .map(|n| u32::from(n.0))
+        .collect();
     // SAFETY: checked non-NULL; the caller promises it is writable.
     unsafe { *nhosts = members.len() as c_int };
     if names.is_null() {
         return IMC_SUCCESS;
     }
-    for (i, (_, name)) in lib.relay.names(&members).into_iter().enumerate().take(IMC_MAXHOSTS) {
+    for (i, (_, name)) in lib
+        .relay
+        .names(&members)
+        .into_iter()
+        .enumerate()
+        .take(IMC_MAXHOSTS)
+    {
         let mut out = [0 as c_char; IMC_HOSTNAMELEN];
         for (o, b) in out.iter_mut().zip(name.bytes().take(IMC_HOSTNAMELEN - 1)) {
             *o = b as c_char;

@@ -308,8 +308,16 @@ pub fn build_image(inputs: &GuestInputs, out_dir: &Path) -> Result<BuiltImage, Q
             (false, 0) => ", no guest binary".to_string(),
             (g, n) => format!(
                 "{} and {n} program(s): {}",
-                if g { " with /bin/mc-guest" } else { ", no guest binary," },
-                programs.iter().map(|p| format!("/bin/{}", p.name)).collect::<Vec<_>>().join(" ")
+                if g {
+                    " with /bin/mc-guest"
+                } else {
+                    ", no guest binary,"
+                },
+                programs
+                    .iter()
+                    .map(|p| format!("/bin/{}", p.name))
+                    .collect::<Vec<_>>()
+                    .join(" ")
             ),
         },
         &key[..12]
@@ -424,13 +432,22 @@ mod tests {
         assert!(fourth.rebuilt);
         assert_eq!(
             recorded_programs(&out),
-            vec![fs::canonicalize(&p1).unwrap(), fs::canonicalize(&p2).unwrap()]
+            vec![
+                fs::canonicalize(&p1).unwrap(),
+                fs::canonicalize(&p2).unwrap()
+            ]
         );
         let e = build_image(&inputs.clone().with_programs(&[p3]).unwrap(), &out).unwrap_err();
         assert!(matches!(e, QemuError::DynamicProgram { .. }), "{e}");
         assert!(e.to_string().contains("-static"), "{e}");
-        let e = build_image(&inputs.clone().with_programs(&[p1.clone(), p1.clone()]).unwrap(), &out)
-            .unwrap_err();
+        let e = build_image(
+            &inputs
+                .clone()
+                .with_programs(&[p1.clone(), p1.clone()])
+                .unwrap(),
+            &out,
+        )
+        .unwrap_err();
         assert!(matches!(e, QemuError::ProgramNameTwice { .. }), "{e}");
         assert!(matches!(
             inputs.clone().with_programs(&[dir.join("nope")]),

@@ -22,9 +22,8 @@ impl<'a> Context<'a> {
     pub(crate) unsafe fn from_raw(ctx: *mut libc::c_void) -> Context<'a> {
         // SAFETY: the caller passes the kernel's ucontext, valid and
         // exclusively ours until the handler returns.
-        Context {
-            uc: unsafe { &mut *(ctx as *mut libc::ucontext_t) },
-        }
+        let uc = unsafe { &mut *(ctx as *mut libc::ucontext_t) };
+        Context { uc }
     }
 
     fn greg(&self, i: libc::c_int) -> i64 {
@@ -71,7 +70,10 @@ impl<'a> Context<'a> {
     pub(crate) fn value_of(&self, reg: Register) -> Option<u64> {
         let full = gpr_index(reg.full_register())?;
         let v = self.gpr(full);
-        if matches!(reg, Register::AH | Register::CH | Register::DH | Register::BH) {
+        if matches!(
+            reg,
+            Register::AH | Register::CH | Register::DH | Register::BH
+        ) {
             return Some((v >> 8) & 0xff);
         }
         Some(match reg.size() {

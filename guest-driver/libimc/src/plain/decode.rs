@@ -255,7 +255,10 @@ mod tests {
         // mov dword [rax+8], ecx
         let p = plan_for(
             &[0x89, 0x48, 0x08],
-            &[(libc::REG_RAX, 0x10000), (libc::REG_RCX, 0x1122_3344_5566_7788)],
+            &[
+                (libc::REG_RAX, 0x10000),
+                (libc::REG_RCX, 0x1122_3344_5566_7788),
+            ],
             VIEW,
         );
         assert_eq!(
@@ -290,7 +293,11 @@ mod tests {
     #[test]
     fn other_stores_are_redirected_through_their_base() {
         // movdqu [rdi+16], xmm0
-        let p = plan_for(&[0xf3, 0x0f, 0x7f, 0x47, 0x10], &[(libc::REG_RDI, 0x10000)], VIEW);
+        let p = plan_for(
+            &[0xf3, 0x0f, 0x7f, 0x47, 0x10],
+            &[(libc::REG_RDI, 0x10000)],
+            VIEW,
+        );
         assert_eq!(
             p,
             Plan::Redirect {
@@ -300,7 +307,11 @@ mod tests {
             }
         );
         // rep stosb: one byte at RDI per step
-        let p = plan_for(&[0xf3, 0xaa], &[(libc::REG_RDI, 0x10004), (libc::REG_RCX, 9)], VIEW);
+        let p = plan_for(
+            &[0xf3, 0xaa],
+            &[(libc::REG_RDI, 0x10004), (libc::REG_RCX, 9)],
+            VIEW,
+        );
         assert_eq!(
             p,
             Plan::Redirect {
@@ -320,7 +331,11 @@ mod tests {
         let p = plan_for(&[0x83, 0x03, 0x01], &[(libc::REG_RBX, 0x10000)], VIEW);
         assert_eq!(p, Plan::Refuse(Refusal::ReadModifyWrite));
         // movdqu [rax+rax*1], xmm0: base is also the index
-        let p = plan_for(&[0xf3, 0x0f, 0x7f, 0x04, 0x00], &[(libc::REG_RAX, 0x8000)], VIEW);
+        let p = plan_for(
+            &[0xf3, 0x0f, 0x7f, 0x04, 0x00],
+            &[(libc::REG_RAX, 0x8000)],
+            VIEW,
+        );
         assert_eq!(p, Plan::Refuse(Refusal::BaseRegisterInUse));
         // mov qword [rax+0x1ffc], rcx crosses the end of the view
         let p = plan_for(

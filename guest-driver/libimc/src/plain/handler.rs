@@ -76,9 +76,10 @@ fn set(sig: c_int, handler: usize) -> Result<libc::sigaction, std::io::Error> {
     let mut new: libc::sigaction = unsafe { std::mem::zeroed() };
     new.sa_sigaction = handler;
     new.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
+    // SAFETY: plain data; zero is a valid starting value.
+    let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
     // SAFETY: the set is ours to fill; the call installs a handler that
     // follows the SA_SIGINFO convention and saves the old one.
-    let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
     let rc = unsafe {
         libc::sigfillset(&mut new.sa_mask);
         libc::sigaction(sig, &new, &mut old)
@@ -155,7 +156,11 @@ extern "C" fn on_segv(sig: c_int, info: *mut libc::siginfo_t, raw: *mut libc::c_
             // SAFETY: decode checked [addr, addr + size) lies in the view,
             // so its image lies in the backing memory the slot keeps mapped.
             unsafe {
-                std::ptr::copy_nonoverlapping(data.as_ptr(), slot.backing_of(addr) as *mut u8, size);
+                std::ptr::copy_nonoverlapping(
+                    data.as_ptr(),
+                    slot.backing_of(addr) as *mut u8,
+                    size,
+                );
             }
             post(&slot, addr, &data[..size]);
             ctx.set_rip(next_rip);
@@ -212,7 +217,11 @@ extern "C" fn on_trap(sig: c_int, info: *mut libc::siginfo_t, raw: *mut libc::c_
         // SAFETY: the store's bytes lie in the backing memory, mapped while
         // the slot is entered (its count is still held from the fault).
         unsafe {
-            std::ptr::copy_nonoverlapping(slot.backing_of(step.addr) as *const u8, data.as_mut_ptr(), step.size);
+            std::ptr::copy_nonoverlapping(
+                slot.backing_of(step.addr) as *const u8,
+                data.as_mut_ptr(),
+                step.size,
+            );
         }
         post(&slot, step.addr, data);
         // Dropping `slot` releases the count the fault kept.
@@ -254,7 +263,8 @@ fn chain(which: usize, sig: c_int, info: *mut libc::siginfo_t, raw: *mut libc::c
         }
         h => {
             // SAFETY: the program installed this plain handler.
-            let f: extern "C" fn(c_int) = unsafe { std::mem::transmute::<usize, extern "C" fn(c_int)>(h) };
+            let f: extern "C" fn(c_int) =
+                unsafe { std::mem::transmute::<usize, extern "C" fn(c_int)>(h) };
             f(sig);
         }
     }
@@ -279,9 +289,9 @@ fn default_action(sig: c_int) {
 /// Stop the program with a message saying why its store was refused.
 fn refuse(why: Refusal, addr: usize, rip: u64) {
     let mut msg = StackText::new();
-    let _ = write!(
+    let _ = writeln!(
         msg,
-        "libimc: {} (address {addr:#x}, instruction at {rip:#x})\n",
+        "libimc: {} (address {addr:#x}, instruction at {rip:#x})",
         why.message()
     );
     // SAFETY: write(2) of our own buffer to stderr; async-signal-safe.

@@ -86,7 +86,10 @@ pub(crate) fn map(tx: TxRegion) -> Result<usize, c_int> {
     if backing == libc::MAP_FAILED {
         // SAFETY: the view mapped just above, used by nobody yet.
         unsafe { libc::munmap(view, bytes) };
-        return Err(failure(IMC_NOMEM, "mapping a transmit region's memory failed"));
+        return Err(failure(
+            IMC_NOMEM,
+            "mapping a transmit region's memory failed",
+        ));
     }
     match table::publish(view as usize, len, backing as usize, Box::new(tx)) {
         Ok(_) => Ok(view as usize),
@@ -97,7 +100,10 @@ pub(crate) fn map(tx: TxRegion) -> Result<usize, c_int> {
                 libc::munmap(view, bytes);
                 libc::munmap(backing, bytes);
             }
-            Err(failure(IMC_NOMEM, "too many transmit attachments in this process"))
+            Err(failure(
+                IMC_NOMEM,
+                "too many transmit attachments in this process",
+            ))
         }
     }
 }
@@ -119,11 +125,17 @@ pub(crate) fn unmap(view: usize) -> Option<TxRegion> {
 /// write, as the plain stores would, without a trap per store.
 pub(crate) fn write(dst: usize, src: &[u8]) -> c_int {
     let Some(slot) = table::enter(dst) else {
-        return failure(IMC_BADPARM, "imc_write: the destination is not in a transmit region of this process");
+        return failure(
+            IMC_BADPARM,
+            "imc_write: the destination is not in a transmit region of this process",
+        );
     };
     let offset = dst - slot.view;
     if offset + src.len() > slot.len {
-        return failure(IMC_BADPARM, "imc_write: the write crosses the end of its transmit region");
+        return failure(
+            IMC_BADPARM,
+            "imc_write: the write crosses the end of its transmit region",
+        );
     }
     // SAFETY: [offset, offset + len) lies in the backing mapping, which the
     // entered slot keeps mapped.

@@ -134,13 +134,16 @@ pub(crate) fn page() -> usize {
 }
 
 /// Publish a mapping; None if every slot is taken.
-pub(crate) fn publish(view: usize, len: usize, backing: usize, tx: Box<TxRegion>) -> Result<usize, Box<TxRegion>> {
+pub(crate) fn publish(
+    view: usize,
+    len: usize,
+    backing: usize,
+    tx: Box<TxRegion>,
+) -> Result<usize, Box<TxRegion>> {
     let _g = CHANGES.lock().unwrap_or_else(|p| p.into_inner());
-    let Some((i, s)) = TABLE
-        .iter()
-        .enumerate()
-        .find(|(_, s)| s.view.load(Ordering::Acquire) == 0 && s.tx.load(Ordering::Acquire).is_null())
-    else {
+    let Some((i, s)) = TABLE.iter().enumerate().find(|(_, s)| {
+        s.view.load(Ordering::Acquire) == 0 && s.tx.load(Ordering::Acquire).is_null()
+    }) else {
         return Err(tx);
     };
     s.len.store(len, Ordering::Release);
