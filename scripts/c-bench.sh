@@ -30,7 +30,7 @@ echo
 echo "== Rust, through mc-api (mc-guest bench latency errcheck)"
 grep -v '^operation' "$rust_out" | grep -v '^$' || true
 echo
-# Side by side: the value in column 2 of the line that starts with $2 in $1.
+# Side by side: the value and unit after the label $2 in the table $1.
 value() { grep -F "$2" "$1" | head -1 | sed "s/^$2 *//" | awk '{print $1 " " $2}'; }
 printf '%-34s %14s %14s %14s %10s\n' "side by side" "C plain store" "C imc_write" "Rust API" "MC2"
 printf '%-34s %14s %14s %14s %10s\n' "one-way latency, 8 bytes (median)" \

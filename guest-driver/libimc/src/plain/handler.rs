@@ -230,8 +230,19 @@ extern "C" fn on_trap(sig: c_int, info: *mut libc::siginfo_t, raw: *mut libc::c_
     }
 }
 
-/// Read up to 15 bytes of code at `rip` without faulting past a mapping's end.
+/// Read up to 15 bytes of code at `rip`. Within the instruction's page the
+/// bytes are read directly (the page holds the code that just ran); only an
+/// instruction that may run into the next page is read with
+/// process_vm_readv, which stops at the first unmapped byte instead of
+/// faulting.
 fn read_code(rip: u64, out: &mut [u8; 15]) -> usize {
+    let to_page_end = table::page() - (rip as usize % table::page());
+    if to_page_end >= out.len() {
+        // SAFETY: the 15 bytes lie in the page RIP executes from, which is
+        // mapped and readable (code pages are readable on x86-64 Linux).
+        unsafe { std::ptr::copy_nonoverlapping(rip as *const u8, out.as_mut_ptr(), out.len()) };
+        return out.len();
+    }
     let local = libc::iovec {
         iov_base: out.as_mut_ptr() as *mut libc::c_void,
         iov_len: out.len(),
