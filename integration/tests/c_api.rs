@@ -168,7 +168,7 @@ fn plain_stores_arrive_in_program_order_everywhere_also_skewed() {
         for n in 0..3 {
             assert!(
                 out.contains(&format!(
-                    "[node{n}] order: node {n} saw 3 lanes in program order"
+                    "[node{n}] order: node {n} saw 4 lanes in program order"
                 )),
                 "{opts:?}:\n{out}"
             );

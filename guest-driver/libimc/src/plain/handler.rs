@@ -208,9 +208,11 @@ extern "C" fn on_trap(sig: c_int, info: *mut libc::siginfo_t, raw: *mut libc::c_
     // SAFETY: `raw` is this handler's ucontext.
     let mut ctx = unsafe { Context::from_raw(raw) };
     ctx.add_to_gpr(step.reg, step.delta.wrapping_neg());
-    if n == 1 {
-        ctx.set_trap_flag(false);
-    }
+    // This context is the stepped instruction's; an outer step (a program's
+    // signal handler stored while its thread was between fault and trap)
+    // keeps its trap flag in the outer context, restored when the
+    // program's handler returns.
+    ctx.set_trap_flag(false);
     if let Some(slot) = table::kept(step.slot) {
         let mut buf = [0u8; MAX_STORE];
         let data = &mut buf[..step.size];
