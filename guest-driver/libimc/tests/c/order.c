@@ -3,7 +3,7 @@
  * WRITERS threads, all storing into the same page; thread t writes, for
  * k = 1..ROUNDS, its lane's data with several kinds of store (a 4-byte mov,
  * a byte, a 16-byte SSE store, an imc_write), then the lane's sequence word
- * k. A SIGALRM handler, every 100 us on writer 0, does the same on a lane
+ * k. A SIGALRM handler, every 500 us on writer 0, does the same on a lane
  * of its own: it interrupts stores between their fault and their trap.
  * Every node (node 0 through loopback) watches every lane: whenever it sees
  * sequence k, the data written before it must be there (k or a later
@@ -19,7 +19,7 @@
 #include "harness.h"
 
 #define WRITERS 3
-#define ROUNDS 1000
+#define ROUNDS 400
 #define SLOTS 32
 #define ALARM_LANE WRITERS
 #define ALARM_DONE (1 << 30)
@@ -60,7 +60,7 @@ static void *writer(void *arg)
   int t = (int)(intptr_t)arg, k;
   if (t == 0) {
     /* Only this thread takes the alarms: one lane, one writer. */
-    struct itimerval every = {{0, 100}, {0, 100}}, stop = {{0, 0}, {0, 0}};
+    struct itimerval every = {{0, 500}, {0, 500}}, stop = {{0, 0}, {0, 0}};
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGALRM);
