@@ -109,7 +109,11 @@ fn up(st: &StateDir, a: &ClusterUpArgs) -> Result<(), CliError> {
         Some(g) => g.clone(),
         None => default_guest_binary(&dir, &mut |l| eprintln!("{l}")).map_err(QemuError::from)?,
     };
-    let img = build_image(&GuestInputs::from_cache(&cache, Some(&guest))?, &dir)?;
+    let programs = a.image.programs(&dir);
+    let img = build_image(
+        &GuestInputs::from_cache(&cache, Some(&guest))?.with_programs(&programs)?,
+        &dir,
+    )?;
     let memory_mib =
         u32::try_from(a.memory >> 20).map_err(|_| CliError::MemoryTooLarge(a.memory))?;
     let exe = std::env::current_exe().map_err(CliError::CurrentExe)?;

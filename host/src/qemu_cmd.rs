@@ -7,7 +7,7 @@ use clap::Args;
 use host::qemu::boot::{qemu_args, AdapterSpec, BootSpec};
 use host::qemu::cmdline::shell_join;
 use host::qemu::find::preferred_accel;
-use host::qemu::image::recorded_guest_binary;
+use host::qemu::image::{recorded_guest_binary, recorded_programs};
 use host::qemu::{boot, build_image, find_qemu, CacheDir, GuestInputs, QemuError};
 
 /// `mc-host image`
@@ -16,6 +16,11 @@ pub struct ImageArgs {
     /// Static guest program to install as /bin/mc-guest.
     #[arg(long)]
     pub guest_binary: Option<PathBuf>,
+    /// A program of yours to install as /bin/<its file name> (repeatable):
+    /// a static x86-64 ELF (a C program linked with libimc and -static,
+    /// docs/c-api.md) or a script.
+    #[arg(long = "add", value_name = "PROG")]
+    pub programs: Vec<PathBuf>,
     /// Output directory [default: <cache>/image].
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -44,9 +49,23 @@ pub struct GuestImageArgs {
     /// takes the one the image was last built with].
     #[arg(long)]
     pub guest_binary: Option<PathBuf>,
+    /// Programs of yours to install as /bin/<name> (repeatable) [default:
+    /// those the image was last built with, e.g. by `mc-host image --add`].
+    #[arg(long = "add", value_name = "PROG")]
+    pub programs: Vec<PathBuf>,
 }
 
 impl GuestImageArgs {
+    /// The user programs to build the image with: those given, else those
+    /// the image in `dir` was last built with.
+    pub fn programs(&self, dir: &std::path::Path) -> Vec<PathBuf> {
+        if self.programs.is_empty() {
+            recorded_programs(dir)
+        } else {
+            self.programs.clone()
+        }
+    }
+
     /// The image directory: the one given, else `<cache>/image`.
     pub fn image_dir(&self, cache: &CacheDir) -> PathBuf {
         self.image_dir.clone().unwrap_or_else(|| cache.image_dir())
@@ -109,7 +128,8 @@ pub const LIST_PCI: &str = r#"for d in /sys/bus/pci/devices/*; do drv=none; if [
 
 pub fn image(args: &ImageArgs) -> Result<(), QemuError> {
     let cache = CacheDir::from_env()?;
-    let inputs = GuestInputs::from_cache(&cache, args.guest_binary.as_deref())?;
+    let inputs = GuestInputs::from_cache(&cache, args.guest_binary.as_deref())?
+        .with_programs(&args.programs)?;
     let out = args.out.clone().unwrap_or_else(|| cache.image_dir());
     let img = build_image(&inputs, &out)?;
     println!(
@@ -140,7 +160,11 @@ pub fn qemu_boot(args: &BootArgs) -> Result<i32, QemuError> {
     // Rebuilt only if an input changed; without --guest-binary, with the one
     // the image was last built with.
     let (dir, guest) = args.image.dir_and_guest(&cache);
-    let img = build_image(&GuestInputs::from_cache(&cache, guest.as_deref())?, &dir)?;
+    let programs = args.image.programs(&dir);
+    let img = build_image(
+        &GuestInputs::from_cache(&cache, guest.as_deref())?.with_programs(&programs)?,
+        &dir,
+    )?;
     let command = if args.command.is_empty() {
         LIST_PCI.to_string()
     } else {

@@ -2,8 +2,8 @@
 //!
 //! Starts the backend in this process and one virtual guest per node: a process
 //! running PROGRAM, told its node and socket through the environment
-//! (`MC_NODE`, `MC_NODES`, `MC_SOCKET`). Output is printed line by line,
-//! prefixed by node.
+//! (`MC_NODE`, `MC_NODES`, `MC_SOCKET`), which `mc-guest` and libimc (the C
+//! library) read alike. Output is printed line by line, prefixed by node.
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -43,7 +43,8 @@ pub struct RunArgs {
     /// Microseconds the hub keeps polling after traffic stops before it sleeps.
     #[arg(long, default_value_t = 200)]
     pub spin_us: u64,
-    /// The program each virtual guest runs, and its arguments (`mc-guest ...`).
+    /// The program each virtual guest runs, and its arguments (`mc-guest ...`,
+    /// or a C program linked with libimc: docs/c-api.md).
     #[arg(last = true, required = true, num_args = 1..)]
     pub command: Vec<String>,
 }

@@ -9,7 +9,10 @@
 //!   the tests that attack the backend.
 //! - [`delivery`]: which delivery modes (eager, skewed with which seeds) a
 //!   test runs under.
+//! - [`c_program`]: C programs built with the system `cc` against libimc
+//!   (the C library of `guest-driver/libimc`).
 
+pub mod c_program;
 pub mod delivery;
 
 use std::path::{Path, PathBuf};

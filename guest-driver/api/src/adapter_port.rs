@@ -41,6 +41,10 @@ impl ReceiveMemory for ReceiveFrames {
             .map(|a| u64::from_le(a.load(Ordering::Acquire)))
             .unwrap_or(0)
     }
+
+    fn host_addr(&self) -> usize {
+        self.region().host_addr() as usize
+    }
 }
 
 /// An [`Adapter`] with its status page registered, as the API drives it.

@@ -26,6 +26,12 @@ pub trait ReceiveMemory: Send + Sync {
     fn load_u32(&self, offset: usize) -> u32;
     /// Atomic 64-bit load at an aligned `offset` (acquire).
     fn load_u64(&self, offset: usize) -> u64;
+    /// Address of byte 0 in this process: the memory is mapped here for as
+    /// long as the driver lives (its DMA memory is never unmapped), so a
+    /// program may read it with plain loads, as on the hardware ("reads from
+    /// that region are simply loads from a process virtual address", seed
+    /// 004). Used by the C library (libimc).
+    fn host_addr(&self) -> usize;
 }
 
 /// Posted stores (docs/device.md section 19): a store returns once it is

@@ -1,10 +1,13 @@
 //! The guest boot image: the cached kernel and a gzip'd newc initramfs with
-//! a static busybox, `/init` (init.sh) and, optionally, the static guest
-//! program as `/bin/mc-guest`.
+//! a static busybox, `/init` (init.sh), optionally the static guest
+//! program as `/bin/mc-guest`, and any user programs (`--add PROG`, a C
+//! program linked with libimc, say) as `/bin/<name>`.
 //!
 //! The image is cached in its output directory and rebuilt only when the
-//! SHA-256 over its inputs (kernel, busybox, guest binary, init script)
-//! changes.
+//! SHA-256 over its inputs (kernel, busybox, guest binary, programs, init
+//! script) changes. The programs it was built with are recorded
+//! (`image.programs`), so `cluster up` and `qemu-boot` keep them unless
+//! given others.
 
 use std::fs;
 use std::io::Write;
@@ -32,6 +35,7 @@ const KERNEL_FILE: &str = "vmlinuz";
 const INITRD_FILE: &str = "initramfs.cpio.gz";
 const KEY_FILE: &str = "image.key";
 const GUEST_FILE: &str = "image.guest";
+const PROGRAMS_FILE: &str = "image.programs";
 
 /// What goes into an image.
 #[derive(Debug, Clone)]
@@ -39,9 +43,22 @@ pub struct GuestInputs {
     pub kernel: PathBuf,
     pub busybox: PathBuf,
     pub guest_binary: Option<PathBuf>,
+    /// User programs, installed as `/bin/<file name>`.
+    pub programs: Vec<PathBuf>,
 }
 
 impl GuestInputs {
+    /// These inputs with user programs added (each must exist).
+    pub fn with_programs(mut self, programs: &[PathBuf]) -> Result<Self, QemuError> {
+        for p in programs {
+            if !p.is_file() {
+                return Err(QemuError::NoProgram { path: p.clone() });
+            }
+        }
+        self.programs = programs.to_vec();
+        Ok(self)
+    }
+
     /// The kernel and busybox from the set-up cache, plus an optional guest
     /// binary. Missing files are errors that name `scripts/setup.sh`.
     pub fn from_cache(cache: &CacheDir, guest_binary: Option<&Path>) -> Result<Self, QemuError> {
@@ -70,6 +87,7 @@ impl GuestInputs {
             kernel,
             busybox,
             guest_binary: guest_binary.map(Path::to_path_buf),
+            programs: Vec::new(),
         })
     }
 }
@@ -81,6 +99,60 @@ pub fn recorded_guest_binary(dir: &Path) -> Option<PathBuf> {
     let p = fs::read_to_string(dir.join(GUEST_FILE)).ok()?;
     let p = PathBuf::from(p.trim());
     (!p.as_os_str().is_empty() && p.is_file()).then_some(p)
+}
+
+/// The user programs the image in `dir` was last built with, those that
+/// still exist.
+pub fn recorded_programs(dir: &Path) -> Vec<PathBuf> {
+    fs::read_to_string(dir.join(PROGRAMS_FILE))
+        .unwrap_or_default()
+        .lines()
+        .map(PathBuf::from)
+        .filter(|p| p.is_file())
+        .collect()
+}
+
+/// A user program as it goes into the image: `/bin/<name>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageProgram {
+    pub name: String,
+    pub data: Vec<u8>,
+}
+
+/// Read the user programs: static x86-64 ELF files (the image has no
+/// dynamic loader) or scripts, with distinct file names.
+fn read_programs(paths: &[PathBuf]) -> Result<Vec<ImageProgram>, QemuError> {
+    let mut out: Vec<(ImageProgram, &Path)> = Vec::new();
+    for p in paths {
+        let data = read(p, "program")?;
+        if data.starts_with(b"\x7fELF") {
+            match check_static_elf(&data) {
+                Ok(()) => {}
+                Err(super::elf::ElfCheckError::Dynamic) => {
+                    return Err(QemuError::DynamicProgram { path: p.clone() })
+                }
+                Err(source) => {
+                    return Err(QemuError::BadProgram {
+                        path: p.clone(),
+                        source,
+                    })
+                }
+            }
+        }
+        let name = p
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .ok_or_else(|| QemuError::NoProgram { path: p.clone() })?;
+        if let Some((_, first)) = out.iter().find(|(o, _)| o.name == name) {
+            return Err(QemuError::ProgramNameTwice {
+                name,
+                first: first.display().to_string(),
+                second: p.display().to_string(),
+            });
+        }
+        out.push((ImageProgram { name, data }, p));
+    }
+    Ok(out.into_iter().map(|(o, _)| o).collect())
 }
 
 /// A built (or found up to date) image.
@@ -100,7 +172,13 @@ fn read(path: &Path, what: &str) -> Result<Vec<u8>, QemuError> {
 
 /// Hex SHA-256 over the image inputs, each length-prefixed so that no two
 /// different input sets hash alike.
-pub fn cache_key(kernel: &[u8], busybox: &[u8], guest: Option<&[u8]>, init: &str) -> String {
+pub fn cache_key(
+    kernel: &[u8],
+    busybox: &[u8],
+    guest: Option<&[u8]>,
+    programs: &[ImageProgram],
+    init: &str,
+) -> String {
     let mut h = Sha256::new();
     let mut part = |tag: &str, data: &[u8]| {
         h.update(tag.as_bytes());
@@ -114,6 +192,10 @@ pub fn cache_key(kernel: &[u8], busybox: &[u8], guest: Option<&[u8]>, init: &str
         Some(g) => part("guest", g),
         None => part("no-guest", &[]),
     }
+    for p in programs {
+        part("program", p.name.as_bytes());
+        part("program-data", &p.data);
+    }
     part("init", init.as_bytes());
     h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -121,6 +203,7 @@ pub fn cache_key(kernel: &[u8], busybox: &[u8], guest: Option<&[u8]>, init: &str
 pub fn build_initramfs(
     busybox: &[u8],
     guest: Option<&[u8]>,
+    programs: &[ImageProgram],
     init: &str,
 ) -> Result<Vec<u8>, QemuError> {
     let mut w = CpioWriter::new(GzEncoder::new(Vec::new(), Compression::default()));
@@ -138,6 +221,9 @@ pub fn build_initramfs(
     w.file("init", 0o755, init.as_bytes())?;
     if let Some(g) = guest {
         w.file(GUEST_BINARY_PATH, 0o755, g)?;
+    }
+    for p in programs {
+        w.file(&format!("bin/{}", p.name), 0o755, &p.data)?;
     }
     let gz = w.finish()?;
     gz.finish()
@@ -169,7 +255,8 @@ pub fn build_image(inputs: &GuestInputs, out_dir: &Path) -> Result<BuiltImage, Q
         }
         None => None,
     };
-    let key = cache_key(&kernel, &busybox, guest.as_deref(), INIT_SCRIPT);
+    let programs = read_programs(&inputs.programs)?;
+    let key = cache_key(&kernel, &busybox, guest.as_deref(), &programs, INIT_SCRIPT);
     let image = BuiltImage {
         kernel: out_dir.join(KERNEL_FILE),
         initrd: out_dir.join(INITRD_FILE),
@@ -190,7 +277,7 @@ pub fn build_image(inputs: &GuestInputs, out_dir: &Path) -> Result<BuiltImage, Q
     }
     fs::create_dir_all(out_dir)
         .map_err(|e| QemuError::io(format!("creating {}", out_dir.display()), e))?;
-    let initrd = build_initramfs(&busybox, guest.as_deref(), INIT_SCRIPT)?;
+    let initrd = build_initramfs(&busybox, guest.as_deref(), &programs, INIT_SCRIPT)?;
     // The key goes last: a half-written image never looks up to date.
     let _ = fs::remove_file(out_dir.join(KEY_FILE));
     write_atomically(&image.kernel, &kernel)?;
@@ -203,16 +290,35 @@ pub fn build_image(inputs: &GuestInputs, out_dir: &Path) -> Result<BuiltImage, Q
         None => String::new(),
     };
     write_atomically(&out_dir.join(GUEST_FILE), guest_path.as_bytes())?;
+    let mut recorded = String::new();
+    for p in &inputs.programs {
+        let p = fs::canonicalize(p)
+            .map_err(|e| QemuError::io(format!("resolving {}", p.display()), e))?;
+        recorded += &format!("{}\n", p.display());
+    }
+    write_atomically(&out_dir.join(PROGRAMS_FILE), recorded.as_bytes())?;
     write_atomically(&out_dir.join(KEY_FILE), format!("{key}\n").as_bytes())?;
     info!(
         "built image in {}: kernel {} KiB, initramfs {} KiB{} (key {})",
         out_dir.display(),
         kernel.len() / 1024,
         initrd.len() / 1024,
-        if guest.is_some() {
-            " with /bin/mc-guest"
-        } else {
-            ", no guest binary"
+        match (guest.is_some(), programs.len()) {
+            (true, 0) => " with /bin/mc-guest".to_string(),
+            (false, 0) => ", no guest binary".to_string(),
+            (g, n) => format!(
+                "{} and {n} program(s): {}",
+                if g {
+                    " with /bin/mc-guest"
+                } else {
+                    ", no guest binary,"
+                },
+                programs
+                    .iter()
+                    .map(|p| format!("/bin/{}", p.name))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ),
         },
         &key[..12]
     );
@@ -226,18 +332,26 @@ mod tests {
 
     #[test]
     fn cache_key_changes_with_every_input() {
-        let base = cache_key(b"k", b"b", Some(b"g"), "i");
+        let prog = |n: &str, d: &[u8]| ImageProgram {
+            name: n.into(),
+            data: d.to_vec(),
+        };
+        let base = cache_key(b"k", b"b", Some(b"g"), &[], "i");
         assert_eq!(base.len(), 64);
-        assert_eq!(base, cache_key(b"k", b"b", Some(b"g"), "i"));
+        assert_eq!(base, cache_key(b"k", b"b", Some(b"g"), &[], "i"));
         let others = [
-            cache_key(b"K", b"b", Some(b"g"), "i"),
-            cache_key(b"k", b"B", Some(b"g"), "i"),
-            cache_key(b"k", b"b", Some(b"G"), "i"),
-            cache_key(b"k", b"b", None, "i"),
-            cache_key(b"k", b"b", Some(b""), "i"),
-            cache_key(b"k", b"b", Some(b"g"), "I"),
+            cache_key(b"K", b"b", Some(b"g"), &[], "i"),
+            cache_key(b"k", b"B", Some(b"g"), &[], "i"),
+            cache_key(b"k", b"b", Some(b"G"), &[], "i"),
+            cache_key(b"k", b"b", None, &[], "i"),
+            cache_key(b"k", b"b", Some(b""), &[], "i"),
+            cache_key(b"k", b"b", Some(b"g"), &[], "I"),
             // moving bytes between inputs must change the key too
-            cache_key(b"kb", b"", Some(b"g"), "i"),
+            cache_key(b"kb", b"", Some(b"g"), &[], "i"),
+            // a program, its name or its contents
+            cache_key(b"k", b"b", Some(b"g"), &[prog("p", b"x")], "i"),
+            cache_key(b"k", b"b", Some(b"g"), &[prog("q", b"x")], "i"),
+            cache_key(b"k", b"b", Some(b"g"), &[prog("p", b"y")], "i"),
         ];
         for (i, k) in others.iter().enumerate() {
             assert_ne!(&base, k, "variant {i}");
@@ -246,7 +360,11 @@ mod tests {
 
     #[test]
     fn initramfs_is_gzip_with_init() {
-        let gz = build_initramfs(b"BB", Some(b"GUEST"), INIT_SCRIPT).unwrap();
+        let prog = ImageProgram {
+            name: "figure6".into(),
+            data: b"PROG".to_vec(),
+        };
+        let gz = build_initramfs(b"BB", Some(b"GUEST"), &[prog], INIT_SCRIPT).unwrap();
         assert_eq!(&gz[..2], &[0x1f, 0x8b]);
         let mut raw = Vec::new();
         std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&gz[..]), &mut raw).unwrap();
@@ -257,6 +375,7 @@ mod tests {
             "bin/sh",
             "init",
             "bin/mc-guest",
+            "bin/figure6",
             "dev/console",
         ] {
             assert!(text.contains(&format!("{name}\0")), "{name}");
@@ -277,6 +396,7 @@ mod tests {
             kernel: k.clone(),
             busybox: b,
             guest_binary: Some(g.clone()),
+            programs: Vec::new(),
         };
         let out = dir.join("out");
         let first = build_image(&inputs, &out).unwrap();
@@ -297,6 +417,43 @@ mod tests {
         fs::write(&g, elf_with_phdrs(&[3])).unwrap();
         let e = build_image(&inputs, &out).unwrap_err();
         assert!(matches!(e, QemuError::BadGuestBinary { .. }), "{e}");
+        // User programs: static ELF or scripts go in (and are recorded);
+        // a dynamic one, a missing one, or two of one name are refused.
+        fs::write(&g, elf_with_phdrs(&[1])).unwrap();
+        let (p1, p2, p3) = (dir.join("prog"), dir.join("run.sh"), dir.join("dyn"));
+        fs::write(&p1, elf_with_phdrs(&[1])).unwrap();
+        fs::write(&p2, b"#!/bin/sh\necho hi\n").unwrap();
+        fs::write(&p3, elf_with_phdrs(&[3])).unwrap();
+        let with = inputs
+            .clone()
+            .with_programs(&[p1.clone(), p2.clone()])
+            .unwrap();
+        let fourth = build_image(&with, &out).unwrap();
+        assert!(fourth.rebuilt);
+        assert_eq!(
+            recorded_programs(&out),
+            vec![
+                fs::canonicalize(&p1).unwrap(),
+                fs::canonicalize(&p2).unwrap()
+            ]
+        );
+        let e = build_image(&inputs.clone().with_programs(&[p3]).unwrap(), &out).unwrap_err();
+        assert!(matches!(e, QemuError::DynamicProgram { .. }), "{e}");
+        assert!(e.to_string().contains("-static"), "{e}");
+        let e = build_image(
+            &inputs
+                .clone()
+                .with_programs(&[p1.clone(), p1.clone()])
+                .unwrap(),
+            &out,
+        )
+        .unwrap_err();
+        assert!(matches!(e, QemuError::ProgramNameTwice { .. }), "{e}");
+        assert!(matches!(
+            inputs.clone().with_programs(&[dir.join("nope")]),
+            Err(QemuError::NoProgram { .. })
+        ));
+        fs::write(&g, elf_with_phdrs(&[3])).unwrap();
         // A missing input is an error, not a panic.
         let missing = GuestInputs {
             guest_binary: Some(dir.join("nope")),

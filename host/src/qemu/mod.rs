@@ -53,6 +53,26 @@ pub enum QemuError {
         #[source]
         source: elf::ElfCheckError,
     },
+    #[error("program {}: no such file", path.display())]
+    NoProgram { path: PathBuf },
+    #[error(
+        "program {}: dynamically linked; the guest image has no dynamic loader: \
+         link it with -static (docs/c-api.md, \"QEMU guests\")",
+        path.display()
+    )]
+    DynamicProgram { path: PathBuf },
+    #[error("program {}: {source}", path.display())]
+    BadProgram {
+        path: PathBuf,
+        #[source]
+        source: elf::ElfCheckError,
+    },
+    #[error("programs {first} and {second} would both be /bin/{name} in the image")]
+    ProgramNameTwice {
+        name: String,
+        first: String,
+        second: String,
+    },
     #[error("invalid cpio entry name {name:?}: {reason}")]
     CpioName { name: String, reason: &'static str },
     #[error("kernel command line is {len} bytes, more than the {max} x86 Linux accepts")]

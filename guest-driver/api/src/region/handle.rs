@@ -133,6 +133,15 @@ impl RxRegion {
         self.entry.size == 0
     }
 
+    /// Address of the region's byte 0 in this process: receive memory the
+    /// adapter DMAs into, for programs that read it with plain loads (the C
+    /// library's `imc_asattach(.., IMC_RECEIVE, ..)`). Valid while this
+    /// handle lives; reads must be volatile (the device writes behind the
+    /// program's back).
+    pub fn as_ptr(&self) -> *const u8 {
+        (self.mem.host_addr() + self.offset) as *const u8
+    }
+
     /// (first global page, page count).
     pub fn pages(&self) -> (u32, u32) {
         (self.entry.first_page, self.entry.pages)

@@ -1,0 +1,164 @@
+//! A C program linked with libimc (the TruCluster API in C,
+//! guest-driver/libimc) across 2 QEMU guests (TCG), reaching the adapter
+//! over PCI: built static with the system `cc`, added to the image with
+//! `cluster up --add`, run with `cluster run`. Seed 004's Figure 6 must
+//! count both copies on both nodes, and the call suite (every call, its
+//! misuse codes, imc_kill through the relay) must pass on both.
+//!
+//! Skips, and passes, with a message naming `scripts/setup.sh` when no QEMU
+//! 10.2 or later, guest kernel or busybox is installed, or when there is no
+//! C compiler.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use host::qemu::{find_qemu, CacheDir, GuestInputs};
+
+const MC_HOST: &str = env!("CARGO_BIN_EXE_mc-host");
+
+fn skip_reason() -> Option<String> {
+    let cache = match CacheDir::from_env() {
+        Ok(c) => c,
+        Err(e) => return Some(e.to_string()),
+    };
+    if let Err(e) = find_qemu(None, &cache) {
+        return Some(e.to_string());
+    }
+    if let Err(e) = GuestInputs::from_cache(&cache, None) {
+        return Some(e.to_string());
+    }
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    match Command::new(&cc).arg("--version").output() {
+        Ok(o) if o.status.success() => None,
+        _ => Some(format!("no C compiler `{cc}`")),
+    }
+}
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// libimc.a of this test's profile, built (or found up to date) by cargo.
+fn libimc() -> PathBuf {
+    let profile = Path::new(MC_HOST).parent().unwrap().to_path_buf();
+    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    cmd.args(["build", "-p", "libimc"]).current_dir(workspace());
+    if profile.file_name().is_some_and(|p| p == "release") {
+        cmd.arg("--release");
+    }
+    assert!(cmd.status().unwrap().success(), "cargo build -p libimc");
+    profile.join("libimc.a")
+}
+
+/// `cc -static` of a C program with libimc, as docs/c-api.md says.
+fn build_static(sources: &[&str], out: &Path) {
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let root = workspace();
+    let o = Command::new(cc)
+        .args(["-static", "-s", "-O2", "-Wall", "-pthread", "-I"])
+        .arg(root.join("guest-driver/libimc/include"))
+        .args(sources.iter().map(|s| root.join(s)))
+        .arg(libimc())
+        .args(["-lpthread", "-ldl", "-lm", "-o"])
+        .arg(out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+fn mc_host(state: &Path, args: &[&str]) -> Output {
+    let out = Command::new(MC_HOST)
+        .arg("cluster")
+        .arg("--state-dir")
+        .arg(state)
+        .args(args)
+        .output()
+        .expect("running mc-host");
+    eprintln!(
+        "$ mc-host cluster {}\n{}{}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// `cluster down` when dropped, also when the test panics.
+struct Down(PathBuf);
+
+impl Drop for Down {
+    fn drop(&mut self) {
+        let out = mc_host(&self.0, &["down"]);
+        assert!(out.status.success() || std::thread::panicking());
+    }
+}
+
+#[test]
+fn a_c_program_runs_across_two_qemu_guests() {
+    if let Some(why) = skip_reason() {
+        eprintln!("SKIPPED a_c_program_runs_across_two_qemu_guests: {why}");
+        return;
+    }
+    // Short: the sockets' paths must fit in 108 bytes.
+    let state = std::env::temp_dir().join(format!("mc-qc-c-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&state);
+    std::fs::create_dir_all(&state).unwrap();
+    let figure6 = state.join("figure6");
+    let calls = state.join("calls");
+    build_static(&["examples/c/figure6.c"], &figure6);
+    build_static(&["guest-driver/libimc/tests/c/calls.c"], &calls);
+    let image = state.join("image");
+    let mut up = vec!["up", "--nodes", "2", "--image-dir", image.to_str().unwrap()];
+    up.extend([
+        "--add",
+        figure6.to_str().unwrap(),
+        "--add",
+        calls.to_str().unwrap(),
+    ]);
+    let given = std::env::var("MC_TEST_GUEST_BINARY").ok();
+    if let Some(g) = &given {
+        up.extend(["--guest-binary", g]);
+    }
+    let out = mc_host(&state, &up);
+    let _down = Down(state.clone());
+    assert!(out.status.success(), "cluster up failed");
+
+    let out = mc_host(&state, &["run", "--", "figure6"]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "figure6 failed:\n{text}");
+    for n in 0..2 {
+        let want =
+            format!("[node {n}] figure6: node {n} sees 2 processes counted, 2 copies running");
+        assert!(text.contains(&want), "{want:?}:\n{text}");
+    }
+    let ups: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("incremented the process counter to"))
+        .collect();
+    assert_eq!(ups.len(), 2, "{text}");
+    assert!(
+        ups.iter().any(|l| l.ends_with(" to 1")) && ups.iter().any(|l| l.ends_with(" to 2")),
+        "{text}"
+    );
+
+    let out = mc_host(&state, &["run", "--", "calls"]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "calls failed:\n{text}");
+    for n in 0..2 {
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with(&format!("[node {n}] calls: "))
+                    && l.ends_with(&format!("checks passed on node {n}"))),
+            "node {n}:\n{text}"
+        );
+    }
+    assert!(
+        text.contains("calls: node 1 got SIGUSR1 from node 0 through the relay"),
+        "{text}"
+    );
+    drop(_down);
+    let _ = std::fs::remove_dir_all(&state);
+}
