@@ -1,4 +1,6 @@
-//! Host-side library of `mc-host`: finding and booting QEMU guests.
+//! Host-side library of `mc-host`: finding and booting QEMU guests, and
+//! `mc-host report` (running the application suite, rendering its tables
+//! and charts).
 //!
 //! The `mc-host` binary (src/main.rs) is the user interface; this library
 //! holds what tests need to reach too.
@@ -6,3 +8,4 @@
 #![deny(clippy::undocumented_unsafe_blocks, unsafe_op_in_unsafe_fn)]
 
 pub mod qemu;
+pub mod report;
