@@ -175,12 +175,17 @@ impl Params {
     }
 
     pub fn config(&self) -> Config {
+        // Gauss sets a flag per row.
+        let rows = match self.problem() {
+            Ok(Problem::Gauss { n }) => n,
+            _ => self.size,
+        };
         Config {
             heap_bytes: self.heap_bytes,
             page_size: self.page_size,
             threads: self.threads,
             locks: suite::locks(self.app),
-            flags: 64.max(self.size as u32),
+            flags: 64.max(rows as u32),
             exclusive_mode: self.exclusive_mode,
             incoming_diffs: self.incoming_diffs,
         }

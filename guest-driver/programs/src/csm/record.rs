@@ -232,6 +232,7 @@ pub fn build(p: &Params, ctx: &RunContext, reports: &[NodeReport]) -> Value {
         "link": ctx.link,
         "page_size": p.page_size,
         "heap_bytes": p.heap_bytes,
+        "footprint_bytes": p.heap_needed(ctx.nodes).ok(),
         "checked": reports.iter().map(|r| r.checked).sum::<u64>(),
         "times": {
             "compute_s": max(reports, |r| r.seconds),

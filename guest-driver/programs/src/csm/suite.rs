@@ -235,6 +235,21 @@ mod tests {
         App::WaterSpatial,
     ];
 
+    #[test]
+    fn gauss_presets_get_a_flag_per_row_and_locks_cover_the_apps() {
+        let mut p = crate::csm::Params::new(App::Gauss, 1);
+        p.preset = Some(Preset::Paper);
+        assert_eq!(p.config().flags, 2048);
+        p.preset = None;
+        assert_eq!(p.config().flags, 64);
+        assert_eq!(
+            crate::csm::Params::new(App::WaterNsquared, 1)
+                .config()
+                .locks,
+            2 + 256
+        );
+    }
+
     /// Small presets fit CI, paper presets fit the Memory Channel address
     /// space (the arena is 4 MiB + twice the heap, in 512 MiB) on up to 8
     /// processors. `--nocapture` prints the table docs/applications.md has.
