@@ -67,6 +67,17 @@ fn chart_err(path: &Path) -> impl Fn(String) -> ReportError + '_ {
     }
 }
 
+/// A y-axis label with as many decimals as the axis' range needs.
+fn axis_label(v: f64, ymax: f64) -> String {
+    if ymax >= 20.0 {
+        format!("{v:.0}")
+    } else if ymax >= 2.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
 fn width(groups: usize, series: usize) -> u32 {
     (140 + groups * (series * 22 + 30)).max(900) as u32
 }
@@ -108,6 +119,7 @@ pub fn grouped_bars(path: &Path, c: &GroupedBars) -> Result<(), ReportError> {
         .x_labels(0)
         .x_label_formatter(&|_| String::new())
         .y_desc(c.y_desc.as_str())
+        .y_label_formatter(&|v| axis_label(*v, ymax))
         .draw()
         .map_err(|x| e(&x))?;
     let n = c.series.len();

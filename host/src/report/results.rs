@@ -79,8 +79,12 @@ impl RunRecord {
     pub fn data_bytes(&self) -> Option<u64> {
         Some(self.stat("page_transfers")? * self.page_size() + self.stat("diff_bytes")?)
     }
-    pub fn heap_bytes(&self) -> Option<u64> {
-        self.v.get("heap_bytes").and_then(Value::as_u64)
+    /// Shared data the problem allocates (the heap, at least 1 MiB, if the
+    /// record predates that field).
+    pub fn footprint_bytes(&self) -> Option<u64> {
+        ["footprint_bytes", "heap_bytes"]
+            .iter()
+            .find_map(|k| self.v.get(*k).and_then(Value::as_u64))
     }
     /// `n 128, block 16`.
     pub fn problem(&self) -> String {

@@ -15,7 +15,11 @@ fn count(v: Option<u64>) -> String {
 }
 
 fn secs(v: Option<f64>) -> String {
-    v.map_or("n/a".to_string(), |v| format!("{v:.3}"))
+    match v {
+        None => "n/a".to_string(),
+        Some(v) if v < 0.01 => format!("{v:.4}"),
+        Some(v) => format!("{v:.3}"),
+    }
 }
 
 fn mib(b: Option<u64>) -> String {
@@ -43,7 +47,7 @@ fn table3(set: &ResultSet, out: &mut String) {
     );
     let _ = writeln!(
         out,
-        "| application | preset | problem | shared heap | sequential here (s) | paper: problem | paper: sequential (s) |"
+        "| application | preset | problem | shared data | sequential here (s) | paper: problem | paper: sequential (s) |"
     );
     let _ = writeln!(out, "|---|---|---|---|---|---|---|");
     for (app, preset) in set.apps() {
@@ -60,7 +64,7 @@ fn table3(set: &ResultSet, out: &mut String) {
             paper::display_name(&app),
             preset,
             any.map_or("?".to_string(), RunRecord::problem),
-            mib(any.and_then(RunRecord::heap_bytes)),
+            mib(any.and_then(RunRecord::footprint_bytes)),
             secs(set.sequential_s(&app, &preset)),
             paper_size,
             secs(paper_s)
@@ -69,7 +73,8 @@ fn table3(set: &ResultSet, out: &mut String) {
     let _ = writeln!(
         out,
         "\nSequential: the application without Cashmere (plain vectors), timed on node 0 of a 1-node run; \
-         the paper's on a 600 MHz Alpha 21164A. Shared heap: Cashmere's heap for the run.\n\n*{}*\n",
+         the paper's on a 600 MHz Alpha 21164A. Shared data: what the problem allocates in Cashmere's heap \
+         (the paper's megabytes are its data sizes).\n\n*{}*\n",
         set.host_line()
     );
 }
