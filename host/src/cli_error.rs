@@ -10,6 +10,7 @@ use std::process::ExitStatus;
 use firmware_model::FaultSyntaxError;
 use host::qemu::guest_build::GuestBuildError;
 use host::qemu::QemuError;
+use host::report::ReportError;
 use mc_device::DeviceError;
 
 use crate::cluster_args::ClusterArgsError;
@@ -66,6 +67,8 @@ pub enum CliError {
     ClusterNodesFailed { failed: usize, nodes: usize },
     #[error("guest command exited with status {0}")]
     GuestCommand(i32),
+    #[error(transparent)]
+    Report(#[from] ReportError),
 }
 
 impl CliError {
@@ -88,7 +91,7 @@ impl CliError {
                 | CliError::MemoryTooLarge(_)
                 | CliError::ProgramNotFound { .. }
                 | CliError::Qemu(QemuError::GuestBuild(GuestBuildError::NoSources { .. }))
-        )
+        ) || matches!(self, CliError::Report(e) if e.is_usage())
     }
 }
 

@@ -53,6 +53,10 @@ enum McHostCommand {
     /// A cluster of QEMU guests on one backend: `up`, `run -- CMD`, `status`,
     /// `down`.
     Cluster(cluster_cmd::ClusterCmd),
+    /// Seed 000's tables and charts from the emulator: `run` a matrix of
+    /// applications x variants x configurations into a results file,
+    /// `render` it into report.md and SVG charts.
+    Report(host::report::ReportArgs),
 }
 
 fn main() -> ExitCode {
@@ -66,6 +70,7 @@ fn main() -> ExitCode {
             | McHostCommand::Demo(_)
             | McHostCommand::Fault(_)
             | McHostCommand::Stats(_)
+            | McHostCommand::Report(_)
     ) {
         "info"
     } else {
@@ -81,6 +86,7 @@ fn main() -> ExitCode {
         McHostCommand::Image(args) => qemu_cmd::image(&args).map_err(CliError::from),
         McHostCommand::QemuCheck(args) => qemu_cmd::check(&args).map_err(CliError::from),
         McHostCommand::Cluster(args) => cluster_cmd::run(&args),
+        McHostCommand::Report(args) => host::report::run(&args).map_err(CliError::from),
         McHostCommand::QemuBoot(args) => match qemu_cmd::qemu_boot(&args) {
             Ok(0) => Ok(()),
             Ok(status) => Err(CliError::GuestCommand(status)),

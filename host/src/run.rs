@@ -3,7 +3,9 @@
 //! Starts the backend in this process and one virtual guest per node: a process
 //! running PROGRAM, told its node and socket through the environment
 //! (`MC_NODE`, `MC_NODES`, `MC_SOCKET`), which `mc-guest` and libimc (the C
-//! library) read alike. Output is printed line by line, prefixed by node.
+//! library) read alike; `MC_DELIVERY` and `MC_SEED` say how deliveries are
+//! scheduled, for the guest's records. Output is printed line by line,
+//! prefixed by node.
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -77,6 +79,13 @@ pub fn resolve_program(name: &str) -> Result<PathBuf, CliError> {
     })
 }
 
+fn delivery_name(d: crate::cluster_args::Delivery) -> &'static str {
+    match d {
+        crate::cluster_args::Delivery::Eager => "eager",
+        crate::cluster_args::Delivery::Skewed => "skewed",
+    }
+}
+
 struct NodeOutputLine(u8, String);
 
 fn pump(node: u8, stream: impl Read + Send + 'static, tx: mpsc::Sender<NodeOutputLine>) {
@@ -133,6 +142,9 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
         }
         let child = cmd
             .args(&args.command[1..])
+            // What the guest cannot see from its adapter, for its records.
+            .env("MC_DELIVERY", delivery_name(args.cluster.delivery))
+            .env("MC_SEED", config.fault_seed.to_string())
             .env("MC_NODE", n.to_string())
             .env("MC_NODES", config.nodes.to_string())
             .env("MC_SOCKET", socket)

@@ -45,9 +45,13 @@ enum GuestError {
     Bench(#[from] BenchError),
     #[error(transparent)]
     Csm(#[from] AppError),
+    #[error(transparent)]
+    Gather(#[from] csm::gather::GatherError),
+    #[error(transparent)]
+    Record(#[from] csm::record::RecordError),
 }
 
-#[derive(Parser, Debug)]
+#[derive(Parser, Debug, Clone)]
 #[command(
     name = "mc-guest",
     version,
@@ -57,12 +61,13 @@ struct GuestCli {
     /// The adapter's vhost-user socket (virtual guest); default $MC_SOCKET.
     #[arg(long, global = true)]
     socket: Option<PathBuf>,
-    /// Guest RAM of a virtual guest, in MiB (at least 8: the adapter's
-    /// queues and transmit FIFO take about 1.5 MiB, the Memory Channel API's
-    /// control pages and coherent arena about 4.2 MiB, and programs allocate
-    /// their regions on top).
-    #[arg(long, global = true, default_value_t = 64, value_parser = parse_dma_mib)]
-    ram_mib: usize,
+    /// Guest RAM of a virtual guest, in MiB (default 64, or what `csm`'s
+    /// shared heap needs if more; at least 8: the adapter's queues and
+    /// transmit FIFO take about 1.5 MiB, the Memory Channel API's control
+    /// pages and coherent arena about 4.2 MiB, and programs allocate their
+    /// regions on top).
+    #[arg(long, global = true, value_parser = parse_dma_mib)]
+    ram_mib: Option<usize>,
     /// DMA memory of the PCI transport (QEMU guest), in MiB: whole 2 MiB
     /// hugepages, physically contiguous (at least 8, as --ram-mib).
     #[arg(long, global = true, default_value_t = 16, value_parser = parse_dma_mib)]
@@ -75,7 +80,7 @@ struct GuestCli {
     command: GuestCommand,
 }
 
-#[derive(Subcommand, Debug)]
+#[derive(Subcommand, Debug, Clone)]
 enum GuestCommand {
     /// Show this adapter's register file and status.
     Info,
@@ -101,19 +106,27 @@ enum GuestCommand {
         /// run --threads T` sets it for every guest through MC_THREADS.
         #[arg(long, env = "MC_THREADS", default_value_t = 1)]
         threads: u32,
-        /// Problem size (wtest/test: elements per thread; sor: grid side;
-        /// gauss: matrix side; tsp: cities, 3 to 16); 0 for the app's default.
+        /// Named problem size: small (default), medium, or paper (seed 000
+        /// Table III); docs/applications.md lists them.
+        #[arg(long, value_enum)]
+        preset: Option<csm::Preset>,
+        /// Problem size, replacing the preset's main dimension (wtest/test:
+        /// elements per thread; sor: grid side; gauss, clu, lu: matrix side;
+        /// tsp: cities, 3 to 17; barnes: bodies; em3d: graph nodes; ilink:
+        /// families; water-*: molecules); 0 keeps the preset's.
         #[arg(long, default_value_t = 0)]
         size: usize,
-        /// Rounds or iterations (wtest/test/sor); 0 for the default.
+        /// Rounds, iterations, time steps or likelihood evaluations,
+        /// replacing the preset's; 0 keeps them.
         #[arg(long, default_value_t = 0)]
         iters: u32,
         /// Coherence unit in bytes: 8192 or 4096.
         #[arg(long, default_value_t = 8192)]
         page_size: u32,
-        /// Shared heap in KiB.
-        #[arg(long, default_value_t = 1024)]
-        heap_kib: usize,
+        /// Shared heap in KiB (default: what the problem needs, at least
+        /// 1024).
+        #[arg(long)]
+        heap_kib: Option<usize>,
         /// Do not let a sole-sharer home go Exclusive.
         #[arg(long)]
         no_exclusive: bool,
@@ -125,6 +138,13 @@ enum GuestCommand {
         /// speedup.
         #[arg(long)]
         sequential: bool,
+        /// Protocol variant (seed 000 Table I); only dms exists so far.
+        #[arg(long, value_enum, default_value_t = csm::ProtocolVariant::Dms)]
+        variant: csm::ProtocolVariant,
+        /// Append the run's record (JSON, one line: sizes, times, every
+        /// node's counters and the totals) to FILE; node 0 writes it.
+        #[arg(long, value_name = "FILE")]
+        json: Option<PathBuf>,
     },
 }
 
@@ -154,7 +174,7 @@ fn adapter(cli: &GuestCli) -> Result<Adapter<Box<dyn Transport>>, GuestError> {
     let t: Box<dyn Transport> = match socket {
         Some(socket) => {
             let opts = VhostUserOptions {
-                ram_size: cli.ram_mib << 20,
+                ram_size: cli.ram_mib.unwrap_or(64) << 20,
                 ..Default::default()
             };
             let t =
@@ -250,6 +270,62 @@ fn info(cli: &GuestCli) -> Result<(), GuestError> {
     Ok(())
 }
 
+/// `mc-guest csm`: size the heap (and a virtual guest's RAM) for the
+/// problem, run it, print the outcome, and append the record if asked.
+fn csm_main(
+    cli: &GuestCli,
+    mut p: csm::Params,
+    heap_kib: Option<usize>,
+    json: Option<&std::path::Path>,
+) -> Result<(), GuestError> {
+    let nodes: u32 = std::env::var("MC_NODES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1);
+    p.heap_bytes = match heap_kib {
+        Some(k) => k << 10,
+        // Every node must agree on the heap; MC_NODES (set by `mc-host run`)
+        // sizes the per-processor pools before the adapter says how many
+        // nodes there are, and the heap is checked again below.
+        None => p.heap_needed(nodes)?.max(1 << 20),
+    };
+    let arena = (4 << 20) + 2 * p.heap_bytes as u64;
+    let ram_mib = cli
+        .ram_mib
+        .unwrap_or_else(|| 64.max((arena >> 20) as usize + 32));
+    let cli = GuestCli {
+        ram_mib: Some(ram_mib),
+        ..cli.clone()
+    };
+    let opts = OpenOptions {
+        arena_bytes: arena,
+        ..Default::default()
+    };
+    let mc = open_with(&cli, &opts)?;
+    if heap_kib.is_none() && p.heap_needed(mc.nodes())? > p.heap_bytes {
+        return Err(AppError::from(csm::verify::SuiteError::Shape {
+            app: p.app.name(),
+            why: format!(
+                "the heap was sized for {nodes} nodes (MC_NODES) but the cluster has {}: \
+                 give --heap-kib {}",
+                mc.nodes(),
+                p.heap_needed(mc.nodes())? >> 10
+            ),
+        })
+        .into());
+    }
+    let o = csm::run(&mc, &p)?;
+    println!("{o}");
+    if let Some(path) = json {
+        let mine = csm::record::NodeReport::from_outcome(&o);
+        if let Some(all) = csm::gather::collect(&mc, &mine)? {
+            let ctx = csm::record::RunContext::from_env(mc.nodes(), mc.registers().link_timing);
+            csm::record::append(path, &csm::record::build(&p, &ctx, &all))?;
+        }
+    }
+    Ok(())
+}
+
 fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let cli = GuestCli::parse();
@@ -280,24 +356,20 @@ fn main() -> ExitCode {
             no_exclusive,
             no_incoming_diffs,
             sequential,
+            preset,
+            variant,
+            json,
         } => {
             let mut p = csm::Params::new(*app, *threads);
             p.size = *size;
             p.iters = *iters;
             p.page_size = *page_size;
-            p.heap_bytes = heap_kib << 10;
             p.exclusive_mode = !no_exclusive;
             p.incoming_diffs = !no_incoming_diffs;
             p.time_sequential = *sequential;
-            let opts = OpenOptions {
-                arena_bytes: (4 << 20) + 2 * p.heap_bytes as u64,
-                ..Default::default()
-            };
-            open_with(&cli, &opts).and_then(|mc| {
-                let o = csm::run(&mc, &p)?;
-                println!("{o}");
-                Ok(())
-            })
+            p.preset = *preset;
+            p.variant = *variant;
+            csm_main(&cli, p, *heap_kib, json.as_deref())
         }
         GuestCommand::Bench { which, iters } => open(&cli).and_then(|mc| {
             let report = bench::run(&mc, *which, *iters)?;

@@ -7,6 +7,7 @@
 
 use cashmere::{Csm, CsmError, SharedArray};
 
+use super::suite::ComputeWindow;
 use super::AppError;
 
 pub struct GaussData {
@@ -15,6 +16,8 @@ pub struct GaussData {
     n: usize,
     /// Elements from one row to the next: n + 1 rounded up to whole pages.
     stride: usize,
+    /// The node's counters at the end of the computation.
+    pub window: ComputeWindow,
 }
 
 pub fn setup(csm: &Csm, n: usize) -> Result<GaussData, CsmError> {
@@ -25,6 +28,7 @@ pub fn setup(csm: &Csm, n: usize) -> Result<GaussData, CsmError> {
         x: csm.alloc(n, true)?,
         n,
         stride,
+        window: ComputeWindow::default(),
     })
 }
 
@@ -95,8 +99,8 @@ pub fn run(csm: &Csm, d: &GaussData, tid: usize) -> Result<u64, AppError> {
             d.x.set(i, *v);
         }
     }
-    csm.barrier()?;
-    csm.mark_end();
+    // End of the computation; the node's counters are kept before checking.
+    d.window.end(csm, tid)?;
     let want = sequential(n);
     for (i, wv) in want.iter().enumerate() {
         let v = d.x.get(i);

@@ -1,15 +1,36 @@
 //! Programs on Cashmere (`mc-guest csm APP`): the seed's debugging programs
-//! `wtest` and `test`, and SOR, Gauss and TSP, each verified; plus the
-//! Table II benchmark (`mc-guest bench csm`).
+//! `wtest` and `test`, and the applications of seed 000 Table III (SOR,
+//! Gauss, TSP here; Barnes, CLU, LU, EM3D, Ilink, Water-Nsquared and
+//! Water-Spatial through `suite`), each verified; their presets (`problem`);
+//! the JSON record of a run (`record`, `gather`); plus the Table II
+//! benchmark (`mc-guest bench csm`).
 
+pub mod barnes;
 pub mod bench;
+pub mod blocked_lu;
+pub mod clu;
+pub mod em3d;
+pub mod gather;
 pub mod gauss;
+pub mod ilink;
+pub mod lu;
+pub mod problem;
+pub mod record;
 pub mod sor;
+pub mod suite;
 pub mod tsp;
+pub mod variant;
+pub mod verify;
+pub mod water;
+pub mod water_nsquared;
+pub mod water_spatial;
 pub mod wtest;
 
 use cashmere::{Config, Csm, CsmError, Stats};
 use mc_api::MemoryChannel;
+
+pub use problem::{Preset, Problem};
+pub use variant::ProtocolVariant;
 
 /// Why a Cashmere program failed: Cashmere did, or the result is wrong (each
 /// check names where and what it expected), or it was asked for too much.
@@ -44,6 +65,8 @@ pub enum AppError {
     Gauss { index: usize, got: f64, want: f64 },
     #[error("tsp: best tour {best}, sequential branch and bound finds {want}")]
     TspBest { best: u32, want: u32 },
+    #[error(transparent)]
+    Suite(#[from] verify::SuiteError),
     #[error("tsp: {path:?} is not a tour")]
     TspNotATour { path: Vec<usize> },
     #[error("tsp: tour {path:?} has length {len}, recorded as {best}")]
@@ -61,6 +84,33 @@ pub enum App {
     Sor,
     Gauss,
     Tsp,
+    Barnes,
+    Clu,
+    Lu,
+    Em3d,
+    Ilink,
+    WaterNsquared,
+    WaterSpatial,
+}
+
+impl App {
+    /// The name on the command line and in records.
+    pub fn name(self) -> &'static str {
+        match self {
+            App::Wtest => "wtest",
+            App::Test => "test",
+            App::Sor => "sor",
+            App::Gauss => "gauss",
+            App::Tsp => "tsp",
+            App::Barnes => "barnes",
+            App::Clu => "clu",
+            App::Lu => "lu",
+            App::Em3d => "em3d",
+            App::Ilink => "ilink",
+            App::WaterNsquared => "water-nsquared",
+            App::WaterSpatial => "water-spatial",
+        }
+    }
 }
 
 /// What to run: `size` and `iters` mean what each app says (0: its default).
@@ -77,6 +127,10 @@ pub struct Params {
     pub incoming_diffs: bool,
     /// Also time the app's sequential version on this node (sor, gauss, tsp).
     pub time_sequential: bool,
+    /// Named problem size; `size` and `iters` override parts of it.
+    pub preset: Option<Preset>,
+    /// The protocol (only CSM-DMS exists today).
+    pub variant: ProtocolVariant,
 }
 
 impl Params {
@@ -91,24 +145,56 @@ impl Params {
             exclusive_mode: true,
             incoming_diffs: true,
             time_sequential: false,
+            preset: None,
+            variant: ProtocolVariant::default(),
         }
     }
 
+    /// The problem this run computes: the preset's (default `small`), with
+    /// `size` and `iters` applied.
+    pub fn problem(&self) -> Result<Problem, AppError> {
+        if matches!(self.app, App::Wtest | App::Test) && self.preset.is_some() {
+            return Err(verify::SuiteError::NoPresets {
+                app: self.app.name(),
+            }
+            .into());
+        }
+        let p = problem::preset(self.app, self.preset.unwrap_or_default());
+        Ok(p.with_overrides(self.size, self.iters))
+    }
+
+    /// Shared heap bytes this run needs on `nodes` nodes.
+    pub fn heap_needed(&self, nodes: u32) -> Result<usize, AppError> {
+        let procs = (nodes * self.threads) as usize;
+        Ok(suite::heap_bytes(
+            self.app,
+            self.problem()?,
+            self.page_size,
+            procs,
+        ))
+    }
+
     pub fn config(&self) -> Config {
+        // Gauss sets a flag per row.
+        let rows = match self.problem() {
+            Ok(Problem::Gauss { n }) => n,
+            _ => self.size,
+        };
         Config {
             heap_bytes: self.heap_bytes,
             page_size: self.page_size,
             threads: self.threads,
-            locks: 64,
-            flags: 64.max(self.size as u32),
+            locks: suite::locks(self.app),
+            flags: 64.max(rows as u32),
             exclusive_mode: self.exclusive_mode,
             incoming_diffs: self.incoming_diffs,
         }
     }
 }
 
-/// The largest TSP accepted (about 5 minutes on one node here).
-pub const MAX_TSP_CITIES: usize = 16;
+/// The largest TSP accepted: the paper's 17 cities (seed 000 Table III;
+/// 16 cities took about 5 minutes on one node here).
+pub const MAX_TSP_CITIES: usize = 17;
 
 /// One node's result.
 #[derive(Clone, Debug)]
@@ -122,6 +208,12 @@ pub struct Outcome {
     /// Elements (or values) checked against the expected result.
     pub checked: u64,
     pub stats: Stats,
+    /// The node's counters at the end of the computation, before
+    /// verification, for the programs that keep them.
+    pub compute_stats: Option<Stats>,
+    /// Seconds from Cashmere's start to the end of `finish`.
+    pub total_seconds: f64,
+    pub problem: Problem,
     pub summary: String,
 }
 
@@ -149,46 +241,45 @@ enum AppData {
     S(sor::SorData),
     G(gauss::GaussData),
     T(tsp::TspData),
+    Suite(Box<dyn suite::Workload>),
 }
 
 /// Run `p.app` on this node with `p.threads` threads; every node must call
 /// this with the same parameters.
 pub fn run(mc: &MemoryChannel, p: &Params) -> Result<Outcome, AppError> {
+    let problem = p.problem()?;
+    if let Problem::Tsp { cities } = problem {
+        if !(3..=MAX_TSP_CITIES).contains(&cities) {
+            // Branch and bound is exponential: 14 cities take seconds,
+            // each city more several times as long.
+            return Err(AppError::TspCities(cities));
+        }
+    }
+    let started = std::time::Instant::now();
     let csm = Csm::start(mc, &p.config())?;
-    let (size, iters, summary) = match p.app {
-        App::Wtest | App::Test => {
-            let s = if p.size == 0 { 256 } else { p.size };
-            let i = if p.iters == 0 { 3 } else { p.iters };
-            (
-                s,
-                i,
-                format!("{:?} ({s} elements per thread, {i} rounds)", p.app).to_lowercase(),
-            )
-        }
-        App::Sor => {
-            let s = if p.size == 0 { 64 } else { p.size };
-            let i = if p.iters == 0 { 10 } else { p.iters };
-            (s, i, format!("sor ({s}x{s}, {i} iterations)"))
-        }
-        App::Gauss => {
-            let s = if p.size == 0 { 48 } else { p.size };
-            (s, 0, format!("gauss ({s}x{s})"))
-        }
-        App::Tsp => {
-            let s = if p.size == 0 { 9 } else { p.size };
-            if !(3..=MAX_TSP_CITIES).contains(&s) {
-                // Branch and bound is exponential: 14 cities take seconds,
-                // each city more several times as long.
-                return Err(AppError::TspCities(s));
-            }
-            (s, 0, format!("tsp ({s} cities)"))
-        }
+    let summary = match problem {
+        Problem::Wtest { elements, rounds } => format!(
+            "{} ({elements} elements per thread, {rounds} rounds)",
+            p.app.name()
+        ),
+        Problem::Sor { rows, cols, iters } => format!("sor ({rows}x{cols}, {iters} iterations)"),
+        Problem::Gauss { n } => format!("gauss ({n}x{n})"),
+        Problem::Tsp { cities } => format!("tsp ({cities} cities)"),
+        other => format!("{} ({})", p.app.name(), other.describe()),
     };
-    let data = match p.app {
-        App::Wtest | App::Test => AppData::W(wtest::setup(&csm, size)?),
-        App::Sor => AppData::S(sor::setup(&csm, size, size)?),
-        App::Gauss => AppData::G(gauss::setup(&csm, size)?),
-        App::Tsp => AppData::T(tsp::setup(&csm, size)?),
+    let (size, iters) = match problem {
+        Problem::Wtest { elements, rounds } => (elements, rounds),
+        Problem::Sor { rows, iters, .. } => (rows, iters),
+        Problem::Gauss { n } => (n, 0),
+        Problem::Tsp { cities } => (cities, 0),
+        _ => (0, 0),
+    };
+    let data = match (p.app, problem) {
+        (App::Wtest | App::Test, _) => AppData::W(wtest::setup(&csm, size)?),
+        (App::Sor, Problem::Sor { rows, cols, .. }) => AppData::S(sor::setup(&csm, rows, cols)?),
+        (App::Gauss, _) => AppData::G(gauss::setup(&csm, size)?),
+        (App::Tsp, _) => AppData::T(tsp::setup(&csm, size)?),
+        (app, problem) => AppData::Suite(suite::setup(app, problem, &csm)?),
     };
     let data = std::sync::Arc::new(data);
     let app = p.app;
@@ -206,6 +297,7 @@ pub fn run(mc: &MemoryChannel, p: &Params) -> Result<Outcome, AppError> {
                         (AppData::S(d), _) => sor::run(&csm, d, tid, iters),
                         (AppData::G(d), _) => gauss::run(&csm, d, tid),
                         (AppData::T(d), _) => tsp::run(&csm, d, tid),
+                        (AppData::Suite(w), _) => w.run(&csm, tid),
                     };
                     if r.is_err() {
                         // Nobody, here or elsewhere, waits for this thread.
@@ -235,24 +327,27 @@ pub fn run(mc: &MemoryChannel, p: &Params) -> Result<Outcome, AppError> {
     }
     let stats = csm.finish()?;
     let seconds = csm.timed().unwrap_or(f64::NAN);
-    let sequential_seconds = if p.time_sequential {
-        let t = std::time::Instant::now();
-        match p.app {
-            App::Sor => drop(std::hint::black_box(sor::sequential(size, size, iters))),
-            App::Gauss => drop(std::hint::black_box(gauss::sequential(size))),
-            App::Tsp => drop(std::hint::black_box(tsp::sequential(size))),
-            App::Wtest | App::Test => {}
-        }
-        matches!(p.app, App::Sor | App::Gauss | App::Tsp).then(|| t.elapsed().as_secs_f64())
-    } else {
-        None
+    let total_seconds = started.elapsed().as_secs_f64();
+    let compute_stats = match &*data {
+        AppData::G(d) => d.window.stats(),
+        AppData::T(d) => d.window.stats(),
+        AppData::Suite(w) => w.window().stats(),
+        AppData::W(_) | AppData::S(_) => None,
     };
+    let procs = (csm.nodes() * csm.threads()) as usize;
+    let sequential_seconds = p
+        .time_sequential
+        .then(|| suite::time_sequential(p.app, problem, procs))
+        .flatten();
     Ok(Outcome {
         node: csm.node_id(),
         seconds,
         sequential_seconds,
         checked,
         stats,
+        compute_stats,
+        total_seconds,
+        problem,
         summary,
     })
 }

@@ -5,6 +5,7 @@
 
 use cashmere::{Csm, CsmError, SharedArray};
 
+use super::suite::ComputeWindow;
 use super::AppError;
 
 pub struct TspData {
@@ -13,6 +14,8 @@ pub struct TspData {
     best: SharedArray<u32>,
     path: SharedArray<u32>,
     cities: usize,
+    /// The node's counters at the end of the computation.
+    pub window: ComputeWindow,
 }
 
 pub fn setup(csm: &Csm, cities: usize) -> Result<TspData, CsmError> {
@@ -22,6 +25,7 @@ pub fn setup(csm: &Csm, cities: usize) -> Result<TspData, CsmError> {
         best: csm.alloc(1, false)?,
         path: csm.alloc(cities, false)?,
         cities,
+        window: ComputeWindow::default(),
     })
 }
 
@@ -159,8 +163,8 @@ pub fn run(csm: &Csm, data: &TspData, tid: usize) -> Result<u64, AppError> {
             return Err(e.into());
         }
     }
-    csm.barrier()?;
-    csm.mark_end();
+    // End of the computation; the node's counters are kept before checking.
+    data.window.end(csm, tid)?;
     let best = data.best.get(0);
     let want = sequential(c);
     if best != want {

@@ -1,0 +1,100 @@
+//! CLU: SPLASH-2's LU with contiguous blocks (seed 000 s.3.2). Each tile is
+//! stored contiguously and each processor's tiles together, starting on a
+//! page of their own, so a page holds one processor's data: no false
+//! sharing, and pages move only as whole perimeter tiles are read. The
+//! algorithm is in `blocked_lu.rs`.
+
+use cashmere::Csm;
+
+use super::blocked_lu::{BlockedLu, Owners, TileLayout, Tiles};
+use super::problem::HeapPlan;
+use super::AppError;
+
+/// Tile (I, J) at `base[I * nb + J]`, row-major inside; a processor's tiles
+/// one after another (by tile column, then row), each processor's run
+/// starting on a page boundary.
+pub struct Contiguous {
+    tiles: Tiles,
+    base: Vec<usize>,
+    len: usize,
+}
+
+impl Contiguous {
+    pub fn new(tiles: Tiles, owners: Owners, procs: usize, page_size: u32) -> Contiguous {
+        let nb = tiles.nb;
+        let per_page = page_size as usize / 8;
+        let mut base = vec![0; nb * nb];
+        let mut next = 0usize;
+        for p in 0..procs {
+            next = next.div_ceil(per_page) * per_page;
+            for tj in 0..nb {
+                for ti in 0..nb {
+                    if owners.owner(ti, tj) == p {
+                        base[ti * nb + tj] = next;
+                        next += tiles.b * tiles.b;
+                    }
+                }
+            }
+        }
+        Contiguous {
+            tiles,
+            base,
+            len: next.max(1),
+        }
+    }
+}
+
+impl TileLayout for Contiguous {
+    fn index(&self, i: usize, j: usize) -> usize {
+        let b = self.tiles.b;
+        self.base[(i / b) * self.tiles.nb + j / b] + (i % b) * b + j % b
+    }
+    fn elements(&self) -> usize {
+        self.len
+    }
+}
+
+fn layout(csm_procs: usize, n: usize, block: usize, page_size: u32) -> (Tiles, Owners, Contiguous) {
+    let tiles = Tiles::new(n, block);
+    let owners = Owners::square(csm_procs);
+    let layout = Contiguous::new(tiles, owners, csm_procs, page_size);
+    (tiles, owners, layout)
+}
+
+pub fn setup(csm: &Csm, n: usize, block: usize) -> Result<BlockedLu<Contiguous>, AppError> {
+    let procs = (csm.nodes() * csm.threads()) as usize;
+    let (tiles, owners, layout) = layout(procs, n, block, csm.page_size());
+    let a = csm.alloc(layout.elements(), true)?;
+    Ok(BlockedLu::new("clu", tiles, owners, layout, a))
+}
+
+pub fn footprint(n: usize, block: usize, page_size: u32, procs: usize) -> usize {
+    let (_, _, layout) = layout(procs, n, block, page_size);
+    HeapPlan::new(page_size)
+        .array::<f64>(layout.elements(), true)
+        .bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_element_has_its_own_slot_and_processors_start_on_pages() {
+        let (tiles, owners, l) = layout(4, 40, 16, 8192);
+        let mut seen = std::collections::HashSet::new();
+        for i in 0..40 {
+            for j in 0..40 {
+                assert!(seen.insert(l.index(i, j)), "({i},{j})");
+                assert!(l.index(i, j) < l.elements());
+            }
+        }
+        for p in 0..4 {
+            let first = (0..tiles.nb)
+                .flat_map(|tj| (0..tiles.nb).map(move |ti| (ti, tj)))
+                .find(|&(ti, tj)| owners.owner(ti, tj) == p)
+                .map(|(ti, tj)| l.base[ti * tiles.nb + tj]);
+            assert_eq!(first.map(|b| b % 1024), Some(0), "processor {p}");
+        }
+    }
+}

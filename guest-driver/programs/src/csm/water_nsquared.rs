@@ -1,0 +1,228 @@
+//! Water-Nsquared (SPLASH-2; seed 000 s.3.2): molecules are the unit of
+//! partitioning, each processor owning a contiguous range. Each step every
+//! processor predicts its molecules and computes their intramolecular
+//! forces; after a barrier it computes the intermolecular forces of each of
+//! its molecules with the following half of all molecules (the O(n^2)
+//! pair loop), adds them up privately, then adds them into the shared
+//! forces of every molecule it touched under that molecule's lock; after a
+//! barrier it corrects its molecules, and adds its energies under a lock.
+//!
+//! Sharing (seed 000 s.3.4.1): "Water-Nsquared uses per-molecule locks, and
+//! so performs a very large number of lock operations"; every processor
+//! reads half of all positions each step, and writes forces of molecules
+//! homed elsewhere (multiple writers per page, diffs at every release).
+//!
+//! The order in which processors add into a molecule's force depends on
+//! who gets its lock first, so sums differ from the sequential run's in the
+//! last bits: every value of every molecule record and the energies are
+//! compared within `TOLERANCE` (relative, see `verify::close`).
+
+use std::ops::Range;
+use std::sync::OnceLock;
+
+use cashmere::{Csm, SharedArray};
+
+use super::problem::HeapPlan;
+use super::suite::{ComputeWindow, Workload};
+use super::verify;
+use super::water::{self, Mol, Pairs, WaterBox, WaterResult, FORCE, MOL};
+use super::AppError;
+
+/// Relative tolerance of the comparison with the sequential run.
+pub const TOLERANCE: f64 = 1e-9;
+const ENERGY_LOCK: u32 = 1;
+pub const MOL_LOCK_BASE: u32 = 2;
+pub const MOL_LOCKS: u32 = 256;
+
+pub fn footprint(n: usize, steps: u32, page_size: u32) -> usize {
+    HeapPlan::new(page_size)
+        .array::<f64>(n * MOL, true)
+        .array::<f64>(2 * steps as usize, true)
+        .bytes()
+}
+
+/// Shared molecule records and per-step energies, with their accessors.
+pub struct MolArray {
+    pub mols: SharedArray<f64>,
+    pub energy: SharedArray<f64>,
+}
+
+impl MolArray {
+    pub fn alloc(csm: &Csm, n: usize, steps: u32) -> Result<MolArray, AppError> {
+        Ok(MolArray {
+            mols: csm.alloc(n * MOL, true)?,
+            energy: csm.alloc(2 * steps as usize, true)?,
+        })
+    }
+    pub fn load(&self, i: usize) -> Mol {
+        std::array::from_fn(|k| self.mols.get(i * MOL + k))
+    }
+    /// Positions only (derivative 0 of the 3 sites), the rest zero.
+    pub fn load_positions(&self, i: usize) -> Mol {
+        let mut m = [0.0; MOL];
+        for (k, v) in m.iter_mut().enumerate().take(9) {
+            *v = self.mols.get(i * MOL + k);
+        }
+        m
+    }
+    pub fn store(&self, i: usize, m: &Mol) {
+        for (k, v) in m.iter().enumerate().take(7 * 9) {
+            self.mols.set(i * MOL + k, *v);
+        }
+    }
+    /// Add `f` into molecule `i`'s shared force.
+    pub fn add_force(&self, i: usize, f: &[f64; 9]) {
+        for (k, v) in f.iter().enumerate() {
+            let at = i * MOL + FORCE * 9 + k;
+            self.mols.set(at, self.mols.get(at) + v);
+        }
+    }
+    /// Add this processor's energies of `step` (under the energy lock).
+    pub fn add_energy(&self, csm: &Csm, step: usize, pot: f64, kin: f64) -> Result<(), AppError> {
+        csm.lock_acquire(ENERGY_LOCK)?;
+        self.energy.set(2 * step, self.energy.get(2 * step) + pot);
+        self.energy
+            .set(2 * step + 1, self.energy.get(2 * step + 1) + kin);
+        csm.lock_release(ENERGY_LOCK)?;
+        Ok(())
+    }
+
+    /// Compare molecule `i`'s record with the sequential run's.
+    pub fn check(&self, app: &'static str, i: usize, want: &Mol) -> Result<u64, AppError> {
+        for (k, w) in want.iter().enumerate().take(7 * 9) {
+            let at = i * MOL + k;
+            verify::close(app, "molecule record", at, self.mols.get(at), *w, TOLERANCE)?;
+        }
+        Ok(7 * 9)
+    }
+
+    /// Compare the energies of every step with the sequential run's.
+    pub fn check_energy(&self, app: &'static str, want: &WaterResult) -> Result<u64, AppError> {
+        for (s, e) in want.energy.iter().enumerate() {
+            verify::close(
+                app,
+                "potential energy",
+                s,
+                self.energy.get(2 * s),
+                e[0],
+                TOLERANCE,
+            )?;
+            verify::close(
+                app,
+                "kinetic energy",
+                s,
+                self.energy.get(2 * s + 1),
+                e[1],
+                TOLERANCE,
+            )?;
+        }
+        Ok(2 * want.energy.len() as u64)
+    }
+}
+
+pub struct WaterNsquared {
+    wb: WaterBox,
+    steps: u32,
+    procs: usize,
+    shared: MolArray,
+    reference: OnceLock<WaterResult>,
+    window: ComputeWindow,
+}
+
+pub fn setup(csm: &Csm, n: usize, steps: u32) -> Result<WaterNsquared, AppError> {
+    Ok(WaterNsquared {
+        wb: WaterBox::new(n),
+        steps,
+        procs: (csm.nodes() * csm.threads()) as usize,
+        shared: MolArray::alloc(csm, n, steps)?,
+        reference: OnceLock::new(),
+        window: ComputeWindow::default(),
+    })
+}
+
+fn range(p: usize, procs: usize, n: usize) -> Range<usize> {
+    p * n / procs..(p + 1) * n / procs
+}
+
+impl Workload for WaterNsquared {
+    fn run(&self, csm: &Csm, tid: usize) -> Result<u64, AppError> {
+        let n = self.wb.molecules;
+        let sh = &self.shared;
+        let mine = range(tid, self.procs, n);
+        for i in mine.clone() {
+            sh.store(i, &water::initial(i, &self.wb));
+        }
+        if tid == 0 {
+            for k in 0..2 * self.steps as usize {
+                sh.energy.set(k, 0.0);
+            }
+        }
+        csm.barrier()?;
+        csm.mark_start();
+        for step in 0..self.steps as usize {
+            let mut pot = 0.0;
+            for i in mine.clone() {
+                let mut m = sh.load(i);
+                water::predict(&mut m);
+                pot += water::intra(&mut m);
+                sh.store(i, &m);
+            }
+            csm.barrier()?;
+            let mut pos: Vec<Option<Mol>> = vec![None; n];
+            let mut f = vec![[0.0; 9]; n];
+            let mut touched = vec![false; n];
+            for i in mine.clone() {
+                for j in water::half_shell(n, i) {
+                    for k in [i, j] {
+                        if pos[k].is_none() {
+                            pos[k] = Some(sh.load_positions(k));
+                        }
+                    }
+                    let (mut fi, mut fj) = ([0.0; 9], [0.0; 9]);
+                    let (a, b) = (pos[i].as_ref(), pos[j].as_ref());
+                    if let (Some(a), Some(b)) = (a, b) {
+                        if let Some(e) = water::pair(&self.wb, a, b, &mut fi, &mut fj) {
+                            pot += e;
+                            water::add(&mut f[i], &fi);
+                            water::add(&mut f[j], &fj);
+                            touched[i] = true;
+                            touched[j] = true;
+                        }
+                    }
+                }
+            }
+            for j in (0..n).filter(|&j| touched[j]) {
+                let lock = MOL_LOCK_BASE + j as u32 % MOL_LOCKS;
+                csm.lock_acquire(lock)?;
+                sh.add_force(j, &f[j]);
+                csm.lock_release(lock)?;
+            }
+            csm.barrier()?;
+            let mut kin = 0.0;
+            for i in mine.clone() {
+                let mut m = sh.load(i);
+                water::correct(&mut m);
+                water::wrap(&self.wb, &mut m);
+                kin += water::kinetic(&m);
+                sh.store(i, &m);
+            }
+            sh.add_energy(csm, step, pot, kin)?;
+        }
+        self.window.end(csm, tid)?;
+        let want = self
+            .reference
+            .get_or_init(|| water::sequential(n, self.steps, Pairs::HalfShell));
+        let mut checked = 0;
+        for i in mine {
+            checked += sh.check("water-nsquared", i, &want.mols[i])?;
+        }
+        if tid == 0 {
+            checked += sh.check_energy("water-nsquared", want)?;
+        }
+        Ok(checked)
+    }
+
+    fn window(&self) -> &ComputeWindow {
+        &self.window
+    }
+}

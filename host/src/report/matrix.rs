@@ -1,0 +1,311 @@
+//! What `report run` runs: applications x protocol variants x cluster
+//! shapes at one preset, plus one sequential baseline per application (a
+//! 1-node, 1-thread run that also times the sequential program: Table
+//! III's time and every speedup's numerator). Each run has a key; a results
+//! file that already holds a key's successful record makes the run done.
+
+use std::path::Path;
+use std::str::FromStr;
+
+/// The applications of seed 000 Table III, as `mc-guest csm` names them.
+pub const APPS: [&str; 10] = [
+    "barnes",
+    "clu",
+    "lu",
+    "em3d",
+    "gauss",
+    "ilink",
+    "sor",
+    "tsp",
+    "water-nsquared",
+    "water-spatial",
+];
+
+pub const PRESETS: [&str; 3] = ["small", "medium", "paper"];
+
+/// What is wrong with a matrix on the command line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MatrixError {
+    #[error("{0:?} is not a configuration: NODES:THREADS, e.g. 2:1 or 4:2")]
+    BadShape(String),
+    #[error("{0:?} is not an application (known: {apps}, or all)", apps = APPS.join(", "))]
+    UnknownApp(String),
+    #[error("{0:?} is not a preset (small, medium, paper)")]
+    UnknownPreset(String),
+    #[error("no {0} given")]
+    Empty(&'static str),
+}
+
+/// A cluster: nodes, and application threads per node. Seed 000 writes
+/// configurations as processors:processors-per-node; 2:2 here (2 nodes, 2
+/// threads each) is the paper's 4:2.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ClusterShape {
+    pub nodes: u32,
+    pub threads: u32,
+}
+
+impl ClusterShape {
+    pub fn processors(&self) -> u32 {
+        self.nodes * self.threads
+    }
+    /// The paper's notation, processors:per-node.
+    pub fn paper(&self) -> String {
+        format!("{}:{}", self.processors(), self.threads)
+    }
+    /// 1L with one thread per node, 2L with more (seed 000 s.3.3).
+    pub fn levels(&self) -> &'static str {
+        if self.threads > 1 {
+            "2L"
+        } else {
+            "1L"
+        }
+    }
+}
+
+impl std::fmt::Display for ClusterShape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.nodes, self.threads)
+    }
+}
+
+impl FromStr for ClusterShape {
+    type Err = MatrixError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || MatrixError::BadShape(s.to_string());
+        let (n, t) = s.trim().split_once(':').ok_or_else(bad)?;
+        let nodes: u32 = n.parse().map_err(|_| bad())?;
+        let threads: u32 = t.parse().map_err(|_| bad())?;
+        if !(1..=64).contains(&nodes) || !(1..=64).contains(&threads) {
+            return Err(bad());
+        }
+        Ok(ClusterShape { nodes, threads })
+    }
+}
+
+/// One run of the matrix.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunSpec {
+    pub app: String,
+    pub preset: Option<String>,
+    /// Passed as `--variant` when given.
+    pub variant: Option<String>,
+    pub shape: ClusterShape,
+    /// The sequential baseline (1:1, `--sequential`).
+    pub baseline: bool,
+    pub delivery: String,
+    pub seed: Option<u64>,
+    pub link: String,
+}
+
+impl RunSpec {
+    /// What identifies the run in a results file.
+    pub fn key(&self) -> String {
+        format!(
+            "{}|{}|{}|{}|{}|{}|{}",
+            self.app,
+            self.preset.as_deref().unwrap_or("default"),
+            if self.baseline {
+                "baseline"
+            } else {
+                self.variant.as_deref().unwrap_or("default")
+            },
+            self.shape,
+            self.delivery,
+            self.link,
+            self.seed.map_or("-".to_string(), |s| s.to_string()),
+        )
+    }
+
+    /// A file name for the run's log.
+    pub fn file_stem(&self) -> String {
+        self.key()
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect()
+    }
+
+    /// `mc-host run` arguments before `--`.
+    pub fn host_args(&self, timeout_s: u64) -> Vec<String> {
+        let mut a = vec![
+            "run".to_string(),
+            "--nodes".into(),
+            self.shape.nodes.to_string(),
+            "--threads".into(),
+            self.shape.threads.to_string(),
+            "--delivery".into(),
+            self.delivery.clone(),
+            "--link".into(),
+            self.link.clone(),
+            "--timeout".into(),
+            timeout_s.to_string(),
+        ];
+        if let Some(s) = self.seed {
+            a.extend(["--seed".into(), s.to_string()]);
+        }
+        a
+    }
+
+    /// `mc-guest csm ...` with the record going to `json`.
+    pub fn guest_args(&self, json: &Path) -> Vec<String> {
+        let mut a = vec!["mc-guest".to_string(), "csm".into(), self.app.clone()];
+        if let Some(p) = &self.preset {
+            a.extend(["--preset".into(), p.clone()]);
+        }
+        if self.baseline {
+            a.push("--sequential".into());
+        } else if let Some(v) = &self.variant {
+            a.extend(["--variant".into(), v.clone()]);
+        }
+        a.extend(["--json".into(), json.display().to_string()]);
+        a
+    }
+}
+
+/// The shape of a matrix, from the command line.
+#[derive(Clone, Debug)]
+pub struct Matrix {
+    pub apps: Vec<String>,
+    pub variants: Option<Vec<String>>,
+    pub shapes: Vec<ClusterShape>,
+    pub preset: Option<String>,
+    pub delivery: String,
+    pub seed: Option<u64>,
+    pub link: String,
+    pub baselines: bool,
+}
+
+/// Comma-separated applications; `all` for the ten.
+pub fn parse_apps(list: &str) -> Result<Vec<String>, MatrixError> {
+    let mut out = Vec::new();
+    for a in list.split(',').map(str::trim).filter(|a| !a.is_empty()) {
+        if a == "all" {
+            out.extend(APPS.iter().map(|s| s.to_string()));
+        } else if APPS.contains(&a) {
+            out.push(a.to_string());
+        } else {
+            return Err(MatrixError::UnknownApp(a.to_string()));
+        }
+    }
+    out.dedup();
+    if out.is_empty() {
+        return Err(MatrixError::Empty("applications"));
+    }
+    Ok(out)
+}
+
+pub fn parse_shapes(list: &str) -> Result<Vec<ClusterShape>, MatrixError> {
+    let shapes: Vec<ClusterShape> = list
+        .split(',')
+        .filter(|s| !s.trim().is_empty())
+        .map(str::parse)
+        .collect::<Result<_, _>>()?;
+    if shapes.is_empty() {
+        return Err(MatrixError::Empty("configurations"));
+    }
+    Ok(shapes)
+}
+
+pub fn check_preset(p: &str) -> Result<String, MatrixError> {
+    if PRESETS.contains(&p) {
+        Ok(p.to_string())
+    } else {
+        Err(MatrixError::UnknownPreset(p.to_string()))
+    }
+}
+
+impl Matrix {
+    /// Every run, application by application: its baseline first, then each
+    /// variant on each shape.
+    pub fn runs(&self) -> Vec<RunSpec> {
+        let base = |app: &str, variant: Option<String>, shape, baseline| RunSpec {
+            app: app.to_string(),
+            preset: self.preset.clone(),
+            variant,
+            shape,
+            baseline,
+            delivery: self.delivery.clone(),
+            seed: self.seed,
+            link: self.link.clone(),
+        };
+        let variants: Vec<Option<String>> = match &self.variants {
+            Some(v) => v.iter().cloned().map(Some).collect(),
+            None => vec![None],
+        };
+        let mut out = Vec::new();
+        for app in &self.apps {
+            if self.baselines {
+                let one = ClusterShape {
+                    nodes: 1,
+                    threads: 1,
+                };
+                out.push(base(app, None, one, true));
+            }
+            for v in &variants {
+                for s in &self.shapes {
+                    out.push(base(app, v.clone(), *s, false));
+                }
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shapes_parse_and_print_both_notations() {
+        let s: ClusterShape = "2:2".parse().unwrap();
+        assert_eq!((s.nodes, s.threads, s.processors()), (2, 2, 4));
+        assert_eq!(s.paper(), "4:2");
+        assert_eq!(s.levels(), "2L");
+        assert!("2".parse::<ClusterShape>().is_err());
+        assert!("0:1".parse::<ClusterShape>().is_err());
+        assert_eq!(parse_shapes("2:1, 4:1").unwrap().len(), 2);
+        assert_eq!(
+            parse_apps("clu,bogus"),
+            Err(MatrixError::UnknownApp("bogus".into()))
+        );
+        assert_eq!(parse_apps("all").unwrap().len(), 10);
+    }
+
+    #[test]
+    fn matrix_has_a_baseline_per_app_and_passes_the_variant() {
+        let m = Matrix {
+            apps: vec!["clu".into(), "sor".into()],
+            variants: Some(vec!["dms".into()]),
+            shapes: parse_shapes("2:1,2:2").unwrap(),
+            preset: Some("small".into()),
+            delivery: "eager".into(),
+            seed: None,
+            link: "unthrottled".into(),
+            baselines: true,
+        };
+        let runs = m.runs();
+        assert_eq!(runs.len(), 6);
+        assert!(runs[0].baseline && runs[0].shape.processors() == 1);
+        let g = runs[1].guest_args(Path::new("/r.json"));
+        assert_eq!(
+            g.join(" "),
+            "mc-guest csm clu --preset small --variant dms --json /r.json"
+        );
+        assert!(runs[0]
+            .guest_args(Path::new("/r"))
+            .contains(&"--sequential".to_string()));
+        assert_eq!(runs[1].key(), "clu|small|dms|2:1|eager|unthrottled|-");
+        let keys: std::collections::HashSet<String> = runs.iter().map(RunSpec::key).collect();
+        assert_eq!(keys.len(), runs.len());
+        assert!(runs[2]
+            .host_args(60)
+            .join(" ")
+            .starts_with("run --nodes 2 --threads 2"));
+    }
+}
