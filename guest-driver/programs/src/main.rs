@@ -102,13 +102,25 @@ enum GuestCommand {
         /// gauss: matrix side; tsp: cities, 3 to 16); 0 for the app's default.
         #[arg(long, default_value_t = 0)]
         size: usize,
+        /// SOR: interior rows of a rectangular grid (with --cols).
+        #[arg(long, default_value_t = 0, requires = "cols")]
+        rows: usize,
+        /// SOR: columns of a rectangular grid (with --rows).
+        #[arg(long, default_value_t = 0, requires = "rows")]
+        cols: usize,
+        /// SOR: a named grid (paper: the paper's 3072x4096, 96 MiB; half:
+        /// 1536x2048, 24 MiB; quarter: 768x1024, 6 MiB). Give the guest RAM
+        /// for it: --ram-mib over 2x the grid (docs/cashmere.md).
+        #[arg(long, value_enum, conflicts_with_all = ["rows", "cols", "size"])]
+        preset: Option<csm::SorPreset>,
         /// Rounds or iterations (wtest/test/sor); 0 for the default.
         #[arg(long, default_value_t = 0)]
         iters: u32,
         /// Coherence unit in bytes: 8192 or 4096.
         #[arg(long, default_value_t = 8192)]
         page_size: u32,
-        /// Shared heap in KiB.
+        /// Shared heap in KiB (at least; sor and gauss grow it to what their
+        /// data needs).
         #[arg(long, default_value_t = 1024)]
         heap_kib: usize,
         /// Do not let a sole-sharer home go Exclusive.
@@ -122,6 +134,11 @@ enum GuestCommand {
         /// speedup.
         #[arg(long)]
         sequential: bool,
+        /// Print where each thread's time went in the timed part (compute,
+        /// faults, fetches, diffs, barriers, locks, flags, answering other
+        /// nodes; time on a core and waiting for one).
+        #[arg(long)]
+        stats: bool,
     },
 }
 
@@ -253,23 +270,32 @@ fn main() -> ExitCode {
             app,
             threads,
             size,
+            rows,
+            cols,
+            preset,
             iters,
             page_size,
             heap_kib,
             no_exclusive,
             no_incoming_diffs,
             sequential,
+            stats,
         } => {
             let mut p = csm::Params::new(*app, *threads);
             p.size = *size;
+            (p.rows, p.cols) = match preset {
+                Some(g) => (g.grid().rows, g.grid().cols),
+                None => (*rows, *cols),
+            };
             p.iters = *iters;
             p.page_size = *page_size;
             p.heap_bytes = heap_kib << 10;
             p.exclusive_mode = !no_exclusive;
             p.incoming_diffs = !no_incoming_diffs;
             p.time_sequential = *sequential;
+            p.time_breakdown = *stats;
             let opts = OpenOptions {
-                arena_bytes: (4 << 20) + 2 * p.heap_bytes as u64,
+                arena_bytes: (4 << 20) + 2 * p.heap() as u64,
                 ..Default::default()
             };
             open_with(&cli, &opts).and_then(|mc| {

@@ -1,0 +1,216 @@
+//! The one way Cashmere waits: spin briefly, then sleep on the node's
+//! doorbell, which whoever makes progress possible rings.
+//!
+//! Almost everything a node waits for is a store from the network into its
+//! mailbox (a reply, a barrier arrival or sense, its own echo, a ring), and
+//! every such store raises an interrupt-on-receive event (seed 004). The
+//! node's protocol thread is the one thread that blocks on the adapter's
+//! event signal; each time it wakes and takes events it rings the doorbell,
+//! a futex word, and every other waiter of the node (application threads,
+//! including ones resolving a fault inside the SIGSEGV handler) sleeps on
+//! that word. Local changes (a thread of the node setting a flag, the stop at
+//! `finish`) ring it directly.
+//!
+//! Spinning first keeps short waits cheap (a wake-up costs 10-30 us here);
+//! sleeping after it gives the core to the threads the wait depends on (the
+//! hub, the other node's protocol thread) when there are fewer cores than
+//! runnable threads. No waiter ever loops on `sched_yield`.
+//!
+//! Signal safety: `futex(2)` and `clock_gettime` are system calls with no
+//! user-space locks or allocation; a waiter in the fault handler uses this
+//! as any other thread does.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+/// How long a waiter spins before it sleeps, and how long one sleep lasts
+/// at most before it looks again (a bound, for wake-ups that cannot come:
+/// a lost packet, a crashed node).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WaitPolicy {
+    pub spin: Duration,
+    pub nap: Duration,
+}
+
+impl WaitPolicy {
+    /// Waits for another node's answer (a page, a barrier): a round trip
+    /// through the hub and a remote protocol thread takes tens of
+    /// microseconds when both have a core.
+    pub const REMOTE: WaitPolicy = WaitPolicy {
+        spin: Duration::from_micros(30),
+        nap: Duration::from_millis(5),
+    };
+    /// Waits for this node's own loopback: one pass of the hub.
+    pub const LOOPBACK: WaitPolicy = WaitPolicy {
+        spin: Duration::from_micros(20),
+        nap: Duration::from_millis(2),
+    };
+}
+
+/// The node's doorbell: a generation counter threads sleep on.
+#[derive(Debug, Default)]
+pub struct Doorbell {
+    generation: AtomicU32,
+    sleepers: AtomicU32,
+}
+
+impl Doorbell {
+    /// Something a waiter may be waiting for has happened: wake them all to
+    /// look again.
+    pub fn ring(&self) {
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        if self.sleepers.load(Ordering::SeqCst) > 0 {
+            futex_wake_all(&self.generation);
+        }
+    }
+
+    /// Wait until `ready` yields a value or an error: spin for `policy.spin`,
+    /// then sleep until the doorbell rings (at most `policy.nap` at a time).
+    /// `ready` decides about timeouts and failures (it returns `Err`).
+    pub fn wait<T, E>(
+        &self,
+        policy: WaitPolicy,
+        mut ready: impl FnMut() -> Result<Option<T>, E>,
+    ) -> Result<T, E> {
+        let start = Instant::now();
+        let mut polls = 0u32;
+        loop {
+            if let Some(v) = ready()? {
+                return Ok(v);
+            }
+            polls += 1;
+            // Reading the clock costs more than a poll: every 32nd.
+            if polls % 32 == 0 && start.elapsed() >= policy.spin {
+                break;
+            }
+            std::hint::spin_loop();
+        }
+        loop {
+            // Registered before looking: a ring after the look either bumps
+            // the generation we sleep on (the futex returns at once) or sees
+            // us registered and wakes us.
+            self.sleepers.fetch_add(1, Ordering::SeqCst);
+            let seen = self.generation.load(Ordering::SeqCst);
+            let r = ready();
+            if !matches!(r, Ok(None)) {
+                self.sleepers.fetch_sub(1, Ordering::SeqCst);
+                return r.map(|v| v.expect("checked above"));
+            }
+            futex_wait(&self.generation, seen, policy.nap);
+            self.sleepers.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+/// Wait until this node's echo `mark` is back (`seen() >= mark`). An echo
+/// is a packet like any other: where packets may be lost (no `--reliable`),
+/// one that does not come back in 50 ms is posted again (`post` returns the
+/// new mark), and the wait goes on for that one. `meanwhile` runs at every
+/// look (answering requests, say) and ends the wait with its error (a node
+/// failed, too long).
+pub fn await_echo<E>(
+    bell: &Doorbell,
+    mut mark: u64,
+    post: impl Fn() -> Result<u64, E>,
+    seen: impl Fn() -> u64,
+    mut meanwhile: impl FnMut() -> Result<(), E>,
+) -> Result<(), E> {
+    const AGAIN: Duration = Duration::from_millis(50);
+    let mut asked = Instant::now();
+    bell.wait(WaitPolicy::LOOPBACK, || {
+        if seen() >= mark {
+            return Ok(Some(()));
+        }
+        meanwhile()?;
+        if asked.elapsed() > AGAIN {
+            mark = post()?;
+            asked = Instant::now();
+        }
+        Ok(None)
+    })
+}
+
+fn futex_wait(word: &AtomicU32, expected: u32, timeout: Duration) {
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs() as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: FUTEX_WAIT reads the aligned 32-bit word `word` points at,
+    // which lives as long as this call; `ts` is a valid timespec. A spurious
+    // or early return is harmless: the caller looks again.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+            expected,
+            &ts as *const libc::timespec,
+            0usize,
+            0u32,
+        );
+    }
+}
+
+fn futex_wake_all(word: &AtomicU32) {
+    // SAFETY: FUTEX_WAKE only uses the word's address as a key.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+            i32::MAX,
+            0usize,
+            0usize,
+            0u32,
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+
+    #[test]
+    fn a_sleeping_waiter_is_woken_by_a_ring() {
+        let bell = Arc::new(Doorbell::default());
+        let flag = Arc::new(AtomicBool::new(false));
+        let (b, f) = (bell.clone(), flag.clone());
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            f.store(true, Ordering::Release);
+            b.ring();
+        });
+        let policy = WaitPolicy {
+            spin: Duration::from_micros(1),
+            // Long: only the ring can end the sleep in time.
+            nap: Duration::from_secs(30),
+        };
+        let start = Instant::now();
+        let got: Result<u32, ()> =
+            bell.wait(policy, || Ok(flag.load(Ordering::Acquire).then_some(7)));
+        assert_eq!(got, Ok(7));
+        assert!(start.elapsed() < Duration::from_secs(10));
+        t.join().unwrap();
+    }
+
+    #[test]
+    fn an_error_ends_the_wait_and_a_nap_bounds_a_lost_ring() {
+        let bell = Doorbell::default();
+        let policy = WaitPolicy {
+            spin: Duration::from_micros(1),
+            nap: Duration::from_millis(1),
+        };
+        let start = Instant::now();
+        // Nobody rings: the naps let `ready` see its own deadline.
+        let r: Result<(), &str> = bell.wait(policy, || {
+            if start.elapsed() > Duration::from_millis(20) {
+                Err("late")
+            } else {
+                Ok(None)
+            }
+        });
+        assert_eq!(r, Err("late"));
+    }
+}
