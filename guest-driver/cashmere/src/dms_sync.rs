@@ -20,7 +20,7 @@ use mc_api::{LockSet, MemoryChannel, RxRegion, Sharing, TxRegion};
 use super::mailbox::Mailboxes;
 use super::seams::Synchronization;
 use super::space::{CsmSpace, KEY_LOCKS, KEY_SYNC};
-use super::wait::{Doorbell, WaitPolicy};
+use super::wait::{Doorbell, WaitFor};
 use super::{BarrierWait, CsmError};
 
 const WAIT: Duration = Duration::from_secs(300);
@@ -178,17 +178,22 @@ impl Synchronization for DmsSync {
         Ok(())
     }
 
-    fn barrier(&self, episode: u64) -> Result<(), CsmError> {
+    fn barrier(
+        &self,
+        episode: u64,
+        meanwhile: &mut dyn FnMut() -> Result<(), CsmError>,
+    ) -> Result<(), CsmError> {
         let start = Instant::now();
         let s = &self.space;
         if self.me == 0 {
             // Every other node's arrival is in our mailbox, after its
             // release (its diffs and notices) in its FIFO order: seeing it,
             // we have everything it sent before (total order).
-            self.bell.wait(WaitPolicy::REMOTE, || {
+            self.bell.wait(WaitFor::Remote, || {
                 if (1..s.nodes).all(|n| self.mail.load_u64(s.mb_arrival(n)) >= episode) {
                     return Ok(Some(()));
                 }
+                meanwhile()?;
                 self.check(start, BarrierWait::Arrivals).map(|()| None)
             })?;
             for n in 1..s.nodes {
@@ -198,10 +203,11 @@ impl Synchronization for DmsSync {
             self.mail.post_u64(0, s.mb_arrival(self.me), episode)?;
             // The sense comes after every arrival in the total order, so a
             // node that sees it has every notice sent to it before them.
-            self.bell.wait(WaitPolicy::REMOTE, || {
+            self.bell.wait(WaitFor::Remote, || {
                 if self.mail.load_u64(s.mb_sense()) >= episode {
                     return Ok(Some(()));
                 }
+                meanwhile()?;
                 self.check(start, BarrierWait::Master).map(|()| None)
             })?;
         }

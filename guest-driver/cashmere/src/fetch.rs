@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use crate::node::{Node, DRAIN_PAGE, NULL_PAGE};
 use crate::state::State;
 use crate::times::{self, Activity};
-use crate::wait::WaitPolicy;
+use crate::wait::WaitFor;
 use crate::CsmError;
 
 /// How long a page request waits for its reply before asking again. A reply
@@ -62,7 +62,7 @@ impl Node {
             self.data.send_request(home, seq, p)?;
             st.stats.messages_sent += 1;
             let sent = Instant::now();
-            let heard = self.bell.wait(WaitPolicy::REMOTE, || {
+            let heard = self.bell.wait(WaitFor::Remote, || {
                 if self.data.reply_seq() == seq {
                     return Ok(Some(Heard::Reply));
                 }

@@ -63,7 +63,7 @@ use state::State;
 use times::Activity;
 use twin::TwinSpace;
 use vm::HeapMemory;
-use wait::{Doorbell, WaitPolicy};
+use wait::{Doorbell, WaitFor};
 
 /// What [`Csm::start`] needs; every node must pass the same values.
 #[derive(Clone, Debug)]
@@ -395,7 +395,7 @@ impl Csm {
                 st.stats.barriers += 1;
                 st.barrier_episode
             };
-            n.sync.barrier(episode)?;
+            n.sync.barrier(episode, &mut || n.serve_if_waiting())?;
             let mut st = n.lock_state();
             n.acquire(&mut st)
         })()
@@ -426,13 +426,14 @@ impl Csm {
     pub fn flag_wait(&self, flag: u32) -> Result<u64, CsmError> {
         let v = {
             let _flag = times::enter(Activity::Flag);
-            self.node.bell.wait(WaitPolicy::REMOTE, || {
+            self.node.bell.wait(WaitFor::Remote, || {
                 let v = self.node.sync.flag_get(flag)?;
                 if v != 0 {
                     return Ok::<_, CsmError>(Some(v));
                 }
                 self.check_failed()?;
                 self.node.check_failed()?;
+                self.node.serve_if_waiting()?;
                 Ok(None)
             })?
         };
@@ -519,7 +520,9 @@ impl Csm {
             st.barrier_episode += 1;
             st.barrier_episode
         };
-        self.node.sync.barrier(episode)?;
+        self.node
+            .sync
+            .barrier(episode, &mut || self.node.serve_if_waiting())?;
         self.node.stop.store(true, Ordering::Release);
         self.node.wake_protocol_thread();
         if let Some(h) = self.server.lock().unwrap_or_else(|p| p.into_inner()).take() {

@@ -55,9 +55,6 @@ pub(crate) const NULL_PAGE: u32 = u32::MAX;
 /// s.4.3's RemoteDistributeWN), answered like a null request once done.
 pub(crate) const DRAIN_PAGE: u32 = u32::MAX - 1;
 
-/// How long the protocol thread goes on looking after its last piece of
-/// work before it sleeps: requests come in bursts.
-const PROTOCOL_SPIN: Duration = Duration::from_micros(20);
 /// The longest sleep of the protocol thread (it looks at the membership
 /// then, and at its stop flag).
 const PROTOCOL_NAP: Duration = Duration::from_millis(20);
@@ -221,6 +218,23 @@ impl Node {
             .any(|r| self.data.poll_request(r).0 != self.served[r as usize].load(Ordering::Relaxed))
     }
 
+    /// A thread that waits without holding the state (at a barrier, for a
+    /// flag) answers requests meanwhile if it can take the state at once:
+    /// it is awake anyway, and the protocol thread may have to be woken.
+    pub(crate) fn serve_if_waiting(&self) -> Result<(), CsmError> {
+        if !self.requests_waiting() {
+            return Ok(());
+        }
+        let guard = match self.state.try_lock() {
+            Ok(g) => g,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return Ok(()),
+        };
+        let mut st = guard;
+        let _serve = times::enter(Activity::Serve);
+        self.serve_requests(&mut st)
+    }
+
     /// Wake the protocol thread (to stop it, or to take a window mark).
     pub(crate) fn wake_protocol_thread(&self) {
         if let Some(s) = &self.signal {
@@ -253,6 +267,8 @@ pub(crate) fn protocol_thread(node: &Node) {
     times::begin_window();
     let mut idle = Some(times::enter(Activity::Idle));
     let mut last_work = Instant::now();
+    // Looking for more work since the last piece (requests come in bursts).
+    let mut spinning = false;
     let mut last_members = Instant::now();
     let mut nap = Duration::from_micros(10);
     while !node.stop.load(Ordering::Acquire) {
@@ -312,6 +328,10 @@ pub(crate) fn protocol_thread(node: &Node) {
                         report_failure(node, Arc::new(e));
                         return;
                     }
+                    if spinning {
+                        node.bell.protocol_spun(true);
+                    }
+                    spinning = false;
                     last_work = Instant::now();
                     nap = Duration::from_micros(10);
                 }
@@ -332,9 +352,14 @@ pub(crate) fn protocol_thread(node: &Node) {
             last_work = Instant::now();
             continue;
         }
-        if last_work.elapsed() < PROTOCOL_SPIN {
+        if last_work.elapsed() < node.bell.protocol_spin() {
+            spinning = true;
             std::hint::spin_loop();
             continue;
+        }
+        if spinning {
+            node.bell.protocol_spun(false);
+            spinning = false;
         }
         match &node.signal {
             // After `take_notifications` the adapter signals the next event;

@@ -100,8 +100,13 @@ pub trait Synchronization: Send + Sync {
     /// The barrier at start-up, before the nodes' mailboxes may be used.
     fn start_barrier(&self) -> Result<(), CsmError>;
     /// This node has arrived at barrier episode `episode`; returns when every
-    /// node has.
-    fn barrier(&self, episode: u64) -> Result<(), CsmError>;
+    /// node has. `meanwhile` runs while it waits (answering requests) and
+    /// ends the wait with its error.
+    fn barrier(
+        &self,
+        episode: u64,
+        meanwhile: &mut dyn FnMut() -> Result<(), CsmError>,
+    ) -> Result<(), CsmError>;
     fn flag_set(&self, flag: u32, value: u64) -> Result<(), CsmError>;
     fn flag_get(&self, flag: u32) -> Result<u64, CsmError>;
     /// Tell every node this one has failed, so nobody waits for it forever.

@@ -14,7 +14,8 @@
 //! Spinning first keeps short waits cheap (a wake-up costs 10-30 us here);
 //! sleeping after it gives the core to the threads the wait depends on (the
 //! hub, the other node's protocol thread) when there are fewer cores than
-//! runnable threads. No waiter ever loops on `sched_yield`.
+//! runnable threads. How long to spin is learnt per node and kind of wait
+//! (`AdaptiveSpin`). No waiter ever loops on `sched_yield`.
 //!
 //! Signal safety: `futex(2)` and `clock_gettime` are system calls with no
 //! user-space locks or allocation; a waiter in the fault handler uses this
@@ -23,35 +24,87 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-/// How long a waiter spins before it sleeps, and how long one sleep lasts
-/// at most before it looks again (a bound, for wake-ups that cannot come:
-/// a lost packet, a crashed node).
+/// What a wait is for: it decides how long the waiter spins first and how
+/// long one sleep lasts at most before it looks again (a bound, for
+/// wake-ups that cannot come: a lost packet, a crashed node).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct WaitPolicy {
-    pub spin: Duration,
-    pub nap: Duration,
+pub enum WaitFor {
+    /// Another node's answer (a page, a barrier, a flag): a round trip
+    /// through the hub and a remote thread.
+    Remote,
+    /// This node's own loopback: one pass of the hub.
+    Loopback,
 }
 
-impl WaitPolicy {
-    /// Waits for another node's answer (a page, a barrier): a round trip
-    /// through the hub and a remote protocol thread takes tens of
-    /// microseconds when both have a core.
-    pub const REMOTE: WaitPolicy = WaitPolicy {
-        spin: Duration::from_micros(30),
-        nap: Duration::from_millis(5),
-    };
-    /// Waits for this node's own loopback: one pass of the hub.
-    pub const LOOPBACK: WaitPolicy = WaitPolicy {
-        spin: Duration::from_micros(20),
-        nap: Duration::from_millis(2),
-    };
+impl WaitFor {
+    fn nap(self) -> Duration {
+        match self {
+            WaitFor::Remote => Duration::from_millis(5),
+            WaitFor::Loopback => Duration::from_millis(2),
+        }
+    }
 }
 
-/// The node's doorbell: a generation counter threads sleep on.
-#[derive(Debug, Default)]
+/// How long to spin before sleeping, learnt from the waits before (as an
+/// adaptive mutex does): a wait that ended while spinning lengthens the
+/// spin, one that had to sleep shortens it. With a core per thread, waits
+/// end while spinning and the spin grows to cover them (no wake-up costs);
+/// with more threads than cores, a spinner holds a core the thread it waits
+/// for needs, waits end asleep, and the spin shrinks to almost nothing.
+#[derive(Debug)]
+struct AdaptiveSpin {
+    micros: AtomicU32,
+    min: u32,
+    max: u32,
+}
+
+impl AdaptiveSpin {
+    const fn new(start: u32, min: u32, max: u32) -> AdaptiveSpin {
+        AdaptiveSpin {
+            micros: AtomicU32::new(start),
+            min,
+            max,
+        }
+    }
+
+    fn get(&self) -> Duration {
+        Duration::from_micros(u64::from(self.micros.load(Ordering::Relaxed)))
+    }
+
+    fn ended_spinning(&self) {
+        let m = self.micros.load(Ordering::Relaxed);
+        self.micros
+            .store((m + m / 4 + 1).min(self.max), Ordering::Relaxed);
+    }
+
+    fn had_to_sleep(&self) {
+        let m = self.micros.load(Ordering::Relaxed);
+        self.micros.store((m / 2).max(self.min), Ordering::Relaxed);
+    }
+}
+
+/// The node's doorbell: a generation counter threads sleep on, and what the
+/// node has learnt about how long to spin.
+#[derive(Debug)]
 pub struct Doorbell {
     generation: AtomicU32,
     sleepers: AtomicU32,
+    remote: AdaptiveSpin,
+    loopback: AdaptiveSpin,
+    /// The protocol thread's spin after its last piece of work.
+    protocol: AdaptiveSpin,
+}
+
+impl Default for Doorbell {
+    fn default() -> Self {
+        Doorbell {
+            generation: AtomicU32::new(0),
+            sleepers: AtomicU32::new(0),
+            remote: AdaptiveSpin::new(50, 2, 300),
+            loopback: AdaptiveSpin::new(20, 2, 100),
+            protocol: AdaptiveSpin::new(20, 2, 200),
+        }
+    }
 }
 
 impl Doorbell {
@@ -64,27 +117,53 @@ impl Doorbell {
         }
     }
 
-    /// Wait until `ready` yields a value or an error: spin for `policy.spin`,
-    /// then sleep until the doorbell rings (at most `policy.nap` at a time).
-    /// `ready` decides about timeouts and failures (it returns `Err`).
+    /// How long the protocol thread looks for more work before it sleeps.
+    pub fn protocol_spin(&self) -> Duration {
+        self.protocol.get()
+    }
+
+    /// The protocol thread found work while spinning (`true`), or went to
+    /// sleep (`false`): its next spin is longer, or shorter.
+    pub fn protocol_spun(&self, found_work: bool) {
+        if found_work {
+            self.protocol.ended_spinning();
+        } else {
+            self.protocol.had_to_sleep();
+        }
+    }
+
+    fn spin_of(&self, what: WaitFor) -> &AdaptiveSpin {
+        match what {
+            WaitFor::Remote => &self.remote,
+            WaitFor::Loopback => &self.loopback,
+        }
+    }
+
+    /// Wait until `ready` yields a value or an error: spin a while, then
+    /// sleep until the doorbell rings (at most a nap at a time). `ready`
+    /// decides about timeouts and failures (it returns `Err`).
     pub fn wait<T, E>(
         &self,
-        policy: WaitPolicy,
+        what: WaitFor,
         mut ready: impl FnMut() -> Result<Option<T>, E>,
     ) -> Result<T, E> {
+        let adaptive = self.spin_of(what);
+        let spin = adaptive.get();
         let start = Instant::now();
         let mut polls = 0u32;
         loop {
             if let Some(v) = ready()? {
+                adaptive.ended_spinning();
                 return Ok(v);
             }
             polls += 1;
             // Reading the clock costs more than a poll: every 32nd.
-            if polls % 32 == 0 && start.elapsed() >= policy.spin {
+            if polls % 32 == 0 && start.elapsed() >= spin {
                 break;
             }
             std::hint::spin_loop();
         }
+        adaptive.had_to_sleep();
         loop {
             // Registered before looking: a ring after the look either bumps
             // the generation we sleep on (the futex returns at once) or sees
@@ -96,7 +175,7 @@ impl Doorbell {
                 self.sleepers.fetch_sub(1, Ordering::SeqCst);
                 return r.map(|v| v.expect("checked above"));
             }
-            futex_wait(&self.generation, seen, policy.nap);
+            futex_wait(&self.generation, seen, what.nap());
             self.sleepers.fetch_sub(1, Ordering::SeqCst);
         }
     }
@@ -117,7 +196,7 @@ pub fn await_echo<E>(
 ) -> Result<(), E> {
     const AGAIN: Duration = Duration::from_millis(50);
     let mut asked = Instant::now();
-    bell.wait(WaitPolicy::LOOPBACK, || {
+    bell.wait(WaitFor::Loopback, || {
         if seen() >= mark {
             return Ok(Some(()));
         }
@@ -182,14 +261,12 @@ mod tests {
             f.store(true, Ordering::Release);
             b.ring();
         });
-        let policy = WaitPolicy {
-            spin: Duration::from_micros(1),
-            // Long: only the ring can end the sleep in time.
-            nap: Duration::from_secs(30),
-        };
         let start = Instant::now();
-        let got: Result<u32, ()> =
-            bell.wait(policy, || Ok(flag.load(Ordering::Acquire).then_some(7)));
+        // The flag comes 20 ms later: past any spin, and past the 5 ms
+        // nap, so the ring or a nap ends each sleep.
+        let got: Result<u32, ()> = bell.wait(WaitFor::Remote, || {
+            Ok(flag.load(Ordering::Acquire).then_some(7))
+        });
         assert_eq!(got, Ok(7));
         assert!(start.elapsed() < Duration::from_secs(10));
         t.join().unwrap();
@@ -198,13 +275,9 @@ mod tests {
     #[test]
     fn an_error_ends_the_wait_and_a_nap_bounds_a_lost_ring() {
         let bell = Doorbell::default();
-        let policy = WaitPolicy {
-            spin: Duration::from_micros(1),
-            nap: Duration::from_millis(1),
-        };
         let start = Instant::now();
         // Nobody rings: the naps let `ready` see its own deadline.
-        let r: Result<(), &str> = bell.wait(policy, || {
+        let r: Result<(), &str> = bell.wait(WaitFor::Loopback, || {
             if start.elapsed() > Duration::from_millis(20) {
                 Err("late")
             } else {
@@ -212,5 +285,20 @@ mod tests {
             }
         });
         assert_eq!(r, Err("late"));
+        // It had to sleep: the next waits spin less.
+        assert!(bell.loopback.get() < Duration::from_micros(20));
+    }
+
+    #[test]
+    fn the_spin_grows_while_waits_end_spinning_and_stays_bounded() {
+        let s = AdaptiveSpin::new(10, 2, 40);
+        for _ in 0..50 {
+            s.ended_spinning();
+        }
+        assert_eq!(s.get(), Duration::from_micros(40));
+        for _ in 0..50 {
+            s.had_to_sleep();
+        }
+        assert_eq!(s.get(), Duration::from_micros(2));
     }
 }
