@@ -47,16 +47,24 @@ impl MemoryChannel {
     }
 
     /// Take the page-written notifications of `rx` that have arrived, without
-    /// waiting; returns how many. This also re-arms the adapter's signal.
-    pub fn take_notifications(&self, rx: &RxRegion) -> usize {
+    /// waiting. This also re-arms the adapter's signal.
+    pub fn take_notifications(&self, rx: &RxRegion) -> Vec<Notification> {
         let (first, pages) = rx.pages();
         self.pump_events();
         let mut ev = self.inner.events.lock().unwrap_or_else(|p| p.into_inner());
-        let before = ev.len();
+        let mut taken = Vec::new();
         ev.retain(|e| {
-            !(e.kind == event_type::PAGE_WRITTEN && (first..first + pages).contains(&(e.v0 as u32)))
+            let mine = e.kind == event_type::PAGE_WRITTEN
+                && (first..first + pages).contains(&(e.v0 as u32));
+            if mine {
+                taken.push(Notification {
+                    page: e.v0 as u32,
+                    source: NodeId(e.a as u8),
+                });
+            }
+            !mine
         });
-        before - ev.len()
+        taken
     }
 
     /// Wait for a store into `rx` (attached with `notify`).

@@ -85,11 +85,11 @@ impl DataPropagation for DmsData {
     fn send_request(&self, home: u32, seq: u32, page: u32) -> Result<(), CsmError> {
         let w = (u64::from(seq) << 32) | u64::from(page);
         // One aligned 8-byte store: one packet, whole or not at all.
-        self.mail.post_u64(home, self.space.mb_request(self.me), w)
+        self.mail.post_u64(home, self.mail.at().request(self.me), w)
     }
 
     fn poll_request(&self, from: u32) -> (u32, u32) {
-        let w = self.mail.load_u64(self.space.mb_request(from));
+        let w = self.mail.load_u64(self.mail.at().request(from));
         ((w >> 32) as u32, w as u32)
     }
 
@@ -111,31 +111,31 @@ impl DataPropagation for DmsData {
         // every earlier packet of this node's (per-source FIFO, packet by
         // packet). The header is one aligned 16-byte store, one packet.
         if !d.is_empty() {
-            self.mail.post(to, self.space.mb_reply_data(), d)?;
+            self.mail.post(to, self.mail.at().reply_data(), d)?;
         }
-        self.mail.post(to, self.space.mb_reply_header(), &header)
+        self.mail.post(to, self.mail.at().reply_header(), &header)
     }
 
     fn reply_seq(&self) -> u32 {
-        self.mail.load_u32(self.space.mb_reply_header())
+        self.mail.load_u32(self.mail.at().reply_header())
     }
 
     fn read_reply(&self, seq: u32, page: u32, out: &mut [u8]) -> Result<bool, CsmError> {
         // Data before header: a stray late reply landing in between makes
         // the checksum disagree, never passes for this one.
-        self.mail.read(self.space.mb_reply_data(), out)?;
+        self.mail.read(self.mail.at().reply_data(), out)?;
         let mut h = [0u8; 16];
-        self.mail.read(self.space.mb_reply_header(), &mut h)?;
+        self.mail.read(self.mail.at().reply_header(), &mut h)?;
         let h = ReplyHeader::decode(&h);
         Ok(h.seq == seq && h.page == page && h.checksum == checksum(seq, page, out))
     }
 
     fn post_echo(&self) -> Result<u64, CsmError> {
-        self.mail.post_echo(self.space.mb_echo())
+        self.mail.post_echo()
     }
 
     fn echo_seen(&self) -> u64 {
-        self.mail.echo_seen(self.space.mb_echo())
+        self.mail.echo_seen()
     }
 
     fn echo_posted(&self) -> u64 {

@@ -94,13 +94,12 @@ impl DmsMeta {
 
     /// Wait until everything this node has posted so far has come back.
     fn settle(&self, failed: &dyn Fn() -> Result<(), CsmError>) -> Result<(), CsmError> {
-        let at = self.space.mb_echo();
-        let mark = self.mail.post_echo(at)?;
+        let mark = self.mail.post_echo()?;
         await_echo(
             &self.bell,
             mark,
-            || self.mail.post_echo(at),
-            || self.mail.echo_seen(at),
+            || self.mail.post_echo(),
+            || self.mail.echo_seen(),
             failed,
         )
     }

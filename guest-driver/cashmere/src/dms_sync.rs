@@ -185,26 +185,27 @@ impl Synchronization for DmsSync {
     ) -> Result<(), CsmError> {
         let start = Instant::now();
         let s = &self.space;
+        let at = *self.mail.at();
         if self.me == 0 {
             // Every other node's arrival is in our mailbox, after its
             // release (its diffs and notices) in its FIFO order: seeing it,
             // we have everything it sent before (total order).
             self.bell.wait(WaitFor::Remote, || {
-                if (1..s.nodes).all(|n| self.mail.load_u64(s.mb_arrival(n)) >= episode) {
+                if (1..s.nodes).all(|n| self.mail.load_u64(at.arrival(n)) >= episode) {
                     return Ok(Some(()));
                 }
                 meanwhile()?;
                 self.check(start, BarrierWait::Arrivals).map(|()| None)
             })?;
             for n in 1..s.nodes {
-                self.mail.post_u64(n, s.mb_sense(), episode)?;
+                self.mail.post_u64(n, at.sense(), episode)?;
             }
         } else {
-            self.mail.post_u64(0, s.mb_arrival(self.me), episode)?;
+            self.mail.post_u64(0, at.arrival(self.me), episode)?;
             // The sense comes after every arrival in the total order, so a
             // node that sees it has every notice sent to it before them.
             self.bell.wait(WaitFor::Remote, || {
-                if self.mail.load_u64(s.mb_sense()) >= episode {
+                if self.mail.load_u64(at.sense()) >= episode {
                     return Ok(Some(()));
                 }
                 meanwhile()?;
@@ -220,7 +221,7 @@ impl Synchronization for DmsSync {
                 .tx
                 .post(self.space.abort(), &(u64::from(self.me) + 1).to_le_bytes());
             for n in (0..self.space.nodes).filter(|&n| n != self.me) {
-                let _ = self.mail.ring(n, self.space.mb_ring());
+                let _ = self.mail.ring(n);
             }
         }
         self.bell.ring();
@@ -256,11 +257,11 @@ impl Synchronization for DmsSync {
         self.tx.write_u64(self.space.flag(flag), value)?;
         // After the flag in FIFO order: a woken waiter finds it set.
         for n in (0..self.space.nodes).filter(|&n| n != self.me) {
-            self.mail.ring(n, self.space.mb_ring())?;
+            self.mail.ring(n)?;
         }
         // This node's own waiters see the flag once it has come back; its
         // echo, after it, wakes them (through the mailbox interrupt).
-        self.mail.post_echo(self.space.mb_echo())?;
+        self.mail.post_echo()?;
         Ok(())
     }
 

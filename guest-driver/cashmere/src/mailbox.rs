@@ -25,11 +25,12 @@ use std::sync::Mutex;
 
 use mc_api::{MemoryChannel, RxRegion, Sharing, TxRegion};
 
-use crate::space::{CsmSpace, KEY_MAILBOX};
+use crate::space::{CsmSpace, MailboxLayout, KEY_MAILBOX};
 use crate::CsmError;
 
 pub struct Mailboxes {
     me: u32,
+    at: MailboxLayout,
     /// This node's mailbox.
     own: RxRegion,
     /// Transmit mappings of every node's mailbox (this node's with
@@ -50,10 +51,11 @@ impl Mailboxes {
     /// barrier): a store into a region nobody receives is not kept.
     pub fn new(mc: &MemoryChannel, space: CsmSpace) -> Result<Mailboxes, CsmError> {
         let me = mc.node_id().index() as u32;
+        let at = space.mailbox(mc.layout().page_size);
         let mut to = Vec::with_capacity(space.nodes as usize);
         let mut own = None;
         for n in 0..space.nodes {
-            let id = mc.region_alloc(KEY_MAILBOX + n, space.mailbox_bytes(), false)?;
+            let id = mc.region_alloc(KEY_MAILBOX + n, at.bytes(), false)?;
             if n == me {
                 own = Some(mc.attach_receive(id, Sharing::Shared, true)?);
             }
@@ -61,9 +63,10 @@ impl Mailboxes {
         }
         let own = own.expect("this node is one of the nodes");
         // A mailbox found from an earlier run may hold its echo: go on from it.
-        let echo = own.load_u64(space.mb_echo())?;
+        let echo = own.load_u64(at.echo())?;
         Ok(Mailboxes {
             me,
+            at,
             own,
             to,
             echo: Mutex::new(echo),
@@ -74,6 +77,18 @@ impl Mailboxes {
     /// This node's mailbox, for taking its notifications.
     pub fn own(&self) -> &RxRegion {
         &self.own
+    }
+
+    /// Where things are in a mailbox.
+    pub fn at(&self) -> &MailboxLayout {
+        &self.at
+    }
+
+    /// Whether a notification for global page `page` says a request came
+    /// (and nothing else: requests have a page of their own).
+    pub fn is_request(&self, page: u32) -> bool {
+        let (first, _) = self.own.pages();
+        self.at.is_request_page(page.wrapping_sub(first))
     }
 
     /// One store into node `to`'s mailbox, without allocating.
@@ -101,10 +116,10 @@ impl Mailboxes {
 
     /// Post the next echo number after everything this node has posted so
     /// far; returns it.
-    pub fn post_echo(&self, at: usize) -> Result<u64, CsmError> {
+    pub fn post_echo(&self) -> Result<u64, CsmError> {
         let mut e = self.echo.lock().unwrap_or_else(|p| p.into_inner());
         *e += 1;
-        self.post_u64(self.me, at, *e)?;
+        self.post_u64(self.me, self.at.echo(), *e)?;
         Ok(*e)
     }
 
@@ -114,14 +129,14 @@ impl Mailboxes {
     }
 
     /// The highest echo number back so far.
-    pub fn echo_seen(&self, at: usize) -> u64 {
-        self.load_u64(at)
+    pub fn echo_seen(&self) -> u64 {
+        self.load_u64(self.at.echo())
     }
 
     /// Wake node `to` (its waiters look again at what they wait for).
-    pub fn ring(&self, to: u32, at: usize) -> Result<(), CsmError> {
+    pub fn ring(&self, to: u32) -> Result<(), CsmError> {
         let mut r = self.ring.lock().unwrap_or_else(|p| p.into_inner());
         *r += 1;
-        self.post_u64(to, at, *r)
+        self.post_u64(to, self.at.ring(), *r)
     }
 }

@@ -170,7 +170,7 @@ impl Node {
                 self.check_failed()?;
                 if on_protocol_thread() {
                     // Nobody else takes the events that ring the doorbell.
-                    if self.mc.take_notifications(self.mail.own()) > 0 {
+                    if !self.mc.take_notifications(self.mail.own()).is_empty() {
                         self.bell.ring();
                     }
                 }
@@ -298,8 +298,11 @@ pub(crate) fn protocol_thread(node: &Node) {
         }
         // The events are taken before the words are looked at: an event is
         // delivered after the store it reports, so what it reports is there.
-        let events = node.mc.take_notifications(node.mail.own());
-        if events > 0 {
+        // Requests are this thread's to answer; anything else (a reply, a
+        // barrier, an echo, a ring) may be what a sleeping waiter waits for.
+        let notes = node.mc.take_notifications(node.mail.own());
+        let events = notes.len();
+        if notes.iter().any(|n| !node.mail.is_request(n.page)) {
             node.bell.ring();
         }
         if last_members.elapsed() > MEMBERSHIP_EVERY {
@@ -336,8 +339,10 @@ pub(crate) fn protocol_thread(node: &Node) {
                     nap = Duration::from_micros(10);
                 }
                 None => {
-                    // Look again soon: the holder may not be waiting at all
+                    // The holder answers while it waits: wake it if it
+                    // sleeps. Look again soon: it may not be waiting at all
                     // (a release diffing many pages).
+                    node.bell.ring();
                     match &node.signal {
                         Some(s) => {
                             let _ = s.wait(BUSY_RETRY);

@@ -9,7 +9,7 @@
 //! | directory | per page `1 + nodes` words: the shared word (home + 1, Exclusive bit), then one word per node (its sharing state); then the directory lock (one word per node) |
 //! | notices | write-notice bin `[receiver][sender]`: SendIdx, RecvIdx, entries |
 //! | sync | the start barrier's arrival and sense words, the abort word, flags |
-//! | mailbox of node n | what node n waits for: the reply to its page request, the echo of its own stores, barrier arrivals (node 0) and the barrier sense, page requests to it. Only node n receives it, with an interrupt on every store (seed 004's interrupt-on-receive regions), so a sleeping waiter is woken |
+//! | mailbox of node n | what node n waits for: the reply to its page request, the echo of its own stores, barrier arrivals (node 0) and the barrier sense, page requests to it (`MailboxLayout`). Only node n receives it, with an interrupt on every store (seed 004's interrupt-on-receive regions), so a sleeping waiter is woken |
 
 pub const KEY_HEAP: u32 = 0xc5a0_0001;
 pub const KEY_DIR: u32 = 0xc5a0_0002;
@@ -53,38 +53,19 @@ impl CsmSpace {
         4 * (self.pages as usize * (self.nodes as usize + 1) + node as usize)
     }
 
-    // ---- mailboxes (one per node; these are offsets in each)
-    /// The reply to this node's page request: the page's data...
-    pub fn mb_reply_data(&self) -> usize {
-        0
-    }
-    /// ...then a 16-byte header (sequence, page, checksum), written last.
-    pub fn mb_reply_header(&self) -> usize {
-        self.page_size as usize
-    }
-    /// The echo word: this node's own stores, looped back.
-    pub fn mb_echo(&self) -> usize {
-        self.page_size as usize + 64
-    }
-    /// The barrier sense (episode) the master writes when all have arrived.
-    pub fn mb_sense(&self) -> usize {
-        self.page_size as usize + 72
-    }
-    /// A word any node writes only to wake this one (a flag was set, a node
-    /// failed).
-    pub fn mb_ring(&self) -> usize {
-        self.page_size as usize + 80
-    }
-    /// The request word of `requester` to this node: `seq << 32 | page`.
-    pub fn mb_request(&self, requester: u32) -> usize {
-        self.page_size as usize + 128 + 8 * requester as usize
-    }
-    /// Barrier arrival word of `node` (meaningful in the master's mailbox).
-    pub fn mb_arrival(&self, node: u32) -> usize {
-        self.page_size as usize + 128 + 8 * (self.nodes + node) as usize
-    }
-    pub fn mailbox_bytes(&self) -> u64 {
-        (self.page_size as usize + 128 + 16 * self.nodes as usize) as u64
+    /// Where things are in every node's mailbox, on a Memory Channel with
+    /// pages of `mc_page` bytes.
+    pub fn mailbox(&self, mc_page: u32) -> MailboxLayout {
+        let ps = self.page_size as usize;
+        let mp = mc_page as usize;
+        let control = ps.div_ceil(mp) * mp;
+        MailboxLayout {
+            nodes: self.nodes,
+            control,
+            requests: control + mp,
+            bytes: control + 2 * mp,
+            mc_page: mp,
+        }
     }
 
     // ---- write notices: room for every page in every bin, as in seed 000
@@ -135,5 +116,62 @@ impl CsmSpace {
         .iter()
         .map(|b| b.div_ceil(mc_page) * mc_page)
         .sum()
+    }
+}
+
+/// A node's mailbox: the reply to its page request (the page's data from 0,
+/// then a 16-byte header on the control page), its control page (the
+/// header, its echo word, the barrier sense, the ring word, barrier
+/// arrivals), and its request page (one word per requester). Requests have
+/// a Memory Channel page of their own, so the interrupt says which kind of
+/// store arrived: the protocol thread answers requests itself and wakes the
+/// node's other waiters only for the rest.
+#[derive(Clone, Copy, Debug)]
+pub struct MailboxLayout {
+    nodes: u32,
+    control: usize,
+    requests: usize,
+    bytes: usize,
+    mc_page: usize,
+}
+
+impl MailboxLayout {
+    /// The reply's data.
+    pub fn reply_data(&self) -> usize {
+        0
+    }
+    /// The reply's header (sequence, page, checksum), written last.
+    pub fn reply_header(&self) -> usize {
+        self.control
+    }
+    /// The echo word: this node's own stores, looped back.
+    pub fn echo(&self) -> usize {
+        self.control + 64
+    }
+    /// The barrier sense (episode) the master writes when all have arrived.
+    pub fn sense(&self) -> usize {
+        self.control + 72
+    }
+    /// A word any node writes only to wake this one (a flag was set, a node
+    /// failed).
+    pub fn ring(&self) -> usize {
+        self.control + 80
+    }
+    /// Barrier arrival word of `node` (meaningful in the master's mailbox).
+    pub fn arrival(&self, node: u32) -> usize {
+        self.control + 128 + 8 * node as usize
+    }
+    /// The request word of `requester` to this node: `seq << 32 | page`.
+    pub fn request(&self, requester: u32) -> usize {
+        self.requests + 8 * requester as usize
+    }
+    /// Whether page `page` of the mailbox (counted from its first) holds
+    /// the requests.
+    pub fn is_request_page(&self, page: u32) -> bool {
+        page as usize == self.requests / self.mc_page
+    }
+    pub fn bytes(&self) -> u64 {
+        debug_assert!(128 + 8 * self.nodes as usize <= self.mc_page);
+        self.bytes as u64
     }
 }
