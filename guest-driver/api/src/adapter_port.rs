@@ -10,7 +10,7 @@ use crate::error::McError;
 use crate::port::{McPort, ReceiveMemory, StorePath};
 use mc_driver::adapter::{Adapter, ReceiveFrames, StatusView};
 use mc_driver::fifo::TxFifo;
-use mc_driver::transport::Transport;
+use mc_driver::transport::{CallSignal, Transport};
 
 impl ReceiveMemory for ReceiveFrames {
     fn frames(&self) -> Vec<u64> {
@@ -91,6 +91,12 @@ impl StorePath for TxFifo {
         .map_err(refusal)
     }
 
+    fn post_one(&self, addr: u64, data: &[u8]) -> Result<(), McError> {
+        TxFifo::post_one(self, addr, data)
+            .map(|_| ())
+            .map_err(refusal)
+    }
+
     fn flush(&self) -> Result<(), McError> {
         TxFifo::flush(self).map_err(refusal)
     }
@@ -136,5 +142,9 @@ impl<T: Transport> McPort for AdapterPort<T> {
 
     fn poll_events(&mut self) -> Vec<EventRecord> {
         self.adapter.poll_events().unwrap_or_default()
+    }
+
+    fn event_signal(&mut self) -> Result<Option<Arc<dyn CallSignal>>, McError> {
+        Ok(self.adapter.event_signal()?)
     }
 }

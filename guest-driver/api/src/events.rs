@@ -2,10 +2,12 @@
 //! kept until someone asks for them: the notification channel of seed 004's
 //! interrupt-on-receive regions.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use firmware_model::abi::event_type;
 use firmware_model::NodeId;
+use mc_driver::transport::CallSignal;
 
 use crate::channel::{wait_for, MemoryChannel};
 use crate::error::{McError, WaitFor};
@@ -32,6 +34,39 @@ impl MemoryChannel {
         }
     }
 
+    /// What a thread blocks on until the adapter delivers an event (a store
+    /// into a region attached with `notify`, a membership change): the
+    /// interrupt of seed 004's interrupt-on-receive regions. `None` where the
+    /// driver has no such signal (PCI in a QEMU guest: no interrupts reach a
+    /// user-space driver), and the caller must poll.
+    pub fn event_signal(&self) -> Result<Option<EventSignal>, McError> {
+        Ok(self
+            .port()
+            .event_signal()?
+            .map(|s| EventSignal { signal: s }))
+    }
+
+    /// Take the page-written notifications of `rx` that have arrived, without
+    /// waiting. This also re-arms the adapter's signal.
+    pub fn take_notifications(&self, rx: &RxRegion) -> Vec<Notification> {
+        let (first, pages) = rx.pages();
+        self.pump_events();
+        let mut ev = self.inner.events.lock().unwrap_or_else(|p| p.into_inner());
+        let mut taken = Vec::new();
+        ev.retain(|e| {
+            let mine = e.kind == event_type::PAGE_WRITTEN
+                && (first..first + pages).contains(&(e.v0 as u32));
+            if mine {
+                taken.push(Notification {
+                    page: e.v0 as u32,
+                    source: NodeId(e.a as u8),
+                });
+            }
+            !mine
+        });
+        taken
+    }
+
     /// Wait for a store into `rx` (attached with `notify`).
     pub fn wait_notification(
         &self,
@@ -52,5 +87,27 @@ impl MemoryChannel {
                 source: NodeId(e.a as u8),
             })
         })
+    }
+}
+
+/// The adapter's event signal ([`MemoryChannel::event_signal`]). One thread
+/// waits on it at a time; after it returns, take the events
+/// ([`MemoryChannel::take_notifications`]) before waiting again, or the
+/// adapter does not signal the next one.
+#[derive(Clone, Debug)]
+pub struct EventSignal {
+    signal: Arc<dyn CallSignal>,
+}
+
+impl EventSignal {
+    /// Block until the adapter signals an event or [`EventSignal::raise`] is
+    /// called, at most `timeout`. `Ok(true)` if a signal came.
+    pub fn wait(&self, timeout: Duration) -> Result<bool, McError> {
+        Ok(self.signal.wait(timeout).map_err(mc_driver::Error::from)?)
+    }
+
+    /// Wake the thread blocked in [`EventSignal::wait`] (to stop it, say).
+    pub fn raise(&self) -> Result<(), McError> {
+        Ok(self.signal.raise().map_err(mc_driver::Error::from)?)
     }
 }

@@ -54,7 +54,7 @@ pub use barrier::Barrier;
 pub use channel::MemoryChannel;
 pub use error::{Conflict, Direction, McError, RegionArea, RegionRef, Shortage, WaitFor};
 pub use error_count::ErrorCheck;
-pub use events::Notification;
+pub use events::{EventSignal, Notification};
 pub use join::{Coherence, Resync};
 pub use lock::LockSet;
 /// The one way the guest side waits (re-exported for the layers above).

@@ -5,6 +5,7 @@
 use firmware_model::abi::{EventRecord, Registers, StatusPage};
 use firmware_model::PctEntry;
 use log::debug;
+use mc_driver::transport::CallSignal;
 
 use std::sync::Arc;
 
@@ -150,6 +151,10 @@ impl McPort for RecordingPort {
 
     fn poll_events(&mut self) -> Vec<EventRecord> {
         self.port.poll_events()
+    }
+
+    fn event_signal(&mut self) -> Result<Option<Arc<dyn CallSignal>>, McError> {
+        self.port.event_signal()
     }
 }
 

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use firmware_model::abi::{EventRecord, Registers, StatusPage};
 use firmware_model::PctEntry;
+use mc_driver::transport::CallSignal;
 
 use super::McError;
 
@@ -40,6 +41,11 @@ pub trait ReceiveMemory: Send + Sync {
 pub trait StorePath: Send + Sync {
     /// Queue `records` in order, adjacent.
     fn post(&self, records: &[(u64, &[u8])]) -> Result<(), McError>;
+    /// Queue one store without allocating where the driver can (for code
+    /// that runs in a signal handler); otherwise as `post`.
+    fn post_one(&self, addr: u64, data: &[u8]) -> Result<(), McError> {
+        self.post(&[(addr, data)])
+    }
     /// Wait until everything queued before this call has been handed to the
     /// hub (not: delivered). Reports a store the adapter refused since the
     /// last flush as [`McError::Refused`].
@@ -72,4 +78,10 @@ pub trait McPort: Send {
     fn cluster_error_count(&self) -> u64;
     /// Events the device has delivered since the last call.
     fn poll_events(&mut self) -> Vec<EventRecord>;
+    /// Have the device signal each delivered event, and return what a
+    /// thread blocks on for it; `None` where the driver has no such signal
+    /// (it must poll [`McPort::poll_events`]).
+    fn event_signal(&mut self) -> Result<Option<Arc<dyn CallSignal>>, McError> {
+        Ok(None)
+    }
 }

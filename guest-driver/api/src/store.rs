@@ -29,6 +29,15 @@ impl MemoryChannel {
         self.store_batch(&[(addr, data)])
     }
 
+    /// One store through the driver's allocation-free path (reliable mode:
+    /// as [`MemoryChannel::store`]).
+    pub(crate) fn store_one(&self, addr: u64, data: &[u8]) -> Result<(), McError> {
+        if self.inner.reliable {
+            return self.reliable_store(&[(addr, data)]);
+        }
+        self.inner.stores.post_one(addr, data)
+    }
+
     pub(crate) fn store_batch(&self, records: &[(u64, &[u8])]) -> Result<(), McError> {
         if self.inner.reliable {
             return self.reliable_store(records);

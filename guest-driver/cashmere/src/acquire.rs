@@ -2,10 +2,16 @@
 //! the page's copy is newer than the notice (the timestamps of seed 000
 //! s.2.1), or update a page local threads are writing in place by an incoming
 //! diff (seed 000 s.2.1), which stops nobody.
+//!
+//! The notices an acquire must see are there: they were sent before the
+//! synchronisation store the acquire saw (the lock's release, the barrier's
+//! sense, the flag), in the sender's FIFO order, and this node receives in
+//! the one total order.
 
 use crate::node::Node;
 use crate::seams::DirectoryState;
 use crate::state::{PageState, State};
+use crate::times::{self, Activity};
 use crate::twin;
 use crate::vm::Prot;
 use crate::CsmError;
@@ -16,20 +22,25 @@ impl Node {
     /// the page's last fetch is already reflected in it and is skipped (the
     /// timestamps of seed 000 s.2.1).
     pub(crate) fn acquire(&self, st: &mut State) -> Result<(), CsmError> {
+        let _acquire = times::enter(Activity::Acquire);
         st.clock += 1;
         st.stats.acquires += 1;
         self.drain_notices(st)?;
-        let pending = std::mem::take(&mut st.pending);
-        for p in pending {
+        let mut i = 0;
+        // Pages noticed meanwhile (an incoming diff's fetch answers drain
+        // requests) join the list and are handled too.
+        while i < st.pending.len() {
+            let p = st.pending[i];
+            i += 1;
             let pg = &mut st.pages[p as usize];
             let noticed = pg.notice_at;
             pg.notice_at = 0;
-            if pg.fetched_at > noticed {
+            if noticed == 0 || pg.fetched_at > noticed {
                 continue;
             }
             match pg.state {
                 PageState::Invalid | PageState::Exclusive => continue,
-                PageState::ReadWrite if self.incoming_diffs && pg.twin.is_some() => {
+                PageState::ReadWrite if self.incoming_diffs && pg.twinned => {
                     // Other threads of this node may be writing the page
                     // right now: update it in place rather than stop them.
                     self.incoming_diff(st, p)?;
@@ -38,11 +49,15 @@ impl Node {
                 PageState::Read | PageState::ReadWrite => {}
             }
             self.set_prot(p, Prot::None)?;
+            // Its notices go out at the next release: it stays dirty.
             self.flush(st, p)?;
             st.pages[p as usize].state = PageState::Invalid;
+            // After the diff in FIFO order: a home that sees this node
+            // Invalid has the diff.
             self.meta.set_state(p, DirectoryState::Invalid)?;
             st.stats.invalidations += 1;
         }
+        st.pending.clear();
         Ok(())
     }
 
@@ -60,22 +75,25 @@ impl Node {
         st.clock += 1;
         let stamp = st.clock;
         st.clock += 1;
-        let buf = self.home_copy(st, p)?;
-        let incoming: Vec<u32> = buf
-            .chunks_exact(4)
-            .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
-            .collect();
-        let base = p as usize * self.ps();
-        let pg = &mut st.pages[p as usize];
-        let Some(twin) = pg.twin.as_mut() else {
-            return Err(CsmError::NoTwin { page: p });
-        };
-        let words = twin::apply_incoming(&incoming, twin, |i, w| {
-            self.heap.write_word(base + 4 * i, w)
-        });
-        pg.fetched_at = stamp;
-        st.stats.incoming_diffs += 1;
-        st.stats.incoming_diff_words += words as u64;
-        Ok(())
+        let mut buf = std::mem::take(&mut st.fetch_buf);
+        let r = self.home_copy(st, p, &mut buf);
+        if r.is_ok() {
+            let base = p as usize * self.ps();
+            // SAFETY: page p's twin; this thread holds the node's state.
+            let twin = unsafe { self.twins.twin(p as usize) };
+            let mut incoming = std::mem::take(&mut st.words);
+            for (w, b) in incoming.iter_mut().zip(buf.chunks_exact(4)) {
+                *w = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+            }
+            let words = twin::apply_incoming(&incoming, twin, |i, w| {
+                self.heap.write_word(base + 4 * i, w)
+            });
+            st.words = incoming;
+            st.pages[p as usize].fetched_at = stamp;
+            st.stats.incoming_diffs += 1;
+            st.stats.incoming_diff_words += words as u64;
+        }
+        st.fetch_buf = buf;
+        r
     }
 }

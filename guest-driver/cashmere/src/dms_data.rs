@@ -1,13 +1,17 @@
 //! CSM-DMS data propagation (seed 000 s.2.3.1.1 "Data"): the shared heap is
 //! one coherent Memory Channel region; a page's master copy is its home's
 //! receive mapping of that region. Diffs are remote writes into it; a page
-//! fetch is a request word and a reply buffer in a message region, polled.
+//! fetch is a request word in the home's mailbox and a reply in the
+//! requester's (`mailbox`), each store of which wakes its receiver.
+
+use std::ops::Range;
+use std::sync::Arc;
 
 use mc_api::{MemoryChannel, RxRegion, Sharing, TxRegion};
 
+use super::mailbox::Mailboxes;
 use super::seams::DataPropagation;
-use super::space::{CsmSpace, KEY_HEAP, KEY_MSG};
-use super::twin::DiffRun;
+use super::space::{CsmSpace, KEY_HEAP};
 use super::CsmError;
 
 pub struct DmsData {
@@ -15,21 +19,22 @@ pub struct DmsData {
     me: u32,
     heap_tx: TxRegion,
     heap_rx: RxRegion,
-    msg_tx: TxRegion,
-    msg_rx: RxRegion,
+    mail: Arc<Mailboxes>,
 }
 
 impl DmsData {
-    pub fn new(mc: &MemoryChannel, space: CsmSpace) -> Result<DmsData, CsmError> {
+    pub fn new(
+        mc: &MemoryChannel,
+        space: CsmSpace,
+        mail: Arc<Mailboxes>,
+    ) -> Result<DmsData, CsmError> {
         let heap = mc.region_alloc(KEY_HEAP, space.heap_bytes(), true)?;
-        let msg = mc.region_alloc(KEY_MSG, space.msg_bytes(), true)?;
         Ok(DmsData {
             space,
             me: mc.node_id().index() as u32,
             heap_tx: mc.attach_transmit(heap, Sharing::Shared, true)?,
             heap_rx: mc.attach_receive(heap, Sharing::Shared, false)?,
-            msg_tx: mc.attach_transmit(msg, Sharing::Shared, true)?,
-            msg_rx: mc.attach_receive(msg, Sharing::Shared, false)?,
+            mail,
         })
     }
 
@@ -38,16 +43,37 @@ impl DmsData {
     }
 }
 
+/// The bytes of a slice of words, as the Memory Channel carries them
+/// (little-endian: the only byte order this crate is built for).
+fn word_bytes(words: &[u32]) -> &[u8] {
+    const _: () = assert!(cfg!(target_endian = "little"));
+    // SAFETY: u32 has no padding and every byte pattern is a valid u8; the
+    // length in bytes is 4 times the length in words, and u8 needs no
+    // alignment. The result borrows `words`.
+    unsafe { std::slice::from_raw_parts(words.as_ptr() as *const u8, 4 * words.len()) }
+}
+
 impl DataPropagation for DmsData {
-    fn write_diff(&self, _home: u32, page: u32, runs: &[DiffRun]) -> Result<usize, CsmError> {
+    fn write_diff(
+        &self,
+        _home: u32,
+        page: u32,
+        current: &[u32],
+        runs: &[Range<usize>],
+    ) -> Result<usize, CsmError> {
+        // Remote writes straight into the master copy (the home's receive
+        // mapping), one record per run: the seed's programmed-I/O diff.
         let base = self.page_off(page);
-        let recs: Vec<(usize, &[u8])> = runs.iter().map(|(o, b)| (base + o, &b[..])).collect();
+        let recs: Vec<(usize, &[u8])> = runs
+            .iter()
+            .map(|r| (base + 4 * r.start, word_bytes(&current[r.clone()])))
+            .collect();
         self.heap_tx.write_many(&recs)?;
-        Ok(runs.iter().map(|(_, b)| b.len()).sum())
+        Ok(runs.iter().map(|r| 4 * r.len()).sum())
     }
 
     fn write_page(&self, page: u32, data: &[u8]) -> Result<(), CsmError> {
-        self.heap_tx.write(self.page_off(page), data)?;
+        self.heap_tx.post(self.page_off(page), data)?;
         Ok(())
     }
 
@@ -58,17 +84,13 @@ impl DataPropagation for DmsData {
 
     fn send_request(&self, home: u32, seq: u32, page: u32) -> Result<(), CsmError> {
         let w = (u64::from(seq) << 32) | u64::from(page);
-        self.msg_tx
-            .write_u64(self.space.request(self.me, home), w)?;
-        Ok(())
+        // One aligned 8-byte store: one packet, whole or not at all.
+        self.mail.post_u64(home, self.mail.at().request(self.me), w)
     }
 
-    fn poll_request(&self, from: u32) -> Option<(u32, u32)> {
-        let w = self
-            .msg_rx
-            .load_u64(self.space.request(from, self.me))
-            .ok()?;
-        Some(((w >> 32) as u32, w as u32))
+    fn poll_request(&self, from: u32) -> (u32, u32) {
+        let w = self.mail.load_u64(self.mail.at().request(from));
+        ((w >> 32) as u32, w as u32)
     }
 
     fn send_reply(
@@ -78,7 +100,6 @@ impl DataPropagation for DmsData {
         page: u32,
         data: Option<&[u8]>,
     ) -> Result<(), CsmError> {
-        let at = self.space.reply(to);
         let d = data.unwrap_or(&[]);
         let header = ReplyHeader {
             seq,
@@ -86,30 +107,39 @@ impl DataPropagation for DmsData {
             checksum: checksum(seq, page, d),
         }
         .encode();
-        // Data first, then the header: total order shows the data to the
-        // requester before it sees the answer. The header is one aligned
-        // 16-byte store, so it travels in one packet: whole or not at all.
-        if d.is_empty() {
-            self.msg_tx.write(at, &header)?;
-        } else {
-            self.msg_tx.write_many(&[(at + 64, d), (at, &header)])?;
+        // Data first, then the header: a requester that sees the header has
+        // every earlier packet of this node's (per-source FIFO, packet by
+        // packet). The header is one aligned 16-byte store, one packet.
+        if !d.is_empty() {
+            self.mail.post(to, self.mail.at().reply_data(), d)?;
         }
-        Ok(())
+        self.mail.post(to, self.mail.at().reply_header(), &header)
     }
 
     fn reply_seq(&self) -> u32 {
-        self.msg_rx.load_u32(self.space.reply(self.me)).unwrap_or(0)
+        self.mail.load_u32(self.mail.at().reply_header())
     }
 
     fn read_reply(&self, seq: u32, page: u32, out: &mut [u8]) -> Result<bool, CsmError> {
-        let at = self.space.reply(self.me);
         // Data before header: a stray late reply landing in between makes
         // the checksum disagree, never passes for this one.
-        self.msg_rx.read(at + 64, out)?;
+        self.mail.read(self.mail.at().reply_data(), out)?;
         let mut h = [0u8; 16];
-        self.msg_rx.read(at, &mut h)?;
+        self.mail.read(self.mail.at().reply_header(), &mut h)?;
         let h = ReplyHeader::decode(&h);
         Ok(h.seq == seq && h.page == page && h.checksum == checksum(seq, page, out))
+    }
+
+    fn post_echo(&self) -> Result<u64, CsmError> {
+        self.mail.post_echo()
+    }
+
+    fn echo_seen(&self) -> u64 {
+        self.mail.echo_seen()
+    }
+
+    fn echo_posted(&self) -> u64 {
+        self.mail.echo_posted()
     }
 }
 

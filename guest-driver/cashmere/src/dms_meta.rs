@@ -4,14 +4,32 @@
 //! the home, each node word only by its node), and per-node write-notice bins
 //! in Memory Channel space, each written by one sender, drained by the
 //! receiver.
+//!
+//! What each relies on (docs/cashmere.md, "Ordering"):
+//! - A node knows its own directory words from its own record (`mine`), never
+//!   from its replica: its last store to a word may not have come back yet.
+//! - Notices: the entries, then SendIdx, in that order from one sender, so a
+//!   receiver that sees SendIdx has the entries before it (per-source FIFO,
+//!   packet by packet). RecvIdx read by the sender may be stale: that only
+//!   makes the bin look fuller.
+//! - The directory lock (home assignment at first touch): the seed's lock
+//!   (write an entry, wait for it to come back, read the others'), with the
+//!   wait on this node's echo: total order and loopback in order.
 
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-use mc_api::{LockSet, MemoryChannel, RxRegion, Sharing, TxRegion};
+use mc_api::{MemoryChannel, RxRegion, Sharing, TxRegion};
 
+use super::mailbox::Mailboxes;
 use super::seams::{DirectoryState, Metadata};
-use super::space::{CsmSpace, EXCLUSIVE, KEY_DIR, KEY_DIRLOCK, KEY_WN};
+use super::space::{CsmSpace, EXCLUSIVE, KEY_DIR, KEY_WN};
+use super::wait::{await_echo, Doorbell};
 use super::CsmError;
+
+/// How long a home assignment waits for the directory lock.
+const DIR_LOCK_WAIT: Duration = Duration::from_secs(120);
 
 pub struct DmsMeta {
     space: CsmSpace,
@@ -20,14 +38,23 @@ pub struct DmsMeta {
     dir_rx: RxRegion,
     wn_tx: TxRegion,
     wn_rx: RxRegion,
-    /// Taken only to assign a home at first touch.
-    dir_lock: LockSet,
+    /// This node's own directory word of each page, as it last wrote it.
+    mine: Box<[AtomicU8]>,
+    /// Tickets for the directory lock.
+    ticket: AtomicU32,
+    mail: Arc<Mailboxes>,
+    bell: Arc<Doorbell>,
     /// SendIdx per receiver, RecvIdx per sender (this node's copies).
     idx: Mutex<(Vec<u64>, Vec<u64>)>,
 }
 
 impl DmsMeta {
-    pub fn new(mc: &MemoryChannel, space: CsmSpace) -> Result<DmsMeta, CsmError> {
+    pub fn new(
+        mc: &MemoryChannel,
+        space: CsmSpace,
+        mail: Arc<Mailboxes>,
+        bell: Arc<Doorbell>,
+    ) -> Result<DmsMeta, CsmError> {
         let dir = mc.region_alloc(KEY_DIR, space.dir_bytes(), true)?;
         let wn = mc.region_alloc(KEY_WN, space.wn_bytes(), true)?;
         let me = mc.node_id().index() as u32;
@@ -41,6 +68,9 @@ impl DmsMeta {
         let recv = (0..n)
             .map(|s| wn_rx.load_u64(space.bin(me, s) + 8))
             .collect::<Result<Vec<_>, _>>()?;
+        let mine = (0..space.pages)
+            .map(|p| AtomicU8::new(dir_rx.load_u32(space.dir_node(p, me)).unwrap_or(0) as u8))
+            .collect();
         Ok(DmsMeta {
             space,
             me,
@@ -48,7 +78,10 @@ impl DmsMeta {
             dir_rx,
             wn_tx: mc.attach_transmit(wn, Sharing::Shared, true)?,
             wn_rx,
-            dir_lock: mc.lock_alloc(KEY_DIRLOCK, 1, false, false)?,
+            mine,
+            ticket: AtomicU32::new(1),
+            mail,
+            bell,
             idx: Mutex::new((send, recv)),
         })
     }
@@ -57,6 +90,57 @@ impl DmsMeta {
         self.dir_rx
             .load_u32(self.space.dir_shared(page))
             .unwrap_or(0)
+    }
+
+    /// Wait until everything this node has posted so far has come back.
+    fn settle(&self, failed: &dyn Fn() -> Result<(), CsmError>) -> Result<(), CsmError> {
+        let mark = self.mail.post_echo()?;
+        await_echo(
+            &self.bell,
+            mark,
+            || self.mail.post_echo(),
+            || self.mail.echo_seen(),
+            failed,
+        )
+    }
+
+    /// The seed's lock (seed 000 s.2.3.1.1, seed 002 s.6.1), on the directory
+    /// lock's entries: write this node's entry, wait until it has come back
+    /// (then every entry written before it has arrived here too: total order),
+    /// and hold the lock if no other entry is set; otherwise clear, back off
+    /// and try again. Of two contenders the later one in the total order
+    /// sees the earlier one's entry.
+    fn dir_lock(&self, failed: &dyn Fn() -> Result<(), CsmError>) -> Result<(), CsmError> {
+        let start = Instant::now();
+        let mut backoff_us = 20u64;
+        let mut rng = u64::from(self.me + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        loop {
+            let t = self.ticket.fetch_add(1, Ordering::Relaxed).max(1);
+            self.dir_tx
+                .post(self.space.dir_lock(self.me), &t.to_le_bytes())?;
+            self.settle(failed)?;
+            let contended = (0..self.space.nodes)
+                .filter(|&n| n != self.me)
+                .any(|n| self.dir_rx.load_u32(self.space.dir_lock(n)).unwrap_or(0) != 0);
+            if !contended {
+                return Ok(());
+            }
+            self.dir_tx
+                .post(self.space.dir_lock(self.me), &0u32.to_le_bytes())?;
+            if start.elapsed() > DIR_LOCK_WAIT {
+                return Err(CsmError::DirectoryLock {
+                    after: DIR_LOCK_WAIT,
+                });
+            }
+            // Randomised exponential back-off, asleep (nanosleep is a plain
+            // system call: fine in the fault handler).
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            let us = backoff_us / 2 + rng % (backoff_us / 2 + 1);
+            std::thread::sleep(Duration::from_micros(us));
+            backoff_us = (backoff_us * 2).min(2000);
+        }
     }
 }
 
@@ -68,31 +152,43 @@ impl Metadata for DmsMeta {
         }
     }
 
-    fn claim_home(&self, page: u32) -> Result<u32, CsmError> {
-        self.dir_lock.acquire(0)?;
-        let r = (|| {
-            if let Some(h) = self.home(page) {
-                return Ok(h);
-            }
-            self.dir_tx
-                .write_u32(self.space.dir_shared(page), self.me + 1)?;
-            Ok(self.me)
-        })();
-        self.dir_lock.release(0)?;
+    fn claim_home(
+        &self,
+        page: u32,
+        failed: &dyn Fn() -> Result<(), CsmError>,
+    ) -> Result<u32, CsmError> {
+        self.dir_lock(failed)?;
+        // Holding the lock, this node has seen every home assigned before
+        // (an assignment comes before its assigner's lock release, and that
+        // before our entry in the total order).
+        let r = match self.home(page) {
+            Some(h) => Ok(h),
+            None => self
+                .dir_tx
+                .post(self.space.dir_shared(page), &(self.me + 1).to_le_bytes())
+                .map(|()| self.me)
+                .map_err(CsmError::from),
+        };
+        // After the assignment in FIFO order: whoever takes the lock next
+        // sees it.
+        self.dir_tx
+            .post(self.space.dir_lock(self.me), &0u32.to_le_bytes())?;
         r
-    }
-
-    fn exclusive(&self, page: u32) -> bool {
-        self.shared_word(page) & EXCLUSIVE != 0
     }
 
     fn set_exclusive(&self, page: u32, home: u32, on: bool) -> Result<(), CsmError> {
         let w = (home + 1) | if on { EXCLUSIVE } else { 0 };
-        self.dir_tx.write_u32(self.space.dir_shared(page), w)?;
+        self.dir_tx
+            .post(self.space.dir_shared(page), &w.to_le_bytes())?;
         Ok(())
     }
 
     fn state_of(&self, page: u32, node: u32) -> DirectoryState {
+        if node == self.me {
+            return DirectoryState::from_word(u32::from(
+                self.mine[page as usize].load(Ordering::Relaxed),
+            ));
+        }
         DirectoryState::from_word(
             self.dir_rx
                 .load_u32(self.space.dir_node(page, node))
@@ -101,9 +197,13 @@ impl Metadata for DmsMeta {
     }
 
     fn set_state(&self, page: u32, state: DirectoryState) -> Result<(), CsmError> {
-        if self.state_of(page, self.me) != state {
-            self.dir_tx
-                .write_u32(self.space.dir_node(page, self.me), state as u32)?;
+        // Our own record, not the replica: our last store to this word may
+        // still be on its way back.
+        if self.mine[page as usize].swap(state as u8, Ordering::Relaxed) != state as u8 {
+            self.dir_tx.post(
+                self.space.dir_node(page, self.me),
+                &(state as u32).to_le_bytes(),
+            )?;
         }
         Ok(())
     }
@@ -133,7 +233,7 @@ impl Metadata for DmsMeta {
         Ok(k)
     }
 
-    fn drain_notices(&self, out: &mut Vec<u32>) -> Result<(), CsmError> {
+    fn drain_notices(&self, take: &mut dyn FnMut(u32)) -> Result<(), CsmError> {
         let mut idx = self.idx.lock().unwrap_or_else(|p| p.into_inner());
         let cap = u64::from(self.space.bin_capacity());
         for s in 0..self.space.nodes {
@@ -147,11 +247,11 @@ impl Metadata for DmsMeta {
                 continue;
             }
             while recv < send {
-                out.push(self.wn_rx.load_u32(bin + 16 + 4 * (recv % cap) as usize)?);
+                take(self.wn_rx.load_u32(bin + 16 + 4 * (recv % cap) as usize)?);
                 recv += 1;
             }
             idx.1[s as usize] = recv;
-            self.wn_tx.write_u64(bin + 8, recv)?;
+            self.wn_tx.post(bin + 8, &recv.to_le_bytes())?;
         }
         Ok(())
     }

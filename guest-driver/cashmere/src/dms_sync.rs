@@ -1,20 +1,41 @@
 //! CSM-DMS synchronisation (seed 000 s.2.3.1.1 "Synchronization", seed 002
 //! s.6.1): locks are the API's cluster spinlocks (one entry per node in a
-//! broadcast + loopback page; write, wait for loopback, read the array);
-//! barriers are one arrival word per node and a sense word that a master
-//! (node 0) advances once every node has arrived; flags are write-once
-//! broadcast words.
+//! broadcast + loopback page; write, wait for loopback, read the array),
+//! taken after a node-level lock so one thread per node contends; barriers
+//! are an arrival word per node in the master's (node 0's) mailbox and a
+//! sense word the master writes into every other node's mailbox once all
+//! have arrived; flags are write-once broadcast words.
+//!
+//! Every wait is the node's one waiting discipline (`wait`): a barrier
+//! waiter sleeps until its mailbox takes a store; a flag setter rings every
+//! other node's mailbox so their flag waiters look again.
 
-use std::time::Duration;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 use mc_api::backoff::poll_until;
 use mc_api::{LockSet, MemoryChannel, RxRegion, Sharing, TxRegion};
 
+use super::mailbox::Mailboxes;
 use super::seams::Synchronization;
 use super::space::{CsmSpace, KEY_LOCKS, KEY_SYNC};
+use super::wait::{Doorbell, WaitFor};
 use super::{BarrierWait, CsmError};
 
 const WAIT: Duration = Duration::from_secs(300);
+
+/// No node lost: the `lost` word's value then.
+const NONE_LOST: u32 = u32::MAX;
+
+/// The node-level half of a lock: which of the node's locks a thread holds
+/// or is acquiring. Other threads of the node wait here, asleep, instead of
+/// contending in the cluster protocol.
+#[derive(Default)]
+struct NodeLocks {
+    held: Mutex<Vec<bool>>,
+    freed: Condvar,
+}
 
 pub struct DmsSync {
     space: CsmSpace,
@@ -23,14 +44,27 @@ pub struct DmsSync {
     /// The nodes the program runs on: one that leaves the cluster (its
     /// adapter crashed) ends the run with an error naming it.
     members: u64,
+    /// The first member found gone (`NONE_LOST` while all are there),
+    /// refreshed outside the fault path.
+    lost: AtomicU32,
     locks: LockSet,
+    node_locks: NodeLocks,
     tx: TxRegion,
     rx: RxRegion,
+    mail: Arc<Mailboxes>,
+    bell: Arc<Doorbell>,
 }
 
 impl DmsSync {
-    pub fn new(mc: &MemoryChannel, space: CsmSpace, locks: u32) -> Result<DmsSync, CsmError> {
+    pub fn new(
+        mc: &MemoryChannel,
+        space: CsmSpace,
+        locks: u32,
+        mail: Arc<Mailboxes>,
+        bell: Arc<Doorbell>,
+    ) -> Result<DmsSync, CsmError> {
         let id = mc.region_alloc(KEY_SYNC, space.sync_bytes(), true)?;
+        let locks = locks.max(1);
         Ok(DmsSync {
             space,
             me: mc.node_id().index() as u32,
@@ -42,25 +76,77 @@ impl DmsSync {
             } else {
                 (1u64 << space.nodes) - 1
             },
-            locks: mc.lock_alloc(KEY_LOCKS, locks.max(1), false, false)?,
+            lost: AtomicU32::new(NONE_LOST),
+            locks: mc.lock_alloc(KEY_LOCKS, locks, false, false)?,
+            node_locks: NodeLocks {
+                held: Mutex::new(vec![false; locks as usize]),
+                freed: Condvar::new(),
+            },
             tx: mc.attach_transmit(id, Sharing::Shared, true)?,
             rx: mc.attach_receive(id, Sharing::Shared, false)?,
+            mail,
+            bell,
         })
+    }
+
+    /// Fails the wait of a barrier or flag when a node failed or it took too
+    /// long.
+    fn check(&self, start: Instant, waiting_for: BarrierWait) -> Result<(), CsmError> {
+        if let Some(node) = self.aborted() {
+            return Err(CsmError::NodeFailed { node });
+        }
+        if start.elapsed() > WAIT {
+            return Err(CsmError::Timeout {
+                after: WAIT,
+                waiting_for,
+            });
+        }
+        Ok(())
     }
 }
 
 impl Synchronization for DmsSync {
     fn lock_acquire(&self, lock: u32) -> Result<(), CsmError> {
-        self.locks.acquire(lock)?;
-        Ok(())
+        {
+            let mut held = self
+                .node_locks
+                .held
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            if lock as usize >= held.len() {
+                // The API names the error.
+                drop(held);
+                self.locks.acquire(lock)?;
+                return Ok(());
+            }
+            while held[lock as usize] {
+                held = self
+                    .node_locks
+                    .freed
+                    .wait(held)
+                    .unwrap_or_else(|p| p.into_inner());
+            }
+            held[lock as usize] = true;
+        }
+        let r = self.locks.acquire(lock);
+        if r.is_err() {
+            self.give_back(lock);
+        }
+        Ok(r?)
     }
 
     fn lock_release(&self, lock: u32) -> Result<(), CsmError> {
-        self.locks.release(lock)?;
-        Ok(())
+        let r = self.locks.release(lock);
+        self.give_back(lock);
+        Ok(r?)
     }
 
-    fn barrier(&self, episode: u64) -> Result<(), CsmError> {
+    fn start_barrier(&self) -> Result<(), CsmError> {
+        // The mailboxes are not known to be attached everywhere yet: this
+        // one polls the sync region (start-up only). A cluster used before
+        // has its last start barrier's sense there, the same on every node
+        // by now: go on from it.
+        let episode = self.rx.load_u64(self.space.sense())? + 1;
         self.tx.write_u64(self.space.arrival(self.me), episode)?;
         let failed = |node| CsmError::NodeFailed { node };
         if self.me == 0 {
@@ -92,24 +178,73 @@ impl Synchronization for DmsSync {
         Ok(())
     }
 
+    fn barrier(
+        &self,
+        episode: u64,
+        meanwhile: &mut dyn FnMut() -> Result<(), CsmError>,
+    ) -> Result<(), CsmError> {
+        let start = Instant::now();
+        let s = &self.space;
+        let at = *self.mail.at();
+        if self.me == 0 {
+            // Every other node's arrival is in our mailbox, after its
+            // release (its diffs and notices) in its FIFO order: seeing it,
+            // we have everything it sent before (total order).
+            self.bell.wait(WaitFor::Remote, || {
+                if (1..s.nodes).all(|n| self.mail.load_u64(at.arrival(n)) >= episode) {
+                    return Ok(Some(()));
+                }
+                meanwhile()?;
+                self.check(start, BarrierWait::Arrivals).map(|()| None)
+            })?;
+            for n in 1..s.nodes {
+                self.mail.post_u64(n, at.sense(), episode)?;
+            }
+        } else {
+            self.mail.post_u64(0, at.arrival(self.me), episode)?;
+            // The sense comes after every arrival in the total order, so a
+            // node that sees it has every notice sent to it before them.
+            self.bell.wait(WaitFor::Remote, || {
+                if self.mail.load_u64(at.sense()) >= episode {
+                    return Ok(Some(()));
+                }
+                meanwhile()?;
+                self.check(start, BarrierWait::Master).map(|()| None)
+            })?;
+        }
+        Ok(())
+    }
+
     fn abort(&self) {
         if self.aborted().is_none() {
             let _ = self
                 .tx
-                .write_u64(self.space.abort(), u64::from(self.me) + 1);
+                .post(self.space.abort(), &(u64::from(self.me) + 1).to_le_bytes());
+            for n in (0..self.space.nodes).filter(|&n| n != self.me) {
+                let _ = self.mail.ring(n);
+            }
         }
+        self.bell.ring();
     }
 
     fn aborted(&self) -> Option<u32> {
         match self.rx.load_u64(self.space.abort()).unwrap_or(0) {
             // A crashed adapter cannot write the abort word: the membership
             // change the device reports says it instead.
-            0 => {
-                let lost = self.members & !self.mc.members_mask();
-                (lost != 0).then(|| lost.trailing_zeros())
-            }
+            0 => match self.lost.load(Ordering::Relaxed) {
+                NONE_LOST => None,
+                n => Some(n),
+            },
             n => Some(n as u32 - 1),
         }
+    }
+
+    fn refresh_members(&self) -> bool {
+        let lost = self.members & !self.mc.members_mask();
+        if lost != 0 {
+            self.lost.store(lost.trailing_zeros(), Ordering::Relaxed);
+        }
+        lost != 0
     }
 
     fn flag_set(&self, flag: u32, value: u64) -> Result<(), CsmError> {
@@ -120,6 +255,13 @@ impl Synchronization for DmsSync {
             });
         }
         self.tx.write_u64(self.space.flag(flag), value)?;
+        // After the flag in FIFO order: a woken waiter finds it set.
+        for n in (0..self.space.nodes).filter(|&n| n != self.me) {
+            self.mail.ring(n)?;
+        }
+        // This node's own waiters see the flag once it has come back; its
+        // echo, after it, wakes them (through the mailbox interrupt).
+        self.mail.post_echo()?;
         Ok(())
     }
 
@@ -131,5 +273,20 @@ impl Synchronization for DmsSync {
             });
         }
         Ok(self.rx.load_u64(self.space.flag(flag))?)
+    }
+}
+
+impl DmsSync {
+    fn give_back(&self, lock: u32) {
+        let mut held = self
+            .node_locks
+            .held
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some(h) = held.get_mut(lock as usize) {
+            *h = false;
+        }
+        drop(held);
+        self.node_locks.freed.notify_all();
     }
 }

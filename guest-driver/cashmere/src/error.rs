@@ -63,6 +63,12 @@ pub enum CsmError {
     NoSuchFlag { flag: u32, flags: u32 },
     #[error("page {0} has no home yet")]
     NoHome(u32),
+    /// The directory lock (home assignment at first touch) stayed taken.
+    #[error("the directory lock stayed taken for {after:?}")]
+    DirectoryLock { after: Duration },
+    /// This node's own echo did not come back: its stores are not arriving.
+    #[error("this node's own stores did not come back in {after:?}")]
+    NoEcho { after: Duration },
 }
 
 /// What a node waits for at a cluster barrier.

@@ -1,36 +1,50 @@
-//! Resolving page faults (seed 002 s.3.1, seed 000 s.2.1) on the protocol
-//! thread: a read fault fetches the page from its home; a write fault makes a
+//! Resolving page faults (seed 002 s.3.1, seed 000 s.2.1), on the faulting
+//! thread itself, inside the SIGSEGV handler (`sigsegv` says why that is
+//! safe): a read fault fetches the page from its home; a write fault makes a
 //! twin and puts the page on the dirty list, or, at a home with no other
 //! sharer, enters Exclusive mode (no twin, no diffs).
+//!
+//! Nothing here allocates: the page arrives straight into the protocol view
+//! of the heap (its application view is inaccessible meanwhile), twins live
+//! in the twin space, the lists have room for every page, and stores go
+//! through the allocation-free `TxRegion::post`.
+
+use std::sync::atomic::Ordering;
 
 use crate::node::Node;
 use crate::seams::DirectoryState;
-use crate::sigsegv::Fault;
 use crate::state::{PageState, State};
+use crate::times::{self, Activity};
 use crate::vm::Prot;
 use crate::CsmError;
 
 impl Node {
-    /// Resolve one fault handed over by the SIGSEGV handler.
-    pub(crate) fn handle_fault(&self, st: &mut State, f: &Fault) -> Result<(), CsmError> {
-        let p = (f.offset / self.ps()) as u32;
+    /// Resolve a fault at heap byte `offset` (called by the SIGSEGV handler
+    /// on the faulting thread). On return the access may be retried.
+    pub(crate) fn resolve_fault(&self, offset: usize) -> Result<(), CsmError> {
+        let p = (offset / self.ps()) as u32;
+        // The protection the page had when it faulted, read before the state
+        // is taken: another thread may upgrade it meanwhile.
+        let at_fault = self.prot[p as usize].load(Ordering::Acquire);
+        let _fault = times::enter(Activity::Fault);
+        let mut st = self.lock_state();
         let now = match st.pages[p as usize].state {
             PageState::Invalid => Prot::None,
             PageState::Read => Prot::Read,
             PageState::ReadWrite | PageState::Exclusive => Prot::ReadWrite,
         };
-        if now == Prot::ReadWrite || now as u8 > f.prot {
+        if now == Prot::ReadWrite || now as u8 > at_fault {
             // Another thread's fault already upgraded the page: just retry.
-            // (The protection a fault records can be stale by a moment: it is
-            // stored just after the mprotect, so a thread that faulted while
-            // a release was downgrading the page may report read-write.)
+            // (The recorded protection can be stale by a moment: it is stored
+            // just after the mprotect, so a thread that faulted while a
+            // release was downgrading the page may report read-write.)
             return Ok(());
         }
         if now == Prot::None {
             // A write to an invalid page faults again once readable.
-            self.read_fault(st, p)
+            self.read_fault(&mut st, p)
         } else {
-            self.write_fault(st, p)
+            self.write_fault(&mut st, p)
         }
     }
 
@@ -43,9 +57,16 @@ impl Node {
         // before the diff those notices announce arrived.
         let stamp = st.clock;
         st.clock += 1;
+        // Into the sharing set before the request: the home sees this word
+        // before the request (per-source FIFO, total order), and a releaser
+        // that orders its diff after the word sees it too (its echo wait).
         self.meta.set_state(p, DirectoryState::Read)?;
-        let buf = self.home_copy(st, p)?;
-        self.heap.write_bytes(p as usize * self.ps(), &buf);
+        let ps = self.ps();
+        // SAFETY: the page is Invalid: the application view cannot touch it,
+        // and every other thread of the node that might is waiting for the
+        // state, which this thread holds.
+        let page = unsafe { self.heap.bytes_mut(p as usize * ps, ps) };
+        self.home_copy(st, p, page)?;
         st.pages[p as usize].fetched_at = stamp;
         st.pages[p as usize].state = PageState::Read;
         self.set_prot(p, Prot::Read)
@@ -55,6 +76,9 @@ impl Node {
         st.clock += 1;
         st.stats.write_faults += 1;
         let home = self.home_of(st, p)?;
+        // Another node whose word this replica does not show yet has not had
+        // its request answered yet either (the word comes before the
+        // request); when it comes, the home leaves Exclusive.
         let alone = (0..self.nodes)
             .filter(|&n| n != self.me)
             .all(|n| self.meta.state_of(p, n) == DirectoryState::Invalid);
@@ -63,22 +87,29 @@ impl Node {
             // In Read state every local write has been flushed, so the master
             // copy holds all the working copy does, and maybe diffs that a
             // former sharer flushed as it invalidated (their notices come at
-            // its next release). Take them now: leaving Exclusive publishes
-            // the whole working copy.
-            let mut buf = vec![0u8; self.ps()];
-            self.data.read_master(p, &mut buf)?;
-            self.heap.write_bytes(p as usize * self.ps(), &buf);
+            // its next release; its Invalid word, which we saw, came after
+            // the diff). Take them now: leaving Exclusive publishes the whole
+            // working copy.
+            self.settle_own_master(st, p)?;
+            let mut buf = std::mem::take(&mut st.fetch_buf);
+            let r = self.data.read_master(p, &mut buf);
+            if r.is_ok() {
+                self.heap.write_bytes(p as usize * self.ps(), &buf);
+            }
+            st.fetch_buf = buf;
+            r?;
             st.stats.home_refreshes += 1;
             self.meta.set_exclusive(p, self.me, true)?;
             st.stats.exclusive_entries += 1;
             st.pages[p as usize].state = PageState::Exclusive;
         } else {
-            let words = self.ps() / 4;
-            let mut twin = st.twins.take(words);
-            self.heap.read_words(p as usize * self.ps(), &mut twin);
+            // SAFETY: the twin belongs to page p, and this thread holds the
+            // node's state.
+            let twin = unsafe { self.twins.twin(p as usize) };
+            self.heap.read_words(p as usize * self.ps(), twin);
             st.stats.twins += 1;
             let pg = &mut st.pages[p as usize];
-            pg.twin = Some(twin);
+            pg.twinned = true;
             pg.state = PageState::ReadWrite;
             if !pg.dirty {
                 pg.dirty = true;
@@ -88,17 +119,29 @@ impl Node {
         self.set_prot(p, Prot::ReadWrite)
     }
 
-    /// The master copy of a page: read locally at its home, fetched from a
-    /// remote home.
-    pub(crate) fn home_copy(&self, st: &mut State, p: u32) -> Result<Vec<u8>, CsmError> {
+    /// The master copy of a page into `out`: read locally at its home,
+    /// fetched from a remote home.
+    ///
+    /// The home reads its own master copy only once its own echo, posted
+    /// after its directory word (it just joined the sharing set), is back:
+    /// that is the moment a request of its own would have arrived. A diff
+    /// ordered before the word has arrived by then; a diff ordered after it
+    /// comes from a releaser whose echo wait shows it our word, so it sends
+    /// us a write notice (`release`). Without the wait the home could read
+    /// its copy before such an earlier diff lands, and get no notice for it.
+    /// The same echo covers the home's own last store into the page.
+    pub(crate) fn home_copy(&self, st: &mut State, p: u32, out: &mut [u8]) -> Result<(), CsmError> {
         let home = self.home_of(st, p)?;
-        let mut buf = vec![0u8; self.ps()];
         if home == self.me {
-            self.data.read_master(p, &mut buf)?;
+            st.stats.echo_waits += 1;
+            let mark = self.data.post_echo()?;
+            self.await_echo(Some(st), mark)?;
+            st.pages[p as usize].own_store_echo = 0;
+            self.data.read_master(p, out)?;
             st.stats.home_refreshes += 1;
         } else {
-            self.fetch(st, home, p, &mut buf)?;
+            self.fetch(st, home, p, out)?;
         }
-        Ok(buf)
+        Ok(())
     }
 }

@@ -1,25 +1,44 @@
 //! Fetching a page from its home by request/reply (seed 002 s.5), answering
 //! other nodes while waiting, with end-to-end checks and retries so a lost or
 //! damaged message costs time, not correctness.
+//!
+//! The request is one 8-byte store into the home's mailbox; the reply is the
+//! page and then a header (sequence, page, checksum) into the requester's.
+//! The requester waits for the header (the last store of the reply: packet
+//! by packet and per-source FIFO, every packet before it has arrived), with
+//! the node's waiting discipline: spin briefly, then sleep until the
+//! mailbox's interrupt rings the doorbell. Runs on the faulting thread inside
+//! the SIGSEGV handler: no allocation, no lock but the node's state, which
+//! the caller holds.
 
-use mc_api::backoff::Backoff;
+use std::time::{Duration, Instant};
 
-use crate::node::{Node, WAIT_POLICY};
+use crate::node::{Node, DRAIN_PAGE, NULL_PAGE};
 use crate::state::State;
+use crate::times::{self, Activity};
+use crate::wait::WaitFor;
 use crate::CsmError;
 
 /// How long a page request waits for its reply before asking again. A reply
 /// normally takes tens of microseconds; this is long enough that a home busy
 /// on a loaded machine is not asked twice for nothing, short enough that a
 /// lost message costs little.
-const REPLY_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(20);
+const REPLY_TIMEOUT: Duration = Duration::from_millis(20);
 /// The longest wait between two tries (the wait doubles from REPLY_TIMEOUT).
-const REPLY_TIMEOUT_MAX: std::time::Duration = std::time::Duration::from_millis(640);
+const REPLY_TIMEOUT_MAX: Duration = Duration::from_millis(640);
 /// When a fetch gives up and the node fails.
-const FETCH_GIVE_UP: std::time::Duration = std::time::Duration::from_secs(120);
+const FETCH_GIVE_UP: Duration = Duration::from_secs(120);
+
+/// What a wait for a reply ended with.
+enum Heard {
+    Reply,
+    Nothing,
+}
 
 impl Node {
     /// Request/reply with the home, answering other nodes while waiting.
+    /// `p` is a page, [`NULL_PAGE`] (a null message) or [`DRAIN_PAGE`]
+    /// (empty your bins); `buf` receives the page (empty for the others).
     ///
     /// The message layer checks every reply end to end (sequence, page and a
     /// checksum over the data, `dms_data`) and asks again, with a new
@@ -34,31 +53,25 @@ impl Node {
         p: u32,
         buf: &mut [u8],
     ) -> Result<(), CsmError> {
-        let start = std::time::Instant::now();
+        let _fetch = times::enter(Activity::Fetch);
+        let start = Instant::now();
         let mut wait = REPLY_TIMEOUT;
-        'ask: loop {
+        loop {
             st.fetch_seq = st.fetch_seq.wrapping_add(1).max(1);
             let seq = st.fetch_seq;
             self.data.send_request(home, seq, p)?;
             st.stats.messages_sent += 1;
-            let sent = std::time::Instant::now();
-            let mut backoff = Backoff::with_policy(WAIT_POLICY);
-            loop {
+            let sent = Instant::now();
+            let heard = self.bell.wait(WaitFor::Remote, || {
                 if self.data.reply_seq() == seq {
-                    // A null request's `buf` is empty: only the header is checked.
-                    if self.data.read_reply(seq, p, buf)? {
-                        break 'ask;
-                    }
-                    st.stats.damaged_replies += 1;
-                    log::debug!(
-                        "node{}: reply {seq} from node {home} for page {p} damaged; asking again",
-                        self.me
-                    );
-                    continue 'ask;
+                    return Ok(Some(Heard::Reply));
                 }
-                if let Some(n) = self.sync.aborted() {
-                    return Err(CsmError::NodeFailed { node: n });
+                // Two nodes fetching from each other both answer meanwhile.
+                if self.requests_waiting() {
+                    let _serve = times::enter(Activity::Serve);
+                    self.serve_requests(st)?;
                 }
+                self.check_failed()?;
                 if start.elapsed() > FETCH_GIVE_UP {
                     return Err(CsmError::NoReply {
                         home,
@@ -68,20 +81,23 @@ impl Node {
                         damaged: st.stats.damaged_replies,
                     });
                 }
-                if sent.elapsed() > wait {
-                    st.stats.request_timeouts += 1;
-                    log::debug!(
-                        "node{}: no reply {seq} from node {home} for page {p} in {wait:?}; asking again",
-                        self.me
-                    );
-                    wait = (wait * 2).min(REPLY_TIMEOUT_MAX);
-                    continue 'ask;
+                Ok((sent.elapsed() > wait).then_some(Heard::Nothing))
+            })?;
+            match heard {
+                Heard::Reply => {
+                    // A null request's `buf` is empty: only the header is checked.
+                    if self.data.read_reply(seq, p, buf)? {
+                        break;
+                    }
+                    st.stats.damaged_replies += 1;
                 }
-                self.poll_others(st)?;
-                backoff.snooze();
+                Heard::Nothing => {
+                    st.stats.request_timeouts += 1;
+                    wait = (wait * 2).min(REPLY_TIMEOUT_MAX);
+                }
             }
         }
-        if p != u32::MAX {
+        if p != NULL_PAGE && p != DRAIN_PAGE {
             st.stats.page_transfers += 1;
         }
         Ok(())

@@ -11,12 +11,15 @@
 //!
 //! Files: `node` (a node and its protocol thread) and `state` (its protocol
 //! state); the protocol's parts as `Node` methods: `fault` (read and write
-//! faults), `fetch` (request/reply with a home), `requests` (answering other
-//! nodes), `release`, `acquire`; `sigsegv` (access detection: the SIGSEGV
-//! hand-off), `vm` (the heap's two mappings), `shared` (typed arrays in the
-//! heap), `twin` (twins and diffs), `seams` (the variant traits), `dms_data` /
-//! `dms_meta` / `dms_sync` (CSM-DMS on Memory Channel), `space` (where that
-//! lives in Memory Channel space), `stats`, `error`.
+//! faults, resolved on the faulting thread), `fetch` (request/reply with a
+//! home), `requests` (answering other nodes), `release`, `acquire`;
+//! `sigsegv` (access detection: the SIGSEGV handler), `vm` (the heap's two
+//! mappings), `shared` (typed arrays in the heap), `twin` (twins and diffs),
+//! `wait` (the one waiting discipline), `seams` (the variant traits),
+//! `dms_data` / `dms_meta` / `dms_sync` (CSM-DMS on Memory Channel),
+//! `mailbox` (each node's interrupting mailbox), `space` (where that lives
+//! in Memory Channel space), `stats` (counts), `times` (where time goes),
+//! `error`.
 
 mod acquire;
 mod dms_data;
@@ -25,6 +28,7 @@ mod dms_sync;
 mod error;
 mod fault;
 mod fetch;
+mod mailbox;
 mod node;
 mod release;
 mod requests;
@@ -34,10 +38,12 @@ mod sigsegv;
 pub mod space;
 mod state;
 mod stats;
+mod times;
 pub mod twin;
 mod vm;
+mod wait;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -49,12 +55,15 @@ pub use shared::SharedArray;
 pub use space::CsmSpace;
 pub use state::PageState;
 pub use stats::Stats;
+pub use times::TimeBreakdown;
 
-use mc_api::backoff::Backoff;
-use node::{protocol_thread, LocalBarrier, Node, WAIT_POLICY};
-use sigsegv::FaultQueue;
+use mailbox::Mailboxes;
+use node::{protocol_thread, window, LocalBarrier, Node, NULL_PAGE};
 use state::State;
+use times::Activity;
+use twin::TwinSpace;
 use vm::HeapMemory;
+use wait::{Doorbell, WaitFor};
 
 /// What [`Csm::start`] needs; every node must pass the same values.
 #[derive(Clone, Debug)]
@@ -119,26 +128,20 @@ impl Csm {
         if cfg.threads == 0 {
             return Err(CsmError::NoThreads);
         }
+        times::init();
         let nodes = mc.nodes();
         let space = cfg.space(nodes);
+        let ps = cfg.page_size as usize;
         let heap = HeapMemory::new(space.heap_bytes() as usize)?;
-        let faults = Box::new(FaultQueue::new(
-            heap.app_base() as usize,
-            heap.len(),
-            cfg.page_size as usize,
-        ));
-        let registration =
-            sigsegv::register(&faults).ok_or(CsmError::TooManyHeaps(sigsegv::MAX_HEAPS))?;
-        let data = dms_data::DmsData::new(mc, space);
-        let meta = dms_meta::DmsMeta::new(mc, space);
-        let sync = dms_sync::DmsSync::new(mc, space, cfg.locks);
-        let (data, meta, sync) = match (data, meta, sync) {
-            (Ok(d), Ok(m), Ok(s)) => (d, m, s),
-            (d, m, s) => {
-                sigsegv::unregister(registration);
-                return Err(d.err().or(m.err()).or(s.err()).expect("one failed"));
-            }
-        };
+        let twins = TwinSpace::new(space.pages as usize, ps / 4)?;
+        let bell = Arc::new(Doorbell::default());
+        // Before the start barrier: no node writes to a mailbox before its
+        // owner receives it.
+        let mail = Arc::new(Mailboxes::new(mc, space)?);
+        let data = dms_data::DmsData::new(mc, space, mail.clone())?;
+        let meta = dms_meta::DmsMeta::new(mc, space, mail.clone(), bell.clone())?;
+        let sync = dms_sync::DmsSync::new(mc, space, cfg.locks, mail.clone(), bell.clone())?;
+        let signal = mc.event_signal()?;
         let node = Arc::new(Node {
             me: mc.node_id().index() as u32,
             nodes,
@@ -146,13 +149,19 @@ impl Csm {
             threads: cfg.threads,
             exclusive_mode: cfg.exclusive_mode,
             incoming_diffs: cfg.incoming_diffs && cfg.threads > 1,
+            prot: (0..space.pages).map(|_| AtomicU8::new(0)).collect(),
             heap,
-            faults,
-            registration,
+            twins,
+            registration: AtomicUsize::new(usize::MAX),
             data: Box::new(data),
             meta: Box::new(meta),
             sync: Box::new(sync),
-            state: Mutex::new(State::new(space.pages, nodes)),
+            mc: mc.clone(),
+            mail,
+            bell,
+            signal,
+            state: Mutex::new(State::new(space.pages, nodes, cfg.page_size)),
+            served: (0..nodes).map(|_| AtomicU32::new(0)).collect(),
             stop: AtomicBool::new(false),
             local: Mutex::new(LocalBarrier {
                 arrived: 0,
@@ -164,14 +173,19 @@ impl Csm {
             start: Instant::now(),
             failure: Mutex::new(None),
             window: Mutex::new((None, None)),
+            proto_window: AtomicU8::new(window::NONE),
+            proto_times: Mutex::new(None),
         });
+        let registration =
+            sigsegv::register(&node).ok_or(CsmError::TooManyHeaps(sigsegv::MAX_HEAPS))?;
+        node.registration.store(registration, Ordering::Release);
         {
             // Requests answered before this start are not ours to answer.
             let mut st = node.lock_state();
             for r in 0..nodes {
-                if let Some((seq, _)) = node.data.poll_request(r) {
-                    st.served[r as usize] = seq;
-                }
+                let (seq, _) = node.data.poll_request(r);
+                st.served[r as usize] = seq;
+                node.served[r as usize].store(seq, Ordering::Relaxed);
             }
             st.fetch_seq = node.data.reply_seq();
         }
@@ -184,12 +198,7 @@ impl Csm {
             server: Arc::new(Mutex::new(Some(server))),
         };
         // Every node's regions and protocol thread are up past this point.
-        let episode = {
-            let mut st = csm.node.lock_state();
-            st.barrier_episode += 1;
-            st.barrier_episode
-        };
-        csm.node.sync.barrier(episode)?;
+        csm.node.sync.start_barrier()?;
         Ok(csm)
     }
 
@@ -212,24 +221,67 @@ impl Csm {
     }
 
     /// Mark the start of the timed part of a program (the earliest mark of
-    /// the node's threads counts).
+    /// the node's threads counts). The calling thread's time breakdown
+    /// ([`Csm::thread_breakdown`]) starts here too, and the protocol
+    /// thread's at the node's first mark.
     pub fn mark_start(&self) {
+        times::begin_window();
         let t = self.elapsed();
         let mut w = self.node.window.lock().unwrap_or_else(|p| p.into_inner());
         w.0 = Some(w.0.map_or(t, |s| s.min(t)));
+        if self
+            .node
+            .proto_window
+            .compare_exchange(
+                window::NONE,
+                window::BEGIN,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            )
+            .is_ok()
+        {
+            self.node.wake_protocol_thread();
+        }
     }
 
-    /// Mark the end of the timed part (the latest mark counts).
+    /// Mark the end of the timed part (the latest mark counts; so does the
+    /// protocol thread's breakdown).
     pub fn mark_end(&self) {
+        times::end_window();
         let t = self.elapsed();
         let mut w = self.node.window.lock().unwrap_or_else(|p| p.into_inner());
         w.1 = Some(w.1.map_or(t, |e| e.max(t)));
+        drop(w);
+        let pw = &self.node.proto_window;
+        let now = pw.load(Ordering::Acquire);
+        if now >= window::BEGIN {
+            pw.store(window::END, Ordering::Release);
+            self.node.wake_protocol_thread();
+        }
     }
 
     /// Seconds between the marks, if both were made.
     pub fn timed(&self) -> Option<f64> {
         let w = self.node.window.lock().unwrap_or_else(|p| p.into_inner());
         Some(w.1? - w.0?)
+    }
+
+    /// Where the calling thread's time went since its [`Csm::mark_start`]
+    /// (call it from each application thread after its `mark_end`; `name`
+    /// names the thread in the result).
+    pub fn thread_breakdown(&self, name: &str) -> TimeBreakdown {
+        times::breakdown(name, self.node.me)
+    }
+
+    /// Where the node's protocol thread's time went in the timed window
+    /// (from the node's first mark to its last), once [`Csm::finish`] has
+    /// stopped it.
+    pub fn protocol_breakdown(&self) -> Option<TimeBreakdown> {
+        self.node
+            .proto_times
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Allocate `len` elements in the shared heap (aligned to `T` and 8 bytes,
@@ -286,7 +338,10 @@ impl Csm {
 
     pub fn lock_acquire(&self, lock: u32) -> Result<(), CsmError> {
         self.check_failed()?;
-        self.node.sync.lock_acquire(lock)?;
+        {
+            let _lock = times::enter(Activity::Lock);
+            self.node.sync.lock_acquire(lock)?;
+        }
         let mut st = self.node.lock_state();
         st.stats.lock_acquires += 1;
         self.node.acquire(&mut st)
@@ -308,6 +363,7 @@ impl Csm {
     /// node's threads go.
     pub fn barrier(&self) -> Result<(), CsmError> {
         self.check_failed()?;
+        let _barrier = times::enter(Activity::Barrier);
         let n = &self.node;
         let mut lb = n.local.lock().unwrap_or_else(|p| p.into_inner());
         lb.arrived += 1;
@@ -339,7 +395,7 @@ impl Csm {
                 st.stats.barriers += 1;
                 st.barrier_episode
             };
-            n.sync.barrier(episode)?;
+            n.sync.barrier(episode, &mut || n.serve_if_waiting())?;
             let mut st = n.lock_state();
             n.acquire(&mut st)
         })()
@@ -368,17 +424,18 @@ impl Csm {
 
     /// Wait until `flag` is set, then acquire; returns its value.
     pub fn flag_wait(&self, flag: u32) -> Result<u64, CsmError> {
-        let mut backoff = Backoff::with_policy(WAIT_POLICY);
-        let v = loop {
-            let v = self.node.sync.flag_get(flag)?;
-            if v != 0 {
-                break v;
-            }
-            self.check_failed()?;
-            if let Some(n) = self.node.sync.aborted() {
-                return Err(CsmError::NodeFailed { node: n });
-            }
-            backoff.snooze();
+        let v = {
+            let _flag = times::enter(Activity::Flag);
+            self.node.bell.wait(WaitFor::Remote, || {
+                let v = self.node.sync.flag_get(flag)?;
+                if v != 0 {
+                    return Ok::<_, CsmError>(Some(v));
+                }
+                self.check_failed()?;
+                self.node.check_failed()?;
+                self.node.serve_if_waiting()?;
+                Ok(None)
+            })?
         };
         let mut st = self.node.lock_state();
         st.stats.flag_waits += 1;
@@ -404,7 +461,7 @@ impl Csm {
     /// One null request/reply with `home` (the Table II "null message").
     pub fn null_round_trip(&self, home: u32) -> Result<(), CsmError> {
         let mut st = self.node.lock_state();
-        self.node.fetch(&mut st, home, u32::MAX, &mut [])
+        self.node.fetch(&mut st, home, NULL_PAGE, &mut [])
     }
 
     /// Fetch a copy of `page` from its home by request/reply and return it,
@@ -419,17 +476,17 @@ impl Csm {
         Ok(buf)
     }
 
-    /// Make a twin of `page` from the working copy and give it back (the
-    /// Table II "twin" operation).
+    /// Make a twin of `page` from the working copy (the Table II "twin"
+    /// operation: a copy of the page into twin memory; here a scratch page,
+    /// so the page's real twin, if any, is left alone).
     pub fn bench_twin(&self, page: u32) -> Result<(), CsmError> {
         let n = &self.node;
         let mut st = n.lock_state();
-        let words = n.page_size as usize / 4;
-        let mut t = st.twins.take(words);
+        let mut t = std::mem::take(&mut st.words);
         n.heap
             .read_words(page as usize * n.page_size as usize, &mut t);
         std::hint::black_box(&t);
-        st.twins.give(t);
+        st.words = t;
         Ok(())
     }
 
@@ -449,8 +506,9 @@ impl Csm {
         for w in twin.iter_mut().take(words) {
             *w = !*w;
         }
-        let runs = twin::diff(&cur, &mut twin);
-        n.data.write_diff(home, page, &runs)
+        let mut runs = Vec::new();
+        twin::diff(&cur, &mut twin, &mut runs);
+        n.data.write_diff(home, page, &cur, &runs)
     }
 
     /// Final barrier, then stop the protocol thread. Call once, from one
@@ -462,8 +520,11 @@ impl Csm {
             st.barrier_episode += 1;
             st.barrier_episode
         };
-        self.node.sync.barrier(episode)?;
+        self.node
+            .sync
+            .barrier(episode, &mut || self.node.serve_if_waiting())?;
         self.node.stop.store(true, Ordering::Release);
+        self.node.wake_protocol_thread();
         if let Some(h) = self.server.lock().unwrap_or_else(|p| p.into_inner()).take() {
             let _ = h.join();
         }

@@ -1,26 +1,34 @@
-//! A node of Cashmere: its heap, its fault queue, the three seams (data,
-//! metadata, synchronisation), its protocol state, and the protocol thread
-//! that resolves faults and answers other nodes (seed 000 s.2.1, seed 002
-//! s.3).
+//! A node of Cashmere: its heap, twins, the three seams (data, metadata,
+//! synchronisation), its protocol state, its doorbell, and its protocol
+//! thread, which answers other nodes (seed 000 s.2.1, seed 002 s.3).
 //!
 //! The protocol's parts are `Node` methods, each in the module named for it:
-//! `fault` (read and write faults), `fetch` (request/reply with a home),
-//! `requests` (answering other nodes, taking in write notices), `release`,
-//! `acquire`. A change of protection is made *before* the protocol reads a
-//! page it is about to flush or invalidate (the `mprotect` is the
-//! shoot-down), so a concurrent local writer faults and waits instead of
-//! writing behind the diff.
+//! `fault` (read and write faults, resolved on the faulting thread),
+//! `fetch` (request/reply with a home), `requests` (answering other nodes,
+//! taking in write notices), `release`, `acquire`. A change of protection is
+//! made *before* the protocol reads a page it is about to flush or
+//! invalidate (the `mprotect` is the shoot-down), so a concurrent local
+//! writer faults and waits instead of writing behind the diff.
+//!
+//! The protocol thread sleeps until a store lands in the node's mailbox (the
+//! adapter's event signal; where the transport has none, as PCI in a QEMU
+//! guest, it polls the events with growing sleeps), takes the events, rings
+//! the doorbell for the node's other waiters, and answers requests.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use mc_api::backoff::{Backoff, BackoffPolicy};
+use mc_api::{EventSignal, MemoryChannel};
 
+use crate::mailbox::Mailboxes;
 use crate::seams::{DataPropagation, Metadata, Synchronization};
-use crate::sigsegv::{self, FaultQueue};
+use crate::sigsegv;
 use crate::state::{State, StateGuard};
+use crate::times::{self, Activity, TimeBreakdown};
+use crate::twin::TwinSpace;
 use crate::vm::{HeapMemory, Prot};
+use crate::wait::{await_echo, Doorbell};
 use crate::CsmError;
 
 /// The node's own barrier: its threads arrive here, and the last one takes
@@ -30,6 +38,34 @@ pub(crate) struct LocalBarrier {
     pub(crate) generation: u64,
     pub(crate) failed: Option<Arc<CsmError>>,
 }
+
+/// Where the protocol thread's timed window is (`Csm::mark_start`,
+/// `Csm::mark_end`).
+pub(crate) mod window {
+    pub const NONE: u8 = 0;
+    pub const BEGIN: u8 = 1;
+    pub const OPEN: u8 = 2;
+    pub const END: u8 = 3;
+    pub const CLOSED: u8 = 4;
+}
+
+/// A request for nothing: the Table II null message.
+pub(crate) const NULL_PAGE: u32 = u32::MAX;
+/// A request to drain the write-notice bins (the sender's is full; seed 002
+/// s.4.3's RemoteDistributeWN), answered like a null request once done.
+pub(crate) const DRAIN_PAGE: u32 = u32::MAX - 1;
+
+/// The longest sleep of the protocol thread (it looks at the membership
+/// then, and at its stop flag).
+const PROTOCOL_NAP: Duration = Duration::from_millis(20);
+/// How soon the protocol thread looks again at requests it could not
+/// answer because another thread held the state.
+const BUSY_RETRY: Duration = Duration::from_micros(200);
+/// How often the membership is looked at.
+const MEMBERSHIP_EVERY: Duration = Duration::from_millis(20);
+/// How long a wait for this node's own echo may take before the node is
+/// considered broken.
+const ECHO_GIVE_UP: Duration = Duration::from_secs(120);
 
 /// One node's Cashmere, shared by its application threads (through `Csm`)
 /// and its protocol thread.
@@ -41,12 +77,24 @@ pub(crate) struct Node {
     pub(crate) exclusive_mode: bool,
     pub(crate) incoming_diffs: bool,
     pub(crate) heap: HeapMemory,
-    pub(crate) faults: Box<FaultQueue>,
-    pub(crate) registration: usize,
+    /// Current protection of each page of the application view (a `Prot`),
+    /// as the fault handler reads it.
+    pub(crate) prot: Box<[AtomicU8]>,
+    pub(crate) twins: TwinSpace,
+    /// Index in the fault handler's table (`sigsegv`), once registered.
+    pub(crate) registration: AtomicUsize,
     pub(crate) data: Box<dyn DataPropagation>,
     pub(crate) meta: Box<dyn Metadata>,
     pub(crate) sync: Box<dyn Synchronization>,
+    pub(crate) mc: MemoryChannel,
+    pub(crate) mail: Arc<Mailboxes>,
+    pub(crate) bell: Arc<Doorbell>,
+    /// The adapter's event signal, if the transport has one.
+    pub(crate) signal: Option<EventSignal>,
     pub(crate) state: Mutex<State>,
+    /// The last request answered per node (as in the state), for the
+    /// protocol thread to look at without the state.
+    pub(crate) served: Box<[AtomicU32]>,
     pub(crate) stop: AtomicBool,
     pub(crate) local: Mutex<LocalBarrier>,
     pub(crate) local_cv: Condvar,
@@ -56,11 +104,17 @@ pub(crate) struct Node {
     pub(crate) failure: Mutex<Option<Arc<CsmError>>>,
     /// The timed part of the program: (start, end), seconds since `start`.
     pub(crate) window: Mutex<(Option<f64>, Option<f64>)>,
+    /// The protocol thread's window (`window::*`) and its breakdown.
+    pub(crate) proto_window: AtomicU8,
+    pub(crate) proto_times: Mutex<Option<TimeBreakdown>>,
 }
 
 impl Drop for Node {
     fn drop(&mut self) {
-        sigsegv::unregister(self.registration);
+        let r = self.registration.load(Ordering::Acquire);
+        if r != usize::MAX {
+            sigsegv::unregister(r);
+        }
     }
 }
 
@@ -72,8 +126,16 @@ impl Node {
     pub(crate) fn set_prot(&self, p: u32, prot: Prot) -> Result<(), CsmError> {
         let ps = self.ps();
         self.heap.protect(p as usize * ps, ps, prot)?;
-        self.faults.prot[p as usize].store(prot as u8, Ordering::Release);
+        self.prot[p as usize].store(prot as u8, Ordering::Release);
         Ok(())
+    }
+
+    /// Fail if a node has failed (the abort word, or a lost member).
+    pub(crate) fn check_failed(&self) -> Result<(), CsmError> {
+        match self.sync.aborted() {
+            Some(node) => Err(CsmError::NodeFailed { node }),
+            None => Ok(()),
+        }
     }
 
     pub(crate) fn home_of(&self, st: &mut State, p: u32) -> Result<u32, CsmError> {
@@ -82,7 +144,7 @@ impl Node {
         }
         let h = match self.meta.home(p) {
             Some(h) => h,
-            None => self.meta.claim_home(p)?,
+            None => self.meta.claim_home(p, &|| self.check_failed())?,
         };
         st.pages[p as usize].home = Some(h);
         Ok(h)
@@ -91,15 +153,104 @@ impl Node {
     pub(crate) fn lock_state(&self) -> StateGuard<'_> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
+
+    /// Wait until this node's echo `mark` is back: everything it posted
+    /// before the echo has reached it, and so has everything any node sent
+    /// that is ordered before (total order, loopback in order). With the
+    /// node's state in hand, answer requests meanwhile (other nodes may be
+    /// waiting for this one).
+    pub(crate) fn await_echo(&self, mut st: Option<&mut State>, mark: u64) -> Result<(), CsmError> {
+        let start = Instant::now();
+        await_echo(
+            &self.bell,
+            mark,
+            || self.data.post_echo(),
+            || self.data.echo_seen(),
+            || {
+                self.check_failed()?;
+                if on_protocol_thread() {
+                    // Nobody else takes the events that ring the doorbell.
+                    if !self.mc.take_notifications(self.mail.own()).is_empty() {
+                        self.bell.ring();
+                    }
+                }
+                if let Some(st) = st.as_deref_mut() {
+                    if self.requests_waiting() {
+                        let _serve = times::enter(Activity::Serve);
+                        self.serve_requests(st)?;
+                    }
+                }
+                if start.elapsed() > ECHO_GIVE_UP {
+                    return Err(CsmError::NoEcho {
+                        after: ECHO_GIVE_UP,
+                    });
+                }
+                Ok(())
+            },
+        )
+    }
+
+    /// Before this node (a home) reads its own master copy of `p` for its
+    /// own use: its own last store into it (a diff of its writes, or the
+    /// page published as it left Exclusive) must have come back, or it
+    /// would read the copy from before its own writes.
+    pub(crate) fn settle_own_master(&self, st: &mut State, p: u32) -> Result<(), CsmError> {
+        let want = st.pages[p as usize].own_store_echo;
+        if want != 0 && self.data.echo_seen() < want {
+            st.stats.echo_waits += 1;
+            let mark = self.data.post_echo()?;
+            self.await_echo(Some(st), mark)?;
+        }
+        st.pages[p as usize].own_store_echo = 0;
+        Ok(())
+    }
+
+    /// This node has just stored into its own master copy of `p`: note the
+    /// first echo that will follow it.
+    pub(crate) fn stored_own_master(&self, st: &mut State, p: u32) {
+        st.pages[p as usize].own_store_echo = self.data.echo_posted() + 1;
+    }
+
+    /// Some other node's request is waiting to be answered.
+    pub(crate) fn requests_waiting(&self) -> bool {
+        (0..self.nodes)
+            .filter(|&r| r != self.me)
+            .any(|r| self.data.poll_request(r).0 != self.served[r as usize].load(Ordering::Relaxed))
+    }
+
+    /// A thread that waits without holding the state (at a barrier, for a
+    /// flag) answers requests meanwhile if it can take the state at once:
+    /// it is awake anyway, and the protocol thread may have to be woken.
+    pub(crate) fn serve_if_waiting(&self) -> Result<(), CsmError> {
+        if !self.requests_waiting() {
+            return Ok(());
+        }
+        let guard = match self.state.try_lock() {
+            Ok(g) => g,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return Ok(()),
+        };
+        let mut st = guard;
+        let _serve = times::enter(Activity::Serve);
+        self.serve_requests(&mut st)
+    }
+
+    /// Wake the protocol thread (to stop it, or to take a window mark).
+    pub(crate) fn wake_protocol_thread(&self) {
+        if let Some(s) = &self.signal {
+            let _ = s.raise();
+        }
+    }
 }
 
-/// How the protocol waits for other nodes: a short spin, then yielding, then
-/// short sleeps.
-pub(crate) const WAIT_POLICY: BackoffPolicy = BackoffPolicy {
-    spins: 64,
-    yields: 1_936,
-    max_sleep: std::time::Duration::from_micros(20),
-};
+thread_local! {
+    /// Set on a node's protocol thread, the one that takes the events.
+    static PROTOCOL_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+fn on_protocol_thread() -> bool {
+    PROTOCOL_THREAD.with(|p| p.get())
+}
 
 /// Log a protocol failure, tell the other nodes, and keep it for the
 /// application threads' next call.
@@ -109,55 +260,132 @@ fn report_failure(node: &Node, e: Arc<CsmError>) {
     *node.failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
 }
 
-/// The node's protocol thread: resolve faults handed over by the SIGSEGV
-/// handler, answer page requests, drain write notices.
+/// The node's protocol thread: sleep until the mailbox takes a store, ring
+/// the doorbell, answer requests.
 pub(crate) fn protocol_thread(node: &Node) {
-    let mut faults = Vec::new();
-    let mut backoff = Backoff::with_policy(WAIT_POLICY);
+    PROTOCOL_THREAD.with(|p| p.set(true));
+    times::begin_window();
+    let mut idle = Some(times::enter(Activity::Idle));
+    let mut last_work = Instant::now();
+    // Looking for more work since the last piece (requests come in bursts).
+    let mut spinning = false;
+    let mut last_members = Instant::now();
+    let mut nap = Duration::from_micros(10);
     while !node.stop.load(Ordering::Acquire) {
-        faults.clear();
-        node.faults.pending(&mut faults);
-        let mut st = node.lock_state();
-        let before = (st.stats.messages_served, st.stats.write_notices_received);
-        let mut r = Ok(());
-        for f in &faults {
-            let x = node.handle_fault(&mut st, f).map_err(Arc::new);
-            if let (Err(e), Ok(())) = (&x, &r) {
-                // Said before the fault is completed: the faulting thread
-                // then aborts the process, and the reason must be out first.
-                report_failure(node, e.clone());
+        match node.proto_window.load(Ordering::Acquire) {
+            window::BEGIN => {
+                drop(idle.take());
+                times::begin_window();
+                idle = Some(times::enter(Activity::Idle));
+                let _ = node.proto_window.compare_exchange(
+                    window::BEGIN,
+                    window::OPEN,
+                    Ordering::AcqRel,
+                    Ordering::Relaxed,
+                );
             }
-            node.faults.complete(f, x.is_ok());
-            if x.is_err() && r.is_ok() {
-                r = x;
+            window::END => {
+                *node.proto_times.lock().unwrap_or_else(|p| p.into_inner()) =
+                    Some(times::breakdown("proto", node.me));
+                let _ = node.proto_window.compare_exchange(
+                    window::END,
+                    window::CLOSED,
+                    Ordering::AcqRel,
+                    Ordering::Relaxed,
+                );
+            }
+            _ => {}
+        }
+        // The events are taken before the words are looked at: an event is
+        // delivered after the store it reports, so what it reports is there.
+        // Requests are this thread's to answer; anything else (a reply, a
+        // barrier, an echo, a ring) may be what a sleeping waiter waits for.
+        let notes = node.mc.take_notifications(node.mail.own());
+        let events = notes.len();
+        if notes.iter().any(|n| !node.mail.is_request(n.page)) {
+            node.bell.ring();
+        }
+        if last_members.elapsed() > MEMBERSHIP_EVERY {
+            last_members = Instant::now();
+            if node.sync.refresh_members() {
+                node.bell.ring();
             }
         }
-        let reported = r.is_err();
-        if r.is_ok() {
-            r = node.poll_others(&mut st).map_err(Arc::new);
-        }
-        let busy = !faults.is_empty()
-            || before != (st.stats.messages_served, st.stats.write_notices_received);
-        drop(st);
-        if let Err(e) = r {
-            if !reported {
-                report_failure(node, e);
-            }
-            // Keep failing faults so application threads do not hang.
-            while !node.stop.load(Ordering::Acquire) {
-                faults.clear();
-                node.faults.pending(&mut faults);
-                for f in &faults {
-                    node.faults.complete(f, false);
+        if node.requests_waiting() {
+            // Never blocks on the state: a thread holding it may be asleep
+            // waiting for an event only this thread takes. That thread
+            // answers requests itself while it waits.
+            let guard = match node.state.try_lock() {
+                Ok(g) => Some(g),
+                Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+                Err(std::sync::TryLockError::WouldBlock) => None,
+            };
+            match guard {
+                Some(mut st) => {
+                    let r = {
+                        let _serve = times::enter(Activity::Serve);
+                        node.serve_requests(&mut st)
+                    };
+                    drop(st);
+                    if let Err(e) = r {
+                        report_failure(node, Arc::new(e));
+                        return;
+                    }
+                    if spinning {
+                        node.bell.protocol_spun(true);
+                    }
+                    spinning = false;
+                    last_work = Instant::now();
+                    nap = Duration::from_micros(10);
                 }
-                std::thread::sleep(std::time::Duration::from_millis(1));
+                None => {
+                    // The holder answers while it waits: wake it if it
+                    // sleeps. Look again soon: it may not be waiting at all
+                    // (a release diffing many pages).
+                    node.bell.ring();
+                    match &node.signal {
+                        Some(s) => {
+                            let _ = s.wait(BUSY_RETRY);
+                        }
+                        None => std::thread::sleep(BUSY_RETRY),
+                    }
+                }
             }
-            return;
+            continue;
         }
-        if busy {
-            backoff.restart();
-        } else {
-            backoff.snooze();
+        if events > 0 {
+            last_work = Instant::now();
+            continue;
         }
+        if last_work.elapsed() < node.bell.protocol_spin() {
+            spinning = true;
+            std::hint::spin_loop();
+            continue;
+        }
+        if spinning {
+            node.bell.protocol_spun(false);
+            spinning = false;
+        }
+        match &node.signal {
+            // After `take_notifications` the adapter signals the next event;
+            // one that came since then has signalled already.
+            Some(s) => {
+                if let Err(e) = s.wait(PROTOCOL_NAP) {
+                    report_failure(node, Arc::new(e.into()));
+                    return;
+                }
+            }
+            // No interrupts (PCI in a QEMU guest): poll, sleeping longer
+            // the longer nothing comes.
+            None => {
+                std::thread::sleep(nap);
+                nap = (nap * 2).min(Duration::from_micros(200));
+            }
+        }
+    }
+    drop(idle);
+    if node.proto_window.load(Ordering::Acquire) != window::CLOSED {
+        *node.proto_times.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some(times::breakdown("proto", node.me));
     }
 }

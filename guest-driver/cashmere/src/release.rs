@@ -1,68 +1,104 @@
 //! Release (seed 002 s.3.3): flush every dirty page to its home as a diff
 //! against its twin, then send write notices to the other sharers.
+//!
+//! Ordering (docs/cashmere.md, "Ordering"): the diffs, then the notices,
+//! then whatever synchronisation store the caller makes (lock release,
+//! barrier arrival, flag) leave in that order from this node's FIFO, so any
+//! node that sees the synchronisation store has every notice sent to it
+//! before, and any home has the diffs before it sees a request made after
+//! it (total order). One wait: the sharing set is read only once this
+//! node's echo, posted after the diffs, is back, so every directory word
+//! ordered before the diffs is in this node's replica. A node that joined
+//! the sharing set before our diff in the total order asked the home before
+//! it too, so its copy may lack our diff: it must get a notice, and now it
+//! does. A node that joined after will get a copy with our diff.
 
-use mc_api::backoff::Backoff;
-
-use crate::node::{Node, WAIT_POLICY};
+use crate::node::{Node, DRAIN_PAGE};
 use crate::seams::DirectoryState;
 use crate::state::{PageState, State};
+use crate::times::{self, Activity};
 use crate::twin::diff;
 use crate::vm::Prot;
 use crate::CsmError;
 
 impl Node {
-    /// Diff a twinned page against its twin and write the diff to the home.
-    /// The caller has already taken write permission away.
+    /// Diff a twinned page against its twin and write the runs to the home.
+    /// The caller has already taken write permission away (the page cannot
+    /// change under the diff).
     pub(crate) fn flush(&self, st: &mut State, p: u32) -> Result<(), CsmError> {
-        let Some(mut twin) = st.pages[p as usize].twin.take() else {
+        if !st.pages[p as usize].twinned {
             return Ok(());
-        };
+        }
         let home = self.home_of(st, p)?;
-        let mut cur = vec![0u32; twin.len()];
-        self.heap.read_words(p as usize * self.ps(), &mut cur);
-        let runs = diff(&cur, &mut twin);
-        if !runs.is_empty() {
-            let bytes = self.data.write_diff(home, p, &runs)?;
+        let mut words = std::mem::take(&mut st.words);
+        let mut runs = std::mem::take(&mut st.runs);
+        self.heap.read_words(p as usize * self.ps(), &mut words);
+        // SAFETY: page p's twin; this thread holds the node's state.
+        let twin = unsafe { self.twins.twin(p as usize) };
+        diff(&words, twin, &mut runs);
+        let r = if runs.is_empty() {
+            Ok(0)
+        } else {
+            self.data.write_diff(home, p, &words, &runs)
+        };
+        st.words = words;
+        st.runs = runs;
+        let bytes = r?;
+        if bytes > 0 {
             st.stats.diffs += 1;
             st.stats.diff_bytes += bytes as u64;
+            if home == self.me {
+                self.stored_own_master(st, p);
+            }
         }
-        st.twins.give(twin);
+        st.pages[p as usize].twinned = false;
         Ok(())
     }
 
-    /// Release (seed 002 s.3.3): flush every dirty page to its home, then send
-    /// write notices to the other sharers. Total order makes each diff visible
-    /// before the notices and before the synchronisation write that follows.
+    /// Release (seed 002 s.3.3): flush every dirty page to its home, then
+    /// send write notices to the other sharers.
     pub(crate) fn release(&self, st: &mut State) -> Result<(), CsmError> {
+        let _diff = times::enter(Activity::Diff);
         st.clock += 1;
         st.stats.releases += 1;
-        let dirty = std::mem::take(&mut st.dirty);
-        let mut notices: Vec<Vec<u32>> = vec![Vec::new(); self.nodes as usize];
-        for &p in &dirty {
-            if st.pages[p as usize].twin.is_some() {
+        if st.dirty.is_empty() {
+            return Ok(());
+        }
+        // Both lists have room for every page: swapping keeps it.
+        std::mem::swap(&mut st.dirty, &mut st.releasing);
+        for i in 0..st.releasing.len() {
+            let p = st.releasing[i];
+            if st.pages[p as usize].twinned {
                 self.set_prot(p, Prot::Read)?;
                 self.flush(st, p)?;
                 st.pages[p as usize].state = PageState::Read;
                 self.meta.set_state(p, DirectoryState::Read)?;
             }
             st.pages[p as usize].dirty = false;
+        }
+        let mark = self.data.post_echo()?;
+        st.stats.echo_waits += 1;
+        self.await_echo(Some(st), mark)?;
+        let mut notices: Vec<Vec<u32>> = vec![Vec::new(); self.nodes as usize];
+        for &p in &st.releasing {
             for n in 0..self.nodes {
                 if n != self.me && self.meta.state_of(p, n) != DirectoryState::Invalid {
                     notices[n as usize].push(p);
                 }
             }
         }
+        st.releasing.clear();
         for (n, list) in notices.iter().enumerate() {
             let mut sent = 0;
-            let mut backoff = Backoff::with_policy(WAIT_POLICY);
             while sent < list.len() {
                 let k = self.meta.send_notices(n as u32, &list[sent..])?;
                 sent += k;
                 st.stats.write_notices_sent += k as u64;
                 if k == 0 {
-                    // The receiver's bin is full: keep answering while it drains.
-                    self.poll_others(st)?;
-                    backoff.snooze();
+                    // The receiver's bin is full: ask it to drain (seed 002
+                    // s.4.3), answering requests while it does.
+                    st.stats.drain_requests += 1;
+                    self.fetch(st, n as u32, DRAIN_PAGE, &mut [])?;
                 }
             }
         }

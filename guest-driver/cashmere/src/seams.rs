@@ -5,7 +5,8 @@
 //! Channel remote writes, broadcast and total order. CSM-MS or CSM-S would
 //! implement `DataPropagation` / `Metadata` with explicit messages instead.
 
-use super::twin::DiffRun;
+use std::ops::Range;
+
 use super::CsmError;
 
 /// Sharing state of a page on one node, as the global directory records it.
@@ -29,9 +30,15 @@ impl DirectoryState {
 
 /// Data propagation: diffs to the master copy, page fetches from the home.
 pub trait DataPropagation: Send + Sync {
-    /// Apply a diff of `page` to the master copy at `home`; returns the bytes
-    /// sent.
-    fn write_diff(&self, home: u32, page: u32, runs: &[DiffRun]) -> Result<usize, CsmError>;
+    /// Apply the runs (word ranges) of `current` to the master copy of `page`
+    /// at `home`; returns the bytes sent.
+    fn write_diff(
+        &self,
+        home: u32,
+        page: u32,
+        current: &[u32],
+        runs: &[Range<usize>],
+    ) -> Result<usize, CsmError>;
     /// Overwrite the master copy of a page this node is home of.
     fn write_page(&self, page: u32, data: &[u8]) -> Result<(), CsmError>;
     /// Read the master copy of a page (meaningful at its home).
@@ -39,7 +46,7 @@ pub trait DataPropagation: Send + Sync {
     /// Ask `home` for `page` (or a null request: `page == u32::MAX`).
     fn send_request(&self, home: u32, seq: u32, page: u32) -> Result<(), CsmError>;
     /// The newest request from node `from`: (sequence, page).
-    fn poll_request(&self, from: u32) -> Option<(u32, u32)>;
+    fn poll_request(&self, from: u32) -> (u32, u32);
     /// Answer request `seq` of node `to` for `page`, with the page's data or
     /// none (a null request).
     fn send_reply(&self, to: u32, seq: u32, page: u32, data: Option<&[u8]>)
@@ -50,6 +57,15 @@ pub trait DataPropagation: Send + Sync {
     /// say whether it is reply `seq` for `page`, whole: `false` when a packet
     /// of it was lost or discarded on the way (the caller asks again).
     fn read_reply(&self, seq: u32, page: u32, out: &mut [u8]) -> Result<bool, CsmError>;
+    /// Mark this point in what the node has sent: returns a number that
+    /// [`DataPropagation::echo_seen`] reaches once everything sent before
+    /// has arrived back at this node (its own loopback).
+    fn post_echo(&self) -> Result<u64, CsmError>;
+    /// The highest mark back so far.
+    fn echo_seen(&self) -> u64;
+    /// The last mark posted (the next one is higher, and follows every store
+    /// this node has made so far).
+    fn echo_posted(&self) -> u64;
 }
 
 /// Metadata: the global page directory and write notices.
@@ -57,32 +73,47 @@ pub trait Metadata: Send + Sync {
     /// The page's home, if it has been touched.
     fn home(&self, page: u32) -> Option<u32>;
     /// Make this node the home unless another node got there first; returns
-    /// the home.
-    fn claim_home(&self, page: u32) -> Result<u32, CsmError>;
-    fn exclusive(&self, page: u32) -> bool;
+    /// the home. `failed` is asked while it waits, and ends the wait with its
+    /// error.
+    fn claim_home(
+        &self,
+        page: u32,
+        failed: &dyn Fn() -> Result<(), CsmError>,
+    ) -> Result<u32, CsmError>;
     /// Only the home calls this (it owns the page's shared word).
     fn set_exclusive(&self, page: u32, home: u32, on: bool) -> Result<(), CsmError>;
+    /// Node `node`'s word of the page's entry, as this node's replica has it.
     fn state_of(&self, page: u32, node: u32) -> DirectoryState;
     /// This node's own word of the page's entry.
     fn set_state(&self, page: u32, state: DirectoryState) -> Result<(), CsmError>;
     /// Deliver as many of `pages` to node `to` as its bin has room for;
     /// returns how many went.
     fn send_notices(&self, to: u32, pages: &[u32]) -> Result<usize, CsmError>;
-    /// Move every write notice that has arrived into `out`.
-    fn drain_notices(&self, out: &mut Vec<u32>) -> Result<(), CsmError>;
+    /// Hand every write notice that has arrived to `take`.
+    fn drain_notices(&self, take: &mut dyn FnMut(u32)) -> Result<(), CsmError>;
 }
 
 /// Synchronisation between nodes (the node-level part lives in the core).
 pub trait Synchronization: Send + Sync {
     fn lock_acquire(&self, lock: u32) -> Result<(), CsmError>;
     fn lock_release(&self, lock: u32) -> Result<(), CsmError>;
+    /// The barrier at start-up, before the nodes' mailboxes may be used.
+    fn start_barrier(&self) -> Result<(), CsmError>;
     /// This node has arrived at barrier episode `episode`; returns when every
-    /// node has.
-    fn barrier(&self, episode: u64) -> Result<(), CsmError>;
+    /// node has. `meanwhile` runs while it waits (answering requests) and
+    /// ends the wait with its error.
+    fn barrier(
+        &self,
+        episode: u64,
+        meanwhile: &mut dyn FnMut() -> Result<(), CsmError>,
+    ) -> Result<(), CsmError>;
     fn flag_set(&self, flag: u32, value: u64) -> Result<(), CsmError>;
     fn flag_get(&self, flag: u32) -> Result<u64, CsmError>;
     /// Tell every node this one has failed, so nobody waits for it forever.
     fn abort(&self);
     /// The node that failed, if one has.
     fn aborted(&self) -> Option<u32>;
+    /// Look at the cluster's membership again (a lost node counts as
+    /// failed); returns whether one is lost. Not for the fault path.
+    fn refresh_members(&self) -> bool;
 }

@@ -1,129 +1,44 @@
-//! Access detection: a SIGSEGV handler that hands faults to the node's
-//! protocol thread.
+//! Access detection (seed 002 s.3.1): a SIGSEGV handler that resolves the
+//! fault on the faulting thread itself, with no hand-off to another thread.
 //!
-//! Choice (documented in docs/cashmere.md): the handler itself does only
-//! async-signal-safe things: atomic loads and stores on statically reachable
-//! memory and `sched_yield`. It finds the node whose heap holds the faulting
-//! address, claims a slot in that node's fault queue, records the address and
-//! the protection the page had, and spins until the protocol thread marks the
-//! slot done; then it returns and the access is retried. All protocol work
-//! (locks, allocation, Memory Channel stores, `mprotect`) runs on the protocol
-//! thread, in ordinary context. A fault outside every registered heap
-//! reinstalls the previous handler and returns, so the access faults again
-//! under it (Rust's stack-overflow handler, or the default action).
+//! Why running the protocol inside the handler is safe here:
+//! - **It interrupted application code only.** The application view of the
+//!   heap is the only memory whose protection Cashmere changes, and only
+//!   `SharedArray::get`/`set` (a volatile load or store in the program's own
+//!   code) touch it. Cashmere and the Memory Channel API work on the heap
+//!   through the protocol view, which is always read-write, so they never
+//!   fault, and a thread is never inside them (holding one of their locks)
+//!   when it faults. Nor is it inside the allocator or stdio: those never
+//!   touch the heap.
+//! - **The only locks it takes are ones the interrupted code cannot hold:**
+//!   the node's state (held only inside Cashmere calls) and, briefly, the
+//!   API's internal ones on the same terms. Another thread holding them
+//!   finishes without needing the faulting thread, as in any program.
+//! - **It allocates nothing:** the page arrives into the protocol view,
+//!   twins live in a reserved twin space, the protocol's lists have room for
+//!   every page, and stores go through the allocation-free
+//!   `TxRegion::post` (with `--reliable` the API's check of each store does
+//!   allocate; that is still safe by the first point, but not free of it).
+//! - **It waits by system calls** that are async-signal-safe: `futex`,
+//!   `nanosleep`, `clock_gettime`, `mprotect`, `write`.
+//! - **It does not fault itself** (protocol view only), so `SA_NODEFER` never
+//!   nests it.
+//!
+//! A fault outside every registered heap reinstalls the previous handler and
+//! returns, so it faults again under it (Rust's stack-overflow handler, or
+//! the default action). If the protocol cannot resolve a fault, the handler
+//! tells the other nodes (the abort word), writes the reason to stderr from
+//! a buffer on its stack, and aborts the process.
 
-use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU8, AtomicUsize, Ordering};
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::Once;
 
-pub const SLOTS: usize = 64;
-const FREE: u32 = 0;
-const CLAIMED: u32 = 1;
-const PENDING: u32 = 2;
-const DONE: u32 = 3;
-const FAILED: u32 = 4;
-
-pub struct Slot {
-    state: AtomicU32,
-    addr: AtomicUsize,
-    prot: AtomicU8,
-}
-
-/// One node's faults waiting for its protocol thread, and the protection of
-/// each page as the handler may read it.
-pub struct FaultQueue {
-    base: usize,
-    len: usize,
-    page_size: usize,
-    slots: [Slot; SLOTS],
-    /// Current protection of each page of the application view (a `Prot`).
-    pub prot: Box<[AtomicU8]>,
-}
-
-/// A fault for the protocol thread: offset in the heap, and the protection the
-/// page had when it faulted.
-#[derive(Clone, Copy, Debug)]
-pub struct Fault {
-    pub slot: usize,
-    pub offset: usize,
-    pub prot: u8,
-}
-
-impl FaultQueue {
-    pub fn new(base: usize, len: usize, page_size: usize) -> FaultQueue {
-        FaultQueue {
-            base,
-            len,
-            page_size,
-            slots: std::array::from_fn(|_| Slot {
-                state: AtomicU32::new(FREE),
-                addr: AtomicUsize::new(0),
-                prot: AtomicU8::new(0),
-            }),
-            prot: (0..len / page_size).map(|_| AtomicU8::new(0)).collect(),
-        }
-    }
-
-    /// Faults waiting now.
-    pub fn pending(&self, out: &mut Vec<Fault>) {
-        for (i, s) in self.slots.iter().enumerate() {
-            if s.state.load(Ordering::Acquire) == PENDING {
-                out.push(Fault {
-                    slot: i,
-                    offset: s.addr.load(Ordering::Relaxed) - self.base,
-                    prot: s.prot.load(Ordering::Relaxed),
-                });
-            }
-        }
-    }
-
-    pub fn complete(&self, f: &Fault, ok: bool) {
-        self.slots[f.slot]
-            .state
-            .store(if ok { DONE } else { FAILED }, Ordering::Release);
-    }
-
-    /// Signal context: only atomics and sched_yield.
-    fn handle(&self, addr: usize) {
-        let page = (addr - self.base) / self.page_size;
-        let prot = self.prot[page].load(Ordering::Acquire);
-        loop {
-            for s in self.slots.iter() {
-                if s.state
-                    .compare_exchange(FREE, CLAIMED, Ordering::Acquire, Ordering::Relaxed)
-                    .is_ok()
-                {
-                    s.addr.store(addr, Ordering::Relaxed);
-                    s.prot.store(prot, Ordering::Relaxed);
-                    s.state.store(PENDING, Ordering::Release);
-                    let r = loop {
-                        let st = s.state.load(Ordering::Acquire);
-                        if st == DONE || st == FAILED {
-                            break st;
-                        }
-                        // SAFETY: async-signal-safe system call.
-                        unsafe { libc::sched_yield() };
-                    };
-                    s.state.store(FREE, Ordering::Release);
-                    if r == FAILED {
-                        let msg = b"cashmere: the protocol could not resolve a fault\n";
-                        // SAFETY: async-signal-safe calls.
-                        unsafe {
-                            libc::write(2, msg.as_ptr() as *const libc::c_void, msg.len());
-                            libc::abort();
-                        }
-                    }
-                    return;
-                }
-            }
-            // SAFETY: async-signal-safe system call.
-            unsafe { libc::sched_yield() };
-        }
-    }
-}
+use crate::node::Node;
 
 /// Heaps (nodes) one process can hold at once.
 pub const MAX_HEAPS: usize = 32;
-static HEAPS: [AtomicPtr<FaultQueue>; MAX_HEAPS] =
+static HEAPS: [AtomicPtr<Node>; MAX_HEAPS] =
     [const { AtomicPtr::new(std::ptr::null_mut()) }; MAX_HEAPS];
 static INSTALL: Once = Once::new();
 static mut OLD: std::mem::MaybeUninit<libc::sigaction> = std::mem::MaybeUninit::uninit();
@@ -132,15 +47,18 @@ extern "C" fn on_segv(_sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut 
     // SAFETY: the kernel passes a valid siginfo for SA_SIGINFO handlers.
     let addr = unsafe { (*info).si_addr() } as usize;
     for h in HEAPS.iter() {
-        let q = h.load(Ordering::Acquire);
-        if q.is_null() {
+        let n = h.load(Ordering::Acquire);
+        if n.is_null() {
             continue;
         }
-        // SAFETY: a registered queue stays alive until it is unregistered, and
-        // a node unregisters only after its application threads are done.
-        let q = unsafe { &*q };
-        if addr >= q.base && addr < q.base + q.len {
-            q.handle(addr);
+        // SAFETY: a registered node stays alive until it is unregistered
+        // (its Drop), which happens after its application threads are done.
+        let node = unsafe { &*n };
+        let base = node.heap.app_base() as usize;
+        if addr >= base && addr < base + node.heap.len() {
+            if let Err(e) = node.resolve_fault(addr - base) {
+                fail(node, addr - base, &e);
+            }
             return;
         }
     }
@@ -152,6 +70,48 @@ extern "C" fn on_segv(_sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut 
             std::ptr::addr_of!(OLD) as *const libc::sigaction,
             std::ptr::null_mut(),
         );
+    }
+}
+
+/// The fault cannot be resolved: the access cannot be retried. Tell the
+/// others, say why, abort.
+fn fail(node: &Node, offset: usize, e: &crate::CsmError) -> ! {
+    node.sync.abort();
+    let mut line = StackLine::default();
+    let _ = writeln!(
+        line,
+        "cashmere: node{}: the fault at heap offset {offset:#x} cannot be resolved: {e}",
+        node.me
+    );
+    // SAFETY: write(2) and abort(3) are async-signal-safe; the buffer is
+    // ours and `len` bytes long.
+    unsafe {
+        libc::write(2, line.buf.as_ptr() as *const libc::c_void, line.len);
+        libc::abort();
+    }
+}
+
+/// A line formatted on the stack (no allocation), cut at its capacity.
+struct StackLine {
+    buf: [u8; 512],
+    len: usize,
+}
+
+impl Default for StackLine {
+    fn default() -> Self {
+        StackLine {
+            buf: [0; 512],
+            len: 0,
+        }
+    }
+}
+
+impl std::fmt::Write for StackLine {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        let n = s.len().min(self.buf.len() - self.len);
+        self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
+        self.len += n;
+        Ok(())
     }
 }
 
@@ -169,10 +129,10 @@ fn install() {
     });
 }
 
-/// Route faults in `q`'s range to it. Returns the registration index.
-pub fn register(q: &FaultQueue) -> Option<usize> {
+/// Route faults in `node`'s heap to it. Returns the registration index.
+pub(crate) fn register(node: &Node) -> Option<usize> {
     install();
-    let p = q as *const FaultQueue as *mut FaultQueue;
+    let p = node as *const Node as *mut Node;
     for (i, h) in HEAPS.iter().enumerate() {
         if h.compare_exchange(std::ptr::null_mut(), p, Ordering::AcqRel, Ordering::Relaxed)
             .is_ok()
@@ -183,6 +143,6 @@ pub fn register(q: &FaultQueue) -> Option<usize> {
     None
 }
 
-pub fn unregister(index: usize) {
+pub(crate) fn unregister(index: usize) {
     HEAPS[index].store(std::ptr::null_mut(), Ordering::Release);
 }

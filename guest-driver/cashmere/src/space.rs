@@ -1,21 +1,23 @@
-//! Where CSM-DMS keeps its state in Memory Channel space: one coherent region
-//! each (every node transmits with loopback and receives), allocated by key.
+//! Where CSM-DMS keeps its state in Memory Channel space.
+//!
+//! Four coherent regions (every node transmits with loopback and receives),
+//! allocated by key, and one mailbox per node:
 //!
 //! | region | contents |
 //! |---|---|
 //! | heap | the master copies: page p at `p * page_size`; the home's receive mapping is authoritative |
-//! | directory | per page `1 + nodes` words: the shared word (home + 1, Exclusive bit), then one word per node (its sharing state) |
-//! | messages | request words `[requester][home]`, then one reply buffer per requester |
+//! | directory | per page `1 + nodes` words: the shared word (home + 1, Exclusive bit), then one word per node (its sharing state); then the directory lock (one word per node) |
 //! | notices | write-notice bin `[receiver][sender]`: SendIdx, RecvIdx, entries |
-//! | sync | barrier arrival words, the barrier sense word, the abort word, flags |
+//! | sync | the start barrier's arrival and sense words, the abort word, flags |
+//! | mailbox of node n | what node n waits for: the reply to its page request, the echo of its own stores, barrier arrivals (node 0) and the barrier sense, page requests to it (`MailboxLayout`). Only node n receives it, with an interrupt on every store (seed 004's interrupt-on-receive regions), so a sleeping waiter is woken |
 
 pub const KEY_HEAP: u32 = 0xc5a0_0001;
 pub const KEY_DIR: u32 = 0xc5a0_0002;
-pub const KEY_MSG: u32 = 0xc5a0_0003;
 pub const KEY_WN: u32 = 0xc5a0_0004;
 pub const KEY_SYNC: u32 = 0xc5a0_0005;
-pub const KEY_DIRLOCK: u32 = 0xc5a0_0006;
 pub const KEY_LOCKS: u32 = 0xc5a0_0007;
+/// Node n's mailbox has key `KEY_MAILBOX + n`.
+pub const KEY_MAILBOX: u32 = 0xc5a0_0100;
 
 /// Exclusive flag in a directory shared word.
 pub const EXCLUSIVE: u32 = 1 << 8;
@@ -37,31 +39,33 @@ impl CsmSpace {
 
     // ---- directory
     pub fn dir_bytes(&self) -> u64 {
-        4 * u64::from(self.pages) * u64::from(self.nodes + 1)
+        4 * u64::from(self.pages) * u64::from(self.nodes + 1) + 4 * u64::from(self.nodes)
     }
     pub fn dir_shared(&self, page: u32) -> usize {
-        4 * (page * (self.nodes + 1)) as usize
+        4 * (page as usize * (self.nodes as usize + 1))
     }
     pub fn dir_node(&self, page: u32, node: u32) -> usize {
-        4 * (page * (self.nodes + 1) + 1 + node) as usize
+        4 * (page as usize * (self.nodes as usize + 1) + 1 + node as usize)
+    }
+    /// Node `node`'s entry of the directory lock (taken only to assign a
+    /// home at first touch: the seed's "Entry Locked" flag).
+    pub fn dir_lock(&self, node: u32) -> usize {
+        4 * (self.pages as usize * (self.nodes as usize + 1) + node as usize)
     }
 
-    // ---- messages
-    pub fn request(&self, requester: u32, home: u32) -> usize {
-        8 * (requester * self.nodes + home) as usize
-    }
-    fn reply_base(&self) -> usize {
-        (8 * (self.nodes * self.nodes) as usize).div_ceil(64) * 64
-    }
-    fn reply_stride(&self) -> usize {
-        64 + self.page_size as usize
-    }
-    /// Reply buffer of `requester`: sequence word at +0, data at +64.
-    pub fn reply(&self, requester: u32) -> usize {
-        self.reply_base() + requester as usize * self.reply_stride()
-    }
-    pub fn msg_bytes(&self) -> u64 {
-        (self.reply_base() + self.nodes as usize * self.reply_stride()) as u64
+    /// Where things are in every node's mailbox, on a Memory Channel with
+    /// pages of `mc_page` bytes.
+    pub fn mailbox(&self, mc_page: u32) -> MailboxLayout {
+        let ps = self.page_size as usize;
+        let mp = mc_page as usize;
+        let control = ps.div_ceil(mp) * mp;
+        MailboxLayout {
+            nodes: self.nodes,
+            control,
+            requests: control + mp,
+            bytes: control + 2 * mp,
+            mc_page: mp,
+        }
     }
 
     // ---- write notices: room for every page in every bin, as in seed 000
@@ -100,17 +104,74 @@ impl CsmSpace {
         self.flag(self.flags) as u64 + 8
     }
 
-    /// Coherent arena bytes all regions need (with slack for rounding).
+    /// Coherent arena bytes all coherent regions need (with slack for
+    /// rounding).
     pub fn arena_bytes(&self, mc_page: u64) -> u64 {
         [
             self.heap_bytes(),
             self.dir_bytes(),
-            self.msg_bytes(),
             self.wn_bytes(),
             self.sync_bytes(),
         ]
         .iter()
         .map(|b| b.div_ceil(mc_page) * mc_page)
         .sum()
+    }
+}
+
+/// A node's mailbox: the reply to its page request (the page's data from 0,
+/// then a 16-byte header on the control page), its control page (the
+/// header, its echo word, the barrier sense, the ring word, barrier
+/// arrivals), and its request page (one word per requester). Requests have
+/// a Memory Channel page of their own, so the interrupt says which kind of
+/// store arrived: the protocol thread answers requests itself and wakes the
+/// node's other waiters only for the rest.
+#[derive(Clone, Copy, Debug)]
+pub struct MailboxLayout {
+    nodes: u32,
+    control: usize,
+    requests: usize,
+    bytes: usize,
+    mc_page: usize,
+}
+
+impl MailboxLayout {
+    /// The reply's data.
+    pub fn reply_data(&self) -> usize {
+        0
+    }
+    /// The reply's header (sequence, page, checksum), written last.
+    pub fn reply_header(&self) -> usize {
+        self.control
+    }
+    /// The echo word: this node's own stores, looped back.
+    pub fn echo(&self) -> usize {
+        self.control + 64
+    }
+    /// The barrier sense (episode) the master writes when all have arrived.
+    pub fn sense(&self) -> usize {
+        self.control + 72
+    }
+    /// A word any node writes only to wake this one (a flag was set, a node
+    /// failed).
+    pub fn ring(&self) -> usize {
+        self.control + 80
+    }
+    /// Barrier arrival word of `node` (meaningful in the master's mailbox).
+    pub fn arrival(&self, node: u32) -> usize {
+        self.control + 128 + 8 * node as usize
+    }
+    /// The request word of `requester` to this node: `seq << 32 | page`.
+    pub fn request(&self, requester: u32) -> usize {
+        self.requests + 8 * requester as usize
+    }
+    /// Whether page `page` of the mailbox (counted from its first) holds
+    /// the requests.
+    pub fn is_request_page(&self, page: u32) -> bool {
+        page as usize == self.requests / self.mc_page
+    }
+    pub fn bytes(&self) -> u64 {
+        debug_assert!(128 + 8 * self.nodes as usize <= self.mc_page);
+        self.bytes as u64
     }
 }

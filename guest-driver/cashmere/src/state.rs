@@ -2,11 +2,14 @@
 //! the dirty and pending lists, the logical clock and the counters. All
 //! threads of a node share one mapping of the heap, hence one frame per page
 //! and one protection: the state is one structure under one mutex.
+//!
+//! Everything the fault path needs is allocated here up front (lists with
+//! room for every page, page buffers), so resolving a fault inside the
+//! SIGSEGV handler never allocates.
 
 use std::sync::MutexGuard;
 
 use crate::stats::Stats;
-use crate::twin::TwinPool;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PageState {
@@ -20,7 +23,8 @@ pub enum PageState {
 pub struct PageInfo {
     pub state: PageState,
     pub home: Option<u32>,
-    pub twin: Option<Box<[u32]>>,
+    /// The page has a twin (in the node's twin space).
+    pub twinned: bool,
     /// On the node's dirty list (needs write notices at the next release).
     pub dirty: bool,
     /// Logical time of the last fetch / refresh of the working copy.
@@ -28,41 +32,69 @@ pub struct PageInfo {
     /// Logical time a write notice for the page was taken from a bin; 0 when
     /// none is pending.
     pub notice_at: u64,
+    /// At the home: the echo that follows this node's last store into the
+    /// page's master copy (a diff of its own writes, or the whole page as it
+    /// leaves Exclusive). The master copy holds that store once the echo is
+    /// back; 0 when there is nothing to wait for.
+    pub own_store_echo: u64,
 }
 
 pub struct State {
     pub pages: Vec<PageInfo>,
+    /// Room for every page: pushing never allocates.
     pub dirty: Vec<u32>,
+    /// The dirty list a release is working through (room for every page).
+    pub releasing: Vec<u32>,
+    /// Pages with write notices taken and not yet acted on (room for every
+    /// page; a page is on it at most once).
     pub pending: Vec<u32>,
     pub clock: u64,
     pub stats: Stats,
-    pub twins: TwinPool,
     pub fetch_seq: u32,
+    /// The last request of each node this node answered.
     pub served: Vec<u32>,
     pub barrier_episode: u64,
+    /// A page for the fault path (an incoming diff's copy from the home).
+    pub fetch_buf: Box<[u8]>,
+    /// A page for answering requests (which happens while a fetch waits).
+    pub serve_buf: Box<[u8]>,
+    /// Requests are being answered (not again from inside an answer).
+    pub serving: bool,
+    /// The working copy of the page being diffed, as words.
+    pub words: Box<[u32]>,
+    /// The runs of the diff being made.
+    pub runs: Vec<std::ops::Range<usize>>,
 }
 
 impl State {
-    pub fn new(pages: u32, nodes: u32) -> State {
+    pub fn new(pages: u32, nodes: u32, page_size: u32) -> State {
+        let n = pages as usize;
+        let ps = page_size as usize;
         State {
             pages: (0..pages)
                 .map(|_| PageInfo {
                     state: PageState::Invalid,
                     home: None,
-                    twin: None,
+                    twinned: false,
                     dirty: false,
                     fetched_at: 0,
                     notice_at: 0,
+                    own_store_echo: 0,
                 })
                 .collect(),
-            dirty: Vec::new(),
-            pending: Vec::new(),
+            dirty: Vec::with_capacity(n),
+            releasing: Vec::with_capacity(n),
+            pending: Vec::with_capacity(n),
             clock: 1,
             stats: Stats::default(),
-            twins: TwinPool::default(),
             fetch_seq: 0,
             served: vec![0; nodes as usize],
             barrier_episode: 0,
+            fetch_buf: vec![0u8; ps].into_boxed_slice(),
+            serve_buf: vec![0u8; ps].into_boxed_slice(),
+            serving: false,
+            words: vec![0u32; ps / 4].into_boxed_slice(),
+            runs: Vec::with_capacity(ps / 8 + 1),
         }
     }
 }

@@ -1,4 +1,5 @@
-//! Protocol statistics, per node.
+//! Protocol statistics, per node: counts of protocol events (where time
+//! goes is `times`).
 
 use std::fmt;
 
@@ -36,6 +37,11 @@ pub struct Stats {
     pub request_timeouts: u64,
     /// Replies that failed the end-to-end check (a packet lost or discarded).
     pub damaged_replies: u64,
+    /// Waits for this node's own echo (at a release, or before a home reads
+    /// its own master copy while its own store into it is on its way back).
+    pub echo_waits: u64,
+    /// Requests to a receiver to drain its full write-notice bin.
+    pub drain_requests: u64,
 }
 
 impl fmt::Display for Stats {
@@ -45,7 +51,7 @@ impl fmt::Display for Stats {
             "faults r/w {}/{}, page transfers {} (+{} home refreshes), twins {}, diffs {} ({} B), \
              write notices sent/received {}/{}, invalidations {}, incoming diffs {} ({} words), exclusive in/out {}/{}, \
              locks {}, barriers {}, flag waits {}, acquires/releases {}/{}, messages sent/served {}/{}, \
-             retries after timeout/damage {}/{}",
+             retries after timeout/damage {}/{}, echo waits {}, drain requests {}",
             self.read_faults,
             self.write_faults,
             self.page_transfers,
@@ -68,7 +74,9 @@ impl fmt::Display for Stats {
             self.messages_sent,
             self.messages_served,
             self.request_timeouts,
-            self.damaged_replies
+            self.damaged_replies,
+            self.echo_waits,
+            self.drain_requests
         )
     }
 }

@@ -1,53 +1,112 @@
 //! Twins and diffs (seed 002 s.4.2): a twin is a pristine copy of a page made
 //! at a write fault; a diff compares the page with its twin at 32-bit
-//! granularity. Runs of changed words become remote writes to the home's
-//! master copy. Unchanged words are never written, even between two changed
-//! ones: another node may have changed them (data-race-free programs write
-//! disjoint words of a shared page).
+//! granularity. Each run of adjacent changed words becomes one remote write
+//! (one record) to the home's master copy, as the seed's diffs are pushed
+//! with programmed I/O.
+//!
+//! Unchanged words are never written, not even a one-word gap between two
+//! changed runs: another node may have changed that word in the same
+//! interval (data-race-free programs may write disjoint words of one page),
+//! and our stale copy of it, landing at the home after theirs, would undo
+//! their write. So runs are merged only when they touch.
+//!
+//! The twin space is one reserved mapping with a slot for every page of the
+//! heap (the seed keeps twins in a twin space too); memory is committed only
+//! for pages ever twinned. Taking and dropping a twin is a flag in the
+//! page's state: no allocation, so the fault handler can twin a page.
 
-/// Free twins, reused (the seed keeps a free stack in the twin space).
-#[derive(Default)]
-pub struct TwinPool {
-    free: Vec<Box<[u32]>>,
+use std::io;
+use std::ops::Range;
+
+/// Twins, page p's at `p * words` words.
+pub struct TwinSpace {
+    ptr: *mut u32,
+    words: usize,
+    pages: usize,
 }
 
-impl TwinPool {
-    pub fn take(&mut self, words: usize) -> Box<[u32]> {
-        match self.free.pop() {
-            Some(t) if t.len() == words => t,
-            _ => vec![0u32; words].into_boxed_slice(),
+// SAFETY: the value owns its mapping; which thread may touch which twin is
+// the protocol's synchronisation (the node's state mutex), as for the heap.
+unsafe impl Send for TwinSpace {}
+// SAFETY: as above; `&self` accessors hand out twins only to a caller that
+// holds the node's state, which serialises them.
+unsafe impl Sync for TwinSpace {}
+
+impl TwinSpace {
+    /// Room for `pages` twins of `words` 32-bit words each (reserved, not
+    /// committed).
+    pub fn new(pages: usize, words: usize) -> io::Result<TwinSpace> {
+        let len = (pages * words * 4).max(4096);
+        // SAFETY: an anonymous private mapping of our own; result checked.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            let e = io::Error::last_os_error();
+            return Err(io::Error::new(e.kind(), format!("mmap (twin space): {e}")));
+        }
+        Ok(TwinSpace {
+            ptr: p as *mut u32,
+            words,
+            pages,
+        })
+    }
+
+    /// Page `p`'s twin.
+    ///
+    /// # Safety
+    ///
+    /// The caller holds the node's state (so no one else uses this twin
+    /// now), and drops the slice before giving it up.
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn twin(&self, p: usize) -> &mut [u32] {
+        assert!(p < self.pages);
+        // SAFETY: slot `p` lies inside the mapping (asserted); exclusive use
+        // is the caller's promise.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.add(p * self.words), self.words) }
+    }
+}
+
+impl Drop for TwinSpace {
+    fn drop(&mut self) {
+        let len = (self.pages * self.words * 4).max(4096);
+        // SAFETY: our own mapping, unmapped once.
+        unsafe {
+            libc::munmap(self.ptr as *mut libc::c_void, len);
         }
     }
-
-    pub fn give(&mut self, t: Box<[u32]>) {
-        self.free.push(t);
-    }
 }
 
-/// A run of changed words: (byte offset in the page, the new bytes).
-pub type DiffRun = (usize, Vec<u8>);
-
-/// Compare `current` with `twin`; return the runs of changed words and update
-/// the twin to `current`, so the same change is never sent twice.
-pub fn diff(current: &[u32], twin: &mut [u32]) -> Vec<DiffRun> {
+/// Compare `current` with `twin`; put each run of adjacent changed words
+/// into `runs` (word ranges) and update the twin to `current`, so the same
+/// change is never sent twice. Returns the number of changed words.
+pub fn diff(current: &[u32], twin: &mut [u32], runs: &mut Vec<Range<usize>>) -> usize {
     assert_eq!(current.len(), twin.len());
-    let mut runs = Vec::new();
+    runs.clear();
+    let mut changed = 0;
     let mut i = 0;
-    while i < current.len() {
+    let n = current.len();
+    while i < n {
         if current[i] == twin[i] {
             i += 1;
             continue;
         }
         let start = i;
-        let mut bytes = Vec::new();
-        while i < current.len() && current[i] != twin[i] {
-            bytes.extend_from_slice(&current[i].to_le_bytes());
+        while i < n && current[i] != twin[i] {
             twin[i] = current[i];
             i += 1;
         }
-        runs.push((4 * start, bytes));
+        changed += i - start;
+        runs.push(start..i);
     }
-    runs
+    changed
 }
 
 /// The incoming-diff page update (seed 000 s.2.1, CSM-2L): compare the page
@@ -90,34 +149,45 @@ mod tests {
         assert_eq!(working, vec![10, 91, 92, 13, 14, 85, 86, 17]);
         assert_eq!(twin, home);
         // The next release diffs out only this node's own words.
-        let runs = diff(&working, &mut twin);
-        assert_eq!(runs.len(), 1);
-        assert_eq!(runs[0].0, 4);
-        assert_eq!(runs[0].1.len(), 8);
+        let mut runs = Vec::new();
+        assert_eq!(diff(&working, &mut twin, &mut runs), 2);
+        assert_eq!(runs, vec![1..3]);
     }
 
     #[test]
-    fn diff_finds_runs_and_updates_the_twin() {
+    fn adjacent_changed_words_are_one_run_and_the_twin_follows() {
         let mut twin = vec![0u32; 8];
         let cur = vec![0, 5, 6, 0, 0, 0, 9, 9];
-        let runs = diff(&cur, &mut twin);
-        assert_eq!(
-            runs,
-            vec![
-                (4, [5u32, 6].iter().flat_map(|w| w.to_le_bytes()).collect()),
-                (24, [9u32, 9].iter().flat_map(|w| w.to_le_bytes()).collect()),
-            ]
-        );
+        let mut runs = Vec::new();
+        assert_eq!(diff(&cur, &mut twin, &mut runs), 4);
+        assert_eq!(runs, vec![1..3, 6..8]);
         assert_eq!(twin, cur);
-        assert!(diff(&cur, &mut twin).is_empty());
+        assert_eq!(diff(&cur, &mut twin, &mut runs), 0);
+        assert!(runs.is_empty());
+        // A whole changed page is one run: one record to the home.
+        let all: Vec<u32> = (1..=2048).collect();
+        let mut t = vec![0u32; 2048];
+        diff(&all, &mut t, &mut runs);
+        assert_eq!(runs, vec![0..2048]);
     }
 
     #[test]
     fn unchanged_words_between_changes_are_not_sent() {
         let mut twin = vec![1u32, 2, 3];
-        let runs = diff(&[7, 2, 7], &mut twin);
-        assert_eq!(runs.len(), 2);
-        assert_eq!(runs[0].0, 0);
-        assert_eq!(runs[1].0, 8);
+        let mut runs = Vec::new();
+        diff(&[7, 2, 7], &mut twin, &mut runs);
+        assert_eq!(runs, vec![0..1, 2..3]);
+    }
+
+    #[test]
+    fn the_twin_space_gives_each_page_its_own_slot() {
+        let ts = TwinSpace::new(4, 2048).unwrap();
+        // SAFETY: this test is the only user of the space.
+        unsafe {
+            ts.twin(3).fill(7);
+            ts.twin(0).fill(1);
+            assert!(ts.twin(3).iter().all(|&w| w == 7));
+            assert!(ts.twin(1).iter().all(|&w| w == 0));
+        }
     }
 }

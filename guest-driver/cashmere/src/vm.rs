@@ -122,6 +122,21 @@ impl HeapMemory {
         unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.proto.add(offset), data.len()) }
     }
 
+    /// The protocol view of `[offset, offset + len)`, to fill in place (a
+    /// page arriving from its home).
+    ///
+    /// # Safety
+    ///
+    /// Nobody else reads or writes those bytes while the slice lives: the
+    /// caller holds the node's state, and the application view of the range
+    /// is inaccessible.
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn bytes_mut(&self, offset: usize, len: usize) -> &mut [u8] {
+        assert!(offset + len <= self.len);
+        // SAFETY: in bounds (asserted); exclusive use is the caller's promise.
+        unsafe { std::slice::from_raw_parts_mut(self.proto.add(offset), len) }
+    }
+
     pub fn read_bytes(&self, offset: usize, out: &mut [u8]) {
         assert!(offset + out.len() <= self.len);
         // SAFETY: in bounds.

@@ -35,5 +35,5 @@ pub use error::{Error, Result};
 pub use fifo::{Refusal, Store, TxFifo};
 pub use transport::pci::{PciError, PciOptions, PciTransport};
 pub use transport::vhost_user::{VhostUserOptions, VhostUserTransport};
-pub use transport::{Transport, TransportError};
+pub use transport::{CallSignal, Transport, TransportError};
 pub use virtqueue::{QueueError, Virtqueue};

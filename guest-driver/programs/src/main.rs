@@ -116,6 +116,13 @@ enum GuestCommand {
         /// families; water-*: molecules); 0 keeps the preset's.
         #[arg(long, default_value_t = 0)]
         size: usize,
+        /// SOR: interior rows of a rectangular grid (with --cols), replacing
+        /// the preset's.
+        #[arg(long, default_value_t = 0, requires = "cols", conflicts_with = "size")]
+        rows: usize,
+        /// SOR: columns of a rectangular grid (with --rows).
+        #[arg(long, default_value_t = 0, requires = "rows", conflicts_with = "size")]
+        cols: usize,
         /// Rounds, iterations, time steps or likelihood evaluations,
         /// replacing the preset's; 0 keeps them.
         #[arg(long, default_value_t = 0)]
@@ -145,6 +152,11 @@ enum GuestCommand {
         /// node's counters and the totals) to FILE; node 0 writes it.
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,
+        /// Print where each thread's time went in the timed part (compute,
+        /// faults, fetches, diffs, barriers, locks, flags, answering other
+        /// nodes; time on a core and waiting for one).
+        #[arg(long)]
+        stats: bool,
     },
 }
 
@@ -350,18 +362,22 @@ fn main() -> ExitCode {
             app,
             threads,
             size,
+            rows,
+            cols,
+            preset,
             iters,
             page_size,
             heap_kib,
             no_exclusive,
             no_incoming_diffs,
             sequential,
-            preset,
             variant,
             json,
+            stats,
         } => {
             let mut p = csm::Params::new(*app, *threads);
             p.size = *size;
+            (p.rows, p.cols) = (*rows, *cols);
             p.iters = *iters;
             p.page_size = *page_size;
             p.exclusive_mode = !no_exclusive;
@@ -369,6 +385,7 @@ fn main() -> ExitCode {
             p.time_sequential = *sequential;
             p.preset = *preset;
             p.variant = *variant;
+            p.time_breakdown = *stats;
             csm_main(&cli, p, *heap_kib, json.as_deref())
         }
         GuestCommand::Bench { which, iters } => open(&cli).and_then(|mc| {

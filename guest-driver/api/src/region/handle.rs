@@ -66,6 +66,18 @@ impl TxRegion {
         self.mc.store(self.global_addr() + offset as u64, data)
     }
 
+    /// Write `data` at `offset` as one posted store, without allocating
+    /// (code in a signal handler may use it; see [`TxRegion::write`] for what
+    /// returning means). In reliable mode it is checked as `write` is, which
+    /// allocates.
+    pub fn post(&self, offset: usize, data: &[u8]) -> Result<(), McError> {
+        check(offset, data.len(), self.entry.size)?;
+        if data.is_empty() {
+            return Ok(());
+        }
+        self.mc.store_one(self.global_addr() + offset as u64, data)
+    }
+
     /// Several writes, queued together and in order (posted, as
     /// [`TxRegion::write`]).
     pub fn write_many(&self, writes: &[(usize, &[u8])]) -> Result<(), McError> {

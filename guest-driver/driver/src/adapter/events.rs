@@ -2,15 +2,31 @@
 //! fills with event records (docs/device.md section 14); each buffer is
 //! posted again as soon as its event is read.
 
+use std::sync::Arc;
+
 use firmware_model::abi::{self, EventRecord, EVENT_SIZE};
 use log::warn;
 
 use super::Adapter;
 use crate::error::{Error, Result};
-use crate::transport::Transport;
+use crate::transport::{CallSignal, Transport};
 use crate::virtqueue::Buffer;
 
 impl<T: Transport> Adapter<T> {
+    /// Ask the device to signal the event queue when it delivers an event
+    /// (the interrupt of an interrupt-on-receive page, seed 004), and return
+    /// what a thread blocks on for it; `None` where the transport has no
+    /// signal (PCI: poll [`Adapter::poll_events`] instead). The device signals
+    /// once per batch of events: after a signal, call `poll_events` (which
+    /// re-arms it) before waiting again.
+    pub fn event_signal(&mut self) -> Result<Option<Arc<dyn CallSignal>>> {
+        let Some(signal) = self.transport.call_signal(abi::EVENT_QUEUE)? else {
+            return Ok(None);
+        };
+        self.events.set_calls(true)?;
+        Ok(Some(signal))
+    }
+
     /// Events the device has delivered since the last call (buffers are
     /// posted again at once).
     pub fn poll_events(&mut self) -> Result<Vec<EventRecord>> {

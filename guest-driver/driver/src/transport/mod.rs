@@ -11,6 +11,7 @@ pub mod pci;
 pub mod vhost_user;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use firmware_model::abi::Registers;
 use virtio_bindings::virtio_config::VIRTIO_F_VERSION_1;
@@ -101,6 +102,25 @@ pub trait Transport: Send {
     /// A handle that notifies `queue` from any thread (the transmit FIFO's
     /// doorbell, rung by whichever thread posted last).
     fn doorbell(&self, queue: u16) -> Result<Arc<dyn Doorbell>, TransportError>;
+
+    /// A handle a thread can block on until the device signals `queue` (the
+    /// vhost-user call eventfd), or `None` where the transport delivers no
+    /// signal the driver can sleep on (the PCI user-space driver takes no
+    /// interrupts: it must poll).
+    fn call_signal(&self, _queue: u16) -> Result<Option<Arc<dyn CallSignal>>, TransportError> {
+        Ok(None)
+    }
+}
+
+/// The device's signal for one queue (a vhost-user call eventfd), as a thread
+/// waits for it. One thread should wait on a signal at a time: [`CallSignal::wait`]
+/// consumes the signal it returns on.
+pub trait CallSignal: Send + Sync + std::fmt::Debug {
+    /// Block until the device signals (or [`CallSignal::raise`] is called),
+    /// at most `timeout`; consume the signal. `Ok(true)` if it came.
+    fn wait(&self, timeout: Duration) -> Result<bool, TransportError>;
+    /// Signal it from this side: wakes a thread blocked in [`CallSignal::wait`].
+    fn raise(&self) -> Result<(), TransportError>;
 }
 
 /// Notifies one queue; shareable between threads.
@@ -150,5 +170,8 @@ impl<T: Transport + ?Sized> Transport for Box<T> {
     }
     fn doorbell(&self, queue: u16) -> Result<Arc<dyn Doorbell>, TransportError> {
         (**self).doorbell(queue)
+    }
+    fn call_signal(&self, queue: u16) -> Result<Option<Arc<dyn CallSignal>>, TransportError> {
+        (**self).call_signal(queue)
     }
 }

@@ -3,6 +3,7 @@
 //! `vhost_dev_start`), with its "guest RAM" in a memfd shared through
 //! SET_MEM_TABLE.
 
+use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::sync::Arc;
@@ -17,7 +18,7 @@ use vhost::vhost_user::{Frontend, VhostUserFrontend};
 use vhost::{VhostBackend, VhostUserMemoryRegionInfo, VringConfigData};
 use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 
-use super::{Doorbell, Transport, TransportError, F_EVENT_IDX, F_VERSION_1};
+use super::{CallSignal, Doorbell, Transport, TransportError, F_EVENT_IDX, F_VERSION_1};
 use crate::dma::{DmaBacking, DmaRegion, MemfdMemory};
 use crate::virtqueue::RingLayout;
 
@@ -296,6 +297,71 @@ impl Transport for VhostUserTransport {
                 source,
             })?;
         Ok(Arc::new(KickDoorbell(kick)))
+    }
+
+    fn call_signal(&self, queue: u16) -> Result<Option<Arc<dyn CallSignal>>, TransportError> {
+        let call = self
+            .calls
+            .get(usize::from(queue))
+            .ok_or(TransportError::NoSuchQueue(queue))?
+            .try_clone()
+            .map_err(|source| TransportError::Io {
+                what: "call (clone)",
+                source,
+            })?;
+        Ok(Some(Arc::new(CallEventFd(call))))
+    }
+}
+
+/// A queue's call eventfd: the backend writes it when it signals the queue
+/// (`signal_used_queue`), as it would raise the guest's interrupt.
+#[derive(Debug)]
+struct CallEventFd(EventFd);
+
+impl CallSignal for CallEventFd {
+    fn wait(&self, timeout: Duration) -> Result<bool, TransportError> {
+        let mut pfd = libc::pollfd {
+            fd: self.0.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ts = libc::timespec {
+            tv_sec: timeout.as_secs().min(i32::MAX as u64) as libc::time_t,
+            tv_nsec: timeout.subsec_nanos() as libc::c_long,
+        };
+        // SAFETY: one valid pollfd and a valid timespec, owned by this
+        // frame, for the call's duration; no signal mask change.
+        let n = unsafe { libc::ppoll(&mut pfd, 1, &ts, std::ptr::null()) };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                return Ok(false);
+            }
+            return Err(TransportError::Io {
+                what: "poll (call eventfd)",
+                source: e,
+            });
+        }
+        if n == 0 {
+            return Ok(false);
+        }
+        // Non-blocking (EFD_NONBLOCK): consume what was signalled; another
+        // reader may have taken it first.
+        match self.0.read() {
+            Ok(_) => Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(false),
+            Err(source) => Err(TransportError::Io {
+                what: "read (call eventfd)",
+                source,
+            }),
+        }
+    }
+
+    fn raise(&self) -> Result<(), TransportError> {
+        self.0.write(1).map_err(|source| TransportError::Io {
+            what: "write (call eventfd)",
+            source,
+        })
     }
 }
 

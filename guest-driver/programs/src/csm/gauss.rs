@@ -20,9 +20,19 @@ pub struct GaussData {
     pub window: ComputeWindow,
 }
 
+/// Elements from one row to the next: n + 1 rounded up to whole pages.
+fn stride(n: usize, ps: usize) -> usize {
+    ((n + 1) * 8).div_ceil(ps) * ps / 8
+}
+
+/// Heap bytes the matrix and the solution take.
+pub fn heap_bytes(n: usize, ps: usize) -> usize {
+    n * stride(n, ps) * 8 + (n * 8).div_ceil(ps) * ps
+}
+
 pub fn setup(csm: &Csm, n: usize) -> Result<GaussData, CsmError> {
     let ps = csm.page_size() as usize;
-    let stride = ((n + 1) * 8).div_ceil(ps) * ps / 8;
+    let stride = stride(n, ps);
     Ok(GaussData {
         a: csm.alloc(n * stride, true)?,
         x: csm.alloc(n, true)?,

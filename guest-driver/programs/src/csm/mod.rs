@@ -26,11 +26,12 @@ pub mod water_nsquared;
 pub mod water_spatial;
 pub mod wtest;
 
-use cashmere::{Config, Csm, CsmError, Stats};
+use cashmere::{Config, Csm, CsmError, Stats, TimeBreakdown};
 use mc_api::MemoryChannel;
 
 pub use problem::{Preset, Problem};
 pub use variant::ProtocolVariant;
+pub use sor::Grid;
 
 /// Why a Cashmere program failed: Cashmere did, or the result is wrong (each
 /// check names where and what it expected), or it was asked for too much.
@@ -119,8 +120,14 @@ pub struct Params {
     pub app: App,
     pub threads: u32,
     pub size: usize,
+    /// SOR's grid when not square (`size`): rows and columns, both or
+    /// neither (0).
+    pub rows: usize,
+    pub cols: usize,
     pub iters: u32,
     pub page_size: u32,
+    /// The shared heap: at least this, and at least what the app's data
+    /// needs ([`Params::heap_needed`]).
     pub heap_bytes: usize,
     pub exclusive_mode: bool,
     /// Update write-noticed pages with local writers by incoming diffs (2L).
@@ -131,6 +138,8 @@ pub struct Params {
     pub preset: Option<Preset>,
     /// The protocol (only CSM-DMS exists today).
     pub variant: ProtocolVariant,
+    /// Report where each thread's time went ([`Outcome::breakdown`]).
+    pub time_breakdown: bool,
 }
 
 impl Params {
@@ -139,12 +148,15 @@ impl Params {
             app,
             threads,
             size: 0,
+            rows: 0,
+            cols: 0,
             iters: 0,
             page_size: 8192,
             heap_bytes: 1 << 20,
             exclusive_mode: true,
             incoming_diffs: true,
             time_sequential: false,
+            time_breakdown: false,
             preset: None,
             variant: ProtocolVariant::default(),
         }
@@ -159,8 +171,15 @@ impl Params {
             }
             .into());
         }
-        let p = problem::preset(self.app, self.preset.unwrap_or_default());
-        Ok(p.with_overrides(self.size, self.iters))
+        let mut p = problem::preset(self.app, self.preset.unwrap_or_default())
+            .with_overrides(self.size, self.iters);
+        if let Problem::Sor { rows, cols, .. } = &mut p {
+            if self.rows > 0 && self.cols > 0 {
+                *rows = self.rows;
+                *cols = self.cols;
+            }
+        }
+        Ok(p)
     }
 
     /// Shared heap bytes this run needs on `nodes` nodes.
@@ -215,6 +234,9 @@ pub struct Outcome {
     pub total_seconds: f64,
     pub problem: Problem,
     pub summary: String,
+    /// Where each application thread's time went in the timed part, then
+    /// the protocol thread's (when asked for: `Params::time_breakdown`).
+    pub breakdown: Vec<TimeBreakdown>,
 }
 
 impl std::fmt::Display for Outcome {
@@ -232,7 +254,11 @@ impl std::fmt::Display for Outcome {
             self.node,
             self.node,
             self.stats
-        )
+        )?;
+        for b in &self.breakdown {
+            write!(f, "\ncsm time {b}")?;
+        }
+        Ok(())
     }
 }
 
@@ -276,13 +302,16 @@ pub fn run(mc: &MemoryChannel, p: &Params) -> Result<Outcome, AppError> {
     };
     let data = match (p.app, problem) {
         (App::Wtest | App::Test, _) => AppData::W(wtest::setup(&csm, size)?),
-        (App::Sor, Problem::Sor { rows, cols, .. }) => AppData::S(sor::setup(&csm, rows, cols)?),
+        (App::Sor, Problem::Sor { rows, cols, iters }) => {
+            AppData::S(sor::setup(&csm, Grid { rows, cols }, iters)?)
+        }
         (App::Gauss, _) => AppData::G(gauss::setup(&csm, size)?),
         (App::Tsp, _) => AppData::T(tsp::setup(&csm, size)?),
         (app, problem) => AppData::Suite(suite::setup(app, problem, &csm)?),
     };
     let data = std::sync::Arc::new(data);
     let app = p.app;
+    let breakdown = p.time_breakdown;
     let handles: Vec<_> = (0..p.threads)
         .map(|t| {
             let csm = csm.clone();
@@ -294,7 +323,7 @@ pub fn run(mc: &MemoryChannel, p: &Params) -> Result<Outcome, AppError> {
                     let r = match (&*data, app) {
                         (AppData::W(d), App::Wtest) => wtest::wtest(&csm, d, tid, iters),
                         (AppData::W(d), _) => wtest::test(&csm, d, tid, iters),
-                        (AppData::S(d), _) => sor::run(&csm, d, tid, iters),
+                        (AppData::S(d), _) => sor::run(&csm, d, tid),
                         (AppData::G(d), _) => gauss::run(&csm, d, tid),
                         (AppData::T(d), _) => tsp::run(&csm, d, tid),
                         (AppData::Suite(w), _) => w.run(&csm, tid),
@@ -303,16 +332,23 @@ pub fn run(mc: &MemoryChannel, p: &Params) -> Result<Outcome, AppError> {
                         // Nobody, here or elsewhere, waits for this thread.
                         csm.abort();
                     }
-                    r
+                    // The window ended at the app's mark_end; read what it
+                    // holds now (verification comes after the mark).
+                    let times = breakdown.then(|| csm.thread_breakdown(&format!("app{tid}")));
+                    r.map(|c| (c, times))
                 })
         })
         .collect::<Result<_, _>>()
         .map_err(AppError::Spawn)?;
     let mut checked = 0;
     let mut first_err = None;
+    let mut times = Vec::new();
     for h in handles {
         match h.join() {
-            Ok(Ok(c)) => checked += c,
+            Ok(Ok((c, t))) => {
+                checked += c;
+                times.extend(t);
+            }
             Ok(Err(e)) => {
                 first_err.get_or_insert(e);
             }
@@ -339,6 +375,9 @@ pub fn run(mc: &MemoryChannel, p: &Params) -> Result<Outcome, AppError> {
         .time_sequential
         .then(|| suite::time_sequential(p.app, problem, procs))
         .flatten();
+    if p.time_breakdown {
+        times.extend(csm.protocol_breakdown());
+    }
     Ok(Outcome {
         node: csm.node_id(),
         seconds,
@@ -349,5 +388,6 @@ pub fn run(mc: &MemoryChannel, p: &Params) -> Result<Outcome, AppError> {
         total_seconds,
         problem,
         summary,
+        breakdown: times,
     })
 }

@@ -60,6 +60,8 @@ pub fn stats_json(s: &Stats) -> Map<String, Value> {
         messages_served,
         request_timeouts,
         damaged_replies,
+        echo_waits,
+        drain_requests,
     } = *s;
     let fields = [
         ("read_faults", read_faults),
@@ -85,6 +87,8 @@ pub fn stats_json(s: &Stats) -> Map<String, Value> {
         ("messages_served", messages_served),
         ("request_timeouts", request_timeouts),
         ("damaged_replies", damaged_replies),
+        ("echo_waits", echo_waits),
+        ("drain_requests", drain_requests),
     ];
     fields
         .into_iter()

@@ -143,7 +143,9 @@ pub fn heap_bytes(app: App, problem: Problem, page_size: u32, procs: usize) -> u
             h.array::<u32>(procs * elements, true).array::<u64>(1, true);
         }),
         Problem::Sor { rows, cols, .. } => plan(&|h| {
-            h.array::<f64>((rows + 2) * cols, true);
+            // Red and black points in two arrays (sor.rs).
+            let colour = sor::Grid { rows, cols }.colour_len();
+            h.array::<f64>(colour, true).array::<f64>(colour, true);
         }),
         Problem::Gauss { n } => {
             let ps = page_size as usize;
@@ -189,7 +191,7 @@ pub fn time_sequential(app: App, problem: Problem, procs: usize) -> Option<f64> 
     let t = Instant::now();
     match (app, problem) {
         (App::Sor, Problem::Sor { rows, cols, iters }) => {
-            drop(std::hint::black_box(sor::sequential(rows, cols, iters)))
+            drop(std::hint::black_box(sor::sequential(sor::Grid { rows, cols }, iters)))
         }
         (App::Gauss, Problem::Gauss { n }) => drop(std::hint::black_box(gauss::sequential(n))),
         (App::Tsp, Problem::Tsp { cities }) => {

@@ -1,0 +1,304 @@
+//! The one way Cashmere waits: spin briefly, then sleep on the node's
+//! doorbell, which whoever makes progress possible rings.
+//!
+//! Almost everything a node waits for is a store from the network into its
+//! mailbox (a reply, a barrier arrival or sense, its own echo, a ring), and
+//! every such store raises an interrupt-on-receive event (seed 004). The
+//! node's protocol thread is the one thread that blocks on the adapter's
+//! event signal; each time it wakes and takes events it rings the doorbell,
+//! a futex word, and every other waiter of the node (application threads,
+//! including ones resolving a fault inside the SIGSEGV handler) sleeps on
+//! that word. Local changes (a thread of the node setting a flag, the stop at
+//! `finish`) ring it directly.
+//!
+//! Spinning first keeps short waits cheap (a wake-up costs 10-30 us here);
+//! sleeping after it gives the core to the threads the wait depends on (the
+//! hub, the other node's protocol thread) when there are fewer cores than
+//! runnable threads. How long to spin is learnt per node and kind of wait
+//! (`AdaptiveSpin`). No waiter ever loops on `sched_yield`.
+//!
+//! Signal safety: `futex(2)` and `clock_gettime` are system calls with no
+//! user-space locks or allocation; a waiter in the fault handler uses this
+//! as any other thread does.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+/// What a wait is for: it decides how long the waiter spins first and how
+/// long one sleep lasts at most before it looks again (a bound, for
+/// wake-ups that cannot come: a lost packet, a crashed node).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WaitFor {
+    /// Another node's answer (a page, a barrier, a flag): a round trip
+    /// through the hub and a remote thread.
+    Remote,
+    /// This node's own loopback: one pass of the hub.
+    Loopback,
+}
+
+impl WaitFor {
+    fn nap(self) -> Duration {
+        match self {
+            WaitFor::Remote => Duration::from_millis(5),
+            WaitFor::Loopback => Duration::from_millis(2),
+        }
+    }
+}
+
+/// How long to spin before sleeping, learnt from the waits before (as an
+/// adaptive mutex does): a wait that ended while spinning lengthens the
+/// spin, one that had to sleep shortens it. With a core per thread, waits
+/// end while spinning and the spin grows to cover them (no wake-up costs);
+/// with more threads than cores, a spinner holds a core the thread it waits
+/// for needs, waits end asleep, and the spin shrinks to almost nothing.
+#[derive(Debug)]
+struct AdaptiveSpin {
+    micros: AtomicU32,
+    min: u32,
+    max: u32,
+}
+
+impl AdaptiveSpin {
+    const fn new(start: u32, min: u32, max: u32) -> AdaptiveSpin {
+        AdaptiveSpin {
+            micros: AtomicU32::new(start),
+            min,
+            max,
+        }
+    }
+
+    fn get(&self) -> Duration {
+        Duration::from_micros(u64::from(self.micros.load(Ordering::Relaxed)))
+    }
+
+    fn ended_spinning(&self) {
+        let m = self.micros.load(Ordering::Relaxed);
+        self.micros
+            .store((m + m / 4 + 1).min(self.max), Ordering::Relaxed);
+    }
+
+    fn had_to_sleep(&self) {
+        let m = self.micros.load(Ordering::Relaxed);
+        self.micros.store((m / 2).max(self.min), Ordering::Relaxed);
+    }
+}
+
+/// The node's doorbell: a generation counter threads sleep on, and what the
+/// node has learnt about how long to spin.
+#[derive(Debug)]
+pub struct Doorbell {
+    generation: AtomicU32,
+    sleepers: AtomicU32,
+    remote: AdaptiveSpin,
+    loopback: AdaptiveSpin,
+    /// The protocol thread's spin after its last piece of work.
+    protocol: AdaptiveSpin,
+}
+
+impl Default for Doorbell {
+    fn default() -> Self {
+        Doorbell {
+            generation: AtomicU32::new(0),
+            sleepers: AtomicU32::new(0),
+            remote: AdaptiveSpin::new(50, 2, 300),
+            loopback: AdaptiveSpin::new(20, 2, 100),
+            protocol: AdaptiveSpin::new(20, 2, 200),
+        }
+    }
+}
+
+impl Doorbell {
+    /// Something a waiter may be waiting for has happened: wake them all to
+    /// look again.
+    pub fn ring(&self) {
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        if self.sleepers.load(Ordering::SeqCst) > 0 {
+            futex_wake_all(&self.generation);
+        }
+    }
+
+    /// How long the protocol thread looks for more work before it sleeps.
+    pub fn protocol_spin(&self) -> Duration {
+        self.protocol.get()
+    }
+
+    /// The protocol thread found work while spinning (`true`), or went to
+    /// sleep (`false`): its next spin is longer, or shorter.
+    pub fn protocol_spun(&self, found_work: bool) {
+        if found_work {
+            self.protocol.ended_spinning();
+        } else {
+            self.protocol.had_to_sleep();
+        }
+    }
+
+    fn spin_of(&self, what: WaitFor) -> &AdaptiveSpin {
+        match what {
+            WaitFor::Remote => &self.remote,
+            WaitFor::Loopback => &self.loopback,
+        }
+    }
+
+    /// Wait until `ready` yields a value or an error: spin a while, then
+    /// sleep until the doorbell rings (at most a nap at a time). `ready`
+    /// decides about timeouts and failures (it returns `Err`).
+    pub fn wait<T, E>(
+        &self,
+        what: WaitFor,
+        mut ready: impl FnMut() -> Result<Option<T>, E>,
+    ) -> Result<T, E> {
+        let adaptive = self.spin_of(what);
+        let spin = adaptive.get();
+        let start = Instant::now();
+        let mut polls = 0u32;
+        loop {
+            if let Some(v) = ready()? {
+                adaptive.ended_spinning();
+                return Ok(v);
+            }
+            polls += 1;
+            // Reading the clock costs more than a poll: every 32nd.
+            if polls % 32 == 0 && start.elapsed() >= spin {
+                break;
+            }
+            std::hint::spin_loop();
+        }
+        adaptive.had_to_sleep();
+        loop {
+            // Registered before looking: a ring after the look either bumps
+            // the generation we sleep on (the futex returns at once) or sees
+            // us registered and wakes us.
+            self.sleepers.fetch_add(1, Ordering::SeqCst);
+            let seen = self.generation.load(Ordering::SeqCst);
+            let r = ready();
+            if !matches!(r, Ok(None)) {
+                self.sleepers.fetch_sub(1, Ordering::SeqCst);
+                return r.map(|v| v.expect("checked above"));
+            }
+            futex_wait(&self.generation, seen, what.nap());
+            self.sleepers.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+/// Wait until this node's echo `mark` is back (`seen() >= mark`). An echo
+/// is a packet like any other: where packets may be lost (no `--reliable`),
+/// one that does not come back in 50 ms is posted again (`post` returns the
+/// new mark), and the wait goes on for that one. `meanwhile` runs at every
+/// look (answering requests, say) and ends the wait with its error (a node
+/// failed, too long).
+pub fn await_echo<E>(
+    bell: &Doorbell,
+    mut mark: u64,
+    post: impl Fn() -> Result<u64, E>,
+    seen: impl Fn() -> u64,
+    mut meanwhile: impl FnMut() -> Result<(), E>,
+) -> Result<(), E> {
+    const AGAIN: Duration = Duration::from_millis(50);
+    let mut asked = Instant::now();
+    bell.wait(WaitFor::Loopback, || {
+        if seen() >= mark {
+            return Ok(Some(()));
+        }
+        meanwhile()?;
+        if asked.elapsed() > AGAIN {
+            mark = post()?;
+            asked = Instant::now();
+        }
+        Ok(None)
+    })
+}
+
+fn futex_wait(word: &AtomicU32, expected: u32, timeout: Duration) {
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs() as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: FUTEX_WAIT reads the aligned 32-bit word `word` points at,
+    // which lives as long as this call; `ts` is a valid timespec. A spurious
+    // or early return is harmless: the caller looks again.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+            expected,
+            &ts as *const libc::timespec,
+            0usize,
+            0u32,
+        );
+    }
+}
+
+fn futex_wake_all(word: &AtomicU32) {
+    // SAFETY: FUTEX_WAKE only uses the word's address as a key.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+            i32::MAX,
+            0usize,
+            0usize,
+            0u32,
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+
+    #[test]
+    fn a_sleeping_waiter_is_woken_by_a_ring() {
+        let bell = Arc::new(Doorbell::default());
+        let flag = Arc::new(AtomicBool::new(false));
+        let (b, f) = (bell.clone(), flag.clone());
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            f.store(true, Ordering::Release);
+            b.ring();
+        });
+        let start = Instant::now();
+        // The flag comes 20 ms later: past any spin, and past the 5 ms
+        // nap, so the ring or a nap ends each sleep.
+        let got: Result<u32, ()> = bell.wait(WaitFor::Remote, || {
+            Ok(flag.load(Ordering::Acquire).then_some(7))
+        });
+        assert_eq!(got, Ok(7));
+        assert!(start.elapsed() < Duration::from_secs(10));
+        t.join().unwrap();
+    }
+
+    #[test]
+    fn an_error_ends_the_wait_and_a_nap_bounds_a_lost_ring() {
+        let bell = Doorbell::default();
+        let start = Instant::now();
+        // Nobody rings: the naps let `ready` see its own deadline.
+        let r: Result<(), &str> = bell.wait(WaitFor::Loopback, || {
+            if start.elapsed() > Duration::from_millis(20) {
+                Err("late")
+            } else {
+                Ok(None)
+            }
+        });
+        assert_eq!(r, Err("late"));
+        // It had to sleep: the next waits spin less.
+        assert!(bell.loopback.get() < Duration::from_micros(20));
+    }
+
+    #[test]
+    fn the_spin_grows_while_waits_end_spinning_and_stays_bounded() {
+        let s = AdaptiveSpin::new(10, 2, 40);
+        for _ in 0..50 {
+            s.ended_spinning();
+        }
+        assert_eq!(s.get(), Duration::from_micros(40));
+        for _ in 0..50 {
+            s.had_to_sleep();
+        }
+        assert_eq!(s.get(), Duration::from_micros(2));
+    }
+}
