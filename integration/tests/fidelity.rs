@@ -46,7 +46,10 @@ fn variant_exists(v: &str) -> bool {
         .split("[possible values: ")
         .nth(1)
         .and_then(|s| s.split(']').next());
-    assert!(values.is_some(), "mc-guest did not list --variant's values:\n{err}");
+    assert!(
+        values.is_some(),
+        "mc-guest did not list --variant's values:\n{err}"
+    );
     values.is_some_and(|vals| vals.split(", ").any(|x| x == v))
 }
 

@@ -30,8 +30,8 @@ use cashmere::{Config, Csm, CsmError, Stats, TimeBreakdown};
 use mc_api::MemoryChannel;
 
 pub use problem::{Preset, Problem};
-pub use variant::ProtocolVariant;
 pub use sor::Grid;
+pub use variant::ProtocolVariant;
 
 /// Why a Cashmere program failed: Cashmere did, or the result is wrong (each
 /// check names where and what it expected), or it was asked for too much.

@@ -190,9 +190,9 @@ pub fn locks(app: App) -> u32 {
 pub fn time_sequential(app: App, problem: Problem, procs: usize) -> Option<f64> {
     let t = Instant::now();
     match (app, problem) {
-        (App::Sor, Problem::Sor { rows, cols, iters }) => {
-            drop(std::hint::black_box(sor::sequential(sor::Grid { rows, cols }, iters)))
-        }
+        (App::Sor, Problem::Sor { rows, cols, iters }) => drop(std::hint::black_box(
+            sor::sequential(sor::Grid { rows, cols }, iters),
+        )),
         (App::Gauss, Problem::Gauss { n }) => drop(std::hint::black_box(gauss::sequential(n))),
         (App::Tsp, Problem::Tsp { cities }) => {
             std::hint::black_box(tsp::sequential(cities));
