@@ -175,6 +175,47 @@ fn cashmere_sor_survives_corruption_and_a_link_flap() {
     assert!(errors > 0, "the plan injected no errors?\n{text}");
 }
 
+/// The same plan without `--reliable`: nothing retransmits, so the run
+/// cannot verify; it must end within seconds (not after 30-second timeouts)
+/// with every failing node naming the cause and the remedy.
+#[test]
+fn cashmere_sor_without_reliable_under_corruption_fails_fast_naming_the_cause() {
+    let plan = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../examples/sor-fault-plan.toml"
+    );
+    let start = Instant::now();
+    let (ok, text) = mc_host_run(
+        4,
+        120,
+        &["--fault-plan", plan],
+        &["mc-guest", "csm", "sor", "--iters", "400"],
+    );
+    assert!(
+        !ok,
+        "verified without retransmission under 1% corruption?\n{text}"
+    );
+    assert!(
+        start.elapsed() < Duration::from_secs(25),
+        "took {:?} to fail:\n{text}",
+        start.elapsed()
+    );
+    assert!(!text.contains("timed out"), "{text}");
+    // The nodes that stop on their own error name the loss; the others may
+    // stop because those left.
+    let naming = text
+        .lines()
+        .filter(|l| l.contains("mc-guest: error:") && l.contains("--reliable"))
+        .count();
+    assert!(naming >= 1, "no node named the cause:\n{text}");
+    for l in text.lines().filter(|l| l.contains("mc-guest: error:")) {
+        assert!(
+            l.contains("--reliable") || l.contains("failed or left the cluster"),
+            "an error that names neither the loss nor a node that left: {l}\n{text}"
+        );
+    }
+}
+
 /// A node's adapter crashes in the middle of a Cashmere run: the survivors see
 /// the membership change and stop with an error naming it instead of hanging.
 #[test]

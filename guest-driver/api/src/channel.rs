@@ -8,7 +8,7 @@
 
 use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use firmware_model::abi::{EventRecord, Registers};
 use firmware_model::NodeId;
@@ -125,6 +125,12 @@ impl MemoryChannel {
         self.inner.layout
     }
 
+    /// Whether this handle retries each store until it went through clean
+    /// (`OpenOptions::reliable`).
+    pub fn is_reliable(&self) -> bool {
+        self.inner.reliable
+    }
+
     /// The adapter, for one request at a time.
     pub(crate) fn port(&self) -> MutexGuard<'_, RecordingPort> {
         self.inner.port.lock().unwrap_or_else(|p| p.into_inner())
@@ -142,4 +148,65 @@ pub(crate) fn wait_for<T>(
         after: timeout,
         waiting_for: what,
     })
+}
+
+/// How long a wait for this node's own store gives it before asking whether
+/// it was lost, when the cluster error count has moved meanwhile.
+const LOSS_CHECK_AFTER_ERROR: Duration = Duration::from_millis(2);
+/// ... and when it has not (a store dropped without trace counts no error).
+const LOSS_CHECK_AFTER: Duration = Duration::from_millis(250);
+/// How long one such ACK query may take (it is lost while the link is down:
+/// the wait then goes on and asks again later).
+const LOSS_QUERY_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Wait until `f` sees a store of this node's own come back by loopback.
+///
+/// Memory Channel does not retransmit (seed 004, Error Management): a store
+/// the network corrupts is discarded by the receiver, which counts an error;
+/// a dropped one is simply gone. So a loopback that has not come back is
+/// either late or lost, and the ACK page tells which: its answer lands only
+/// once everything this node queued before the query has reached every
+/// adapter. A store still missing after that answer will never come, and
+/// the wait ends at once with [`McError::Lost`] instead of after
+/// [`OP_TIMEOUT`]. The query is made soon after the cluster error count
+/// moves, and now and then otherwise.
+pub(crate) fn wait_for_loopback<T>(
+    mc: &MemoryChannel,
+    what: WaitFor,
+    mut f: impl FnMut() -> Option<T>,
+) -> Result<T, McError> {
+    let start = Instant::now();
+    let errors_before = mc.error_count();
+    let mut asked_at = start;
+    loop {
+        if let Some(v) = poll_until(LOSS_CHECK_AFTER_ERROR, &mut f) {
+            return Ok(v);
+        }
+        let errors_now = mc.error_count();
+        let since = asked_at.elapsed();
+        let ask = (errors_now != errors_before && since >= LOSS_CHECK_AFTER_ERROR)
+            || since >= LOSS_CHECK_AFTER;
+        if ask {
+            asked_at = Instant::now();
+            // Only a query that was answered proves anything; one lost to a
+            // link that is down, or refused by an adapter that crashed, is
+            // asked again later (`f` notices a crash by itself).
+            if let Ok(Some(())) = mc.ack_round_trip(LOSS_QUERY_TIMEOUT, |_, _, _| ()) {
+                if let Some(v) = f() {
+                    return Ok(v);
+                }
+                return Err(McError::Lost {
+                    waiting_for: what,
+                    errors_before,
+                    errors_now: mc.error_count(),
+                });
+            }
+        }
+        if start.elapsed() >= OP_TIMEOUT {
+            return Err(McError::Timeout {
+                after: OP_TIMEOUT,
+                waiting_for: what,
+            });
+        }
+    }
 }

@@ -66,6 +66,21 @@ pub enum McError {
         after: Duration,
         waiting_for: WaitFor,
     },
+    /// This node's own store never came back: the ACK page answered for
+    /// everything queued after it, so the network lost it (corrupted and
+    /// discarded, or dropped). Memory Channel does not retransmit; an API
+    /// opened `reliable` does.
+    #[error(
+        "gave up waiting for {waiting_for}: the store was lost on the network (the cluster \
+         error count went from {errors_before} to {errors_now}); Memory Channel does not \
+         retransmit: open the API reliable (mc-guest --reliable) or check errors around \
+         the stores"
+    )]
+    Lost {
+        waiting_for: WaitFor,
+        errors_before: u64,
+        errors_now: u64,
+    },
     #[error("this node's adapter is offline (crashed): it is out of the cluster until it rejoins")]
     Offline,
     /// The API's handles were all dropped while the late join still ran.

@@ -10,7 +10,7 @@ use firmware_model::AdapterErrorStatus;
 
 use crate::channel::{wait_for, MemoryChannel, OP_TIMEOUT};
 use crate::error::{McError, WaitFor};
-use crate::port::McPort;
+use crate::port::{McPort, ReceiveMemory};
 
 /// Result of an ACK-page check (imc_ckerrcnt).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -52,6 +52,35 @@ impl MemoryChannel {
     /// [`MemoryChannel::check_errors`], giving up after `timeout` (the query is
     /// lost while this node's link is down).
     pub fn check_errors_within(&self, timeout: Duration) -> Result<ErrorCheck, McError> {
+        let Some(statuses) = self.ack_round_trip(timeout, |ack, base, n| {
+            (0..n)
+                .map(|i| AdapterErrorStatus::from_word(ack.load_u32(base + 4 * i)))
+                .collect()
+        })?
+        else {
+            self.inner.stores.flush()?;
+            return Err(McError::Offline);
+        };
+        // Everything before the query has been taken by now: a store the
+        // adapter refused meanwhile is reported here too.
+        self.inner.stores.flush()?;
+        Ok(ErrorCheck {
+            count: self.error_count(),
+            statuses,
+        })
+    }
+
+    /// Post a query to this node's ACK page and wait for its answer, then
+    /// `read` the answer (the ACK memory, the slot's offset, the node
+    /// count) while the slot is still this caller's. When it returns, every
+    /// store this node queued before it has reached every adapter (or was
+    /// discarded there). None: the adapter crashed since the query was
+    /// posted, so it was refused and no answer comes.
+    pub(crate) fn ack_round_trip<T>(
+        &self,
+        timeout: Duration,
+        read: impl FnOnce(&dyn ReceiveMemory, usize, usize) -> T,
+    ) -> Result<Option<T>, McError> {
         let _slot = self
             .inner
             .ack_slot
@@ -77,19 +106,6 @@ impl MemoryChannel {
                 (self.inner.join.generation() != generation).then_some(false)
             }
         })?;
-        if !answered {
-            self.inner.stores.flush()?;
-            return Err(McError::Offline);
-        }
-        let statuses = (0..n)
-            .map(|i| AdapterErrorStatus::from_word(ack.load_u32(base + 4 * i)))
-            .collect();
-        // Everything before the query has been taken by now: a store the
-        // adapter refused meanwhile is reported here too.
-        self.inner.stores.flush()?;
-        Ok(ErrorCheck {
-            count: self.error_count(),
-            statuses,
-        })
+        Ok(answered.then(|| read(&**ack, base, n)))
     }
 }

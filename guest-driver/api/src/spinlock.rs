@@ -13,7 +13,7 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::channel::{wait_for, MemoryChannel, OP_TIMEOUT};
+use crate::channel::{wait_for_loopback, MemoryChannel, OP_TIMEOUT};
 use crate::error::{McError, WaitFor};
 
 static TICKET: AtomicU32 = AtomicU32::new(1);
@@ -63,7 +63,7 @@ impl ClusterLock {
             // it, says what the others had written first. A node that leaves
             // the cluster meanwhile never sees it come back (the store was
             // refused): it stops waiting and starts over below.
-            let back = wait_for(WaitFor::LockEntry, OP_TIMEOUT, || {
+            let back = wait_for_loopback(mc, WaitFor::LockEntry, || {
                 if c.load_u32(mine) == t {
                     Some(true)
                 } else {

@@ -16,7 +16,7 @@
 
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 
-use crate::channel::{wait_for, MemoryChannel, OP_TIMEOUT};
+use crate::channel::{wait_for_loopback, MemoryChannel, OP_TIMEOUT};
 use crate::error::{McError, Shortage, WaitFor};
 use crate::layout::{
     LOCKSET_TABLE_PAGE, LOCKSET_TOGGLE, META_LOCK, REGION_TABLE_PAGE, REGION_TOGGLE,
@@ -329,7 +329,7 @@ impl MemoryChannel {
         // way back to its own copy.
         let mine = self.inner.tables_written.of(toggle).load(Ordering::Acquire);
         if c.load_u64(toggle) < mine {
-            wait_for(WaitFor::OwnTableUpdate(E::KIND), OP_TIMEOUT, || {
+            wait_for_loopback(self, WaitFor::OwnTableUpdate(E::KIND), || {
                 (c.load_u64(toggle) >= mine).then_some(())
             })?;
         }

@@ -66,9 +66,29 @@ pub enum CsmError {
     /// The directory lock (home assignment at first touch) stayed taken.
     #[error("the directory lock stayed taken for {after:?}")]
     DirectoryLock { after: Duration },
+    /// The network damaged or lost packets during the run and the API does
+    /// not retransmit them (it was not opened reliable).
+    #[error(
+        "the network lost or damaged stores during the run (the cluster error count went \
+         from {before} to {now}) and the Memory Channel API does not retransmit them, so \
+         Cashmere's data may be incomplete: rerun with the API reliable (mc-guest --reliable)"
+    )]
+    NetworkLoss { before: u64, now: u64 },
     /// This node's own echo did not come back: its stores are not arriving.
     #[error("this node's own stores did not come back in {after:?}")]
     NoEcho { after: Duration },
+}
+
+impl CsmError {
+    /// Whether this error is, or was caused by, [`CsmError::NetworkLoss`]
+    /// (a node's threads see it through their barrier or protocol thread).
+    pub fn is_network_loss(&self) -> bool {
+        match self {
+            CsmError::NetworkLoss { .. } => true,
+            CsmError::NodeBarrier(e) | CsmError::ProtocolThread(e) => e.is_network_loss(),
+            _ => false,
+        }
+    }
 }
 
 /// What a node waits for at a cluster barrier.

@@ -15,7 +15,7 @@
 //! home), `requests` (answering other nodes), `release`, `acquire`;
 //! `sigsegv` (access detection: the SIGSEGV handler), `vm` (the heap's two
 //! mappings), `shared` (typed arrays in the heap), `twin` (twins and diffs),
-//! `wait` (the one waiting discipline), `seams` (the variant traits),
+//! `wait` (the one waiting discipline), `loss` (noticing lost stores), `seams` (the variant traits),
 //! `dms_data` / `dms_meta` / `dms_sync` (CSM-DMS on Memory Channel),
 //! `mailbox` (each node's interrupting mailbox), `space` (where that lives
 //! in Memory Channel space), `stats` (counts), `times` (where time goes),
@@ -28,6 +28,7 @@ mod dms_sync;
 mod error;
 mod fault;
 mod fetch;
+mod loss;
 mod mailbox;
 mod node;
 mod release;
@@ -114,6 +115,7 @@ impl Config {
 #[derive(Clone)]
 pub struct Csm {
     node: Arc<Node>,
+    loss: loss::LossWatch,
     server: Arc<Mutex<Option<JoinHandle<()>>>>,
 }
 
@@ -194,6 +196,7 @@ impl Csm {
             .name(format!("csm-proto{}", node.me))
             .spawn(move || protocol_thread(&n2))?;
         let csm = Csm {
+            loss: loss::LossWatch::new(mc),
             node,
             server: Arc::new(Mutex::new(Some(server))),
         };
@@ -363,6 +366,7 @@ impl Csm {
     /// node's threads go.
     pub fn barrier(&self) -> Result<(), CsmError> {
         self.check_failed()?;
+        self.loss.check(&self.node.mc)?;
         let _barrier = times::enter(Activity::Barrier);
         let n = &self.node;
         let mut lb = n.local.lock().unwrap_or_else(|p| p.into_inner());

@@ -49,6 +49,20 @@ enum GuestError {
     Gather(#[from] csm::gather::GatherError),
     #[error(transparent)]
     Record(#[from] csm::record::RecordError),
+    /// A Cashmere run failed while the network was losing packets and the
+    /// API was not reliable: the loss is the likely cause, whatever symptom
+    /// the run reported.
+    #[error(
+        "{source}\n(the network lost or damaged packets during the run: the cluster error \
+         count went from {before} to {now}, and without --reliable nothing retransmits them; \
+         rerun with --reliable)"
+    )]
+    LostOnNetwork {
+        #[source]
+        source: Box<GuestError>,
+        before: u64,
+        now: u64,
+    },
 }
 
 #[derive(Parser, Debug, Clone)]
@@ -326,7 +340,22 @@ fn csm_main(
         })
         .into());
     }
-    let o = csm::run(&mc, &p)?;
+    let errors_before = mc.error_count();
+    let o = csm::run(&mc, &p).map_err(|e| {
+        let now = mc.error_count();
+        let lost = !mc.is_reliable() && now != errors_before;
+        // Cashmere's own check already says so.
+        let said = matches!(&e, AppError::Csm(c) if c.is_network_loss());
+        if lost && !said {
+            GuestError::LostOnNetwork {
+                source: Box::new(e.into()),
+                before: errors_before,
+                now,
+            }
+        } else {
+            e.into()
+        }
+    })?;
     println!("{o}");
     if let Some(path) = json {
         let mine = csm::record::NodeReport::from_outcome(&o);

@@ -19,7 +19,7 @@ use firmware_model::AdapterErrorStatus;
 use log::{debug, warn};
 
 use super::Coherence;
-use crate::channel::{wait_for, MemoryChannel, OP_TIMEOUT};
+use crate::channel::{wait_for_loopback, MemoryChannel};
 use crate::error::{McError, WaitFor};
 use crate::layout::{Layout, JOIN_MARK};
 use crate::port::McPort;
@@ -164,7 +164,7 @@ impl Manager {
         mc.store(Self::meta_addr(&l, off), &v.to_le_bytes())?;
         let c = &mc.inner.control;
         let mut polls = 0u32;
-        let back = wait_for(WaitFor::JoinMarker, OP_TIMEOUT, || {
+        let back = wait_for_loopback(mc, WaitFor::JoinMarker, || {
             if c.load_u64(off) == v {
                 return Some(true);
             }
