@@ -91,7 +91,7 @@ fn the_record_of_a_run_has_every_node_and_the_totals() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("runs.jsonl");
     let f = file.to_str().unwrap();
-    run_app(2, 2, "em3d", &["--json", f]);
+    run_app(2, 2, "em3d", &["--json", f, "--stats"]);
     run_app(2, 1, "em3d", &["--json", f, "--sequential"]);
     let text = std::fs::read_to_string(&file).unwrap();
     let lines: Vec<&str> = text.lines().collect();
@@ -113,6 +113,17 @@ fn the_record_of_a_run_has_every_node_and_the_totals() {
         assert!(line.contains(r#""per_node":[{"read_faults":"#), "{line}");
     }
     assert!(lines[0].contains(r#""sequential_s":null"#), "{}", lines[0]);
+    // --stats: the time breakdown (seed 000 Figs. 2-3), per node and total.
+    assert!(
+        lines[0].contains(r#""breakdown":{"per_node":[{"comm_wait":"#)
+            || lines[0].contains(r#""breakdown":{"total":{"#),
+        "{}",
+        lines[0]
+    );
+    for part in ["user", "protocol", "comm_wait", "messages"] {
+        assert!(lines[0].contains(&format!(r#""{part}":"#)), "{}", lines[0]);
+    }
+    assert!(!lines[1].contains(r#""breakdown""#), "{}", lines[1]);
     assert!(
         !lines[1].contains(r#""sequential_s":null,"per_node""#),
         "{}",

@@ -163,6 +163,8 @@ impl RunSpec {
         } else if let Some(v) = &self.variant {
             a.extend(["--variant".into(), v.clone()]);
         }
+        // Each thread's time breakdown goes into the record (Figs. 2-3).
+        a.push("--stats".into());
         a.extend(["--json".into(), json.display().to_string()]);
         a
     }
@@ -295,7 +297,7 @@ mod tests {
         let g = runs[1].guest_args(Path::new("/r.json"));
         assert_eq!(
             g.join(" "),
-            "mc-guest csm clu --preset small --variant dms --json /r.json"
+            "mc-guest csm clu --preset small --variant dms --stats --json /r.json"
         );
         assert!(runs[0]
             .guest_args(Path::new("/r"))

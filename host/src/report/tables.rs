@@ -168,8 +168,8 @@ pub fn report_md(set: &ResultSet, results: &Path, charts: &[String]) -> String {
     if !charts.iter().any(|c| c.starts_with("breakdown")) {
         let _ = writeln!(
             out,
-            "No time breakdown (seed 000 Figs. 2-3): the records carry none (Cashmere's statistics \
-             do not measure one yet).\n"
+            "No time breakdown (seed 000 Figs. 2-3): the records carry none (they come from runs \
+             without `mc-guest csm --stats`).\n"
         );
     }
     if failed > 0 {
