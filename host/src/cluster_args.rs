@@ -38,7 +38,7 @@ pub struct SizeError(pub String);
 
 /// `--delivery`.
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Delivery {
+pub enum DeliveryChoice {
     /// Every receiver at once (the default).
     Eager,
     /// Each receiver independently late, seeded by `--seed`.
@@ -70,8 +70,8 @@ pub struct ClusterArgs {
     /// When receivers see a store: `eager` (every receiver as soon as the
     /// link timing allows) or `skewed` (each receiver independently late,
     /// within the network's ordering promises: docs/device.md section 19).
-    #[arg(long, value_enum, default_value_t = Delivery::Eager)]
-    pub delivery: Delivery,
+    #[arg(long, value_enum, default_value_t = DeliveryChoice::Eager)]
+    pub delivery: DeliveryChoice,
     /// Seed of the fault injector and of skewed delivery: the same seed
     /// replays the same faults and the same delivery schedule (default: the
     /// fault plan's, else 0).
@@ -110,8 +110,8 @@ impl ClusterArgs {
             link: self.link,
             fault_seed: seed,
             delivery: match self.delivery {
-                Delivery::Eager => DeliveryMode::Eager,
-                Delivery::Skewed => DeliveryMode::skewed(seed),
+                DeliveryChoice::Eager => DeliveryMode::Eager,
+                DeliveryChoice::Skewed => DeliveryMode::skewed(seed),
             },
         };
         c.validate()?;
@@ -136,7 +136,7 @@ impl ClusterArgs {
         if let Some(p) = self.hub_ports {
             a.extend(["--hub-ports".into(), p.to_string()]);
         }
-        if self.delivery == Delivery::Skewed {
+        if self.delivery == DeliveryChoice::Skewed {
             a.extend(["--delivery".into(), "skewed".into()]);
         }
         if let Some(s) = self.seed {

@@ -79,10 +79,10 @@ pub fn resolve_program(name: &str) -> Result<PathBuf, CliError> {
     })
 }
 
-fn delivery_name(d: crate::cluster_args::Delivery) -> &'static str {
+fn delivery_name(d: crate::cluster_args::DeliveryChoice) -> &'static str {
     match d {
-        crate::cluster_args::Delivery::Eager => "eager",
-        crate::cluster_args::Delivery::Skewed => "skewed",
+        crate::cluster_args::DeliveryChoice::Eager => "eager",
+        crate::cluster_args::DeliveryChoice::Skewed => "skewed",
     }
 }
 

@@ -12,7 +12,7 @@ use vm_memory::{Bytes, GuestAddress, GuestAddressSpace, GuestMemoryBackend};
 
 use crate::chain::{split_chain, status_str};
 use crate::memory::{range_ok, scatter_read, MemGuard};
-use crate::node::TxFifo;
+use crate::node::RegisteredFifo;
 use crate::ring_access::ServedQueue;
 use crate::state::DeviceState;
 
@@ -223,7 +223,7 @@ impl DeviceState {
             GuestAddress(gpa + fifo::header::STATE as u64),
             Ordering::Release,
         );
-        self.nodes[i].fifo = Some(TxFifo::new(gpa, slots));
+        self.nodes[i].fifo = Some(RegisteredFifo::new(gpa, slots));
         CtrlResponse::ok(0, 0)
     }
 }

@@ -12,7 +12,7 @@ use vhost_user_backend::{VringRwLock, VringT};
 use vm_memory::{Bytes, GuestAddress, GuestAddressSpace, GuestMemoryAtomic, GuestMemoryMmap};
 
 use crate::memory::Mem;
-use crate::node::TxFifo;
+use crate::node::RegisteredFifo;
 use crate::state::DeviceState;
 
 pub(crate) const RAM: usize = 4 << 20;
@@ -169,7 +169,7 @@ impl FakeGuest {
     /// Post `header` and `data` as a record of `slots` slots (which a test
     /// may make disagree with the header).
     pub(crate) fn post_raw(&mut self, header: &[u8], data: &[u8], slots: u64) -> u64 {
-        let f = TxFifo::new(FIFO_GPA, FIFO_SLOTS);
+        let f = RegisteredFifo::new(FIFO_GPA, FIFO_SLOTS);
         let to_end = f.slots_to_end(self.tail);
         if slots > to_end && slots <= u64::from(FIFO_SLOTS) {
             let pad = TxRecordHeader::pad(to_end);
@@ -179,7 +179,7 @@ impl FakeGuest {
     }
 
     fn write_record(&mut self, header: &[u8], data: &[u8], slots: u64) -> u64 {
-        let f = TxFifo::new(FIFO_GPA, FIFO_SLOTS);
+        let f = RegisteredFifo::new(FIFO_GPA, FIFO_SLOTS);
         let at = self.tail;
         let mem = self.mem();
         let slot = f.slot_gpa(at);

@@ -91,7 +91,7 @@ pub fn transmit_records(data: &[u8]) {
     let mut rig = rig();
     let before = untouchable(&rig);
     let (count, body) = data.split_first().unwrap_or((&0, &[]));
-    let f = crate::node::TxFifo::new(FIFO_GPA, FIFO_SLOTS);
+    let f = crate::node::RegisteredFifo::new(FIFO_GPA, FIFO_SLOTS);
     let g = &rig.guests[0];
     let mem = g.mem();
     mem.write_slice(body, GuestAddress(f.slot_gpa(0)))

@@ -51,7 +51,7 @@ impl DmaMap {
 
 /// Where a driver's transmit FIFO is and how far the hub has taken it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct TxFifo {
+pub(crate) struct RegisteredFifo {
     pub(crate) gpa: u64,
     pub(crate) slots: u32,
     /// Next position to take.
@@ -63,9 +63,9 @@ pub(crate) struct TxFifo {
     pub(crate) armed: bool,
 }
 
-impl TxFifo {
-    pub(crate) fn new(gpa: u64, slots: u32) -> TxFifo {
-        TxFifo {
+impl RegisteredFifo {
+    pub(crate) fn new(gpa: u64, slots: u32) -> RegisteredFifo {
+        RegisteredFifo {
             gpa,
             slots,
             head: 0,
@@ -100,7 +100,7 @@ pub(crate) struct NodeState {
     /// The vrings, captured from the backend's first `handle_event`.
     pub(crate) vrings: Option<Vec<VringRwLock>>,
     pub(crate) frames: DmaMap,
-    pub(crate) fifo: Option<TxFifo>,
+    pub(crate) fifo: Option<RegisteredFifo>,
     pub(crate) status_page: Option<u64>,
     /// The cluster error count this node's status page shows: the true
     /// count in eager mode; in skewed mode other adapters' errors reach it

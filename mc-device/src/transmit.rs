@@ -27,7 +27,7 @@ use vm_memory::{Bytes, GuestAddress, GuestAddressSpace};
 
 use crate::delivery::{DmaDelivery, PendingCopy};
 use crate::memory::{MemGuard, Piece};
-use crate::node::TxFifo;
+use crate::node::RegisteredFifo;
 use crate::state::DeviceState;
 
 /// Bytes of records taken from one FIFO in one pass, so one busy guest cannot
@@ -60,7 +60,7 @@ enum Take {
     Broken(Status, u32),
 }
 
-fn take(mem: &MemGuard, f: &TxFifo, at: u64) -> Take {
+fn take(mem: &MemGuard, f: &RegisteredFifo, at: u64) -> Take {
     let tag: u32 = match mem.load(GuestAddress(f.tag_gpa(at)), Ordering::Acquire) {
         Ok(t) => t,
         Err(_) => return Take::Broken(Status::BadAddress, 0),
@@ -161,7 +161,7 @@ impl DeviceState {
         &self,
         i: usize,
         mem: &MemGuard,
-        f: &TxFifo,
+        f: &RegisteredFifo,
         at: u64,
         data: &mut Vec<Piece>,
     ) -> Result<Option<Run>, (Status, u32)> {
@@ -373,7 +373,7 @@ impl DeviceState {
     }
 }
 
-fn write_last(mem: &MemGuard, f: &TxFifo, position: u64, s: Status, d: u32) {
+fn write_last(mem: &MemGuard, f: &RegisteredFifo, position: u64, s: Status, d: u32) {
     let h = |off: usize| GuestAddress(f.gpa + off as u64);
     let _ = mem.store(s as u32, h(fifo::header::LAST_STATUS), Ordering::Relaxed);
     let _ = mem.store(d, h(fifo::header::LAST_DETAIL), Ordering::Relaxed);

@@ -20,13 +20,13 @@ use crate::virtqueue::RingLayout;
 
 /// Guest RAM as both sides see it: the driver's DMA region and the device's
 /// guest memory map, the same memfd at the same guest-physical address.
-pub(crate) struct GuestRam {
+pub(crate) struct TestRam {
     pub dma: DmaRegion,
     pub mem: Arc<GuestMemoryMmap>,
 }
 
 /// `len` bytes of guest RAM at guest-physical `gpa`.
-pub(crate) fn guest_ram(len: usize, gpa: u64) -> GuestRam {
+pub(crate) fn guest_ram(len: usize, gpa: u64) -> TestRam {
     let memory = Arc::new(MemfdMemory::new(len, gpa).expect("memfd"));
     let file = memory.file().try_clone().expect("dup the memfd");
     let mapping = MmapRegion::build(
@@ -38,7 +38,7 @@ pub(crate) fn guest_ram(len: usize, gpa: u64) -> GuestRam {
     .expect("the device maps guest RAM");
     let region = GuestRegionMmap::new(mapping, GuestAddress(memory.gpa())).expect("region");
     let mem = GuestMemoryMmap::from_regions(vec![region]).expect("guest memory");
-    GuestRam {
+    TestRam {
         dma: DmaRegion::new(memory),
         mem: Arc::new(mem),
     }

@@ -105,7 +105,7 @@ pub fn append(path: &Path, record: &Value) -> Result<(), ReportError> {
 }
 
 /// What became of one run.
-pub struct Outcome {
+pub struct RunOutcome {
     pub ok: bool,
     pub wall_s: f64,
     pub record: Value,
@@ -117,7 +117,7 @@ pub fn run_one(
     spec: &RunSpec,
     logs: &Path,
     timeout_s: u64,
-) -> Result<Outcome, ReportError> {
+) -> Result<RunOutcome, ReportError> {
     let stem = spec.file_stem();
     let log_path = logs.join(format!("{stem}.log"));
     let json_path = absolute(&logs.join(format!("{stem}.json")));
@@ -191,7 +191,7 @@ pub fn run_one(
             "run": run,
         }),
     };
-    Ok(Outcome { ok, wall_s, record })
+    Ok(RunOutcome { ok, wall_s, record })
 }
 
 /// `report run`: every run of the matrix not yet in the results file.

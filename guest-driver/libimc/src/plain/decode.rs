@@ -32,7 +32,7 @@ pub(crate) const MAX_STORE: usize = 512;
 
 /// Why a write to a transmit page is not carried out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Refusal {
+pub(crate) enum DecodeRefusal {
     Read,
     ReadModifyWrite,
     NoBaseRegister,
@@ -43,17 +43,17 @@ pub(crate) enum Refusal {
     UnknownSize,
 }
 
-impl Refusal {
+impl DecodeRefusal {
     pub(crate) fn message(self) -> &'static str {
         match self {
-            Refusal::Read => "a load from a transmit address: Memory Channel transmit space is write-only (read through the region's receive mapping)",
-            Refusal::ReadModifyWrite => "a read-modify-write of a transmit address: transmit space is write-only (compute the value, then store it)",
-            Refusal::NoBaseRegister => "a store to a transmit address without a base register cannot be redirected; use imc_write()",
-            Refusal::BaseRegisterInUse => "a store whose base register is also its data or index cannot be redirected; use imc_write()",
-            Refusal::Scatter => "a scatter store to a transmit region is not supported; use imc_write()",
-            Refusal::CrossesRegionEnd => "a store that crosses the end of its transmit region",
-            Refusal::Undecodable => "an instruction libimc cannot decode wrote to a transmit address",
-            Refusal::UnknownSize => "a store of unknown or too large a size to a transmit address; use imc_write()",
+            DecodeRefusal::Read => "a load from a transmit address: Memory Channel transmit space is write-only (read through the region's receive mapping)",
+            DecodeRefusal::ReadModifyWrite => "a read-modify-write of a transmit address: transmit space is write-only (compute the value, then store it)",
+            DecodeRefusal::NoBaseRegister => "a store to a transmit address without a base register cannot be redirected; use imc_write()",
+            DecodeRefusal::BaseRegisterInUse => "a store whose base register is also its data or index cannot be redirected; use imc_write()",
+            DecodeRefusal::Scatter => "a scatter store to a transmit region is not supported; use imc_write()",
+            DecodeRefusal::CrossesRegionEnd => "a store that crosses the end of its transmit region",
+            DecodeRefusal::Undecodable => "an instruction libimc cannot decode wrote to a transmit address",
+            DecodeRefusal::UnknownSize => "a store of unknown or too large a size to a transmit address; use imc_write()",
         }
     }
 }
@@ -75,7 +75,7 @@ pub(crate) enum Plan {
         addr: usize,
         size: usize,
     },
-    Refuse(Refusal),
+    Refuse(DecodeRefusal),
 }
 
 /// The transmit view that took the fault: `[start, start + len)`.
@@ -96,7 +96,7 @@ pub(crate) fn plan(
     let mut decoder = Decoder::with_ip(64, code, ctx.rip(), DecoderOptions::NONE);
     let instr = decoder.decode();
     if instr.is_invalid() {
-        return Plan::Refuse(Refusal::Undecodable);
+        return Plan::Refuse(DecodeRefusal::Undecodable);
     }
     plan_decoded(factory, &instr, ctx, view)
 }
@@ -140,39 +140,39 @@ fn plan_decoded(
         match m.access() {
             OpAccess::Write | OpAccess::CondWrite => {}
             OpAccess::ReadWrite | OpAccess::ReadCondWrite => {
-                return Plan::Refuse(Refusal::ReadModifyWrite)
+                return Plan::Refuse(DecodeRefusal::ReadModifyWrite)
             }
-            _ => return Plan::Refuse(Refusal::Read),
+            _ => return Plan::Refuse(DecodeRefusal::Read),
         }
         if target.is_some() {
-            return Plan::Refuse(Refusal::Scatter);
+            return Plan::Refuse(DecodeRefusal::Scatter);
         }
         target = Some((*m, addr as usize, size));
     }
     let Some((m, addr, size)) = target else {
         // The fault was a write to the view, but no operand says so
         // (an instruction iced reports no memory for).
-        return Plan::Refuse(Refusal::Undecodable);
+        return Plan::Refuse(DecodeRefusal::Undecodable);
     };
     if instr.is_vsib() {
-        return Plan::Refuse(Refusal::Scatter);
+        return Plan::Refuse(DecodeRefusal::Scatter);
     }
     if size == 0 || size > MAX_STORE {
-        return Plan::Refuse(Refusal::UnknownSize);
+        return Plan::Refuse(DecodeRefusal::UnknownSize);
     }
     if addr < view.start || addr + size > view.start + view.len {
-        return Plan::Refuse(Refusal::CrossesRegionEnd);
+        return Plan::Refuse(DecodeRefusal::CrossesRegionEnd);
     }
     if let Some(p) = emulation(instr, ctx, addr, size) {
         return p;
     }
     // Redirect through the base register.
     if m.address_size() != CodeSize::Code64 {
-        return Plan::Refuse(Refusal::NoBaseRegister);
+        return Plan::Refuse(DecodeRefusal::NoBaseRegister);
     }
     let base = m.base().full_register();
     let Some(reg) = gpr_index(base).filter(|_| base != Register::RSP) else {
-        return Plan::Refuse(Refusal::NoBaseRegister);
+        return Plan::Refuse(DecodeRefusal::NoBaseRegister);
     };
     let in_use = m.index() != Register::None && m.index().full_register() == base
         || (0..instr.op_count()).any(|i| {
@@ -189,7 +189,7 @@ fn plan_decoded(
                 && !(instr.is_string_instruction() && base == Register::RDI)
         });
     if in_use {
-        return Plan::Refuse(Refusal::BaseRegisterInUse);
+        return Plan::Refuse(DecodeRefusal::BaseRegisterInUse);
     }
     Plan::Redirect { reg, addr, size }
 }
@@ -326,23 +326,23 @@ mod tests {
     fn loads_read_modify_writes_and_unmovable_stores_are_refused() {
         // mov eax, [rbx]
         let p = plan_for(&[0x8b, 0x03], &[(libc::REG_RBX, 0x10000)], VIEW);
-        assert_eq!(p, Plan::Refuse(Refusal::Read));
+        assert_eq!(p, Plan::Refuse(DecodeRefusal::Read));
         // add dword [rbx], 1
         let p = plan_for(&[0x83, 0x03, 0x01], &[(libc::REG_RBX, 0x10000)], VIEW);
-        assert_eq!(p, Plan::Refuse(Refusal::ReadModifyWrite));
+        assert_eq!(p, Plan::Refuse(DecodeRefusal::ReadModifyWrite));
         // movdqu [rax+rax*1], xmm0: base is also the index
         let p = plan_for(
             &[0xf3, 0x0f, 0x7f, 0x04, 0x00],
             &[(libc::REG_RAX, 0x8000)],
             VIEW,
         );
-        assert_eq!(p, Plan::Refuse(Refusal::BaseRegisterInUse));
+        assert_eq!(p, Plan::Refuse(DecodeRefusal::BaseRegisterInUse));
         // mov qword [rax+0x1ffc], rcx crosses the end of the view
         let p = plan_for(
             &[0x48, 0x89, 0x88, 0xfc, 0x1f, 0x00, 0x00],
             &[(libc::REG_RAX, 0x10000)],
             VIEW,
         );
-        assert_eq!(p, Plan::Refuse(Refusal::CrossesRegionEnd));
+        assert_eq!(p, Plan::Refuse(DecodeRefusal::CrossesRegionEnd));
     }
 }

@@ -16,7 +16,7 @@ use std::sync::{Mutex, OnceLock};
 use iced_x86::InstructionInfoFactory;
 
 use super::context::Context;
-use super::decode::{self, Plan, Refusal, View, MAX_STORE};
+use super::decode::{self, DecodeRefusal, Plan, View, MAX_STORE};
 use super::table::{self, Entered};
 
 /// The handlers that were installed before ours, for faults that are not
@@ -127,7 +127,7 @@ extern "C" fn on_segv(sig: c_int, info: *mut libc::siginfo_t, raw: *mut libc::c_
     // SAFETY: `raw` is this handler's ucontext.
     let mut ctx = unsafe { Context::from_raw(raw) };
     if !ctx.fault_was_write() {
-        return refuse(Refusal::Read, addr, ctx.rip());
+        return refuse(DecodeRefusal::Read, addr, ctx.rip());
     }
     let mut code_bytes = [0u8; 15];
     let got = read_code(ctx.rip(), &mut code_bytes);
@@ -143,7 +143,7 @@ extern "C" fn on_segv(sig: c_int, info: *mut libc::siginfo_t, raw: *mut libc::c_
                     len: slot.len,
                 },
             ),
-            None => Plan::Refuse(Refusal::Undecodable),
+            None => Plan::Refuse(DecodeRefusal::Undecodable),
         }
     };
     match plan {
@@ -177,7 +177,7 @@ extern "C" fn on_segv(sig: c_int, info: *mut libc::siginfo_t, raw: *mut libc::c_
             let (mut steps, n) = STEPS.get();
             if n == DEPTH {
                 drop(slot);
-                return refuse(Refusal::Undecodable, addr, ctx.rip());
+                return refuse(DecodeRefusal::Undecodable, addr, ctx.rip());
             }
             steps[n] = step;
             STEPS.set((steps, n + 1));
@@ -300,7 +300,7 @@ fn default_action(sig: c_int) {
 }
 
 /// Stop the program with a message saying why its store was refused.
-fn refuse(why: Refusal, addr: usize, rip: u64) {
+fn refuse(why: DecodeRefusal, addr: usize, rip: u64) {
     let mut msg = StackText::new();
     let _ = writeln!(
         msg,
