@@ -2,7 +2,7 @@
 
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -111,6 +111,7 @@ impl Cluster {
             shutdown: AtomicBool::new(false),
             spin: opts.spin,
             hub_tid: AtomicI32::new(0),
+            waiting: AtomicU32::new(0),
         });
         let mut cluster = Cluster {
             shared: shared.clone(),

@@ -53,7 +53,7 @@ pub(crate) fn run(device: Arc<Device>) {
     let mut idle_since: Option<Instant> = None;
     let mut spins: u32 = 0;
     while !device.shutdown.load(Ordering::Acquire) {
-        let (worked, next) = device.lock().pass();
+        let (worked, next) = device.hub_lock().pass();
         if worked > 0 {
             idle_since = None;
             continue;
