@@ -9,29 +9,21 @@
 //! 10.2 or later, guest kernel or busybox is installed, or when there is no
 //! C compiler.
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
-use host::qemu::{find_qemu, CacheDir, GuestInputs};
-
-const MC_HOST: &str = env!("CARGO_BIN_EXE_mc-host");
+use common::{qemu_skip_reason, RunningCluster, MC_HOST};
 
 fn skip_reason() -> Option<String> {
-    let cache = match CacheDir::from_env() {
-        Ok(c) => c,
-        Err(e) => return Some(e.to_string()),
-    };
-    if let Err(e) = find_qemu(None, &cache) {
-        return Some(e.to_string());
-    }
-    if let Err(e) = GuestInputs::from_cache(&cache, None) {
-        return Some(e.to_string());
-    }
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    match Command::new(&cc).arg("--version").output() {
-        Ok(o) if o.status.success() => None,
-        _ => Some(format!("no C compiler `{cc}`")),
-    }
+    qemu_skip_reason().or_else(|| {
+        let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+        match Command::new(&cc).arg("--version").output() {
+            Ok(o) if o.status.success() => None,
+            _ => Some(format!("no C compiler `{cc}`")),
+        }
+    })
 }
 
 fn workspace() -> PathBuf {
@@ -69,33 +61,6 @@ fn build_static(sources: &[&str], out: &Path) {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
 
-fn mc_host(state: &Path, args: &[&str]) -> Output {
-    let out = Command::new(MC_HOST)
-        .arg("cluster")
-        .arg("--state-dir")
-        .arg(state)
-        .args(args)
-        .output()
-        .expect("running mc-host");
-    eprintln!(
-        "$ mc-host cluster {}\n{}{}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-/// `cluster down` when dropped, also when the test panics.
-struct Down(PathBuf);
-
-impl Drop for Down {
-    fn drop(&mut self) {
-        let out = mc_host(&self.0, &["down"]);
-        assert!(out.status.success() || std::thread::panicking());
-    }
-}
-
 #[test]
 fn a_c_program_runs_across_two_qemu_guests() {
     if let Some(why) = skip_reason() {
@@ -111,24 +76,20 @@ fn a_c_program_runs_across_two_qemu_guests() {
     build_static(&["examples/c/figure6.c"], &figure6);
     build_static(&["guest-driver/libimc/tests/c/calls.c"], &calls);
     let image = state.join("image");
-    let mut up = vec!["up", "--nodes", "2", "--image-dir", image.to_str().unwrap()];
-    up.extend([
-        "--add",
-        figure6.to_str().unwrap(),
-        "--add",
-        calls.to_str().unwrap(),
-    ]);
-    let given = std::env::var("MC_TEST_GUEST_BINARY").ok();
-    if let Some(g) = &given {
-        up.extend(["--guest-binary", g]);
-    }
-    let out = mc_host(&state, &up);
-    let _down = Down(state.clone());
-    assert!(out.status.success(), "cluster up failed");
+    let cluster = RunningCluster::up(
+        &state,
+        2,
+        &image,
+        &[
+            "--add",
+            figure6.to_str().unwrap(),
+            "--add",
+            calls.to_str().unwrap(),
+        ],
+    );
 
-    let out = mc_host(&state, &["run", "--", "figure6"]);
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "figure6 failed:\n{text}");
+    let (ok, text) = cluster.run(&["figure6"]);
+    assert!(ok, "figure6 failed:\n{text}");
     for n in 0..2 {
         let want =
             format!("[node {n}] figure6: node {n} sees 2 processes counted, 2 copies running");
@@ -144,9 +105,8 @@ fn a_c_program_runs_across_two_qemu_guests() {
         "{text}"
     );
 
-    let out = mc_host(&state, &["run", "--", "calls"]);
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "calls failed:\n{text}");
+    let (ok, text) = cluster.run(&["calls"]);
+    assert!(ok, "calls failed:\n{text}");
     for n in 0..2 {
         assert!(
             text.lines()
@@ -159,6 +119,6 @@ fn a_c_program_runs_across_two_qemu_guests() {
         text.contains("calls: node 1 got SIGUSR1 from node 0 through the relay"),
         "{text}"
     );
-    drop(_down);
+    drop(cluster);
     let _ = std::fs::remove_dir_all(&state);
 }

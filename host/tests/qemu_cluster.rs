@@ -20,87 +20,15 @@
 //! mc-guest from this checkout into `target/static` (unless
 //! `MC_TEST_GUEST_BINARY` names one).
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
 
-use host::qemu::{find_qemu, CacheDir, GuestInputs};
+use std::process::Command;
 
-const MC_HOST: &str = env!("CARGO_BIN_EXE_mc-host");
-
-fn skip_reason() -> Option<String> {
-    let cache = match CacheDir::from_env() {
-        Ok(c) => c,
-        Err(e) => return Some(e.to_string()),
-    };
-    if let Err(e) = find_qemu(None, &cache) {
-        return Some(e.to_string());
-    }
-    GuestInputs::from_cache(&cache, None)
-        .err()
-        .map(|e| e.to_string())
-}
-
-/// `MC_TEST_GUEST_BINARY`, if set: a static mc-guest to use instead of the
-/// one `cluster up` builds from this checkout.
-fn given_guest_binary() -> Option<String> {
-    std::env::var("MC_TEST_GUEST_BINARY").ok()
-}
-
-fn mc_host(state: &Path, args: &[&str]) -> Output {
-    let out = Command::new(MC_HOST)
-        .arg("cluster")
-        .arg("--state-dir")
-        .arg(state)
-        .args(args)
-        .output()
-        .expect("running mc-host");
-    eprintln!(
-        "$ mc-host cluster {}\n{}{}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-/// `cluster down` when dropped, also when the test panics.
-struct RunningCluster(PathBuf);
-
-impl RunningCluster {
-    fn up(state: &Path, nodes: u32, image: &Path) -> RunningCluster {
-        let c = RunningCluster(state.to_path_buf());
-        let n = nodes.to_string();
-        let mut args = vec!["up", "--nodes", &n, "--image-dir", image.to_str().unwrap()];
-        let guest = given_guest_binary();
-        if let Some(g) = &guest {
-            args.extend(["--guest-binary", g]);
-        }
-        let out = mc_host(state, &args);
-        assert!(out.status.success(), "cluster up failed");
-        c
-    }
-
-    fn run(&self, cmd: &[&str]) -> (bool, String) {
-        let mut args = vec!["run", "--"];
-        args.extend_from_slice(cmd);
-        let out = mc_host(&self.0, &args);
-        (
-            out.status.success(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-        )
-    }
-}
-
-impl Drop for RunningCluster {
-    fn drop(&mut self) {
-        let out = mc_host(&self.0, &["down"]);
-        assert!(out.status.success() || std::thread::panicking());
-    }
-}
+use common::{qemu_skip_reason, RunningCluster, MC_HOST};
 
 #[test]
 fn three_qemu_guests_run_the_selftest_and_two_cashmere_and_the_latency_bench() {
-    if let Some(why) = skip_reason() {
+    if let Some(why) = qemu_skip_reason() {
         eprintln!("SKIPPED three_qemu_guests_run_the_selftest_and_two_cashmere_and_the_latency_bench: {why}");
         return;
     }
@@ -111,7 +39,7 @@ fn three_qemu_guests_run_the_selftest_and_two_cashmere_and_the_latency_bench() {
     let image = state.join("image");
 
     {
-        let c = RunningCluster::up(&state, 3, &image);
+        let c = RunningCluster::up(&state, 3, &image, &[]);
         let (ok, out) = c.run(&["mc-guest", "selftest"]);
         assert!(ok, "selftest failed on some node:\n{out}");
         for n in 0..3 {
@@ -136,7 +64,7 @@ fn three_qemu_guests_run_the_selftest_and_two_cashmere_and_the_latency_bench() {
         );
     }
     {
-        let c = RunningCluster::up(&state, 2, &image);
+        let c = RunningCluster::up(&state, 2, &image, &[]);
         let (ok, out) = c.run(&["mc-guest", "csm", "sor"]);
         assert!(ok, "Cashmere SOR failed on some node:\n{out}");
         for n in 0..2 {
@@ -156,7 +84,7 @@ fn three_qemu_guests_run_the_selftest_and_two_cashmere_and_the_latency_bench() {
 
 #[test]
 fn cluster_up_away_from_the_sources_says_what_to_pass() {
-    if let Some(why) = skip_reason() {
+    if let Some(why) = qemu_skip_reason() {
         eprintln!("SKIPPED cluster_up_away_from_the_sources_says_what_to_pass: {why}");
         return;
     }
