@@ -67,6 +67,39 @@ fn chart_err(path: &Path) -> impl Fn(String) -> ReportError + '_ {
     }
 }
 
+type Chart<'a, 'b> = ChartContext<
+    'a,
+    SVGBackend<'b>,
+    Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+>;
+type Area<'b> = DrawingArea<SVGBackend<'b>, plotters::coord::Shift>;
+
+/// What every chart ends with: the legend, the note (the host line) under
+/// the plot, and the file written.
+fn finish<'b>(
+    chart: &mut Chart<'b, 'b>,
+    bottom: &Area<'b>,
+    root: &Area<'b>,
+    note: &str,
+) -> Result<(), String> {
+    let e = |x: &dyn std::fmt::Display| x.to_string();
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|x| e(&x))?;
+    bottom
+        .draw_text(
+            note,
+            &TextStyle::from(("sans-serif", 13).into_font()),
+            (12, 8),
+        )
+        .map_err(|x| e(&x))?;
+    root.present().map_err(|x| e(&x))
+}
+
 /// A y-axis label with as many decimals as the axis' range needs.
 fn axis_label(v: f64, ymax: f64) -> String {
     if ymax >= 20.0 {
@@ -168,21 +201,7 @@ pub fn grouped_bars(path: &Path, c: &GroupedBars) -> Result<(), ReportError> {
         root.draw_text(name, &centered, (px, py + 8))
             .map_err(|x| e(&x))?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(|x| e(&x))?;
-    bottom
-        .draw_text(
-            &c.note,
-            &TextStyle::from(("sans-serif", 13).into_font()),
-            (12, 8),
-        )
-        .map_err(|x| e(&x))?;
-    root.present().map_err(|x| e(&x))
+    finish(&mut chart, &bottom, &root, &c.note).map_err(|x| e(&x))
 }
 
 pub fn stacked_bars(path: &Path, c: &StackedBars) -> Result<(), ReportError> {
@@ -256,21 +275,7 @@ pub fn stacked_bars(path: &Path, c: &StackedBars) -> Result<(), ReportError> {
         root.draw_text(name, &centered, (px, py + 4))
             .map_err(|x| e(&x))?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(|x| e(&x))?;
-    bottom
-        .draw_text(
-            &c.note,
-            &TextStyle::from(("sans-serif", 13).into_font()),
-            (12, 8),
-        )
-        .map_err(|x| e(&x))?;
-    root.present().map_err(|x| e(&x))
+    finish(&mut chart, &bottom, &root, &c.note).map_err(|x| e(&x))
 }
 
 /// Group labels: the paper's names, with the preset when several are shown.
