@@ -338,3 +338,69 @@ fn a_node_finds_its_own_table_updates_at_once() {
         });
     });
 }
+
+/// `write_many` combines writes that continue one another (within a 4 KiB
+/// block) into one store: what arrives is byte for byte what was written,
+/// in order, across block boundaries, gaps, overlapping rewrites and pieces
+/// of every size; and the last write of the batch is seen last (a flag
+/// after the data, as a program would use it).
+#[test]
+fn write_many_combines_adjacent_writes_without_changing_what_arrives() {
+    for_each_delivery(&[3], |mode| {
+        let vc = VirtualCluster::with_delivery(2, mode);
+        vc.on_every_node(|mc| {
+            const LEN: usize = 3 * 4096 + 704; // the flag after it 8-aligned
+            let id = mc.region_alloc(77, LEN as u64 + 8, false).unwrap();
+            let rx = mc.attach_receive(id, Sharing::Shared, false).unwrap();
+            let mut b = Barrier::new(&mc, 1).unwrap();
+            b.wait(T).unwrap();
+            if mc.node_id() == NodeId(0) {
+                let tx = mc.attach_transmit(id, Sharing::Shared, false).unwrap();
+                let data = pattern(LEN, 9);
+                // Pieces of 1 to 97 bytes, mostly adjacent, with a gap and
+                // a rewrite of bytes already written in the same batch.
+                let mut writes: Vec<(usize, &[u8])> = Vec::new();
+                let mut at = 0;
+                let mut k = 0;
+                while at < LEN {
+                    let len = (1 + k * 37 % 97).min(LEN - at);
+                    if k % 50 != 49 {
+                        writes.push((at, &data[at..at + len]));
+                    }
+                    at += len;
+                    k += 1;
+                }
+                // Filled after the gaps were skipped: everything is written.
+                let gaps: Vec<(usize, usize)> = {
+                    let mut g = Vec::new();
+                    let (mut at, mut k) = (0, 0);
+                    while at < LEN {
+                        let len = (1 + k * 37 % 97).min(LEN - at);
+                        if k % 50 == 49 {
+                            g.push((at, len));
+                        }
+                        at += len;
+                        k += 1;
+                    }
+                    g
+                };
+                for &(at, len) in &gaps {
+                    writes.push((at, &data[at..at + len]));
+                }
+                writes.push((4090, &data[4090..4100]));
+                let flag = 1u64.to_le_bytes();
+                writes.push((LEN, &flag));
+                tx.write_many(&writes).unwrap();
+            }
+            if mc.node_id() == NodeId(1) {
+                let start = std::time::Instant::now();
+                while rx.load_u64(LEN).unwrap() != 1 {
+                    assert!(start.elapsed() < T, "the flag never came");
+                    std::thread::yield_now();
+                }
+                assert_eq!(rx.to_vec(0, LEN).unwrap(), pattern(LEN, 9));
+            }
+            b.wait(T).unwrap();
+        });
+    });
+}
