@@ -1,39 +1,61 @@
-//! CSM-DMS data propagation (seed 000 s.2.3.1.1 "Data"): the shared heap is
-//! one coherent Memory Channel region; a page's master copy is its home's
-//! receive mapping of that region. Diffs are remote writes into it; a page
-//! fetch is a request word in the home's mailbox and a reply in the
-//! requester's (`mailbox`), each store of which wakes its receiver.
+//! CSM-DMS data propagation (seed 000 s.2.3.1.1 "Data"): a page's master
+//! copy is its home's receive mapping (seed 000: "the home node creates a
+//! receive mapping for the page"). Each node has a home region the size of
+//! the heap that only it receives; page p's master copy is at
+//! `p * page_size` in its home's region. Diffs are remote writes into it,
+//! point-to-point to the home (the home's own go by loopback), so no other
+//! node receives or copies them. A page fetch is a request word in the
+//! home's mailbox and a reply in the requester's (`mailbox`), each store of
+//! which wakes its receiver only.
 
 use std::ops::Range;
 use std::sync::Arc;
 
-use mc_api::{MemoryChannel, RxRegion, Sharing, TxRegion};
+use mc_api::{MemoryChannel, NodeId, RxRegion, Sharing, TxRegion};
 
 use super::mailbox::Mailboxes;
 use super::seams::DataPropagation;
-use super::space::{CsmSpace, KEY_HEAP};
+use super::space::{CsmSpace, KEY_HOME};
 use super::CsmError;
 
 pub struct DmsData {
     space: CsmSpace,
     me: u32,
-    heap_tx: TxRegion,
-    heap_rx: RxRegion,
+    /// Transmit mapping of every node's home region: point-to-point to the
+    /// others', this node's own with loopback (its master copies).
+    to_home: Vec<TxRegion>,
+    /// This node's receive mapping of its home region: the master copies of
+    /// the pages it is home of.
+    master: RxRegion,
     mail: Arc<Mailboxes>,
 }
 
 impl DmsData {
+    /// Allocate (or find) every node's home region, attach this node's for
+    /// receive and every one for transmit. Before the start barrier, like the
+    /// mailboxes: a store into a region nobody receives yet is not kept.
     pub fn new(
         mc: &MemoryChannel,
         space: CsmSpace,
         mail: Arc<Mailboxes>,
     ) -> Result<DmsData, CsmError> {
-        let heap = mc.region_alloc(KEY_HEAP, space.heap_bytes(), true)?;
+        let me = mc.node_id().index() as u32;
+        let mut to_home = Vec::with_capacity(space.nodes as usize);
+        let mut master = None;
+        for n in 0..space.nodes {
+            let id = mc.region_alloc(KEY_HOME + n, space.heap_bytes(), false)?;
+            if n == me {
+                master = Some(mc.attach_receive(id, Sharing::Shared, false)?);
+                to_home.push(mc.attach_transmit(id, Sharing::Shared, true)?);
+            } else {
+                to_home.push(mc.attach_transmit_to(id, Sharing::Shared, NodeId(n as u8))?);
+            }
+        }
         Ok(DmsData {
             space,
-            me: mc.node_id().index() as u32,
-            heap_tx: mc.attach_transmit(heap, Sharing::Shared, true)?,
-            heap_rx: mc.attach_receive(heap, Sharing::Shared, false)?,
+            me,
+            to_home,
+            master: master.expect("this node is one of the nodes"),
             mail,
         })
     }
@@ -56,7 +78,7 @@ fn word_bytes(words: &[u32]) -> &[u8] {
 impl DataPropagation for DmsData {
     fn write_diff(
         &self,
-        _home: u32,
+        home: u32,
         page: u32,
         current: &[u32],
         runs: &[Range<usize>],
@@ -68,17 +90,17 @@ impl DataPropagation for DmsData {
             .iter()
             .map(|r| (base + 4 * r.start, word_bytes(&current[r.clone()])))
             .collect();
-        self.heap_tx.write_many(&recs)?;
+        self.to_home[home as usize].write_many(&recs)?;
         Ok(runs.iter().map(|r| 4 * r.len()).sum())
     }
 
     fn write_page(&self, page: u32, data: &[u8]) -> Result<(), CsmError> {
-        self.heap_tx.post(self.page_off(page), data)?;
+        self.to_home[self.me as usize].post(self.page_off(page), data)?;
         Ok(())
     }
 
     fn read_master(&self, page: u32, out: &mut [u8]) -> Result<(), CsmError> {
-        self.heap_rx.read(self.page_off(page), out)?;
+        self.master.read(self.page_off(page), out)?;
         Ok(())
     }
 

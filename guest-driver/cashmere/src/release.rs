@@ -48,6 +48,7 @@ impl Node {
             st.stats.diffs += 1;
             st.stats.diff_bytes += bytes as u64;
             if home == self.me {
+                st.stats.home_diffs += 1;
                 self.stored_own_master(st, p);
             }
         }

@@ -1,17 +1,19 @@
 //! Where CSM-DMS keeps its state in Memory Channel space.
 //!
-//! Four coherent regions (every node transmits with loopback and receives),
-//! allocated by key, and one mailbox per node:
+//! Three coherent regions (every node transmits with loopback and receives),
+//! allocated by key, and two ordinary regions per node, which only that node
+//! receives:
 //!
 //! | region | contents |
 //! |---|---|
-//! | heap | the master copies: page p at `p * page_size`; the home's receive mapping is authoritative |
+//! | home region of node n | the master copies of the pages n is home of: page p at `p * page_size`, n's receive mapping; others write diffs into it point-to-point |
 //! | directory | per page `1 + nodes` words: the shared word (home + 1, Exclusive bit), then one word per node (its sharing state); then the directory lock (one word per node) |
 //! | notices | write-notice bin `[receiver][sender]`: SendIdx, RecvIdx, entries |
 //! | sync | the start barrier's arrival and sense words, the abort word, flags |
 //! | mailbox of node n | what node n waits for: the reply to its page request, the echo of its own stores, barrier arrivals (node 0) and the barrier sense, page requests to it (`MailboxLayout`). Only node n receives it, with an interrupt on every store (seed 004's interrupt-on-receive regions), so a sleeping waiter is woken |
 
-pub const KEY_HEAP: u32 = 0xc5a0_0001;
+/// Node n's home region (its master copies) has key `KEY_HOME + n`.
+pub const KEY_HOME: u32 = 0xc5a0_0200;
 pub const KEY_DIR: u32 = 0xc5a0_0002;
 pub const KEY_WN: u32 = 0xc5a0_0004;
 pub const KEY_SYNC: u32 = 0xc5a0_0005;
@@ -105,10 +107,10 @@ impl CsmSpace {
     }
 
     /// Coherent arena bytes all coherent regions need (with slack for
-    /// rounding).
+    /// rounding). The heap is not among them: the master copies are in the
+    /// nodes' home regions, ordinary regions.
     pub fn arena_bytes(&self, mc_page: u64) -> u64 {
         [
-            self.heap_bytes(),
             self.dir_bytes(),
             self.wn_bytes(),
             self.sync_bytes(),

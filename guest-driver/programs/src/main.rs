@@ -301,10 +301,14 @@ fn csm_main(
         // nodes there are, and the heap is checked again below.
         None => p.heap_needed(nodes)?.max(1 << 20),
     };
-    let arena = (4 << 20) + 2 * p.heap_bytes as u64;
+    // The coherent arena holds Cashmere's directory, write-notice bins and
+    // synchronisation words (sized here for up to 8 nodes, or MC_NODES if
+    // more); the master copies are in each node's home region, an ordinary
+    // region the guest receives into its RAM, as are the mailboxes.
+    let arena = (4 << 20) + 2 * p.config().space(nodes.max(8)).arena_bytes(8192);
     let ram_mib = cli
         .ram_mib
-        .unwrap_or_else(|| 64.max((arena >> 20) as usize + 32));
+        .unwrap_or_else(|| 64.max(((4 << 20) + 2 * p.heap_bytes) >> 20) + 32);
     let cli = GuestCli {
         ram_mib: Some(ram_mib),
         ..cli.clone()
