@@ -99,6 +99,15 @@ impl DataPropagation for DmsData {
         Ok(())
     }
 
+    fn master_addr(&self, page: u32) -> Option<*const u8> {
+        let off = self.page_off(page);
+        if off + self.space.page_size as usize > self.master.len() {
+            return None;
+        }
+        // SAFETY: `off` is within the receive mapping (checked above).
+        Some(unsafe { self.master.as_ptr().add(off) })
+    }
+
     fn read_master(&self, page: u32, out: &mut [u8]) -> Result<(), CsmError> {
         self.master.read(self.page_off(page), out)?;
         Ok(())

@@ -2,7 +2,9 @@
 //! thread itself, inside the SIGSEGV handler (`sigsegv` says why that is
 //! safe): a read fault fetches the page from its home; a write fault makes a
 //! twin and puts the page on the dirty list, or, at a home with no other
-//! sharer, enters Exclusive mode (no twin, no diffs).
+//! sharer, enters Exclusive mode (no twin, no diffs). A home whose working
+//! copy is its master copy (`PageInfo::direct`) never fetches, twins or
+//! diffs its pages (seed 000 s.2.3.2).
 //!
 //! Nothing here allocates: the page arrives straight into the protocol view
 //! of the heap (its application view is inaccessible meanwhile), twins live
@@ -51,6 +53,13 @@ impl Node {
     fn read_fault(&self, st: &mut State, p: u32) -> Result<(), CsmError> {
         st.clock += 1;
         st.stats.read_faults += 1;
+        if self.home_of(st, p)? == self.me && st.pages[p as usize].direct {
+            // The working copy is the master copy: nothing to fetch or
+            // refresh, and no directory word (the home always holds the
+            // current copy, so nobody sends it notices for the page).
+            st.pages[p as usize].state = PageState::Read;
+            return self.set_prot(p, Prot::Read);
+        }
         // The copy is at least as new as this moment. Notices taken while the
         // request is in flight get a later stamp, so the acquire that follows
         // still invalidates the page: the home may have read its master copy
@@ -82,6 +91,25 @@ impl Node {
         let alone = (0..self.nodes)
             .filter(|&n| n != self.me)
             .all(|n| self.meta.state_of(p, n) == DirectoryState::Invalid);
+        if home == self.me && st.pages[p as usize].direct {
+            // The home writes its master copy directly: no twin, no diff
+            // (seed 000 s.2.3.2). Alone, it goes Exclusive (no notices
+            // either, until a request comes); otherwise the page goes on the
+            // dirty list for its write notices.
+            if alone && self.exclusive_mode {
+                self.meta.set_exclusive(p, self.me, true)?;
+                st.stats.exclusive_entries += 1;
+                st.pages[p as usize].state = PageState::Exclusive;
+            } else {
+                let pg = &mut st.pages[p as usize];
+                pg.state = PageState::ReadWrite;
+                if !pg.dirty {
+                    pg.dirty = true;
+                    st.dirty.push(p);
+                }
+            }
+            return self.set_prot(p, Prot::ReadWrite);
+        }
         self.meta.set_state(p, DirectoryState::ReadWrite)?;
         if home == self.me && alone && self.exclusive_mode {
             // In Read state every local write has been flushed, so the master

@@ -82,6 +82,11 @@ pub struct Config {
     /// invalidating it (which stops those writers: a shoot-down). Seed 000
     /// s.2.1.
     pub incoming_diffs: bool,
+    /// The home maps its master copy (its receive mapping) as its working
+    /// copy and writes it directly, with no twins or diffs (seed 000
+    /// s.2.3.2). Off: the home keeps a separate working copy and diffs its
+    /// writes into the master copy by loopback (the protocol before).
+    pub home_direct: bool,
 }
 
 impl Default for Config {
@@ -94,6 +99,7 @@ impl Default for Config {
             flags: 64,
             exclusive_mode: true,
             incoming_diffs: true,
+            home_direct: true,
         }
     }
 }
@@ -149,6 +155,7 @@ impl Csm {
             threads: cfg.threads,
             exclusive_mode: cfg.exclusive_mode,
             incoming_diffs: cfg.incoming_diffs && cfg.threads > 1,
+            home_direct: cfg.home_direct,
             prot: (0..space.pages).map(|_| AtomicU8::new(0)).collect(),
             heap,
             twins,

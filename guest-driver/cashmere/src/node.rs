@@ -76,6 +76,8 @@ pub(crate) struct Node {
     pub(crate) threads: u32,
     pub(crate) exclusive_mode: bool,
     pub(crate) incoming_diffs: bool,
+    /// The home maps its master copy as its working copy (`map_master`).
+    pub(crate) home_direct: bool,
     pub(crate) heap: HeapMemory,
     /// Current protection of each page of the application view (a `Prot`),
     /// as the fault handler reads it.
@@ -147,7 +149,46 @@ impl Node {
             None => self.meta.claim_home(p, &|| self.check_failed())?,
         };
         st.pages[p as usize].home = Some(h);
+        if h == self.me {
+            self.map_master(st, p);
+        }
         Ok(h)
+    }
+
+    /// At the home, once per page: map the master copy (the receive
+    /// mapping) as the page's working copy, so the home's threads write it
+    /// directly (seed 000 s.2.3.2). Done before the home's first access to
+    /// the page, whose working copy has nothing yet. Where the master copy
+    /// cannot be mapped (a private or huge-page receive memory), the home
+    /// keeps a separate working copy and diffs its writes into the master
+    /// copy by loopback.
+    fn map_master(&self, st: &mut State, p: u32) {
+        let pg = &mut st.pages[p as usize];
+        if pg.direct_tried || !self.home_direct {
+            return;
+        }
+        pg.direct_tried = true;
+        debug_assert!(pg.state == crate::state::PageState::Invalid);
+        let Some(src) = self.data.master_addr(p) else {
+            return;
+        };
+        let ps = self.ps();
+        match self.heap.alias(p as usize * ps, ps, src) {
+            Ok(()) => {
+                self.prot[p as usize].store(Prot::None as u8, Ordering::Release);
+                st.pages[p as usize].direct = true;
+                st.stats.direct_home_pages += 1;
+            }
+            Err(e) => {
+                if st.stats.direct_home_pages == 0 {
+                    log::warn!(
+                        "node{}: page {p}: the master copy cannot be the working copy ({e}); \
+                         the home diffs its writes into it",
+                        self.me
+                    );
+                }
+            }
+        }
     }
 
     pub(crate) fn lock_state(&self) -> StateGuard<'_> {

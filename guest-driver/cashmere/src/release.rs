@@ -69,11 +69,18 @@ impl Node {
         std::mem::swap(&mut st.dirty, &mut st.releasing);
         for i in 0..st.releasing.len() {
             let p = st.releasing[i];
-            if st.pages[p as usize].twinned {
+            let pg = &st.pages[p as usize];
+            if pg.twinned {
                 self.set_prot(p, Prot::Read)?;
                 self.flush(st, p)?;
                 st.pages[p as usize].state = PageState::Read;
                 self.meta.set_state(p, DirectoryState::Read)?;
+            } else if pg.direct && pg.state == PageState::ReadWrite {
+                // The home wrote its master copy directly: nothing to diff.
+                // Read again, so the next interval's writes fault and get
+                // their notices too.
+                self.set_prot(p, Prot::Read)?;
+                st.pages[p as usize].state = PageState::Read;
             }
             st.pages[p as usize].dirty = false;
         }

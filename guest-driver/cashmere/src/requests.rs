@@ -87,6 +87,13 @@ impl Node {
     fn leave_exclusive(&self, st: &mut State, p: u32, buf: &mut [u8]) -> Result<(), CsmError> {
         self.set_prot(p, Prot::Read)?;
         self.heap.read_bytes(p as usize * self.ps(), buf);
+        if st.pages[p as usize].direct {
+            // The working copy is the master copy: nothing to publish.
+            self.meta.set_exclusive(p, self.me, false)?;
+            st.pages[p as usize].state = PageState::Read;
+            st.stats.exclusive_exits += 1;
+            return Ok(());
+        }
         self.data.write_page(p, buf)?;
         self.stored_own_master(st, p);
         self.meta.set_exclusive(p, self.me, false)?;

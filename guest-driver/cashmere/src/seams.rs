@@ -41,6 +41,11 @@ pub trait DataPropagation: Send + Sync {
     ) -> Result<usize, CsmError>;
     /// Overwrite the master copy of a page this node is home of.
     fn write_page(&self, page: u32, data: &[u8]) -> Result<(), CsmError>;
+    /// Where in this process the master copy of `page` is, if this node is
+    /// its home and the master copy is memory the node can take as its
+    /// working copy (CSM-DMS: the home's receive mapping). The home's
+    /// threads then write it directly (seed 000 s.2.3.2).
+    fn master_addr(&self, page: u32) -> Option<*const u8>;
     /// Read the master copy of a page (meaningful at its home).
     fn read_master(&self, page: u32, out: &mut [u8]) -> Result<(), CsmError>;
     /// Ask `home` for `page` (or a null request: `page == u32::MAX`).

@@ -110,14 +110,10 @@ impl CsmSpace {
     /// rounding). The heap is not among them: the master copies are in the
     /// nodes' home regions, ordinary regions.
     pub fn arena_bytes(&self, mc_page: u64) -> u64 {
-        [
-            self.dir_bytes(),
-            self.wn_bytes(),
-            self.sync_bytes(),
-        ]
-        .iter()
-        .map(|b| b.div_ceil(mc_page) * mc_page)
-        .sum()
+        [self.dir_bytes(), self.wn_bytes(), self.sync_bytes()]
+            .iter()
+            .map(|b| b.div_ceil(mc_page) * mc_page)
+            .sum()
     }
 }
 

@@ -37,6 +37,13 @@ pub struct PageInfo {
     /// leaves Exclusive). The master copy holds that store once the echo is
     /// back; 0 when there is nothing to wait for.
     pub own_store_echo: u64,
+    /// At the home: its working copy is its master copy (the receive
+    /// mapping, mapped into the heap's views), so its threads write the
+    /// master copy directly: no twins, no diffs, no refreshes, and write
+    /// notices for the page are ignored here (seed 000 s.2.3.2).
+    pub direct: bool,
+    /// Whether mapping the master copy as the working copy was tried.
+    pub direct_tried: bool,
 }
 
 pub struct State {
@@ -80,6 +87,8 @@ impl State {
                     fetched_at: 0,
                     notice_at: 0,
                     own_store_echo: 0,
+                    direct: false,
+                    direct_tried: false,
                 })
                 .collect(),
             dirty: Vec::with_capacity(n),

@@ -20,6 +20,10 @@ pub struct Stats {
     /// receive mapping, so its writes to a shared page reach the master copy
     /// as diffs by loopback. Subtract them to compare with Table IV.
     pub home_diffs: u64,
+    /// Pages this node is home of whose master copy (its receive mapping)
+    /// it maps as its working copy, writing it directly: no twins or diffs
+    /// at the home for them.
+    pub direct_home_pages: u64,
     pub write_notices_sent: u64,
     pub write_notices_received: u64,
     pub invalidations: u64,
@@ -54,7 +58,7 @@ impl fmt::Display for Stats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "faults r/w {}/{}, page transfers {} (+{} home refreshes), twins {}, diffs {} ({} B, {} at the home), \
+            "faults r/w {}/{}, page transfers {} (+{} home refreshes), twins {}, diffs {} ({} B, {} at the home), direct home pages {}, \
              write notices sent/received {}/{}, invalidations {}, incoming diffs {} ({} words), exclusive in/out {}/{}, \
              locks {}, barriers {}, flag waits {}, acquires/releases {}/{}, messages sent/served {}/{}, \
              retries after timeout/damage {}/{}, echo waits {}, drain requests {}",
@@ -66,6 +70,7 @@ impl fmt::Display for Stats {
             self.diffs,
             self.diff_bytes,
             self.home_diffs,
+            self.direct_home_pages,
             self.write_notices_sent,
             self.write_notices_received,
             self.invalidations,

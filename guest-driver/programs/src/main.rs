@@ -141,6 +141,11 @@ enum GuestCommand {
         /// (a shoot-down) instead of updating them by incoming diffs.
         #[arg(long)]
         no_incoming_diffs: bool,
+        /// A home keeps a working copy apart from its master copy and diffs
+        /// its own writes into it (instead of writing the master copy
+        /// directly, seed 000 s.2.3.2).
+        #[arg(long)]
+        home_diffs: bool,
         /// Also time the sequential version (sor, gauss, tsp) and print the
         /// speedup.
         #[arg(long)]
@@ -374,6 +379,7 @@ fn main() -> ExitCode {
             heap_kib,
             no_exclusive,
             no_incoming_diffs,
+            home_diffs,
             sequential,
             variant,
             json,
@@ -386,6 +392,7 @@ fn main() -> ExitCode {
             p.page_size = *page_size;
             p.exclusive_mode = !no_exclusive;
             p.incoming_diffs = !no_incoming_diffs;
+            p.home_direct = !home_diffs;
             p.time_sequential = *sequential;
             p.preset = *preset;
             p.variant = *variant;

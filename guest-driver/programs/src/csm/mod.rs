@@ -132,6 +132,9 @@ pub struct Params {
     pub exclusive_mode: bool,
     /// Update write-noticed pages with local writers by incoming diffs (2L).
     pub incoming_diffs: bool,
+    /// A home writes its master copy directly (seed 000 s.2.3.2); off, it
+    /// diffs its writes into it (`--home-diffs`).
+    pub home_direct: bool,
     /// Also time the app's sequential version on this node (sor, gauss, tsp).
     pub time_sequential: bool,
     /// Named problem size; `size` and `iters` override parts of it.
@@ -155,6 +158,7 @@ impl Params {
             heap_bytes: 1 << 20,
             exclusive_mode: true,
             incoming_diffs: true,
+            home_direct: true,
             time_sequential: false,
             time_breakdown: false,
             preset: None,
@@ -207,6 +211,7 @@ impl Params {
             flags: 64.max(rows as u32),
             exclusive_mode: self.exclusive_mode,
             incoming_diffs: self.incoming_diffs,
+            home_direct: self.home_direct,
         }
     }
 }
