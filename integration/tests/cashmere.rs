@@ -394,3 +394,69 @@ fn incoming_diff_keeps_a_concurrent_local_writer_running() {
 fn shoot_down_without_incoming_diffs_gives_the_same_result() {
     concurrent_local_writer_during_an_acquire(false);
 }
+
+/// `--record-homes` writes the homes first touch gave; `--homes` imposes
+/// them on a later run (which records the same ones back), or imposes
+/// another assignment (every page at node 1: node 0 is home of nothing and
+/// writes no master copy directly); one for another cluster is refused.
+#[test]
+fn homes_are_recorded_and_imposed() {
+    use cashmere::HomeAssignment;
+    let dir = std::env::temp_dir().join(format!("csm-homes-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = |name: &str| dir.join(name).to_str().unwrap().to_string();
+    let (first, again, moved, wrong) = (file("first"), file("again"), file("moved"), file("wrong"));
+    let sor = ["sor", "--size", "256", "--iters", "2"];
+    let with = |extra: &[&str]| -> Vec<String> {
+        sor.iter().chain(extra).map(|s| s.to_string()).collect()
+    };
+    fn args(v: &[String]) -> Vec<&str> {
+        v.iter().map(String::as_str).collect()
+    }
+
+    run_csm(2, &args(&with(&["--record-homes", &first])));
+    let text = std::fs::read_to_string(&first).unwrap();
+    let homes = HomeAssignment::parse(&text).unwrap();
+    assert_eq!((homes.nodes, homes.page_size), (2, 8192));
+    for n in 0..2 {
+        assert!(
+            homes.homes.contains(&Some(n)),
+            "first touch makes node {n} a home:\n{text}"
+        );
+    }
+
+    run_csm(
+        2,
+        &args(&with(&["--homes", &first, "--record-homes", &again])),
+    );
+    assert_eq!(std::fs::read_to_string(&again).unwrap(), text);
+
+    let all_at_1 = HomeAssignment {
+        homes: homes.homes.iter().map(|h| h.map(|_| 1)).collect(),
+        ..homes.clone()
+    };
+    std::fs::write(&moved, all_at_1.render()).unwrap();
+    let out = run_csm(2, &args(&with(&["--homes", &moved])));
+    assert!(
+        out.contains("[node0] csm stats node 0: ") && out.contains("direct home pages 0,"),
+        "{out}"
+    );
+
+    let other = HomeAssignment {
+        nodes: 4,
+        ..homes.clone()
+    };
+    std::fs::write(&wrong, other.render()).unwrap();
+    let wrong_args = with(&["--homes", &wrong]);
+    let guest: Vec<&str> = ["mc-guest", "csm"]
+        .into_iter()
+        .chain(args(&wrong_args))
+        .collect();
+    let (ok, out) = mc_host_run(2, 60, &[], &guest);
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains("the home assignment is for nodes 4; this run has 2"),
+        "{out}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

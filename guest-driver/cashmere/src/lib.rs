@@ -28,6 +28,7 @@ mod dms_sync;
 mod error;
 mod fault;
 mod fetch;
+mod homes;
 mod mailbox;
 mod node;
 mod release;
@@ -51,6 +52,7 @@ use std::time::Instant;
 use mc_api::MemoryChannel;
 
 pub use error::{BarrierWait, CsmError};
+pub use homes::{HomeAssignment, HomesError};
 pub use shared::SharedArray;
 pub use space::CsmSpace;
 pub use state::PageState;
@@ -87,6 +89,9 @@ pub struct Config {
     /// s.2.3.2). Off: the home keeps a separate working copy and diffs its
     /// writes into the master copy by loopback (the protocol before).
     pub home_direct: bool,
+    /// Homes imposed from an earlier run ([`Csm::homes`]); pages it leaves
+    /// without one, and every page without it, get theirs by first touch.
+    pub homes: Option<Arc<HomeAssignment>>,
 }
 
 impl Default for Config {
@@ -100,6 +105,7 @@ impl Default for Config {
             exclusive_mode: true,
             incoming_diffs: true,
             home_direct: true,
+            homes: None,
         }
     }
 }
@@ -137,6 +143,9 @@ impl Csm {
         times::init();
         let nodes = mc.nodes();
         let space = cfg.space(nodes);
+        if let Some(h) = &cfg.homes {
+            h.check(nodes, cfg.page_size, space.pages)?;
+        }
         let ps = cfg.page_size as usize;
         let heap = HeapMemory::new(space.heap_bytes() as usize)?;
         let twins = TwinSpace::new(space.pages as usize, ps / 4)?;
@@ -156,6 +165,7 @@ impl Csm {
             exclusive_mode: cfg.exclusive_mode,
             incoming_diffs: cfg.incoming_diffs && cfg.threads > 1,
             home_direct: cfg.home_direct,
+            imposed_homes: cfg.homes.clone(),
             prot: (0..space.pages).map(|_| AtomicU8::new(0)).collect(),
             heap,
             twins,
@@ -458,6 +468,28 @@ impl Csm {
 
     pub fn stats(&self) -> Stats {
         self.node.lock_state().stats
+    }
+
+    /// The home of every page as far as this node knows it: imposed, or
+    /// taken by first touch (the replicated directory). After
+    /// [`Csm::finish`] every node knows every home assigned before the
+    /// final barrier. Write it out (`HomeAssignment::render`) to impose it
+    /// on a later run.
+    pub fn homes(&self) -> HomeAssignment {
+        let n = &self.node;
+        let st = n.lock_state();
+        HomeAssignment {
+            nodes: n.nodes,
+            page_size: n.page_size,
+            homes: (0..st.pages.len() as u32)
+                .map(|p| {
+                    st.pages[p as usize]
+                        .home
+                        .or_else(|| n.imposed_home(p))
+                        .or_else(|| n.meta.home(p))
+                })
+                .collect(),
+        }
     }
 
     /// The protocol state of the page holding heap byte `offset` (for tests).

@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use mc_api::{EventSignal, MemoryChannel};
 
+use crate::homes::HomeAssignment;
 use crate::mailbox::Mailboxes;
 use crate::seams::{DataPropagation, Metadata, Synchronization};
 use crate::sigsegv;
@@ -78,6 +79,8 @@ pub(crate) struct Node {
     pub(crate) incoming_diffs: bool,
     /// The home maps its master copy as its working copy (`map_master`).
     pub(crate) home_direct: bool,
+    /// Homes imposed from an earlier run (`Config::homes`).
+    pub(crate) imposed_homes: Option<Arc<HomeAssignment>>,
     pub(crate) heap: HeapMemory,
     /// Current protection of each page of the application view (a `Prot`),
     /// as the fault handler reads it.
@@ -144,7 +147,9 @@ impl Node {
         if let Some(h) = st.pages[p as usize].home {
             return Ok(h);
         }
-        let h = match self.meta.home(p) {
+        // An imposed home needs no directory entry: every node imposes the
+        // same one.
+        let h = match self.imposed_home(p).or_else(|| self.meta.home(p)) {
             Some(h) => h,
             None => self.meta.claim_home(p, &|| self.check_failed())?,
         };
@@ -189,6 +194,13 @@ impl Node {
                 }
             }
         }
+    }
+
+    /// The home imposed on page `p`, if any.
+    pub(crate) fn imposed_home(&self, p: u32) -> Option<u32> {
+        self.imposed_homes
+            .as_ref()
+            .and_then(|h| h.homes.get(p as usize).copied().flatten())
     }
 
     pub(crate) fn lock_state(&self) -> StateGuard<'_> {

@@ -49,6 +49,18 @@ enum GuestError {
     Gather(#[from] csm::gather::GatherError),
     #[error(transparent)]
     Record(#[from] csm::record::RecordError),
+    #[error("home assignment {}: {source}", path.display())]
+    HomesFile {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("home assignment {}: {source}", path.display())]
+    Homes {
+        path: PathBuf,
+        #[source]
+        source: cashmere::HomesError,
+    },
 }
 
 #[derive(Parser, Debug, Clone)]
@@ -157,6 +169,15 @@ enum GuestCommand {
         /// node's counters and the totals) to FILE; node 0 writes it.
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,
+        /// Impose the page homes an earlier run recorded (--record-homes)
+        /// instead of first touch, as seed 000 imposed CSM-DMS's homes on
+        /// the other variants; the cluster size, page size and heap must
+        /// match. Every node reads FILE.
+        #[arg(long, value_name = "FILE")]
+        homes: Option<PathBuf>,
+        /// Write every page's home after the run to FILE (node 0 writes it).
+        #[arg(long, value_name = "FILE")]
+        record_homes: Option<PathBuf>,
         /// Print where each thread's time went in the timed part (compute,
         /// faults, fetches, diffs, barriers, locks, flags, answering other
         /// nodes; time on a core and waiting for one).
@@ -287,6 +308,18 @@ fn info(cli: &GuestCli) -> Result<(), GuestError> {
     Ok(())
 }
 
+/// A home assignment recorded by `--record-homes`.
+fn read_homes(path: &std::path::Path) -> Result<cashmere::HomeAssignment, GuestError> {
+    let text = std::fs::read_to_string(path).map_err(|source| GuestError::HomesFile {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    cashmere::HomeAssignment::parse(&text).map_err(|source| GuestError::Homes {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
 /// `mc-guest csm`: size the heap (and a virtual guest's RAM) for the
 /// problem, run it, print the outcome, and append the record if asked.
 fn csm_main(
@@ -294,6 +327,7 @@ fn csm_main(
     mut p: csm::Params,
     heap_kib: Option<usize>,
     json: Option<&std::path::Path>,
+    record_homes: Option<&std::path::Path>,
 ) -> Result<(), GuestError> {
     let nodes: u32 = std::env::var("MC_NODES")
         .ok()
@@ -337,6 +371,12 @@ fn csm_main(
     }
     let o = csm::run(&mc, &p)?;
     println!("{o}");
+    if let (Some(path), 0) = (record_homes, mc.node_id().0) {
+        std::fs::write(path, o.homes.render()).map_err(|source| GuestError::HomesFile {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    }
     if let Some(path) = json {
         let mine = csm::record::NodeReport::from_outcome(&o);
         if let Some(all) = csm::gather::collect(&mc, &mine)? {
@@ -384,6 +424,8 @@ fn main() -> ExitCode {
             variant,
             json,
             stats,
+            homes,
+            record_homes,
         } => {
             let mut p = csm::Params::new(*app, *threads);
             p.size = *size;
@@ -397,7 +439,13 @@ fn main() -> ExitCode {
             p.preset = *preset;
             p.variant = *variant;
             p.time_breakdown = *stats;
-            csm_main(&cli, p, *heap_kib, json.as_deref())
+            match homes.as_deref().map(read_homes).transpose() {
+                Ok(h) => {
+                    p.homes = h.map(std::sync::Arc::new);
+                    csm_main(&cli, p, *heap_kib, json.as_deref(), record_homes.as_deref())
+                }
+                Err(e) => Err(e),
+            }
         }
         GuestCommand::Bench { which, iters } => open(&cli).and_then(|mc| {
             let report = bench::run(&mc, *which, *iters)?;

@@ -135,6 +135,8 @@ pub struct Params {
     /// A home writes its master copy directly (seed 000 s.2.3.2); off, it
     /// diffs its writes into it (`--home-diffs`).
     pub home_direct: bool,
+    /// Homes imposed from an earlier run (`--homes`); first touch without.
+    pub homes: Option<std::sync::Arc<cashmere::HomeAssignment>>,
     /// Also time the app's sequential version on this node (sor, gauss, tsp).
     pub time_sequential: bool,
     /// Named problem size; `size` and `iters` override parts of it.
@@ -159,6 +161,7 @@ impl Params {
             exclusive_mode: true,
             incoming_diffs: true,
             home_direct: true,
+            homes: None,
             time_sequential: false,
             time_breakdown: false,
             preset: None,
@@ -212,6 +215,7 @@ impl Params {
             exclusive_mode: self.exclusive_mode,
             incoming_diffs: self.incoming_diffs,
             home_direct: self.home_direct,
+            homes: self.homes.clone(),
         }
     }
 }
@@ -242,6 +246,9 @@ pub struct Outcome {
     /// Where each application thread's time went in the timed part, then
     /// the protocol thread's (when asked for: `Params::time_breakdown`).
     pub breakdown: Vec<TimeBreakdown>,
+    /// Every page's home as this node knew it after the final barrier
+    /// (`--record-homes`).
+    pub homes: cashmere::HomeAssignment,
 }
 
 impl std::fmt::Display for Outcome {
@@ -394,5 +401,6 @@ pub fn run(mc: &MemoryChannel, p: &Params) -> Result<Outcome, AppError> {
         problem,
         summary,
         breakdown: times,
+        homes: csm.homes(),
     })
 }

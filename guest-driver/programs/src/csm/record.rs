@@ -235,6 +235,8 @@ pub fn build(p: &Params, ctx: &RunContext, reports: &[NodeReport]) -> Value {
         "processors": ctx.nodes * p.threads,
         "levels": if p.threads > 1 { 2 } else { 1 },
         "variant": p.variant.name(),
+        "homes": if p.homes.is_some() { "imposed" } else { "first_touch" },
+        "home_writes": if p.home_direct { "direct" } else { "diffs" },
         "delivery": ctx.delivery,
         "seed": ctx.seed,
         "link": ctx.link,
