@@ -5,7 +5,7 @@
 //! seeds); plus protocol behaviour seen through the API (first-touch homes,
 //! Exclusive mode, release consistency).
 
-use cashmere::{Config, Csm, PageState};
+use cashmere::{Config, Csm, CsmVariant, PageState};
 use firmware_model::ClusterConfig;
 use integration::{mc_host_run, VirtualCluster};
 use mc_guest::csm::{self, App, Params};
@@ -46,21 +46,38 @@ fn exhaustive() -> bool {
 /// must pass with any delivery schedule the network allows.
 fn each_config(app: &str, extra: &[&str]) {
     let configs = [(2, "1"), (2, "2"), (4, "1"), (4, "2")];
-    for (k, (nodes, threads)) in configs.into_iter().enumerate() {
-        let mut args = vec![app, "--threads", threads];
-        args.extend_from_slice(extra);
-        run_csm(nodes, &args);
-        let seeds: Vec<u64> = if exhaustive() {
-            (1..=8).collect()
-        } else {
-            // Different seeds for different configurations and apps.
-            vec![1 + k as u64 + 4 * (app.len() as u64 % 5)]
-        };
-        for seed in seeds {
-            let seed = seed.to_string();
-            run_csm_with(nodes, &["--delivery", "skewed", "--seed", &seed], &args);
+    for (v, variant) in VARIANTS.into_iter().enumerate() {
+        for (k, (nodes, threads)) in configs.into_iter().enumerate() {
+            let mut args = vec![app, "--threads", threads, "--variant", variant];
+            args.extend_from_slice(extra);
+            run_csm(nodes, &args);
+            let seeds: Vec<u64> = if exhaustive() {
+                (1..=8).collect()
+            } else {
+                // Different seeds for different configurations, apps and
+                // variants.
+                vec![1 + k as u64 + 4 * (app.len() as u64 % 5) + 20 * v as u64]
+            };
+            for seed in seeds {
+                let seed = seed.to_string();
+                run_csm_with(nodes, &["--delivery", "skewed", "--seed", &seed], &args);
+            }
         }
     }
+}
+
+/// Every protocol variant `mc-guest csm --variant` offers.
+const VARIANTS: [&str; 2] = ["dms", "ms"];
+
+/// The variants the tests run are the ones the command line offers: a
+/// variant added there must be added here (and so be verified).
+#[test]
+fn the_tests_cover_every_variant_offered() {
+    let offered: Vec<&str> = mc_guest::csm::ProtocolVariant::all()
+        .iter()
+        .map(|v| v.name())
+        .collect();
+    assert_eq!(offered, VARIANTS);
 }
 
 #[test]
@@ -180,12 +197,13 @@ fn wtest_in_process_moves_pages_between_nodes() {
 /// and never twins, diffs or refreshes; node 1 twins and diffs its own
 /// writes into node 0's master copy, which node 0 then reads in place.
 /// With `home_direct` off the home diffs its writes by loopback instead.
-fn home_writes_its_master_copy(direct: bool) {
+fn home_writes_its_master_copy(direct: bool, variant: CsmVariant) {
     let vc = VirtualCluster::start(ClusterConfig::new(2));
     vc.on_every_node(move |mc| {
         let cfg = Config {
             home_direct: direct,
             exclusive_mode: false,
+            variant,
             ..Config::default()
         };
         let csm = Csm::start(&mc, &cfg).unwrap();
@@ -224,21 +242,33 @@ fn home_writes_its_master_copy(direct: bool) {
                 s.write_notices_sent >= 2,
                 "node 1 is told of rounds 2 and 3: {s}"
             );
+            // CSM-MS: each of node 1's diffs came as a message, applied
+            // here and acknowledged.
+            let messages = if variant == CsmVariant::Ms { 3 } else { 0 };
+            assert_eq!(s.diffs_applied, messages, "{s}");
         } else {
             assert_eq!(s.diffs, 3, "{s}");
             assert_eq!(s.home_diffs, 0, "{s}");
+            assert_eq!(s.diffs_applied, 0, "{s}");
         }
     });
 }
 
 #[test]
 fn the_home_writes_its_master_copy_directly() {
-    home_writes_its_master_copy(true);
+    home_writes_its_master_copy(true, CsmVariant::Dms);
 }
 
 #[test]
 fn with_home_diffs_the_home_diffs_its_writes_by_loopback() {
-    home_writes_its_master_copy(false);
+    home_writes_its_master_copy(false, CsmVariant::Dms);
+}
+
+/// CSM-MS: the home's heap is the master copy (no Memory Channel data
+/// regions), and node 1's diffs reach it as acknowledged messages.
+#[test]
+fn ms_diffs_are_messages_the_home_applies() {
+    home_writes_its_master_copy(true, CsmVariant::Ms);
 }
 
 /// First touch makes node 0 the home; alone, it goes Exclusive (no twin);

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use mc_api::{MemoryChannel, NodeId, RxRegion, Sharing, TxRegion};
 
 use super::mailbox::Mailboxes;
+use super::messages::MailRequests;
 use super::seams::DataPropagation;
 use super::space::{CsmSpace, KEY_HOME};
 use super::CsmError;
@@ -28,6 +29,7 @@ pub struct DmsData {
     /// the pages it is home of.
     master: RxRegion,
     mail: Arc<Mailboxes>,
+    requests: MailRequests,
 }
 
 impl DmsData {
@@ -56,6 +58,7 @@ impl DmsData {
             me,
             to_home,
             master: master.expect("this node is one of the nodes"),
+            requests: MailRequests::new(me, mail.clone()),
             mail,
         })
     }
@@ -114,14 +117,11 @@ impl DataPropagation for DmsData {
     }
 
     fn send_request(&self, home: u32, seq: u32, page: u32) -> Result<(), CsmError> {
-        let w = (u64::from(seq) << 32) | u64::from(page);
-        // One aligned 8-byte store: one packet, whole or not at all.
-        self.mail.post_u64(home, self.mail.at().request(self.me), w)
+        self.requests.send_request(home, seq, page)
     }
 
     fn poll_request(&self, from: u32) -> (u32, u32) {
-        let w = self.mail.load_u64(self.mail.at().request(from));
-        ((w >> 32) as u32, w as u32)
+        self.requests.poll_request(from)
     }
 
     fn send_reply(
@@ -131,34 +131,15 @@ impl DataPropagation for DmsData {
         page: u32,
         data: Option<&[u8]>,
     ) -> Result<(), CsmError> {
-        let d = data.unwrap_or(&[]);
-        let header = ReplyHeader {
-            seq,
-            page,
-            checksum: checksum(seq, page, d),
-        }
-        .encode();
-        // Data first, then the header: a requester that sees the header has
-        // every earlier packet of this node's (per-source FIFO, packet by
-        // packet). The header is one aligned 16-byte store, one packet.
-        if !d.is_empty() {
-            self.mail.post(to, self.mail.at().reply_data(), d)?;
-        }
-        self.mail.post(to, self.mail.at().reply_header(), &header)
+        self.requests.send_reply(to, seq, page, data)
     }
 
     fn reply_seq(&self) -> u32 {
-        self.mail.load_u32(self.mail.at().reply_header())
+        self.requests.reply_seq()
     }
 
     fn read_reply(&self, seq: u32, page: u32, out: &mut [u8]) -> Result<bool, CsmError> {
-        // Data before header: a stray late reply landing in between makes
-        // the checksum disagree, never passes for this one.
-        self.mail.read(self.mail.at().reply_data(), out)?;
-        let mut h = [0u8; 16];
-        self.mail.read(self.mail.at().reply_header(), &mut h)?;
-        let h = ReplyHeader::decode(&h);
-        Ok(h.seq == seq && h.page == page && h.checksum == checksum(seq, page, out))
+        self.requests.read_reply(seq, page, out)
     }
 
     fn post_echo(&self) -> Result<u64, CsmError> {
@@ -171,91 +152,5 @@ impl DataPropagation for DmsData {
 
     fn echo_posted(&self) -> u64 {
         self.mail.echo_posted()
-    }
-}
-
-/// The first 16 bytes of a reply buffer.
-struct ReplyHeader {
-    seq: u32,
-    page: u32,
-    checksum: u64,
-}
-
-impl ReplyHeader {
-    fn encode(&self) -> [u8; 16] {
-        let mut b = [0u8; 16];
-        b[..4].copy_from_slice(&self.seq.to_le_bytes());
-        b[4..8].copy_from_slice(&self.page.to_le_bytes());
-        b[8..].copy_from_slice(&self.checksum.to_le_bytes());
-        b
-    }
-
-    fn decode(b: &[u8; 16]) -> ReplyHeader {
-        let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
-        ReplyHeader {
-            seq: u32_at(0),
-            page: u32_at(4),
-            checksum: u64::from(u32_at(8)) | u64::from(u32_at(12)) << 32,
-        }
-    }
-}
-
-/// End-to-end check of a reply: the Memory Channel delivers a packet whole
-/// or not at all (a corrupted one is discarded by the CRC), so what a lost
-/// packet leaves behind is stale bytes from an earlier reply. Any
-/// well-mixed hash over the sequence, the page and the data tells them apart.
-pub(crate) fn checksum(seq: u32, page: u32, data: &[u8]) -> u64 {
-    let mix = |h: u64, w: u64| {
-        let h = (h ^ w).wrapping_mul(0xff51_afd7_ed55_8ccd);
-        h ^ (h >> 32)
-    };
-    let mut h = mix(
-        0x9e37_79b9_7f4a_7c15,
-        u64::from(seq) << 32 | u64::from(page),
-    );
-    let mut words = data.chunks_exact(8);
-    for w in &mut words {
-        h = mix(
-            h,
-            u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]),
-        );
-    }
-    let rest = words.remainder();
-    if !rest.is_empty() {
-        let mut b = [0u8; 8];
-        b[..rest.len()].copy_from_slice(rest);
-        h = mix(h, u64::from_le_bytes(b) ^ (rest.len() as u64) << 56);
-    }
-    mix(h, data.len() as u64)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_checksum_tells_stale_data_and_other_requests_apart() {
-        let page: Vec<u8> = (0..8192u32).map(|i| (i * 7) as u8).collect();
-        let c = checksum(5, 3, &page);
-        assert_eq!(c, checksum(5, 3, &page));
-        assert_ne!(c, checksum(6, 3, &page), "another request");
-        assert_ne!(c, checksum(5, 4, &page), "another page");
-        for lost in [0usize, 32, 8160] {
-            let mut stale = page.clone();
-            stale[lost..lost + 32].fill(0);
-            assert_ne!(c, checksum(5, 3, &stale), "packet at {lost} lost");
-        }
-        assert_ne!(checksum(1, 0, &[]), checksum(1, 0, &[0]));
-    }
-
-    #[test]
-    fn a_reply_header_round_trips() {
-        let h = ReplyHeader {
-            seq: 0xdead_beef,
-            page: 42,
-            checksum: 0x0123_4567_89ab_cdef,
-        };
-        let d = ReplyHeader::decode(&h.encode());
-        assert_eq!((d.seq, d.page, d.checksum), (h.seq, h.page, h.checksum));
     }
 }

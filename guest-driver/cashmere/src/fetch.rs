@@ -13,7 +13,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::node::{Node, DRAIN_PAGE, NULL_PAGE};
+use crate::node::{diff_request, Node, DRAIN_PAGE, NULL_PAGE};
 use crate::state::State;
 use crate::times::{self, Activity};
 use crate::wait::WaitFor;
@@ -37,8 +37,10 @@ enum Heard {
 
 impl Node {
     /// Request/reply with the home, answering other nodes while waiting.
-    /// `p` is a page, [`NULL_PAGE`] (a null message) or [`DRAIN_PAGE`]
-    /// (empty your bins); `buf` receives the page (empty for the others).
+    /// `p` is a page, [`NULL_PAGE`] (a null message), [`DRAIN_PAGE`]
+    /// (empty your bins) or a diff request (`DIFF_REQUEST | page`, whose
+    /// body `write_diff` posted: its reply is the acknowledgement); `buf`
+    /// receives the page (empty for the others).
     ///
     /// The message layer checks every reply end to end (sequence, page and a
     /// checksum over the data, `dms_data`) and asks again, with a new
@@ -56,7 +58,12 @@ impl Node {
         let _fetch = times::enter(Activity::Fetch);
         let start = Instant::now();
         let mut wait = REPLY_TIMEOUT;
+        let mut first = true;
         loop {
+            if !std::mem::take(&mut first) && diff_request(p).is_some() {
+                // The body may be what was lost.
+                self.data.repost_diff(home)?;
+            }
             st.fetch_seq = st.fetch_seq.wrapping_add(1).max(1);
             let seq = st.fetch_seq;
             self.data.send_request(home, seq, p)?;
@@ -97,7 +104,7 @@ impl Node {
                 }
             }
         }
-        if p != NULL_PAGE && p != DRAIN_PAGE {
+        if p != NULL_PAGE && p != DRAIN_PAGE && diff_request(p).is_none() {
             st.stats.page_transfers += 1;
         }
         Ok(())

@@ -30,6 +30,8 @@ mod fault;
 mod fetch;
 mod homes;
 mod mailbox;
+mod messages;
+mod ms_data;
 mod node;
 mod release;
 mod requests;
@@ -67,6 +69,20 @@ use twin::TwinSpace;
 use vm::HeapMemory;
 use wait::{Doorbell, WaitFor};
 
+/// The protocol variant (seed 000 Table I): how data, metadata and
+/// synchronisation move between nodes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CsmVariant {
+    /// CSM-DMS: data, metadata and synchronisation by Memory Channel remote
+    /// writes (seed 000 s.2.3.1.1).
+    #[default]
+    Dms,
+    /// CSM-MS: shared data outside Memory Channel space, diffs as messages
+    /// with acknowledgements; metadata and synchronisation by Memory Channel
+    /// (seed 000 s.2.3.1.2).
+    Ms,
+}
+
 /// What [`Csm::start`] needs; every node must pass the same values.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -92,6 +108,7 @@ pub struct Config {
     /// Homes imposed from an earlier run ([`Csm::homes`]); pages it leaves
     /// without one, and every page without it, get theirs by first touch.
     pub homes: Option<Arc<HomeAssignment>>,
+    pub variant: CsmVariant,
 }
 
 impl Default for Config {
@@ -106,6 +123,7 @@ impl Default for Config {
             incoming_diffs: true,
             home_direct: true,
             homes: None,
+            variant: CsmVariant::Dms,
         }
     }
 }
@@ -147,13 +165,18 @@ impl Csm {
             h.check(nodes, cfg.page_size, space.pages)?;
         }
         let ps = cfg.page_size as usize;
-        let heap = HeapMemory::new(space.heap_bytes() as usize)?;
+        let heap = Arc::new(HeapMemory::new(space.heap_bytes() as usize)?);
         let twins = TwinSpace::new(space.pages as usize, ps / 4)?;
         let bell = Arc::new(Doorbell::default());
         // Before the start barrier: no node writes to a mailbox before its
         // owner receives it.
         let mail = Arc::new(Mailboxes::new(mc, space)?);
-        let data = dms_data::DmsData::new(mc, space, mail.clone())?;
+        let data: Box<dyn seams::DataPropagation> = match cfg.variant {
+            CsmVariant::Dms => Box::new(dms_data::DmsData::new(mc, space, mail.clone())?),
+            CsmVariant::Ms => {
+                Box::new(ms_data::MsData::new(mc, space, mail.clone(), heap.clone())?)
+            }
+        };
         let meta = dms_meta::DmsMeta::new(mc, space, mail.clone(), bell.clone())?;
         let sync = dms_sync::DmsSync::new(mc, space, cfg.locks, mail.clone(), bell.clone())?;
         let signal = mc.event_signal()?;
@@ -170,7 +193,7 @@ impl Csm {
             heap,
             twins,
             registration: AtomicUsize::new(usize::MAX),
-            data: Box::new(data),
+            data,
             meta: Box::new(meta),
             sync: Box::new(sync),
             mc: mc.clone(),

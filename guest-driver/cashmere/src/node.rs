@@ -55,6 +55,15 @@ pub(crate) const NULL_PAGE: u32 = u32::MAX;
 /// A request to drain the write-notice bins (the sender's is full; seed 002
 /// s.4.3's RemoteDistributeWN), answered like a null request once done.
 pub(crate) const DRAIN_PAGE: u32 = u32::MAX - 1;
+/// A diff message for page `p` is the request `DIFF_REQUEST | p`, after its
+/// body (CSM-MS), answered once applied. Pages are fewer than 2^31; the
+/// null and drain requests above are told apart first.
+pub(crate) const DIFF_REQUEST: u32 = 1 << 31;
+
+/// A diff request's page, if `w` is one.
+pub(crate) fn diff_request(w: u32) -> Option<u32> {
+    (w != NULL_PAGE && w != DRAIN_PAGE && w & DIFF_REQUEST != 0).then_some(w & !DIFF_REQUEST)
+}
 
 /// The longest sleep of the protocol thread (it looks at the membership
 /// then, and at its stop flag).
@@ -81,7 +90,7 @@ pub(crate) struct Node {
     pub(crate) home_direct: bool,
     /// Homes imposed from an earlier run (`Config::homes`).
     pub(crate) imposed_homes: Option<Arc<HomeAssignment>>,
-    pub(crate) heap: HeapMemory,
+    pub(crate) heap: Arc<HeapMemory>,
     /// Current protection of each page of the application view (a `Prot`),
     /// as the fault handler reads it.
     pub(crate) prot: Box<[AtomicU8]>,
@@ -169,10 +178,16 @@ impl Node {
     /// copy by loopback.
     fn map_master(&self, st: &mut State, p: u32) {
         let pg = &mut st.pages[p as usize];
-        if pg.direct_tried || !self.home_direct {
+        if pg.direct_tried || !(self.home_direct || self.data.master_in_heap()) {
             return;
         }
         pg.direct_tried = true;
+        if self.data.master_in_heap() {
+            // CSM-MS: the heap is the master copy at the home already.
+            pg.direct = true;
+            st.stats.direct_home_pages += 1;
+            return;
+        }
         debug_assert!(pg.state == crate::state::PageState::Invalid);
         let Some(src) = self.data.master_addr(p) else {
             return;

@@ -13,7 +13,7 @@
 //! it too, so its copy may lack our diff: it must get a notice, and now it
 //! does. A node that joined after will get a copy with our diff.
 
-use crate::node::{Node, DRAIN_PAGE};
+use crate::node::{Node, DIFF_REQUEST, DRAIN_PAGE};
 use crate::seams::DirectoryState;
 use crate::state::{PageState, State};
 use crate::times::{self, Activity};
@@ -44,6 +44,12 @@ impl Node {
         st.words = words;
         st.runs = runs;
         let bytes = r?;
+        if bytes > 0 && self.data.diffs_are_messages() {
+            // Delivered and acknowledged before anything that follows it
+            // (the write notices, the release store): the acknowledgement
+            // says the home has applied it (seed 000 s.2.3.1.2).
+            self.fetch(st, home, DIFF_REQUEST | p, &mut [])?;
+        }
         if bytes > 0 {
             st.stats.diffs += 1;
             st.stats.diff_bytes += bytes as u64;

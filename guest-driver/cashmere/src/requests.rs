@@ -11,7 +11,7 @@
 
 use std::sync::atomic::Ordering;
 
-use crate::node::{Node, DRAIN_PAGE, NULL_PAGE};
+use crate::node::{diff_request, Node, DRAIN_PAGE, NULL_PAGE};
 use crate::seams::DirectoryState;
 use crate::state::{PageState, State};
 use crate::vm::Prot;
@@ -48,6 +48,19 @@ impl Node {
                 DRAIN_PAGE => {
                     self.drain_notices(st)?;
                     self.data.send_reply(r, seq, p, None)?;
+                }
+                w if diff_request(w).is_some_and(|p| (p as usize) < st.pages.len()) => {
+                    let page = w & !crate::node::DIFF_REQUEST;
+                    let mut buf = std::mem::take(&mut st.msg_buf);
+                    let applied = self.data.take_diff(r, page, &mut buf);
+                    st.msg_buf = buf;
+                    if applied? {
+                        st.stats.diffs_applied += 1;
+                        self.data.send_reply(r, seq, w, None)?;
+                    } else {
+                        // Damaged: no answer, and the sender posts it again.
+                        st.stats.damaged_diffs += 1;
+                    }
                 }
                 p if p as usize >= st.pages.len() => {
                     return Err(CsmError::BadRequest { from: r, page: p })

@@ -61,11 +61,15 @@ impl CsmSpace {
         let ps = self.page_size as usize;
         let mp = mc_page as usize;
         let control = ps.div_ceil(mp) * mp;
+        let messages = control + 2 * mp;
+        let slot = (2 * ps).div_ceil(mp) * mp;
         MailboxLayout {
             nodes: self.nodes,
             control,
             requests: control + mp,
-            bytes: control + 2 * mp,
+            messages,
+            slot,
+            bytes: messages + self.nodes as usize * slot,
             mc_page: mp,
         }
     }
@@ -120,7 +124,8 @@ impl CsmSpace {
 /// A node's mailbox: the reply to its page request (the page's data from 0,
 /// then a 16-byte header on the control page), its control page (the
 /// header, its echo word, the barrier sense, the ring word, barrier
-/// arrivals), and its request page (one word per requester). Requests have
+/// arrivals), its request page (one word per requester), and a message slot
+/// per sender (a diff sent as a message, CSM-MS). Requests have
 /// a Memory Channel page of their own, so the interrupt says which kind of
 /// store arrived: the protocol thread answers requests itself and wakes the
 /// node's other waiters only for the rest.
@@ -129,6 +134,8 @@ pub struct MailboxLayout {
     nodes: u32,
     control: usize,
     requests: usize,
+    messages: usize,
+    slot: usize,
     bytes: usize,
     mc_page: usize,
 }
@@ -163,10 +170,20 @@ impl MailboxLayout {
     pub fn request(&self, requester: u32) -> usize {
         self.requests + 8 * requester as usize
     }
+    /// The message slot of `sender` (the body of a message, a diff, whose
+    /// request word follows it): room for a diff of a whole page in runs of
+    /// one word (`twin::encode_runs`), until this node acknowledges it.
+    pub fn message(&self, sender: u32) -> usize {
+        self.messages + sender as usize * self.slot
+    }
+    /// Bytes of a message slot.
+    pub fn message_bytes(&self) -> usize {
+        self.slot
+    }
     /// Whether page `page` of the mailbox (counted from its first) holds
-    /// the requests.
+    /// requests or their bodies (what the protocol thread answers itself).
     pub fn is_request_page(&self, page: u32) -> bool {
-        page as usize == self.requests / self.mc_page
+        page as usize >= self.requests / self.mc_page
     }
     pub fn bytes(&self) -> u64 {
         debug_assert!(128 + 8 * self.nodes as usize <= self.mc_page);

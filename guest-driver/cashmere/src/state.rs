@@ -71,6 +71,9 @@ pub struct State {
     pub words: Box<[u32]>,
     /// The runs of the diff being made.
     pub runs: Vec<std::ops::Range<usize>>,
+    /// A diff message being applied at the home (two pages: a page of
+    /// one-word runs).
+    pub msg_buf: Box<[u8]>,
 }
 
 impl State {
@@ -104,6 +107,7 @@ impl State {
             serving: false,
             words: vec![0u32; ps / 4].into_boxed_slice(),
             runs: Vec::with_capacity(ps / 8 + 1),
+            msg_buf: vec![0u8; 2 * ps + crate::twin::DIFF_HEADER].into_boxed_slice(),
         }
     }
 }

@@ -52,6 +52,10 @@ pub struct Stats {
     pub echo_waits: u64,
     /// Requests to a receiver to drain its full write-notice bin.
     pub drain_requests: u64,
+    /// Diff messages this node applied as a home (CSM-MS).
+    pub diffs_applied: u64,
+    /// Diff messages that failed their check and were asked for again.
+    pub damaged_diffs: u64,
 }
 
 impl fmt::Display for Stats {
@@ -61,7 +65,7 @@ impl fmt::Display for Stats {
             "faults r/w {}/{}, page transfers {} (+{} home refreshes), twins {}, diffs {} ({} B, {} at the home), direct home pages {}, \
              write notices sent/received {}/{}, invalidations {}, incoming diffs {} ({} words), exclusive in/out {}/{}, \
              locks {}, barriers {}, flag waits {}, acquires/releases {}/{}, messages sent/served {}/{}, \
-             retries after timeout/damage {}/{}, echo waits {}, drain requests {}",
+             retries after timeout/damage {}/{}, echo waits {}, drain requests {}, diff messages applied {} (damaged {})",
             self.read_faults,
             self.write_faults,
             self.page_transfers,
@@ -88,7 +92,9 @@ impl fmt::Display for Stats {
             self.request_timeouts,
             self.damaged_replies,
             self.echo_waits,
-            self.drain_requests
+            self.drain_requests,
+            self.diffs_applied,
+            self.damaged_diffs
         )
     }
 }

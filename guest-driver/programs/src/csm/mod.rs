@@ -216,6 +216,7 @@ impl Params {
             incoming_diffs: self.incoming_diffs,
             home_direct: self.home_direct,
             homes: self.homes.clone(),
+            variant: self.variant.protocol(),
         }
     }
 }

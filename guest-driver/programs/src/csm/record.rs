@@ -64,6 +64,8 @@ pub fn stats_json(s: &Stats) -> Map<String, Value> {
         damaged_replies,
         echo_waits,
         drain_requests,
+        diffs_applied,
+        damaged_diffs,
     } = *s;
     let fields = [
         ("read_faults", read_faults),
@@ -93,6 +95,8 @@ pub fn stats_json(s: &Stats) -> Map<String, Value> {
         ("damaged_replies", damaged_replies),
         ("echo_waits", echo_waits),
         ("drain_requests", drain_requests),
+        ("diffs_applied", diffs_applied),
+        ("damaged_diffs", damaged_diffs),
     ];
     fields
         .into_iter()
@@ -235,11 +239,11 @@ pub fn build(p: &Params, ctx: &RunContext, reports: &[NodeReport]) -> Value {
         "processors": ctx.nodes * p.threads,
         "levels": if p.threads > 1 { 2 } else { 1 },
         "variant": p.variant.name(),
-        "homes": if p.homes.is_some() { "imposed" } else { "first_touch" },
-        "home_writes": if p.home_direct { "direct" } else { "diffs" },
         "delivery": ctx.delivery,
         "seed": ctx.seed,
         "link": ctx.link,
+        "homes": if p.homes.is_some() { "imposed" } else { "first_touch" },
+        "home_writes": if p.home_direct { "direct" } else { "diffs" },
         "page_size": p.page_size,
         "heap_bytes": p.heap_bytes,
         "footprint_bytes": p.heap_needed(ctx.nodes).ok(),
