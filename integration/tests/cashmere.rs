@@ -67,7 +67,7 @@ fn each_config(app: &str, extra: &[&str]) {
 }
 
 /// Every protocol variant `mc-guest csm --variant` offers.
-const VARIANTS: [&str; 2] = ["dms", "ms"];
+const VARIANTS: [&str; 3] = ["dms", "ms", "ms-mg"];
 
 /// The variants the tests run are the ones the command line offers: a
 /// variant added there must be added here (and so be verified).
@@ -489,4 +489,58 @@ fn homes_are_recorded_and_imposed() {
         "{out}"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// CSM-MS-Mg (seed 000 s.2.3.2): a page node 0 initialised (its home by
+/// first touch) and node 1 then writes migrates to node 1 at its first
+/// write fault, since node 0 is not writing it; the grant carries no page
+/// (node 0's Stale vector knows node 1's copy is current); from then on
+/// node 1 writes the master copy directly (no twins, no diffs), and node 0,
+/// a sharer now, sees each round's values through the new home.
+#[test]
+fn a_page_written_by_one_remote_node_migrates_there() {
+    let vc = VirtualCluster::start(ClusterConfig::new(2));
+    vc.on_every_node(|mc| {
+        let cfg = Config {
+            variant: CsmVariant::MsMg,
+            ..Config::default()
+        };
+        let csm = Csm::start(&mc, &cfg).unwrap();
+        let a = csm.alloc::<u64>(1024, true).unwrap();
+        let me = csm.node_id();
+        if me == 0 {
+            for i in 0..1024 {
+                a.set(i, i as u64);
+            }
+        }
+        csm.barrier().unwrap();
+        for round in 1..=3u64 {
+            if me == 1 {
+                for i in 0..1024 {
+                    a.set(i, 1000 * round + i as u64);
+                }
+            }
+            csm.barrier().unwrap();
+            for i in (0..1024).step_by(97) {
+                assert_eq!(a.get(i), 1000 * round + i as u64, "node {me} round {round}");
+            }
+            csm.barrier().unwrap();
+        }
+        let s = csm.finish().unwrap();
+        if me == 1 {
+            assert_eq!((s.migration_attempts, s.migrations), (1, 1), "{s}");
+            assert_eq!((s.twins, s.diffs), (0, 0), "{s}");
+            assert_eq!(
+                s.page_transfers, 1,
+                "one fetch, a grant without the page: {s}"
+            );
+        } else {
+            assert_eq!(s.migrations_granted, 1, "{s}");
+            assert_eq!((s.twins, s.diffs), (0, 0), "{s}");
+            assert!(
+                s.page_transfers >= 2,
+                "node 0 fetches from the new home: {s}"
+            );
+        }
+    });
 }

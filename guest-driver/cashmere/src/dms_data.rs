@@ -138,6 +138,10 @@ impl DataPropagation for DmsData {
         self.requests.reply_seq()
     }
 
+    fn reply_word(&self) -> u32 {
+        self.requests.reply_word()
+    }
+
     fn read_reply(&self, seq: u32, page: u32, out: &mut [u8]) -> Result<bool, CsmError> {
         self.requests.read_reply(seq, page, out)
     }

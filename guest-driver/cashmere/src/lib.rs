@@ -62,7 +62,8 @@ pub use stats::Stats;
 pub use times::TimeBreakdown;
 
 use mailbox::Mailboxes;
-use node::{protocol_thread, window, LocalBarrier, Node, NULL_PAGE};
+use messages::Request;
+use node::{protocol_thread, window, LocalBarrier, Node};
 use state::State;
 use times::Activity;
 use twin::TwinSpace;
@@ -81,6 +82,9 @@ pub enum CsmVariant {
     /// with acknowledgements; metadata and synchronisation by Memory Channel
     /// (seed 000 s.2.3.1.2).
     Ms,
+    /// CSM-MS-Mg: CSM-MS with home migration to a writer when no thread at
+    /// the home is writing the page (seed 000 s.2.3.2).
+    MsMg,
 }
 
 /// What [`Csm::start`] needs; every node must pass the same values.
@@ -173,7 +177,7 @@ impl Csm {
         let mail = Arc::new(Mailboxes::new(mc, space)?);
         let data: Box<dyn seams::DataPropagation> = match cfg.variant {
             CsmVariant::Dms => Box::new(dms_data::DmsData::new(mc, space, mail.clone())?),
-            CsmVariant::Ms => {
+            CsmVariant::Ms | CsmVariant::MsMg => {
                 Box::new(ms_data::MsData::new(mc, space, mail.clone(), heap.clone())?)
             }
         };
@@ -188,6 +192,7 @@ impl Csm {
             exclusive_mode: cfg.exclusive_mode,
             incoming_diffs: cfg.incoming_diffs && cfg.threads > 1,
             home_direct: cfg.home_direct,
+            migration: cfg.variant == CsmVariant::MsMg,
             imposed_homes: cfg.homes.clone(),
             prot: (0..space.pages).map(|_| AtomicU8::new(0)).collect(),
             heap,
@@ -523,7 +528,7 @@ impl Csm {
     /// One null request/reply with `home` (the Table II "null message").
     pub fn null_round_trip(&self, home: u32) -> Result<(), CsmError> {
         let mut st = self.node.lock_state();
-        self.node.fetch(&mut st, home, NULL_PAGE, &mut [])
+        self.node.fetch(&mut st, home, Request::Null, &mut [])
     }
 
     /// Fetch a copy of `page` from its home by request/reply and return it,
@@ -534,7 +539,7 @@ impl Csm {
         let mut st = n.lock_state();
         let home = n.meta.home(page).ok_or(CsmError::NoHome(page))?;
         let mut buf = vec![0u8; n.page_size as usize];
-        n.fetch(&mut st, home, page, &mut buf)?;
+        n.fetch(&mut st, home, Request::Page(page), &mut buf)?;
         Ok(buf)
     }
 

@@ -12,6 +12,86 @@ use std::sync::Arc;
 use super::mailbox::Mailboxes;
 use super::CsmError;
 
+/// What a request asks for: its word's low 32 bits (`seq << 32 | word`).
+/// Pages are fewer than 2^28; the kind is in the top bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Request {
+    /// Nothing: the Table II null message.
+    Null,
+    /// Empty your write-notice bins (the sender's is full; seed 002 s.4.3).
+    Drain,
+    /// The page (the home's master copy).
+    Page(u32),
+    /// Apply the diff whose body is in the sender's message slot (CSM-MS),
+    /// then acknowledge.
+    Diff(u32),
+    /// Become the page's home (CSM-MS-Mg, seed 000 s.2.3.2).
+    Migrate(u32),
+}
+
+const NULL: u32 = u32::MAX;
+const DRAIN: u32 = u32::MAX - 1;
+const DIFF: u32 = 1 << 31;
+const MIGRATE: u32 = 1 << 30;
+/// In a reply to `Migrate`: refused (the home is writing the page).
+pub const DENIED: u32 = 1 << 29;
+/// In a reply to `Migrate`: granted, and the reply carries the page (the
+/// home's Stale vector says the new home's copy is out of date).
+pub const WITH_PAGE: u32 = 1 << 28;
+/// The largest page number a request can carry.
+pub const MAX_PAGE: u32 = (1 << 28) - 1;
+/// A reply word saying "not the home here; ask node n" (low bits).
+const MOVED: u32 = 0xfffe_0000;
+
+impl Request {
+    pub fn word(self) -> u32 {
+        match self {
+            Request::Null => NULL,
+            Request::Drain => DRAIN,
+            Request::Page(p) => p,
+            Request::Diff(p) => DIFF | p,
+            Request::Migrate(p) => MIGRATE | p,
+        }
+    }
+
+    pub fn decode(w: u32) -> Request {
+        match w {
+            NULL => Request::Null,
+            DRAIN => Request::Drain,
+            w if w & DIFF != 0 => Request::Diff(w & MAX_PAGE),
+            w if w & MIGRATE != 0 => Request::Migrate(w & MAX_PAGE),
+            w => Request::Page(w),
+        }
+    }
+
+    /// The page it is about, if any.
+    pub fn page(self) -> Option<u32> {
+        match self {
+            Request::Null | Request::Drain => None,
+            Request::Page(p) | Request::Diff(p) | Request::Migrate(p) => Some(p),
+        }
+    }
+
+    /// Whether the reply word `reply` comes with the page's data.
+    pub fn reply_has_page(self, reply: u32) -> bool {
+        match self {
+            Request::Page(_) => true,
+            Request::Migrate(_) => reply & WITH_PAGE != 0 && reply & DENIED == 0,
+            _ => false,
+        }
+    }
+}
+
+/// The reply word that sends the requester to node `home`.
+pub fn moved(home: u32) -> u32 {
+    MOVED | home
+}
+
+/// The node a reply word sends the requester to, if it is a "moved" reply.
+pub fn moved_to(reply: u32) -> Option<u32> {
+    (reply & 0xffff_0000 == MOVED && reply & 0xffff < 64).then_some(reply & 0xffff)
+}
+
 pub struct MailRequests {
     me: u32,
     mail: Arc<Mailboxes>,
@@ -62,6 +142,12 @@ impl MailRequests {
     /// Sequence number of the newest reply to this node.
     pub fn reply_seq(&self) -> u32 {
         self.mail.load_u32(self.mail.at().reply_header())
+    }
+
+    /// The word the newest reply answers (its request's, or a "moved" or
+    /// migration answer).
+    pub fn reply_word(&self) -> u32 {
+        self.mail.load_u32(self.mail.at().reply_header() + 4)
     }
 
     /// Copy out the newest reply's data and say whether it is reply `seq`
@@ -135,6 +221,26 @@ pub(crate) fn checksum(seq: u32, page: u32, data: &[u8]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn request_words_round_trip_and_moved_replies_are_apart() {
+        for r in [
+            Request::Null,
+            Request::Drain,
+            Request::Page(0),
+            Request::Page(MAX_PAGE),
+            Request::Diff(7),
+            Request::Migrate(MAX_PAGE),
+        ] {
+            assert_eq!(Request::decode(r.word()), r);
+            assert_eq!(moved_to(r.word()), None);
+        }
+        assert_eq!(moved_to(moved(3)), Some(3));
+        let m = Request::Migrate(5);
+        assert!(m.reply_has_page(m.word() | WITH_PAGE));
+        assert!(!m.reply_has_page(m.word()));
+        assert!(!m.reply_has_page(m.word() | DENIED));
+    }
 
     #[test]
     fn the_checksum_tells_stale_data_and_other_requests_apart() {

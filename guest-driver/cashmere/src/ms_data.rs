@@ -152,6 +152,10 @@ impl DataPropagation for MsData {
         self.messages.reply_seq()
     }
 
+    fn reply_word(&self) -> u32 {
+        self.messages.reply_word()
+    }
+
     fn read_reply(&self, seq: u32, page: u32, out: &mut [u8]) -> Result<bool, CsmError> {
         self.messages.read_reply(seq, page, out)
     }

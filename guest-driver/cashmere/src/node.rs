@@ -50,21 +50,6 @@ pub(crate) mod window {
     pub const CLOSED: u8 = 4;
 }
 
-/// A request for nothing: the Table II null message.
-pub(crate) const NULL_PAGE: u32 = u32::MAX;
-/// A request to drain the write-notice bins (the sender's is full; seed 002
-/// s.4.3's RemoteDistributeWN), answered like a null request once done.
-pub(crate) const DRAIN_PAGE: u32 = u32::MAX - 1;
-/// A diff message for page `p` is the request `DIFF_REQUEST | p`, after its
-/// body (CSM-MS), answered once applied. Pages are fewer than 2^31; the
-/// null and drain requests above are told apart first.
-pub(crate) const DIFF_REQUEST: u32 = 1 << 31;
-
-/// A diff request's page, if `w` is one.
-pub(crate) fn diff_request(w: u32) -> Option<u32> {
-    (w != NULL_PAGE && w != DRAIN_PAGE && w & DIFF_REQUEST != 0).then_some(w & !DIFF_REQUEST)
-}
-
 /// The longest sleep of the protocol thread (it looks at the membership
 /// then, and at its stop flag).
 const PROTOCOL_NAP: Duration = Duration::from_millis(20);
@@ -88,6 +73,8 @@ pub(crate) struct Node {
     pub(crate) incoming_diffs: bool,
     /// The home maps its master copy as its working copy (`map_master`).
     pub(crate) home_direct: bool,
+    /// Homes migrate to a writer (CSM-MS-Mg, seed 000 s.2.3.2).
+    pub(crate) migration: bool,
     /// Homes imposed from an earlier run (`Config::homes`).
     pub(crate) imposed_homes: Option<Arc<HomeAssignment>>,
     pub(crate) heap: Arc<HeapMemory>,

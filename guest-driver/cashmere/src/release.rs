@@ -13,7 +13,8 @@
 //! it too, so its copy may lack our diff: it must get a notice, and now it
 //! does. A node that joined after will get a copy with our diff.
 
-use crate::node::{Node, DIFF_REQUEST, DRAIN_PAGE};
+use crate::messages::Request;
+use crate::node::Node;
 use crate::seams::DirectoryState;
 use crate::state::{PageState, State};
 use crate::times::{self, Activity};
@@ -48,7 +49,7 @@ impl Node {
             // Delivered and acknowledged before anything that follows it
             // (the write notices, the release store): the acknowledgement
             // says the home has applied it (seed 000 s.2.3.1.2).
-            self.fetch(st, home, DIFF_REQUEST | p, &mut [])?;
+            self.fetch(st, home, Request::Diff(p), &mut [])?;
         }
         if bytes > 0 {
             st.stats.diffs += 1;
@@ -87,6 +88,11 @@ impl Node {
                 // their notices too.
                 self.set_prot(p, Prot::Read)?;
                 st.pages[p as usize].state = PageState::Read;
+                st.stale[p as usize] = u64::MAX;
+                if self.migration {
+                    // No longer writing: it may migrate (seed 000 s.2.3.2).
+                    self.meta.set_state(p, DirectoryState::Read)?;
+                }
             }
             st.pages[p as usize].dirty = false;
         }
@@ -112,7 +118,7 @@ impl Node {
                     // The receiver's bin is full: ask it to drain (seed 002
                     // s.4.3), answering requests while it does.
                     st.stats.drain_requests += 1;
-                    self.fetch(st, n as u32, DRAIN_PAGE, &mut [])?;
+                    self.fetch(st, n as u32, Request::Drain, &mut [])?;
                 }
             }
         }

@@ -84,6 +84,9 @@ pub trait DataPropagation: Send + Sync {
         -> Result<(), CsmError>;
     /// Sequence number of the newest reply to this node.
     fn reply_seq(&self) -> u32;
+    /// The word the newest reply answers (`messages::Request::word`, or a
+    /// "moved" or migration answer).
+    fn reply_word(&self) -> u32;
     /// Copy out the newest reply's data (`out` empty for a null request) and
     /// say whether it is reply `seq` for `page`, whole: `false` when a packet
     /// of it was lost or discarded on the way (the caller asks again).
@@ -113,6 +116,9 @@ pub trait Metadata: Send + Sync {
     ) -> Result<u32, CsmError>;
     /// Only the home calls this (it owns the page's shared word).
     fn set_exclusive(&self, page: u32, home: u32, on: bool) -> Result<(), CsmError>;
+    /// The home hands the page to `new_home` (migration): only the home
+    /// calls this.
+    fn set_home(&self, page: u32, new_home: u32) -> Result<(), CsmError>;
     /// Node `node`'s word of the page's entry, as this node's replica has it.
     fn state_of(&self, page: u32, node: u32) -> DirectoryState;
     /// This node's own word of the page's entry.

@@ -74,6 +74,10 @@ pub struct State {
     /// A diff message being applied at the home (two pages: a page of
     /// one-word runs).
     pub msg_buf: Box<[u8]>,
+    /// The Stale vector (seed 002 s.3): per page, as its home, the nodes
+    /// whose copy may lack a change to the master copy (bit n: node n).
+    /// A migration takes the page along only to a new home marked stale.
+    pub stale: Vec<u64>,
 }
 
 impl State {
@@ -108,6 +112,7 @@ impl State {
             words: vec![0u32; ps / 4].into_boxed_slice(),
             runs: Vec::with_capacity(ps / 8 + 1),
             msg_buf: vec![0u8; 2 * ps + crate::twin::DIFF_HEADER].into_boxed_slice(),
+            stale: vec![u64::MAX; n],
         }
     }
 }

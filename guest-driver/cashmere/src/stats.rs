@@ -56,6 +56,15 @@ pub struct Stats {
     pub diffs_applied: u64,
     /// Diff messages that failed their check and were asked for again.
     pub damaged_diffs: u64,
+    /// Requests answered "moved" (the node asked is no longer the page's
+    /// home) and sent to the home named.
+    pub moved_replies: u64,
+    /// Migration requests this node sent at write faults (CSM-MS-Mg).
+    pub migration_attempts: u64,
+    /// Of those, granted: this node became the page's home.
+    pub migrations: u64,
+    /// Migration requests this node granted as a home.
+    pub migrations_granted: u64,
 }
 
 impl fmt::Display for Stats {
@@ -65,7 +74,8 @@ impl fmt::Display for Stats {
             "faults r/w {}/{}, page transfers {} (+{} home refreshes), twins {}, diffs {} ({} B, {} at the home), direct home pages {}, \
              write notices sent/received {}/{}, invalidations {}, incoming diffs {} ({} words), exclusive in/out {}/{}, \
              locks {}, barriers {}, flag waits {}, acquires/releases {}/{}, messages sent/served {}/{}, \
-             retries after timeout/damage {}/{}, echo waits {}, drain requests {}, diff messages applied {} (damaged {})",
+             retries after timeout/damage {}/{}, echo waits {}, drain requests {}, diff messages applied {} (damaged {}), \
+             moved replies {}, migrations {} of {} attempts ({} granted here)",
             self.read_faults,
             self.write_faults,
             self.page_transfers,
@@ -94,7 +104,11 @@ impl fmt::Display for Stats {
             self.echo_waits,
             self.drain_requests,
             self.diffs_applied,
-            self.damaged_diffs
+            self.damaged_diffs,
+            self.moved_replies,
+            self.migrations,
+            self.migration_attempts,
+            self.migrations_granted
         )
     }
 }

@@ -162,8 +162,9 @@ enum GuestCommand {
         /// speedup.
         #[arg(long)]
         sequential: bool,
-        /// Protocol variant (seed 000 Table I): dms, or ms (diffs as
-        /// messages, data outside Memory Channel space).
+        /// Protocol variant (seed 000 Table I): dms; ms (diffs as
+        /// messages, data outside Memory Channel space); ms-mg (ms with home
+        /// migration).
         #[arg(long, value_enum, default_value_t = csm::ProtocolVariant::Dms)]
         variant: csm::ProtocolVariant,
         /// Append the run's record (JSON, one line: sizes, times, every

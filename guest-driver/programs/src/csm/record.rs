@@ -66,6 +66,10 @@ pub fn stats_json(s: &Stats) -> Map<String, Value> {
         drain_requests,
         diffs_applied,
         damaged_diffs,
+        moved_replies,
+        migration_attempts,
+        migrations,
+        migrations_granted,
     } = *s;
     let fields = [
         ("read_faults", read_faults),
@@ -97,6 +101,10 @@ pub fn stats_json(s: &Stats) -> Map<String, Value> {
         ("drain_requests", drain_requests),
         ("diffs_applied", diffs_applied),
         ("damaged_diffs", damaged_diffs),
+        ("moved_replies", moved_replies),
+        ("migration_attempts", migration_attempts),
+        ("migrations", migrations),
+        ("migrations_granted", migrations_granted),
     ];
     fields
         .into_iter()

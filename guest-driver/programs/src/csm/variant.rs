@@ -1,7 +1,7 @@
 //! Which Cashmere protocol variant a run uses (seed 000 Table I), as
-//! `mc-guest csm --variant` names it and records carry it. CSM-DMS and
-//! CSM-MS exist; CSM-S, CSM-None, the migrating variants (MS-Mg, None-Mg)
-//! and ADB do not yet (docs/cashmere.md, "Variants"), and are not offered.
+//! `mc-guest csm --variant` names it and records carry it. CSM-DMS, CSM-MS
+//! and CSM-MS-Mg exist; CSM-S, CSM-None, CSM-None-Mg and ADB do not yet
+//! (docs/cashmere.md, "Variants"), and are not offered.
 
 /// A protocol variant of Cashmere.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -14,6 +14,9 @@ pub enum ProtocolVariant {
     /// the home applies and acknowledges; metadata and synchronisation by
     /// Memory Channel (seed 000 s.2.3.1.2).
     Ms,
+    /// CSM-MS-Mg: CSM-MS with home migration: a node that write-faults on a
+    /// page whose home is not writing it becomes its home (seed 000 s.2.3.2).
+    MsMg,
 }
 
 impl ProtocolVariant {
@@ -27,6 +30,7 @@ impl ProtocolVariant {
         match self {
             ProtocolVariant::Dms => "dms",
             ProtocolVariant::Ms => "ms",
+            ProtocolVariant::MsMg => "ms-mg",
         }
     }
 
@@ -35,6 +39,7 @@ impl ProtocolVariant {
         match self {
             ProtocolVariant::Dms => cashmere::CsmVariant::Dms,
             ProtocolVariant::Ms => cashmere::CsmVariant::Ms,
+            ProtocolVariant::MsMg => cashmere::CsmVariant::MsMg,
         }
     }
 }
