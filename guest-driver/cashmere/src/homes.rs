@@ -1,6 +1,6 @@
 //! A home assignment: which node is the home of each page. A run records the
 //! one first touch gave it ([`crate::Csm::homes`]); a later run imposes it
-//! ([`crate::Config::homes`]), as seed 000 s.3 imposed CSM-DMS's first-touch
+//! ([`crate::Config::homes`]), as seed 000 s.3.4.1 imposed CSM-DMS's first-touch
 //! homes on the other protocol variants so that they compare like with like.
 //!
 //! The text form, one item a line (`#` starts a comment):
