@@ -101,6 +101,8 @@ impl Node {
             .filter(|&n| n != self.me)
             .all(|n| self.meta.state_of(p, n) == DirectoryState::Invalid);
         if home == self.me && st.pages[p as usize].direct {
+            // Before the first write: no broadcast copy outlives it.
+            self.adb_invalidate(st, p)?;
             if self.migration {
                 self.meta.set_state(p, DirectoryState::ReadWrite)?;
             }
@@ -225,7 +227,7 @@ impl Node {
             st.pages[p as usize].own_store_echo = 0;
             self.data.read_master(p, out)?;
             st.stats.home_refreshes += 1;
-        } else {
+        } else if !self.adb_copy(st, p, out)? {
             self.fetch(st, home, Request::Page(p), out)?;
         }
         Ok(())

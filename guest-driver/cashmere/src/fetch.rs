@@ -120,16 +120,26 @@ impl Node {
                         continue;
                     }
                     match moved_to(got) {
-                        Some(to) if to != self.me && to != home => {
+                        Some(to) => {
                             st.stats.moved_replies += 1;
-                            home = to;
+                            // A node whose idea of the home is older than
+                            // ours (its directory replica lags, or it
+                            // learned it from one that did) may name us or
+                            // itself: ask the directory instead, and ask
+                            // again until the beliefs catch up.
+                            let next = if to != self.me && to != home {
+                                to
+                            } else {
+                                self.meta
+                                    .home(page)
+                                    .filter(|&h| h != self.me)
+                                    .unwrap_or(home)
+                            };
+                            home = next;
                             if let Some(pg) = st.pages.get_mut(page as usize) {
-                                pg.home = Some(to);
+                                pg.home = Some(next);
                             }
                             first = false;
-                        }
-                        Some(_) => {
-                            return Err(CsmError::BadRequest { from: home, page });
                         }
                         None if got == word || matches!(req, Request::Migrate(_)) => break got,
                         None => st.stats.damaged_replies += 1,

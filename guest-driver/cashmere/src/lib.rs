@@ -22,6 +22,7 @@
 //! `error`.
 
 mod acquire;
+mod adb;
 mod dms_data;
 mod dms_meta;
 mod dms_sync;
@@ -85,6 +86,9 @@ pub enum CsmVariant {
     /// CSM-MS-Mg: CSM-MS with home migration to a writer when no thread at
     /// the home is writing the page (seed 000 s.2.3.2).
     MsMg,
+    /// CSM-ADB (2L): CSM-MS-Mg, and pages with several consumers are
+    /// broadcast through globally received buffers (seed 000 s.2.3.3).
+    Adb,
 }
 
 /// What [`Csm::start`] needs; every node must pass the same values.
@@ -177,7 +181,7 @@ impl Csm {
         let mail = Arc::new(Mailboxes::new(mc, space)?);
         let data: Box<dyn seams::DataPropagation> = match cfg.variant {
             CsmVariant::Dms => Box::new(dms_data::DmsData::new(mc, space, mail.clone())?),
-            CsmVariant::Ms | CsmVariant::MsMg => {
+            CsmVariant::Ms | CsmVariant::MsMg | CsmVariant::Adb => {
                 Box::new(ms_data::MsData::new(mc, space, mail.clone(), heap.clone())?)
             }
         };
@@ -192,7 +196,11 @@ impl Csm {
             exclusive_mode: cfg.exclusive_mode,
             incoming_diffs: cfg.incoming_diffs && cfg.threads > 1,
             home_direct: cfg.home_direct,
-            migration: cfg.variant == CsmVariant::MsMg,
+            migration: matches!(cfg.variant, CsmVariant::MsMg | CsmVariant::Adb),
+            adb: match cfg.variant {
+                CsmVariant::Adb => Some(adb::BroadcastBuffers::new(mc, space)?),
+                _ => None,
+            },
             imposed_homes: cfg.homes.clone(),
             prot: (0..space.pages).map(|_| AtomicU8::new(0)).collect(),
             heap,
@@ -558,12 +566,12 @@ impl Csm {
     }
 
     /// Diff `page` against a twin that differs from it in its first `words`
-    /// words and write the diff to the page's home (the Table II "diff"
-    /// operation). The words written equal the working copy's, which this
+    /// words and send the diff to the page's home (the Table II "diff"
+    /// operation: remote writes, or a message and its acknowledgement). The words written equal the working copy's, which this
     /// node must not have modified. Returns the bytes sent.
     pub fn bench_diff(&self, page: u32, words: usize) -> Result<usize, CsmError> {
         let n = &self.node;
-        let _st = n.lock_state();
+        let mut st = n.lock_state();
         let home = n.meta.home(page).ok_or(CsmError::NoHome(page))?;
         let nw = n.page_size as usize / 4;
         let mut cur = vec![0u32; nw];
@@ -575,7 +583,12 @@ impl Csm {
         }
         let mut runs = Vec::new();
         twin::diff(&cur, &mut twin, &mut runs);
-        n.data.write_diff(home, page, &cur, &runs)
+        let bytes = n.data.write_diff(home, page, &cur, &runs)?;
+        if n.data.diffs_are_messages() {
+            // A diff message is done when the home acknowledges it.
+            n.fetch(&mut st, home, Request::Diff(page), &mut [])?;
+        }
+        Ok(bytes)
     }
 
     /// Final barrier, then stop the protocol thread. Call once, from one

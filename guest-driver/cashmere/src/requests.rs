@@ -33,6 +33,7 @@ impl Node {
     }
 
     fn serve_each(&self, st: &mut State) -> Result<(), CsmError> {
+        st.serve_pass += 1;
         for r in 0..self.nodes {
             if r == self.me {
                 continue;
@@ -59,11 +60,13 @@ impl Node {
                             self.regrant(st, r, seq, p)?;
                             continue;
                         }
-                        Some(h) => {
-                            self.data.send_reply(r, seq, moved(h), None)?;
+                        // Not known here: "moved" to this node itself
+                        // sends the requester to its directory.
+                        h => {
+                            let to = h.unwrap_or(self.me);
+                            self.data.send_reply(r, seq, moved(to), None)?;
                             continue;
                         }
-                        None => return Err(CsmError::BadRequest { from: r, page: p }),
                     }
                 }
             }
@@ -79,6 +82,9 @@ impl Node {
                     st.msg_buf = buf;
                     if applied? {
                         st.stats.diffs_applied += 1;
+                        // Before the acknowledgement, which the releaser's
+                        // notices follow.
+                        self.adb_invalidate(st, page)?;
                         // Every copy but the writer's lacks it now.
                         st.stale[page as usize] |= !(1u64 << r);
                         self.data.send_reply(r, seq, w, None)?;
@@ -91,7 +97,9 @@ impl Node {
                 Request::Page(p) => {
                     let mut buf = std::mem::take(&mut st.serve_buf);
                     let r2 = self.answer_page(st, p, &mut buf);
-                    let r3 = r2.and_then(|()| self.data.send_reply(r, seq, w, Some(&buf)));
+                    let r3 = r2
+                        .and_then(|()| self.data.send_reply(r, seq, w, Some(&buf)))
+                        .and_then(|()| self.adb_consider(st, p, &buf));
                     st.serve_buf = buf;
                     r3?;
                     st.stale[p as usize] &= !(1u64 << r);

@@ -10,10 +10,15 @@
 //! | directory | per page `1 + nodes` words: the shared word (home + 1, Exclusive bit), then one word per node (its sharing state); then the directory lock (one word per node) |
 //! | notices | write-notice bin `[receiver][sender]`: SendIdx, RecvIdx, entries |
 //! | sync | the start barrier's arrival and sense words, the abort word, flags |
+//! | broadcast buffers (CSM-ADB) | slots of widely read pages, each a page and a header, received by every node (`adb`) |
 //! | mailbox of node n | what node n waits for: the reply to its page request, the echo of its own stores, barrier arrivals (node 0) and the barrier sense, page requests to it (`MailboxLayout`). Only node n receives it, with an interrupt on every store (seed 004's interrupt-on-receive regions), so a sleeping waiter is woken |
 
 /// Node n's home region (its master copies) has key `KEY_HOME + n`.
 pub const KEY_HOME: u32 = 0xc5a0_0200;
+/// CSM-ADB's broadcast buffers (`adb`).
+pub const KEY_ADB: u32 = 0xc5a0_0300;
+/// Broadcast buffer slots at most (page p in slot p % slots).
+const ADB_SLOTS: u32 = 64;
 pub const KEY_DIR: u32 = 0xc5a0_0002;
 pub const KEY_WN: u32 = 0xc5a0_0004;
 pub const KEY_SYNC: u32 = 0xc5a0_0005;
@@ -37,6 +42,17 @@ pub struct CsmSpace {
 impl CsmSpace {
     pub fn heap_bytes(&self) -> u64 {
         u64::from(self.pages) * u64::from(self.page_size)
+    }
+
+    // ---- CSM-ADB's broadcast buffers: a slot is a page, then its header.
+    pub fn adb_slots(&self) -> u32 {
+        self.pages.clamp(1, ADB_SLOTS)
+    }
+    pub fn adb_stride(&self) -> usize {
+        self.page_size as usize + 64
+    }
+    pub fn adb_bytes(&self) -> u64 {
+        u64::from(self.adb_slots()) * self.adb_stride() as u64
     }
 
     // ---- directory

@@ -78,6 +78,18 @@ pub struct State {
     /// whose copy may lack a change to the master copy (bit n: node n).
     /// A migration takes the page along only to a new home marked stale.
     pub stale: Vec<u64>,
+    /// CSM-ADB, per page at its home: requests answered in the current
+    /// interval (`adb_interval`, the home's release count) and the previous
+    /// one, the serving pass of the last request, and whether this node has
+    /// a copy placed in the broadcast buffers.
+    pub adb_count: Vec<u16>,
+    pub adb_prev: Vec<u16>,
+    pub adb_interval: Vec<u64>,
+    pub adb_pass: Vec<u64>,
+    pub adb_placed: Vec<bool>,
+    /// Passes over the requests so far (requests answered in one pass came
+    /// "simultaneously").
+    pub serve_pass: u64,
 }
 
 impl State {
@@ -113,6 +125,12 @@ impl State {
             runs: Vec::with_capacity(ps / 8 + 1),
             msg_buf: vec![0u8; 2 * ps + crate::twin::DIFF_HEADER].into_boxed_slice(),
             stale: vec![u64::MAX; n],
+            adb_count: vec![0; n],
+            adb_prev: vec![0; n],
+            adb_interval: vec![0; n],
+            adb_pass: vec![u64::MAX; n],
+            adb_placed: vec![false; n],
+            serve_pass: 0,
         }
     }
 }

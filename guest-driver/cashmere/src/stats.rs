@@ -65,6 +65,14 @@ pub struct Stats {
     pub migrations: u64,
     /// Migration requests this node granted as a home.
     pub migrations_granted: u64,
+    /// CSM-ADB: pages this node, as their home, placed in the broadcast
+    /// buffers (Table IV's "ADB placements").
+    pub adb_placements: u64,
+    /// Page updates this node took from the broadcast buffers instead of
+    /// asking the home (Table IV's "ADB hits").
+    pub adb_hits: u64,
+    /// Broadcast copies this node killed as a home whose page changed.
+    pub adb_invalidations: u64,
 }
 
 impl fmt::Display for Stats {
@@ -75,7 +83,8 @@ impl fmt::Display for Stats {
              write notices sent/received {}/{}, invalidations {}, incoming diffs {} ({} words), exclusive in/out {}/{}, \
              locks {}, barriers {}, flag waits {}, acquires/releases {}/{}, messages sent/served {}/{}, \
              retries after timeout/damage {}/{}, echo waits {}, drain requests {}, diff messages applied {} (damaged {}), \
-             moved replies {}, migrations {} of {} attempts ({} granted here)",
+             moved replies {}, migrations {} of {} attempts ({} granted here), \
+             broadcast placements/hits/kills {}/{}/{}",
             self.read_faults,
             self.write_faults,
             self.page_transfers,
@@ -108,7 +117,10 @@ impl fmt::Display for Stats {
             self.moved_replies,
             self.migrations,
             self.migration_attempts,
-            self.migrations_granted
+            self.migrations_granted,
+            self.adb_placements,
+            self.adb_hits,
+            self.adb_invalidations
         )
     }
 }

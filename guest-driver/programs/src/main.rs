@@ -109,6 +109,11 @@ enum GuestCommand {
         /// Samples per measurement.
         #[arg(long, default_value_t = 2000)]
         iters: u32,
+        /// `csm` only: the Cashmere protocol variant to measure (its diffs
+        /// are remote writes or messages; seed 000 Table II's MC Direct and
+        /// MC Messages columns).
+        #[arg(long, value_enum, default_value_t = csm::ProtocolVariant::Dms)]
+        variant: csm::ProtocolVariant,
     },
     /// Run a Cashmere (CSM-DMS) program, verified (every node must run it).
     Csm {
@@ -164,7 +169,8 @@ enum GuestCommand {
         sequential: bool,
         /// Protocol variant (seed 000 Table I): dms; ms (diffs as
         /// messages, data outside Memory Channel space); ms-mg (ms with home
-        /// migration).
+        /// migration); adb (ms-mg with adaptive broadcast of widely read
+        /// pages).
         #[arg(long, value_enum, default_value_t = csm::ProtocolVariant::Dms)]
         variant: csm::ProtocolVariant,
         /// Append the run's record (JSON, one line: sizes, times, every
@@ -402,10 +408,11 @@ fn main() -> ExitCode {
         GuestCommand::Bench {
             which: bench::Which::Csm,
             iters,
+            variant,
         } => open(&cli).and_then(|mc| {
-            let rows = csm::bench::run(&mc, *iters)?;
+            let rows = csm::bench::run(&mc, *iters, *variant)?;
             if mc.node_id().0 == 0 {
-                print!("{}", csm::bench::format(&rows, mc.nodes()));
+                print!("{}", csm::bench::format(&rows, mc.nodes(), *variant));
             }
             Ok(())
         }),
@@ -449,7 +456,7 @@ fn main() -> ExitCode {
                 Err(e) => Err(e),
             }
         }
-        GuestCommand::Bench { which, iters } => open(&cli).and_then(|mc| {
+        GuestCommand::Bench { which, iters, .. } => open(&cli).and_then(|mc| {
             let report = bench::run(&mc, *which, *iters)?;
             if mc.node_id().0 == 0 {
                 print!("{}", bench::format(&report));

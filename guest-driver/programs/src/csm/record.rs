@@ -70,6 +70,9 @@ pub fn stats_json(s: &Stats) -> Map<String, Value> {
         migration_attempts,
         migrations,
         migrations_granted,
+        adb_placements,
+        adb_hits,
+        adb_invalidations,
     } = *s;
     let fields = [
         ("read_faults", read_faults),
@@ -105,6 +108,9 @@ pub fn stats_json(s: &Stats) -> Map<String, Value> {
         ("migration_attempts", migration_attempts),
         ("migrations", migrations),
         ("migrations_granted", migrations_granted),
+        ("adb_placements", adb_placements),
+        ("adb_hits", adb_hits),
+        ("adb_invalidations", adb_invalidations),
     ];
     fields
         .into_iter()

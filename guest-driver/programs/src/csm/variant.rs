@@ -1,7 +1,8 @@
 //! Which Cashmere protocol variant a run uses (seed 000 Table I), as
-//! `mc-guest csm --variant` names it and records carry it. CSM-DMS, CSM-MS
-//! and CSM-MS-Mg exist; CSM-S, CSM-None, CSM-None-Mg and ADB do not yet
-//! (docs/cashmere.md, "Variants"), and are not offered.
+//! `mc-guest csm --variant` names it and records carry it. CSM-DMS, CSM-MS,
+//! CSM-MS-Mg and CSM-ADB (2L) exist; CSM-S, CSM-None, CSM-None-Mg and
+//! CSM-ADB (1L) do not yet (docs/cashmere.md, "Variants"), and are not
+//! offered.
 
 /// A protocol variant of Cashmere.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -17,6 +18,10 @@ pub enum ProtocolVariant {
     /// CSM-MS-Mg: CSM-MS with home migration: a node that write-faults on a
     /// page whose home is not writing it becomes its home (seed 000 s.2.3.2).
     MsMg,
+    /// CSM-ADB (Table I's 2L row): CSM-MS-Mg, and a home that sees several
+    /// consumers of a page broadcasts it through buffers every node
+    /// receives (seed 000 s.2.3.3).
+    Adb,
 }
 
 impl ProtocolVariant {
@@ -31,6 +36,7 @@ impl ProtocolVariant {
             ProtocolVariant::Dms => "dms",
             ProtocolVariant::Ms => "ms",
             ProtocolVariant::MsMg => "ms-mg",
+            ProtocolVariant::Adb => "adb",
         }
     }
 
@@ -40,6 +46,7 @@ impl ProtocolVariant {
             ProtocolVariant::Dms => cashmere::CsmVariant::Dms,
             ProtocolVariant::Ms => cashmere::CsmVariant::Ms,
             ProtocolVariant::MsMg => cashmere::CsmVariant::MsMg,
+            ProtocolVariant::Adb => cashmere::CsmVariant::Adb,
         }
     }
 }
