@@ -141,7 +141,7 @@ pub struct Params {
     pub time_sequential: bool,
     /// Named problem size; `size` and `iters` override parts of it.
     pub preset: Option<Preset>,
-    /// The protocol (only CSM-DMS exists today).
+    /// The protocol variant (seed 000 Table I; `ProtocolVariant` lists those built).
     pub variant: ProtocolVariant,
     /// Report where each thread's time went ([`Outcome::breakdown`]).
     pub time_breakdown: bool,
