@@ -5,7 +5,7 @@
 //! seeds); plus protocol behaviour seen through the API (first-touch homes,
 //! Exclusive mode, release consistency).
 
-use cashmere::{Config, Csm, PageState};
+use cashmere::{Config, Csm, CsmVariant, PageState};
 use firmware_model::ClusterConfig;
 use integration::{mc_host_run, VirtualCluster};
 use mc_guest::csm::{self, App, Params};
@@ -46,21 +46,41 @@ fn exhaustive() -> bool {
 /// must pass with any delivery schedule the network allows.
 fn each_config(app: &str, extra: &[&str]) {
     let configs = [(2, "1"), (2, "2"), (4, "1"), (4, "2")];
-    for (k, (nodes, threads)) in configs.into_iter().enumerate() {
-        let mut args = vec![app, "--threads", threads];
-        args.extend_from_slice(extra);
-        run_csm(nodes, &args);
-        let seeds: Vec<u64> = if exhaustive() {
-            (1..=8).collect()
-        } else {
-            // Different seeds for different configurations and apps.
-            vec![1 + k as u64 + 4 * (app.len() as u64 % 5)]
-        };
-        for seed in seeds {
-            let seed = seed.to_string();
-            run_csm_with(nodes, &["--delivery", "skewed", "--seed", &seed], &args);
+    for (v, variant) in VARIANTS.into_iter().enumerate() {
+        for (k, (nodes, threads)) in configs.into_iter().enumerate() {
+            let mut args = vec![app, "--threads", threads, "--variant", variant];
+            args.extend_from_slice(extra);
+            run_csm(nodes, &args);
+            let seeds: Vec<u64> = if exhaustive() {
+                (1..=8).collect()
+            } else if v == 0 || k % 2 == v % 2 {
+                // Different seeds for different configurations, apps and
+                // variants; CSM-DMS skewed in every configuration, the
+                // others in half of them each (in turn), to keep the time.
+                vec![1 + k as u64 + 4 * (app.len() as u64 % 5) + 20 * v as u64]
+            } else {
+                vec![]
+            };
+            for seed in seeds {
+                let seed = seed.to_string();
+                run_csm_with(nodes, &["--delivery", "skewed", "--seed", &seed], &args);
+            }
         }
     }
+}
+
+/// Every protocol variant `mc-guest csm --variant` offers.
+const VARIANTS: [&str; 4] = ["dms", "ms", "ms-mg", "adb"];
+
+/// The variants the tests run are the ones the command line offers: a
+/// variant added there must be added here (and so be verified).
+#[test]
+fn the_tests_cover_every_variant_offered() {
+    let offered: Vec<&str> = mc_guest::csm::ProtocolVariant::all()
+        .iter()
+        .map(|v| v.name())
+        .collect();
+    assert_eq!(offered, VARIANTS);
 }
 
 #[test]
@@ -158,21 +178,100 @@ fn wtest_in_process_moves_pages_between_nodes() {
         p.iters = 2;
         csm::run(&mc, &p).map_err(|e| e.to_string())
     });
+    let mut diffs = 0;
     for o in outs {
         let o = o.expect("wtest");
         assert_eq!(o.checked, 2 * 2 * 4 * 64 * 2, "{o}");
         let s = o.stats;
-        assert!(
-            s.read_faults > 0 && s.write_faults > 0 && s.twins > 0,
-            "{o}"
-        );
-        assert!(
-            s.diffs > 0 && s.diff_bytes > 0 && s.write_notices_sent > 0,
-            "{o}"
-        );
+        assert!(s.read_faults > 0 && s.write_faults > 0, "{o}");
+        // A home writes its pages directly; a node that is not home twins
+        // and diffs the pages it writes.
+        assert!(s.twins > 0 || s.direct_home_pages > 0, "{o}");
+        assert_eq!(s.home_diffs, 0, "{o}");
         assert!(s.page_transfers + s.messages_served > 0, "{o}");
         assert_eq!(s.lock_acquires, 2 * 2 * 4, "{o}");
+        diffs += s.diffs;
     }
+    assert!(diffs > 0, "somebody diffs into a remote home");
+}
+
+/// The home writes its master copy directly (seed 000 s.2.3.2): node 0, the
+/// home by first touch, shares the page with node 1 and keeps writing it,
+/// and never twins, diffs or refreshes; node 1 twins and diffs its own
+/// writes into node 0's master copy, which node 0 then reads in place.
+/// With `home_direct` off the home diffs its writes by loopback instead.
+fn home_writes_its_master_copy(direct: bool, variant: CsmVariant) {
+    let vc = VirtualCluster::start(ClusterConfig::new(2));
+    vc.on_every_node(move |mc| {
+        let cfg = Config {
+            home_direct: direct,
+            exclusive_mode: false,
+            variant,
+            ..Config::default()
+        };
+        let csm = Csm::start(&mc, &cfg).unwrap();
+        let a = csm.alloc::<u64>(1024, true).unwrap();
+        let me = csm.node_id();
+        if me == 0 {
+            for i in 0..1024 {
+                a.set(i, i as u64);
+            }
+        }
+        csm.barrier().unwrap();
+        for round in 1..=3u64 {
+            if me == 0 {
+                a.set(0, 1000 * round);
+            } else {
+                assert_eq!(a.get(10), 10);
+                a.set(512, 2000 * round);
+            }
+            csm.barrier().unwrap();
+            assert_eq!(a.get(0), 1000 * round, "node {me}: the home's word");
+            assert_eq!(a.get(512), 2000 * round, "node {me}: node 1's word");
+            csm.barrier().unwrap();
+        }
+        let s = csm.finish().unwrap();
+        if me == 0 {
+            if direct {
+                assert_eq!(s.direct_home_pages, 1, "{s}");
+                assert_eq!((s.twins, s.diffs, s.home_refreshes), (0, 0, 0), "{s}");
+            } else {
+                assert_eq!(s.direct_home_pages, 0, "{s}");
+                assert!(s.twins >= 3 && s.home_diffs >= 3, "{s}");
+            }
+            // Node 1 holds a copy from round 1's end on (round 1's notice
+            // depends on whether its fetch came before node 0's write).
+            assert!(
+                s.write_notices_sent >= 2,
+                "node 1 is told of rounds 2 and 3: {s}"
+            );
+            // CSM-MS: each of node 1's diffs came as a message, applied
+            // here and acknowledged.
+            let messages = if variant == CsmVariant::Ms { 3 } else { 0 };
+            assert_eq!(s.diffs_applied, messages, "{s}");
+        } else {
+            assert_eq!(s.diffs, 3, "{s}");
+            assert_eq!(s.home_diffs, 0, "{s}");
+            assert_eq!(s.diffs_applied, 0, "{s}");
+        }
+    });
+}
+
+#[test]
+fn the_home_writes_its_master_copy_directly() {
+    home_writes_its_master_copy(true, CsmVariant::Dms);
+}
+
+#[test]
+fn with_home_diffs_the_home_diffs_its_writes_by_loopback() {
+    home_writes_its_master_copy(false, CsmVariant::Dms);
+}
+
+/// CSM-MS: the home's heap is the master copy (no Memory Channel data
+/// regions), and node 1's diffs reach it as acknowledged messages.
+#[test]
+fn ms_diffs_are_messages_the_home_applies() {
+    home_writes_its_master_copy(true, CsmVariant::Ms);
 }
 
 /// First touch makes node 0 the home; alone, it goes Exclusive (no twin);
@@ -227,9 +326,14 @@ fn concurrent_local_writer_during_an_acquire(incoming_diffs: bool) {
     use std::sync::Arc;
     let vc = VirtualCluster::start(ClusterConfig::new(2));
     vc.on_every_node(move |mc| {
+        // The page's writer must keep a twin: node 0 is the page's home,
+        // so it keeps a working copy apart from its master copy here (a
+        // home writing its master copy directly never twins; a node that is
+        // not home does, as here).
         let cfg = Config {
             threads: 2,
             incoming_diffs,
+            home_direct: false,
             ..Config::default()
         };
         let csm = Csm::start(&mc, &cfg).unwrap();
@@ -322,4 +426,199 @@ fn incoming_diff_keeps_a_concurrent_local_writer_running() {
 #[test]
 fn shoot_down_without_incoming_diffs_gives_the_same_result() {
     concurrent_local_writer_during_an_acquire(false);
+}
+
+/// `--record-homes` writes the homes first touch gave; `--homes` imposes
+/// them on a later run (which records the same ones back), or imposes
+/// another assignment (every page at node 1: node 0 is home of nothing and
+/// writes no master copy directly); one for another cluster is refused.
+#[test]
+fn homes_are_recorded_and_imposed() {
+    use cashmere::HomeAssignment;
+    let dir = std::env::temp_dir().join(format!("csm-homes-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = |name: &str| dir.join(name).to_str().unwrap().to_string();
+    let (first, again, moved, wrong) = (file("first"), file("again"), file("moved"), file("wrong"));
+    let sor = ["sor", "--size", "256", "--iters", "2"];
+    let with = |extra: &[&str]| -> Vec<String> {
+        sor.iter().chain(extra).map(|s| s.to_string()).collect()
+    };
+    fn args(v: &[String]) -> Vec<&str> {
+        v.iter().map(String::as_str).collect()
+    }
+
+    run_csm(2, &args(&with(&["--record-homes", &first])));
+    let text = std::fs::read_to_string(&first).unwrap();
+    let homes = HomeAssignment::parse(&text).unwrap();
+    assert_eq!((homes.nodes, homes.page_size), (2, 8192));
+    for n in 0..2 {
+        assert!(
+            homes.homes.contains(&Some(n)),
+            "first touch makes node {n} a home:\n{text}"
+        );
+    }
+
+    run_csm(
+        2,
+        &args(&with(&["--homes", &first, "--record-homes", &again])),
+    );
+    assert_eq!(std::fs::read_to_string(&again).unwrap(), text);
+
+    let all_at_1 = HomeAssignment {
+        homes: homes.homes.iter().map(|h| h.map(|_| 1)).collect(),
+        ..homes.clone()
+    };
+    std::fs::write(&moved, all_at_1.render()).unwrap();
+    let out = run_csm(2, &args(&with(&["--homes", &moved])));
+    assert!(
+        out.contains("[node0] csm stats node 0: ") && out.contains("direct home pages 0,"),
+        "{out}"
+    );
+
+    let other = HomeAssignment {
+        nodes: 4,
+        ..homes.clone()
+    };
+    std::fs::write(&wrong, other.render()).unwrap();
+    let wrong_args = with(&["--homes", &wrong]);
+    let guest: Vec<&str> = ["mc-guest", "csm"]
+        .into_iter()
+        .chain(args(&wrong_args))
+        .collect();
+    let (ok, out) = mc_host_run(2, 60, &[], &guest);
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains("the home assignment is for nodes 4; this run has 2"),
+        "{out}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// CSM-MS-Mg (seed 000 s.2.3.2): a page node 0 initialised (its home by
+/// first touch) and node 1 then writes migrates to node 1 at its first
+/// write fault, since node 0 is not writing it; the grant carries no page
+/// (node 0's Stale vector knows node 1's copy is current); from then on
+/// node 1 writes the master copy directly (no twins, no diffs), and node 0,
+/// a sharer now, sees each round's values through the new home.
+#[test]
+fn a_page_written_by_one_remote_node_migrates_there() {
+    let vc = VirtualCluster::start(ClusterConfig::new(2));
+    vc.on_every_node(|mc| {
+        let cfg = Config {
+            variant: CsmVariant::MsMg,
+            ..Config::default()
+        };
+        let csm = Csm::start(&mc, &cfg).unwrap();
+        let a = csm.alloc::<u64>(1024, true).unwrap();
+        let me = csm.node_id();
+        if me == 0 {
+            for i in 0..1024 {
+                a.set(i, i as u64);
+            }
+        }
+        csm.barrier().unwrap();
+        for round in 1..=3u64 {
+            if me == 1 {
+                for i in 0..1024 {
+                    a.set(i, 1000 * round + i as u64);
+                }
+            }
+            csm.barrier().unwrap();
+            for i in (0..1024).step_by(97) {
+                assert_eq!(a.get(i), 1000 * round + i as u64, "node {me} round {round}");
+            }
+            csm.barrier().unwrap();
+        }
+        let s = csm.finish().unwrap();
+        if me == 1 {
+            assert_eq!((s.migration_attempts, s.migrations), (1, 1), "{s}");
+            assert_eq!((s.twins, s.diffs), (0, 0), "{s}");
+            assert_eq!(
+                s.page_transfers, 1,
+                "one fetch, a grant without the page: {s}"
+            );
+        } else {
+            assert_eq!(s.migrations_granted, 1, "{s}");
+            assert_eq!((s.twins, s.diffs), (0, 0), "{s}");
+            assert!(
+                s.page_transfers >= 2,
+                "node 0 fetches from the new home: {s}"
+            );
+        }
+    });
+}
+
+/// CSM-ADB (seed 000 s.2.3.3): a page that node 0 wrote and every other
+/// node reads is placed in the broadcast buffers once, when the home has
+/// answered a second request for it in one interval (or two in one pass),
+/// and a reader that comes later takes it from there instead of asking the
+/// home. A change at the home kills the copy: the readers then see the
+/// new values.
+#[test]
+fn a_page_read_by_every_node_is_broadcast_once() {
+    let vc = VirtualCluster::start(ClusterConfig::new(4));
+    let outs = vc.on_every_node(|mc| {
+        let cfg = Config {
+            variant: CsmVariant::Adb,
+            ..Config::default()
+        };
+        let csm = Csm::start(&mc, &cfg).unwrap();
+        let a = csm.alloc::<u64>(1024, true).unwrap();
+        let me = csm.node_id();
+        if me == 0 {
+            for i in 0..1024 {
+                a.set(i, 7 * i as u64);
+            }
+        }
+        csm.barrier().unwrap();
+        // Nodes 1 and 2 read in one interval of the home's (it only
+        // acquires, waiting for their flags), node 3 after them.
+        match me {
+            1 | 2 => {
+                assert_eq!(a.get(100), 700);
+                csm.flag_set(me, 1).unwrap();
+            }
+            _ => {
+                csm.flag_wait(1).unwrap();
+                csm.flag_wait(2).unwrap();
+                if me == 3 {
+                    assert_eq!(a.get(100), 700);
+                }
+            }
+        }
+        csm.barrier().unwrap();
+        let before = csm.stats();
+        if me == 0 {
+            a.set(100, 1);
+        }
+        csm.barrier().unwrap();
+        assert_eq!(a.get(100), 1, "node {me} sees the home's change");
+        csm.barrier().unwrap();
+        let s = csm.finish().unwrap();
+        Ok::<_, String>((me, before, s))
+    });
+    let mut placed = 0;
+    let mut first_reads = 0;
+    for o in outs {
+        let (me, before, s) = o.expect("node");
+        if me == 0 {
+            placed = before.adb_placements;
+            assert!(
+                s.adb_invalidations >= 1,
+                "node 0's write kills the copy: {s}"
+            );
+        } else {
+            // Each reader's first copy: from the home or the buffers.
+            first_reads += before.page_transfers + before.adb_hits;
+            if me == 3 {
+                assert_eq!(
+                    before.adb_hits, 1,
+                    "node 3 reads the broadcast copy: {before}"
+                );
+                assert_eq!(before.page_transfers, 0, "{before}");
+            }
+        }
+    }
+    assert_eq!(placed, 1, "placed once");
+    assert_eq!(first_reads, 3);
 }

@@ -55,6 +55,8 @@ pub use channel::MemoryChannel;
 pub use error::{Conflict, Direction, McError, RegionArea, RegionRef, Shortage, WaitFor};
 pub use error_count::ErrorCheck;
 pub use events::{EventSignal, Notification};
+/// A node's number, as [`MemoryChannel::attach_transmit_to`] takes it.
+pub use firmware_model::NodeId;
 pub use join::{Coherence, Resync};
 pub use lock::LockSet;
 /// The one way the guest side waits (re-exported for the layers above).

@@ -35,7 +35,10 @@ impl Node {
             let pg = &mut st.pages[p as usize];
             let noticed = pg.notice_at;
             pg.notice_at = 0;
-            if noticed == 0 || pg.fetched_at > noticed {
+            // A home writing its master copy directly holds the current
+            // copy: the diffs the notice announces have landed in it (they
+            // were sent before the synchronisation store this acquire saw).
+            if noticed == 0 || pg.fetched_at > noticed || pg.direct {
                 continue;
             }
             match pg.state {

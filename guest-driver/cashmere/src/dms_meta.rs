@@ -183,6 +183,10 @@ impl Metadata for DmsMeta {
         Ok(())
     }
 
+    fn set_home(&self, page: u32, new_home: u32) -> Result<(), CsmError> {
+        self.set_exclusive(page, new_home, false)
+    }
+
     fn state_of(&self, page: u32, node: u32) -> DirectoryState {
         if node == self.me {
             return DirectoryState::from_word(u32::from(

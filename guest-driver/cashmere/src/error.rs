@@ -77,6 +77,9 @@ pub enum CsmError {
     /// This node's own echo did not come back: its stores are not arriving.
     #[error("this node's own stores did not come back in {after:?}")]
     NoEcho { after: Duration },
+    /// The imposed home assignment does not fit this run.
+    #[error("imposed homes: {0}")]
+    Homes(#[from] crate::homes::HomesError),
 }
 
 impl CsmError {

@@ -2,7 +2,9 @@
 //! thread itself, inside the SIGSEGV handler (`sigsegv` says why that is
 //! safe): a read fault fetches the page from its home; a write fault makes a
 //! twin and puts the page on the dirty list, or, at a home with no other
-//! sharer, enters Exclusive mode (no twin, no diffs).
+//! sharer, enters Exclusive mode (no twin, no diffs). A home whose working
+//! copy is its master copy (`PageInfo::direct`) never fetches, twins or
+//! diffs its pages (seed 000 s.2.3.2).
 //!
 //! Nothing here allocates: the page arrives straight into the protocol view
 //! of the heap (its application view is inaccessible meanwhile), twins live
@@ -11,6 +13,7 @@
 
 use std::sync::atomic::Ordering;
 
+use crate::messages::{Request, DENIED, WITH_PAGE};
 use crate::node::Node;
 use crate::seams::DirectoryState;
 use crate::state::{PageState, State};
@@ -51,6 +54,18 @@ impl Node {
     fn read_fault(&self, st: &mut State, p: u32) -> Result<(), CsmError> {
         st.clock += 1;
         st.stats.read_faults += 1;
+        if self.home_of(st, p)? == self.me && st.pages[p as usize].direct {
+            // The working copy is the master copy: nothing to fetch or
+            // refresh, and no directory word (the home always holds the
+            // current copy, so nobody sends it notices for the page), but
+            // with migration, where the home's word tells others whether it
+            // is writing the page.
+            if self.migration {
+                self.meta.set_state(p, DirectoryState::Read)?;
+            }
+            st.pages[p as usize].state = PageState::Read;
+            return self.set_prot(p, Prot::Read);
+        }
         // The copy is at least as new as this moment. Notices taken while the
         // request is in flight get a later stamp, so the acquire that follows
         // still invalidates the page: the home may have read its master copy
@@ -75,13 +90,42 @@ impl Node {
     fn write_fault(&self, st: &mut State, p: u32) -> Result<(), CsmError> {
         st.clock += 1;
         st.stats.write_faults += 1;
-        let home = self.home_of(st, p)?;
+        let mut home = self.home_of(st, p)?;
+        if self.migration && home != self.me && self.migrate_here(st, p, home)? {
+            home = self.me;
+        }
         // Another node whose word this replica does not show yet has not had
         // its request answered yet either (the word comes before the
         // request); when it comes, the home leaves Exclusive.
         let alone = (0..self.nodes)
             .filter(|&n| n != self.me)
             .all(|n| self.meta.state_of(p, n) == DirectoryState::Invalid);
+        if home == self.me && st.pages[p as usize].direct {
+            // Before the first write: no broadcast copy outlives it.
+            self.adb_invalidate(st, p)?;
+            if self.migration {
+                self.meta.set_state(p, DirectoryState::ReadWrite)?;
+            }
+            // Every other copy lacks what this node now writes.
+            st.stale[p as usize] = u64::MAX;
+            // The home writes its master copy directly: no twin, no diff
+            // (seed 000 s.2.3.2). Alone, it goes Exclusive (no notices
+            // either, until a request comes); otherwise the page goes on the
+            // dirty list for its write notices.
+            if alone && self.exclusive_mode {
+                self.meta.set_exclusive(p, self.me, true)?;
+                st.stats.exclusive_entries += 1;
+                st.pages[p as usize].state = PageState::Exclusive;
+            } else {
+                let pg = &mut st.pages[p as usize];
+                pg.state = PageState::ReadWrite;
+                if !pg.dirty {
+                    pg.dirty = true;
+                    st.dirty.push(p);
+                }
+            }
+            return self.set_prot(p, Prot::ReadWrite);
+        }
         self.meta.set_state(p, DirectoryState::ReadWrite)?;
         if home == self.me && alone && self.exclusive_mode {
             // In Read state every local write has been flushed, so the master
@@ -119,6 +163,50 @@ impl Node {
         self.set_prot(p, Prot::ReadWrite)
     }
 
+    /// CSM-MS-Mg (seed 000 s.2.3.2, seed 002 s.3.1): at a write fault on a
+    /// page whose home no thread is writing, as far as the directory shows
+    /// (a hint: the home decides), ask to become its home. Granted, the
+    /// page's copy here (readable, not writable: no local writer) is
+    /// brought up to date from the reply if the old home's Stale vector
+    /// said so, and this node writes it directly from now on: no twin, no
+    /// diff. Returns whether it became the home.
+    fn migrate_here(&self, st: &mut State, p: u32, home: u32) -> Result<bool, CsmError> {
+        if self.meta.state_of(p, home) == DirectoryState::ReadWrite {
+            return Ok(false);
+        }
+        st.stats.migration_attempts += 1;
+        let mut buf = std::mem::take(&mut st.fetch_buf);
+        let reply = self.request(st, home, Request::Migrate(p), &mut buf);
+        let granted = matches!(reply, Ok(w) if w & DENIED == 0);
+        if granted && matches!(reply, Ok(w) if w & WITH_PAGE != 0) {
+            let base = p as usize * self.ps();
+            let mut words = std::mem::take(&mut st.words);
+            self.heap.read_words(base, &mut words);
+            // Only the words that differ: local readers see each word
+            // either old or new, never torn.
+            for (i, (b, &old)) in buf.chunks_exact(4).zip(words.iter()).enumerate() {
+                let w = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+                if w != old {
+                    self.heap.write_word(base + 4 * i, w);
+                }
+            }
+            st.words = words;
+        }
+        st.fetch_buf = buf;
+        reply?;
+        if !granted {
+            return Ok(false);
+        }
+        st.stats.migrations += 1;
+        let pg = &mut st.pages[p as usize];
+        pg.home = Some(self.me);
+        pg.direct = true;
+        pg.direct_tried = true;
+        // Who holds which copy is not known here: all are stale.
+        st.stale[p as usize] = u64::MAX;
+        Ok(true)
+    }
+
     /// The master copy of a page into `out`: read locally at its home,
     /// fetched from a remote home.
     ///
@@ -139,8 +227,8 @@ impl Node {
             st.pages[p as usize].own_store_echo = 0;
             self.data.read_master(p, out)?;
             st.stats.home_refreshes += 1;
-        } else {
-            self.fetch(st, home, p, out)?;
+        } else if !self.adb_copy(st, p, out)? {
+            self.fetch(st, home, Request::Page(p), out)?;
         }
         Ok(())
     }

@@ -1,19 +1,24 @@
-//! Fetching a page from its home by request/reply (seed 002 s.5), answering
-//! other nodes while waiting, with end-to-end checks and retries so a lost or
-//! damaged message costs time, not correctness.
+//! Request/reply with a home (seed 002 s.5): page fetches, null and drain
+//! requests, diff messages (CSM-MS) and migration requests (CSM-MS-Mg),
+//! answering other nodes while waiting, with end-to-end checks and retries
+//! so a lost or damaged message costs time, not correctness.
 //!
-//! The request is one 8-byte store into the home's mailbox; the reply is the
-//! page and then a header (sequence, page, checksum) into the requester's.
+//! The request is one 8-byte store into the home's mailbox (after the
+//! message's body, for a diff); the reply is the page, if any, and then a
+//! header (sequence, word, checksum) into the requester's.
 //! The requester waits for the header (the last store of the reply: packet
 //! by packet and per-source FIFO, every packet before it has arrived), with
 //! the node's waiting discipline: spin briefly, then sleep until the
-//! mailbox's interrupt rings the doorbell. Runs on the faulting thread inside
-//! the SIGSEGV handler: no allocation, no lock but the node's state, which
-//! the caller holds.
+//! mailbox's interrupt rings the doorbell. A node that is no longer a
+//! page's home (its home migrated) answers "moved" with the home it knows,
+//! and the requester asks that one (seed 002 s.4.1's lazy forwarding).
+//! Runs on the faulting thread inside the SIGSEGV handler: no allocation,
+//! no lock but the node's state, which the caller holds.
 
 use std::time::{Duration, Instant};
 
-use crate::node::{Node, DRAIN_PAGE, NULL_PAGE};
+use crate::messages::{moved_to, Request};
+use crate::node::Node;
 use crate::state::State;
 use crate::times::{self, Activity};
 use crate::wait::WaitFor;
@@ -36,30 +41,51 @@ enum Heard {
 }
 
 impl Node {
-    /// Request/reply with the home, answering other nodes while waiting.
-    /// `p` is a page, [`NULL_PAGE`] (a null message) or [`DRAIN_PAGE`]
-    /// (empty your bins); `buf` receives the page (empty for the others).
-    ///
-    /// The message layer checks every reply end to end (sequence, page and a
-    /// checksum over the data, `dms_data`) and asks again, with a new
-    /// sequence number, when the reply is damaged (a packet of it was lost or
-    /// discarded by the CRC) or does not come within [`REPLY_TIMEOUT`] (the
-    /// request or the whole reply was lost), doubling the wait each time. A
-    /// request is idempotent at the home, so asking twice is harmless.
+    /// Request/reply with the home, answering other nodes while waiting;
+    /// the reply's data (a page) lands in `buf`. For requests other than
+    /// [`Request::Migrate`] the reply must answer the request itself.
     pub(crate) fn fetch(
         &self,
         st: &mut State,
         home: u32,
-        p: u32,
+        req: Request,
         buf: &mut [u8],
     ) -> Result<(), CsmError> {
+        self.request(st, home, req, buf).map(|_| ())
+    }
+
+    /// Request/reply with node `home`; returns the reply's word. Follows
+    /// "moved" replies to the home they name (updating this node's idea of
+    /// the page's home); a diff's body is posted again with each new try.
+    ///
+    /// The message layer checks every reply end to end (sequence, word and a
+    /// checksum over the data, `messages`) and asks again, with a new
+    /// sequence number, when the reply is damaged (a packet of it was lost or
+    /// discarded by the CRC) or does not come within [`REPLY_TIMEOUT`] (the
+    /// request or the whole reply was lost), doubling the wait each time. A
+    /// request is idempotent at the home, so asking twice is harmless.
+    pub(crate) fn request(
+        &self,
+        st: &mut State,
+        mut home: u32,
+        req: Request,
+        buf: &mut [u8],
+    ) -> Result<u32, CsmError> {
         let _fetch = times::enter(Activity::Fetch);
         let start = Instant::now();
         let mut wait = REPLY_TIMEOUT;
-        loop {
+        let mut first = true;
+        let word = req.word();
+        let page = req.page().unwrap_or(u32::MAX);
+        let reply = loop {
+            if !std::mem::take(&mut first) && matches!(req, Request::Diff(_)) {
+                // The body may be what was lost, or it went to a node that
+                // is no longer the home.
+                self.data.repost_diff(home)?;
+            }
             st.fetch_seq = st.fetch_seq.wrapping_add(1).max(1);
             let seq = st.fetch_seq;
-            self.data.send_request(home, seq, p)?;
+            self.data.send_request(home, seq, word)?;
             st.stats.messages_sent += 1;
             let sent = Instant::now();
             let heard = self.bell.wait(WaitFor::Remote, || {
@@ -75,7 +101,7 @@ impl Node {
                 if start.elapsed() > FETCH_GIVE_UP {
                     return Err(CsmError::NoReply {
                         home,
-                        page: p,
+                        page,
                         after: FETCH_GIVE_UP,
                         timeouts: st.stats.request_timeouts,
                         damaged: st.stats.damaged_replies,
@@ -85,21 +111,49 @@ impl Node {
             })?;
             match heard {
                 Heard::Reply => {
+                    let got = self.data.reply_word();
+                    let data = req.reply_has_page(got) && moved_to(got).is_none();
+                    let out: &mut [u8] = if data { &mut *buf } else { &mut [] };
                     // A null request's `buf` is empty: only the header is checked.
-                    if self.data.read_reply(seq, p, buf)? {
-                        break;
+                    if !self.data.read_reply(seq, got, out)? {
+                        st.stats.damaged_replies += 1;
+                        continue;
                     }
-                    st.stats.damaged_replies += 1;
+                    match moved_to(got) {
+                        Some(to) => {
+                            st.stats.moved_replies += 1;
+                            // A node whose idea of the home is older than
+                            // ours (its directory replica lags, or it
+                            // learned it from one that did) may name us or
+                            // itself: ask the directory instead, and ask
+                            // again until the beliefs catch up.
+                            let next = if to != self.me && to != home {
+                                to
+                            } else {
+                                self.meta
+                                    .home(page)
+                                    .filter(|&h| h != self.me)
+                                    .unwrap_or(home)
+                            };
+                            home = next;
+                            if let Some(pg) = st.pages.get_mut(page as usize) {
+                                pg.home = Some(next);
+                            }
+                            first = false;
+                        }
+                        None if got == word || matches!(req, Request::Migrate(_)) => break got,
+                        None => st.stats.damaged_replies += 1,
+                    }
                 }
                 Heard::Nothing => {
                     st.stats.request_timeouts += 1;
                     wait = (wait * 2).min(REPLY_TIMEOUT_MAX);
                 }
             }
-        }
-        if p != NULL_PAGE && p != DRAIN_PAGE {
+        };
+        if req.reply_has_page(reply) {
             st.stats.page_transfers += 1;
         }
-        Ok(())
+        Ok(reply)
     }
 }

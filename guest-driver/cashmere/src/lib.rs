@@ -22,14 +22,18 @@
 //! `error`.
 
 mod acquire;
+mod adb;
 mod dms_data;
 mod dms_meta;
 mod dms_sync;
 mod error;
 mod fault;
 mod fetch;
+mod homes;
 mod loss;
 mod mailbox;
+mod messages;
+mod ms_data;
 mod node;
 mod release;
 mod requests;
@@ -52,6 +56,7 @@ use std::time::Instant;
 use mc_api::MemoryChannel;
 
 pub use error::{BarrierWait, CsmError};
+pub use homes::{HomeAssignment, HomesError};
 pub use shared::SharedArray;
 pub use space::CsmSpace;
 pub use state::PageState;
@@ -59,12 +64,33 @@ pub use stats::Stats;
 pub use times::TimeBreakdown;
 
 use mailbox::Mailboxes;
-use node::{protocol_thread, window, LocalBarrier, Node, NULL_PAGE};
+use messages::Request;
+use node::{protocol_thread, window, LocalBarrier, Node};
 use state::State;
 use times::Activity;
 use twin::TwinSpace;
 use vm::HeapMemory;
 use wait::{Doorbell, WaitFor};
+
+/// The protocol variant (seed 000 Table I): how data, metadata and
+/// synchronisation move between nodes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CsmVariant {
+    /// CSM-DMS: data, metadata and synchronisation by Memory Channel remote
+    /// writes (seed 000 s.2.3.1.1).
+    #[default]
+    Dms,
+    /// CSM-MS: shared data outside Memory Channel space, diffs as messages
+    /// with acknowledgements; metadata and synchronisation by Memory Channel
+    /// (seed 000 s.2.3.1.2).
+    Ms,
+    /// CSM-MS-Mg: CSM-MS with home migration to a writer when no thread at
+    /// the home is writing the page (seed 000 s.2.3.2).
+    MsMg,
+    /// CSM-ADB (2L): CSM-MS-Mg, and pages with several consumers are
+    /// broadcast through globally received buffers (seed 000 s.2.3.3).
+    Adb,
+}
 
 /// What [`Csm::start`] needs; every node must pass the same values.
 #[derive(Clone, Debug)]
@@ -83,6 +109,15 @@ pub struct Config {
     /// invalidating it (which stops those writers: a shoot-down). Seed 000
     /// s.2.1.
     pub incoming_diffs: bool,
+    /// The home maps its master copy (its receive mapping) as its working
+    /// copy and writes it directly, with no twins or diffs (seed 000
+    /// s.2.3.2). Off: the home keeps a separate working copy and diffs its
+    /// writes into the master copy by loopback (the protocol before).
+    pub home_direct: bool,
+    /// Homes imposed from an earlier run ([`Csm::homes`]); pages it leaves
+    /// without one, and every page without it, get theirs by first touch.
+    pub homes: Option<Arc<HomeAssignment>>,
+    pub variant: CsmVariant,
 }
 
 impl Default for Config {
@@ -95,6 +130,9 @@ impl Default for Config {
             flags: 64,
             exclusive_mode: true,
             incoming_diffs: true,
+            home_direct: true,
+            homes: None,
+            variant: CsmVariant::Dms,
         }
     }
 }
@@ -133,14 +171,22 @@ impl Csm {
         times::init();
         let nodes = mc.nodes();
         let space = cfg.space(nodes);
+        if let Some(h) = &cfg.homes {
+            h.check(nodes, cfg.page_size, space.pages)?;
+        }
         let ps = cfg.page_size as usize;
-        let heap = HeapMemory::new(space.heap_bytes() as usize)?;
+        let heap = Arc::new(HeapMemory::new(space.heap_bytes() as usize)?);
         let twins = TwinSpace::new(space.pages as usize, ps / 4)?;
         let bell = Arc::new(Doorbell::default());
         // Before the start barrier: no node writes to a mailbox before its
         // owner receives it.
         let mail = Arc::new(Mailboxes::new(mc, space)?);
-        let data = dms_data::DmsData::new(mc, space, mail.clone())?;
+        let data: Box<dyn seams::DataPropagation> = match cfg.variant {
+            CsmVariant::Dms => Box::new(dms_data::DmsData::new(mc, space, mail.clone())?),
+            CsmVariant::Ms | CsmVariant::MsMg | CsmVariant::Adb => {
+                Box::new(ms_data::MsData::new(mc, space, mail.clone(), heap.clone())?)
+            }
+        };
         let meta = dms_meta::DmsMeta::new(mc, space, mail.clone(), bell.clone())?;
         let sync = dms_sync::DmsSync::new(mc, space, cfg.locks, mail.clone(), bell.clone())?;
         let signal = mc.event_signal()?;
@@ -151,11 +197,18 @@ impl Csm {
             threads: cfg.threads,
             exclusive_mode: cfg.exclusive_mode,
             incoming_diffs: cfg.incoming_diffs && cfg.threads > 1,
+            home_direct: cfg.home_direct,
+            migration: matches!(cfg.variant, CsmVariant::MsMg | CsmVariant::Adb),
+            adb: match cfg.variant {
+                CsmVariant::Adb => Some(adb::BroadcastBuffers::new(mc, space)?),
+                _ => None,
+            },
+            imposed_homes: cfg.homes.clone(),
             prot: (0..space.pages).map(|_| AtomicU8::new(0)).collect(),
             heap,
             twins,
             registration: AtomicUsize::new(usize::MAX),
-            data: Box::new(data),
+            data,
             meta: Box::new(meta),
             sync: Box::new(sync),
             mc: mc.clone(),
@@ -457,6 +510,28 @@ impl Csm {
         self.node.lock_state().stats
     }
 
+    /// The home of every page as far as this node knows it: imposed, or
+    /// taken by first touch (the replicated directory). After
+    /// [`Csm::finish`] every node knows every home assigned before the
+    /// final barrier. Write it out (`HomeAssignment::render`) to impose it
+    /// on a later run.
+    pub fn homes(&self) -> HomeAssignment {
+        let n = &self.node;
+        let st = n.lock_state();
+        HomeAssignment {
+            nodes: n.nodes,
+            page_size: n.page_size,
+            homes: (0..st.pages.len() as u32)
+                .map(|p| {
+                    st.pages[p as usize]
+                        .home
+                        .or_else(|| n.imposed_home(p))
+                        .or_else(|| n.meta.home(p))
+                })
+                .collect(),
+        }
+    }
+
     /// The protocol state of the page holding heap byte `offset` (for tests).
     pub fn page_state(&self, offset: usize) -> PageState {
         self.node.lock_state().pages[offset / self.node.page_size as usize].state
@@ -465,7 +540,7 @@ impl Csm {
     /// One null request/reply with `home` (the Table II "null message").
     pub fn null_round_trip(&self, home: u32) -> Result<(), CsmError> {
         let mut st = self.node.lock_state();
-        self.node.fetch(&mut st, home, NULL_PAGE, &mut [])
+        self.node.fetch(&mut st, home, Request::Null, &mut [])
     }
 
     /// Fetch a copy of `page` from its home by request/reply and return it,
@@ -476,7 +551,7 @@ impl Csm {
         let mut st = n.lock_state();
         let home = n.meta.home(page).ok_or(CsmError::NoHome(page))?;
         let mut buf = vec![0u8; n.page_size as usize];
-        n.fetch(&mut st, home, page, &mut buf)?;
+        n.fetch(&mut st, home, Request::Page(page), &mut buf)?;
         Ok(buf)
     }
 
@@ -495,12 +570,12 @@ impl Csm {
     }
 
     /// Diff `page` against a twin that differs from it in its first `words`
-    /// words and write the diff to the page's home (the Table II "diff"
-    /// operation). The words written equal the working copy's, which this
+    /// words and send the diff to the page's home (the Table II "diff"
+    /// operation: remote writes, or a message and its acknowledgement). The words written equal the working copy's, which this
     /// node must not have modified. Returns the bytes sent.
     pub fn bench_diff(&self, page: u32, words: usize) -> Result<usize, CsmError> {
         let n = &self.node;
-        let _st = n.lock_state();
+        let mut st = n.lock_state();
         let home = n.meta.home(page).ok_or(CsmError::NoHome(page))?;
         let nw = n.page_size as usize / 4;
         let mut cur = vec![0u32; nw];
@@ -512,7 +587,12 @@ impl Csm {
         }
         let mut runs = Vec::new();
         twin::diff(&cur, &mut twin, &mut runs);
-        n.data.write_diff(home, page, &cur, &runs)
+        let bytes = n.data.write_diff(home, page, &cur, &runs)?;
+        if n.data.diffs_are_messages() {
+            // A diff message is done when the home acknowledges it.
+            n.fetch(&mut st, home, Request::Diff(page), &mut [])?;
+        }
+        Ok(bytes)
     }
 
     /// Final barrier, then stop the protocol thread. Call once, from one

@@ -7,10 +7,10 @@
 //! interrupt wakes its protocol thread, which rings the node's doorbell
 //! (`wait`).
 //!
-//! Every node transmits to a mailbox by broadcast; only its owner has a
-//! receive mapping, so only its owner gets the packets (the PCT decides who
-//! receives, docs/device.md). The owner transmits to its own mailbox with
-//! loopback: its echo.
+//! Every other node transmits to a mailbox point-to-point (Memory Channel
+//! 2's point-to-point mode: the packets go to the owner only, not through
+//! every adapter), and only its owner has a receive mapping. The owner
+//! transmits to its own mailbox with loopback: its echo.
 //!
 //! The echo is how a node learns that its own earlier stores have arrived:
 //! it posts an increasing number to its echo word after them and waits
@@ -23,7 +23,7 @@
 
 use std::sync::Mutex;
 
-use mc_api::{MemoryChannel, RxRegion, Sharing, TxRegion};
+use mc_api::{MemoryChannel, NodeId, RxRegion, Sharing, TxRegion};
 
 use crate::space::{CsmSpace, MailboxLayout, KEY_MAILBOX};
 use crate::CsmError;
@@ -33,8 +33,8 @@ pub struct Mailboxes {
     at: MailboxLayout,
     /// This node's mailbox.
     own: RxRegion,
-    /// Transmit mappings of every node's mailbox (this node's with
-    /// loopback).
+    /// Transmit mappings of every node's mailbox (point-to-point to the
+    /// others', this node's own with loopback).
     to: Vec<TxRegion>,
     /// The last echo number posted. Taken with the post, so echoes go out in
     /// increasing order.
@@ -59,7 +59,11 @@ impl Mailboxes {
             if n == me {
                 own = Some(mc.attach_receive(id, Sharing::Shared, true)?);
             }
-            to.push(mc.attach_transmit(id, Sharing::Shared, n == me)?);
+            to.push(if n == me {
+                mc.attach_transmit(id, Sharing::Shared, true)?
+            } else {
+                mc.attach_transmit_to(id, Sharing::Shared, NodeId(n as u8))?
+            });
         }
         let own = own.expect("this node is one of the nodes");
         // A mailbox found from an earlier run may hold its echo: go on from it.

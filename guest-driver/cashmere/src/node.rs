@@ -21,6 +21,8 @@ use std::time::{Duration, Instant};
 
 use mc_api::{EventSignal, MemoryChannel};
 
+use crate::adb::BroadcastBuffers;
+use crate::homes::HomeAssignment;
 use crate::mailbox::Mailboxes;
 use crate::seams::{DataPropagation, Metadata, Synchronization};
 use crate::sigsegv;
@@ -49,12 +51,6 @@ pub(crate) mod window {
     pub const CLOSED: u8 = 4;
 }
 
-/// A request for nothing: the Table II null message.
-pub(crate) const NULL_PAGE: u32 = u32::MAX;
-/// A request to drain the write-notice bins (the sender's is full; seed 002
-/// s.4.3's RemoteDistributeWN), answered like a null request once done.
-pub(crate) const DRAIN_PAGE: u32 = u32::MAX - 1;
-
 /// The longest sleep of the protocol thread (it looks at the membership
 /// then, and at its stop flag).
 const PROTOCOL_NAP: Duration = Duration::from_millis(20);
@@ -76,7 +72,15 @@ pub(crate) struct Node {
     pub(crate) threads: u32,
     pub(crate) exclusive_mode: bool,
     pub(crate) incoming_diffs: bool,
-    pub(crate) heap: HeapMemory,
+    /// The home maps its master copy as its working copy (`map_master`).
+    pub(crate) home_direct: bool,
+    /// Homes migrate to a writer (CSM-MS-Mg, seed 000 s.2.3.2).
+    pub(crate) migration: bool,
+    /// CSM-ADB's broadcast buffers (seed 000 s.2.3.3).
+    pub(crate) adb: Option<BroadcastBuffers>,
+    /// Homes imposed from an earlier run (`Config::homes`).
+    pub(crate) imposed_homes: Option<Arc<HomeAssignment>>,
+    pub(crate) heap: Arc<HeapMemory>,
     /// Current protection of each page of the application view (a `Prot`),
     /// as the fault handler reads it.
     pub(crate) prot: Box<[AtomicU8]>,
@@ -142,12 +146,66 @@ impl Node {
         if let Some(h) = st.pages[p as usize].home {
             return Ok(h);
         }
-        let h = match self.meta.home(p) {
+        // An imposed home needs no directory entry: every node imposes the
+        // same one.
+        let h = match self.imposed_home(p).or_else(|| self.meta.home(p)) {
             Some(h) => h,
             None => self.meta.claim_home(p, &|| self.check_failed())?,
         };
         st.pages[p as usize].home = Some(h);
+        if h == self.me {
+            self.map_master(st, p);
+        }
         Ok(h)
+    }
+
+    /// At the home, once per page: map the master copy (the receive
+    /// mapping) as the page's working copy, so the home's threads write it
+    /// directly (seed 000 s.2.3.2). Done before the home's first access to
+    /// the page, whose working copy has nothing yet. Where the master copy
+    /// cannot be mapped (a private or huge-page receive memory), the home
+    /// keeps a separate working copy and diffs its writes into the master
+    /// copy by loopback.
+    fn map_master(&self, st: &mut State, p: u32) {
+        let pg = &mut st.pages[p as usize];
+        if pg.direct_tried || !(self.home_direct || self.data.master_in_heap()) {
+            return;
+        }
+        pg.direct_tried = true;
+        if self.data.master_in_heap() {
+            // CSM-MS: the heap is the master copy at the home already.
+            pg.direct = true;
+            st.stats.direct_home_pages += 1;
+            return;
+        }
+        debug_assert!(pg.state == crate::state::PageState::Invalid);
+        let Some(src) = self.data.master_addr(p) else {
+            return;
+        };
+        let ps = self.ps();
+        match self.heap.alias(p as usize * ps, ps, src) {
+            Ok(()) => {
+                self.prot[p as usize].store(Prot::None as u8, Ordering::Release);
+                st.pages[p as usize].direct = true;
+                st.stats.direct_home_pages += 1;
+            }
+            Err(e) => {
+                if st.stats.direct_home_pages == 0 {
+                    log::warn!(
+                        "node{}: page {p}: the master copy cannot be the working copy ({e}); \
+                         the home diffs its writes into it",
+                        self.me
+                    );
+                }
+            }
+        }
+    }
+
+    /// The home imposed on page `p`, if any.
+    pub(crate) fn imposed_home(&self, p: u32) -> Option<u32> {
+        self.imposed_homes
+            .as_ref()
+            .and_then(|h| h.homes.get(p as usize).copied().flatten())
     }
 
     pub(crate) fn lock_state(&self) -> StateGuard<'_> {
@@ -209,6 +267,85 @@ impl Node {
     /// first echo that will follow it.
     pub(crate) fn stored_own_master(&self, st: &mut State, p: u32) {
         st.pages[p as usize].own_store_echo = self.data.echo_posted() + 1;
+    }
+
+    /// CSM-ADB: page `p` is about to change at its home (a diff applied, a
+    /// write by the home): kill any broadcast copy of it first, so a node
+    /// that synchronises with the change and looks in the buffers finds
+    /// none older (the kill is ordered before the change's acknowledgement
+    /// or write notices). A copy may be there if this node placed it, or an
+    /// earlier home did (ordered before this node became the home, so in
+    /// its receive copy now).
+    pub(crate) fn adb_invalidate(&self, st: &mut State, p: u32) -> Result<(), CsmError> {
+        let Some(adb) = &self.adb else {
+            return Ok(());
+        };
+        if st.adb_placed[p as usize] || adb.holds(p)? {
+            adb.invalidate(p)?;
+            st.adb_placed[p as usize] = false;
+            st.stats.adb_invalidations += 1;
+        }
+        Ok(())
+    }
+
+    /// CSM-ADB at the home, having answered node `r`'s request for `p`
+    /// (whose data is `data`): count the request in the home's interval
+    /// (its releases), and place the page in the broadcast buffers when
+    /// seed 000 s.2.3.3's heuristics see several consumers: requests
+    /// answered in the same pass, two or more in this interval, or two or
+    /// more in the previous one. Never while a thread here writes the page.
+    pub(crate) fn adb_consider(&self, st: &mut State, p: u32, data: &[u8]) -> Result<(), CsmError> {
+        let Some(adb) = &self.adb else {
+            return Ok(());
+        };
+        let i = p as usize;
+        let now = st.stats.releases;
+        if st.adb_interval[i] != now {
+            st.adb_prev[i] = if st.adb_interval[i] + 1 == now {
+                st.adb_count[i]
+            } else {
+                0
+            };
+            st.adb_count[i] = 0;
+            st.adb_interval[i] = now;
+        }
+        st.adb_count[i] = st.adb_count[i].saturating_add(1);
+        let simultaneous = st.adb_pass[i] == st.serve_pass;
+        st.adb_pass[i] = st.serve_pass;
+        let writing = matches!(
+            st.pages[i].state,
+            crate::state::PageState::ReadWrite | crate::state::PageState::Exclusive
+        );
+        let several = simultaneous || st.adb_count[i] >= 2 || st.adb_prev[i] >= 2;
+        if several && !writing && !st.adb_placed[i] {
+            adb.place(p, data)?;
+            st.adb_placed[i] = true;
+            st.stats.adb_placements += 1;
+        }
+        Ok(())
+    }
+
+    /// CSM-ADB at a consumer: a valid broadcast copy of `p` into `out`, if
+    /// the buffers hold one. First this node's echo: its directory word
+    /// (posted just before) is back, so every kill ordered before it is
+    /// here (a change this node must see was announced after its kill).
+    pub(crate) fn adb_copy(
+        &self,
+        st: &mut State,
+        p: u32,
+        out: &mut [u8],
+    ) -> Result<bool, CsmError> {
+        let Some(adb) = &self.adb else {
+            return Ok(false);
+        };
+        st.stats.echo_waits += 1;
+        let mark = self.data.post_echo()?;
+        self.await_echo(Some(st), mark)?;
+        let hit = adb.read(p, out)?;
+        if hit {
+            st.stats.adb_hits += 1;
+        }
+        Ok(hit)
     }
 
     /// Some other node's request is waiting to be answered.

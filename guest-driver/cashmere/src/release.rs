@@ -13,7 +13,8 @@
 //! it too, so its copy may lack our diff: it must get a notice, and now it
 //! does. A node that joined after will get a copy with our diff.
 
-use crate::node::{Node, DRAIN_PAGE};
+use crate::messages::Request;
+use crate::node::Node;
 use crate::seams::DirectoryState;
 use crate::state::{PageState, State};
 use crate::times::{self, Activity};
@@ -44,10 +45,17 @@ impl Node {
         st.words = words;
         st.runs = runs;
         let bytes = r?;
+        if bytes > 0 && self.data.diffs_are_messages() {
+            // Delivered and acknowledged before anything that follows it
+            // (the write notices, the release store): the acknowledgement
+            // says the home has applied it (seed 000 s.2.3.1.2).
+            self.fetch(st, home, Request::Diff(p), &mut [])?;
+        }
         if bytes > 0 {
             st.stats.diffs += 1;
             st.stats.diff_bytes += bytes as u64;
             if home == self.me {
+                st.stats.home_diffs += 1;
                 self.stored_own_master(st, p);
             }
         }
@@ -68,11 +76,23 @@ impl Node {
         std::mem::swap(&mut st.dirty, &mut st.releasing);
         for i in 0..st.releasing.len() {
             let p = st.releasing[i];
-            if st.pages[p as usize].twinned {
+            let pg = &st.pages[p as usize];
+            if pg.twinned {
                 self.set_prot(p, Prot::Read)?;
                 self.flush(st, p)?;
                 st.pages[p as usize].state = PageState::Read;
                 self.meta.set_state(p, DirectoryState::Read)?;
+            } else if pg.direct && pg.state == PageState::ReadWrite {
+                // The home wrote its master copy directly: nothing to diff.
+                // Read again, so the next interval's writes fault and get
+                // their notices too.
+                self.set_prot(p, Prot::Read)?;
+                st.pages[p as usize].state = PageState::Read;
+                st.stale[p as usize] = u64::MAX;
+                if self.migration {
+                    // No longer writing: it may migrate (seed 000 s.2.3.2).
+                    self.meta.set_state(p, DirectoryState::Read)?;
+                }
             }
             st.pages[p as usize].dirty = false;
         }
@@ -98,7 +118,7 @@ impl Node {
                     // The receiver's bin is full: ask it to drain (seed 002
                     // s.4.3), answering requests while it does.
                     st.stats.drain_requests += 1;
-                    self.fetch(st, n as u32, DRAIN_PAGE, &mut [])?;
+                    self.fetch(st, n as u32, Request::Drain, &mut [])?;
                 }
             }
         }

@@ -11,7 +11,8 @@
 
 use std::sync::atomic::Ordering;
 
-use crate::node::{Node, DRAIN_PAGE, NULL_PAGE};
+use crate::messages::{moved, Request, DENIED, WITH_PAGE};
+use crate::node::Node;
 use crate::seams::DirectoryState;
 use crate::state::{PageState, State};
 use crate::vm::Prot;
@@ -32,36 +33,135 @@ impl Node {
     }
 
     fn serve_each(&self, st: &mut State) -> Result<(), CsmError> {
+        st.serve_pass += 1;
         for r in 0..self.nodes {
             if r == self.me {
                 continue;
             }
-            let (seq, p) = self.data.poll_request(r);
+            let (seq, w) = self.data.poll_request(r);
             if seq == st.served[r as usize] {
                 continue;
             }
             st.served[r as usize] = seq;
             self.served[r as usize].store(seq, Ordering::Relaxed);
             st.stats.messages_served += 1;
-            match p {
-                NULL_PAGE => self.data.send_reply(r, seq, p, None)?,
-                DRAIN_PAGE => {
+            let req = Request::decode(w);
+            if let Some(p) = req.page() {
+                if p as usize >= st.pages.len() {
+                    return Err(CsmError::BadRequest { from: r, page: p });
+                }
+                // With migration, the home may have moved on: send the
+                // requester to the home this node knows (seed 002 s.4.1).
+                if self.migration {
+                    match self.known_home(st, p) {
+                        Some(h) if h == self.me => {}
+                        Some(h) if matches!(req, Request::Migrate(_)) && h == r => {
+                            // Granted before, and the grant was lost.
+                            self.regrant(st, r, seq, p)?;
+                            continue;
+                        }
+                        // Not known here: "moved" to this node itself
+                        // sends the requester to its directory.
+                        h => {
+                            let to = h.unwrap_or(self.me);
+                            self.data.send_reply(r, seq, moved(to), None)?;
+                            continue;
+                        }
+                    }
+                }
+            }
+            match req {
+                Request::Null => self.data.send_reply(r, seq, w, None)?,
+                Request::Drain => {
                     self.drain_notices(st)?;
-                    self.data.send_reply(r, seq, p, None)?;
+                    self.data.send_reply(r, seq, w, None)?;
                 }
-                p if p as usize >= st.pages.len() => {
-                    return Err(CsmError::BadRequest { from: r, page: p })
+                Request::Diff(page) => {
+                    let mut buf = std::mem::take(&mut st.msg_buf);
+                    let applied = self.data.take_diff(r, page, &mut buf);
+                    st.msg_buf = buf;
+                    if applied? {
+                        st.stats.diffs_applied += 1;
+                        // Before the acknowledgement, which the releaser's
+                        // notices follow.
+                        self.adb_invalidate(st, page)?;
+                        // Every copy but the writer's lacks it now.
+                        st.stale[page as usize] |= !(1u64 << r);
+                        self.data.send_reply(r, seq, w, None)?;
+                    } else {
+                        // Damaged: no answer, and the sender posts it again.
+                        st.stats.damaged_diffs += 1;
+                    }
                 }
-                p => {
+                Request::Migrate(page) => self.answer_migration(st, r, seq, page)?,
+                Request::Page(p) => {
                     let mut buf = std::mem::take(&mut st.serve_buf);
                     let r2 = self.answer_page(st, p, &mut buf);
-                    let r3 = r2.and_then(|()| self.data.send_reply(r, seq, p, Some(&buf)));
+                    let r3 = r2
+                        .and_then(|()| self.data.send_reply(r, seq, w, Some(&buf)))
+                        .and_then(|()| self.adb_consider(st, p, &buf));
                     st.serve_buf = buf;
                     r3?;
+                    st.stale[p as usize] &= !(1u64 << r);
                 }
             }
         }
         Ok(())
+    }
+
+    /// The home of `p` as this node knows it (its own record, an imposed
+    /// home, the directory).
+    fn known_home(&self, st: &State, p: u32) -> Option<u32> {
+        st.pages[p as usize]
+            .home
+            .or_else(|| self.imposed_home(p))
+            .or_else(|| self.meta.home(p))
+    }
+
+    /// A migration request (CSM-MS-Mg, seed 000 s.2.3.2, seed 002 s.3.1):
+    /// granted unless a thread of this node is writing the page (it is
+    /// ReadWrite or Exclusive here). Granting, this node points the
+    /// directory at the new home, stays a sharer with its copy (in the
+    /// sharing set, so the new home's releases notify it), and sends the
+    /// page along only if its Stale vector says the requester's copy is out
+    /// of date.
+    fn answer_migration(&self, st: &mut State, r: u32, seq: u32, p: u32) -> Result<(), CsmError> {
+        let word = Request::Migrate(p).word();
+        let pg = &st.pages[p as usize];
+        if matches!(pg.state, PageState::ReadWrite | PageState::Exclusive) {
+            return self.data.send_reply(r, seq, word | DENIED, None);
+        }
+        let with_page = st.stale[p as usize] & (1u64 << r) != 0;
+        let pg = &mut st.pages[p as usize];
+        pg.home = Some(r);
+        pg.direct = false;
+        pg.direct_tried = true;
+        let sharer = pg.state == PageState::Read;
+        self.meta.set_home(p, r)?;
+        if sharer {
+            self.meta.set_state(p, DirectoryState::Read)?;
+        }
+        st.stats.migrations_granted += 1;
+        if with_page {
+            let mut buf = std::mem::take(&mut st.serve_buf);
+            self.heap.read_bytes(p as usize * self.ps(), &mut buf);
+            let r2 = self.data.send_reply(r, seq, word | WITH_PAGE, Some(&buf));
+            st.serve_buf = buf;
+            r2
+        } else {
+            self.data.send_reply(r, seq, word, None)
+        }
+    }
+
+    /// A migration this node granted to `r` whose grant did not arrive:
+    /// grant it again, with the page (the Stale vector went with the home).
+    fn regrant(&self, st: &mut State, r: u32, seq: u32, p: u32) -> Result<(), CsmError> {
+        let word = Request::Migrate(p).word() | WITH_PAGE;
+        let mut buf = std::mem::take(&mut st.serve_buf);
+        self.heap.read_bytes(p as usize * self.ps(), &mut buf);
+        let r2 = self.data.send_reply(r, seq, word, Some(&buf));
+        st.serve_buf = buf;
+        r2
     }
 
     /// The page a requester gets: the working copy of a page held
@@ -87,6 +187,16 @@ impl Node {
     fn leave_exclusive(&self, st: &mut State, p: u32, buf: &mut [u8]) -> Result<(), CsmError> {
         self.set_prot(p, Prot::Read)?;
         self.heap.read_bytes(p as usize * self.ps(), buf);
+        if st.pages[p as usize].direct {
+            // The working copy is the master copy: nothing to publish.
+            self.meta.set_exclusive(p, self.me, false)?;
+            if self.migration {
+                self.meta.set_state(p, DirectoryState::Read)?;
+            }
+            st.pages[p as usize].state = PageState::Read;
+            st.stats.exclusive_exits += 1;
+            return Ok(());
+        }
         self.data.write_page(p, buf)?;
         self.stored_own_master(st, p);
         self.meta.set_exclusive(p, self.me, false)?;

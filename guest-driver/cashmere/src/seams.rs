@@ -2,8 +2,9 @@
 //! how data moves (diffs and page fetches), how metadata is kept (page
 //! directory and write notices), and how programs synchronise. The protocol
 //! core talks only to these traits; CSM-DMS implements all three with Memory
-//! Channel remote writes, broadcast and total order. CSM-MS or CSM-S would
-//! implement `DataPropagation` / `Metadata` with explicit messages instead.
+//! Channel remote writes, broadcast and total order; CSM-MS implements
+//! `DataPropagation` with diff messages (`ms_data`). CSM-S and CSM-None
+//! would implement `Metadata` / `Synchronization` with explicit messages.
 
 use std::ops::Range;
 
@@ -39,8 +40,38 @@ pub trait DataPropagation: Send + Sync {
         current: &[u32],
         runs: &[Range<usize>],
     ) -> Result<usize, CsmError>;
+    /// Whether `write_diff` sends a message the home applies and
+    /// acknowledges (CSM-MS, seed 000 s.2.3.1.2): the caller then sends the
+    /// request that delivers it and waits for the acknowledgement, which is
+    /// what orders the diff before the write notices. Otherwise the remote
+    /// writes themselves are the diff (CSM-DMS).
+    fn diffs_are_messages(&self) -> bool {
+        false
+    }
+    /// Post the body of the last diff message to `home` again (its request
+    /// is being retried).
+    fn repost_diff(&self, _home: u32) -> Result<(), CsmError> {
+        Ok(())
+    }
+    /// At the home: apply the diff message node `from` sent for `page` to
+    /// the master copy, with `buf` (two pages) as scratch; `false` when the
+    /// message is damaged (the sender asks again).
+    fn take_diff(&self, from: u32, page: u32, _buf: &mut [u8]) -> Result<bool, CsmError> {
+        Err(CsmError::BadRequest { from, page })
+    }
+    /// Whether the home's working copy in the heap is the master copy
+    /// itself (CSM-MS: shared data outside Memory Channel space), so the
+    /// home writes it directly without mapping anything.
+    fn master_in_heap(&self) -> bool {
+        false
+    }
     /// Overwrite the master copy of a page this node is home of.
     fn write_page(&self, page: u32, data: &[u8]) -> Result<(), CsmError>;
+    /// Where in this process the master copy of `page` is, if this node is
+    /// its home and the master copy is memory the node can take as its
+    /// working copy (CSM-DMS: the home's receive mapping). The home's
+    /// threads then write it directly (seed 000 s.2.3.2).
+    fn master_addr(&self, page: u32) -> Option<*const u8>;
     /// Read the master copy of a page (meaningful at its home).
     fn read_master(&self, page: u32, out: &mut [u8]) -> Result<(), CsmError>;
     /// Ask `home` for `page` (or a null request: `page == u32::MAX`).
@@ -53,6 +84,9 @@ pub trait DataPropagation: Send + Sync {
         -> Result<(), CsmError>;
     /// Sequence number of the newest reply to this node.
     fn reply_seq(&self) -> u32;
+    /// The word the newest reply answers (`messages::Request::word`, or a
+    /// "moved" or migration answer).
+    fn reply_word(&self) -> u32;
     /// Copy out the newest reply's data (`out` empty for a null request) and
     /// say whether it is reply `seq` for `page`, whole: `false` when a packet
     /// of it was lost or discarded on the way (the caller asks again).
@@ -82,6 +116,9 @@ pub trait Metadata: Send + Sync {
     ) -> Result<u32, CsmError>;
     /// Only the home calls this (it owns the page's shared word).
     fn set_exclusive(&self, page: u32, home: u32, on: bool) -> Result<(), CsmError>;
+    /// The home hands the page to `new_home` (migration): only the home
+    /// calls this.
+    fn set_home(&self, page: u32, new_home: u32) -> Result<(), CsmError>;
     /// Node `node`'s word of the page's entry, as this node's replica has it.
     fn state_of(&self, page: u32, node: u32) -> DirectoryState;
     /// This node's own word of the page's entry.

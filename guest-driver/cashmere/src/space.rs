@@ -1,17 +1,24 @@
 //! Where CSM-DMS keeps its state in Memory Channel space.
 //!
-//! Four coherent regions (every node transmits with loopback and receives),
-//! allocated by key, and one mailbox per node:
+//! Three coherent regions (every node transmits with loopback and receives),
+//! allocated by key, and two ordinary regions per node, which only that node
+//! receives:
 //!
 //! | region | contents |
 //! |---|---|
-//! | heap | the master copies: page p at `p * page_size`; the home's receive mapping is authoritative |
+//! | home region of node n | the master copies of the pages n is home of: page p at `p * page_size`, n's receive mapping; others write diffs into it point-to-point |
 //! | directory | per page `1 + nodes` words: the shared word (home + 1, Exclusive bit), then one word per node (its sharing state); then the directory lock (one word per node) |
 //! | notices | write-notice bin `[receiver][sender]`: SendIdx, RecvIdx, entries |
 //! | sync | the start barrier's arrival and sense words, the abort word, flags |
+//! | broadcast buffers (CSM-ADB) | slots of widely read pages, each a page and a header, received by every node (`adb`) |
 //! | mailbox of node n | what node n waits for: the reply to its page request, the echo of its own stores, barrier arrivals (node 0) and the barrier sense, page requests to it (`MailboxLayout`). Only node n receives it, with an interrupt on every store (seed 004's interrupt-on-receive regions), so a sleeping waiter is woken |
 
-pub const KEY_HEAP: u32 = 0xc5a0_0001;
+/// Node n's home region (its master copies) has key `KEY_HOME + n`.
+pub const KEY_HOME: u32 = 0xc5a0_0200;
+/// CSM-ADB's broadcast buffers (`adb`).
+pub const KEY_ADB: u32 = 0xc5a0_0300;
+/// Broadcast buffer slots at most (page p in slot p % slots).
+const ADB_SLOTS: u32 = 64;
 pub const KEY_DIR: u32 = 0xc5a0_0002;
 pub const KEY_WN: u32 = 0xc5a0_0004;
 pub const KEY_SYNC: u32 = 0xc5a0_0005;
@@ -37,6 +44,17 @@ impl CsmSpace {
         u64::from(self.pages) * u64::from(self.page_size)
     }
 
+    // ---- CSM-ADB's broadcast buffers: a slot is a page, then its header.
+    pub fn adb_slots(&self) -> u32 {
+        self.pages.clamp(1, ADB_SLOTS)
+    }
+    pub fn adb_stride(&self) -> usize {
+        self.page_size as usize + 64
+    }
+    pub fn adb_bytes(&self) -> u64 {
+        u64::from(self.adb_slots()) * self.adb_stride() as u64
+    }
+
     // ---- directory
     pub fn dir_bytes(&self) -> u64 {
         4 * u64::from(self.pages) * u64::from(self.nodes + 1) + 4 * u64::from(self.nodes)
@@ -59,11 +77,15 @@ impl CsmSpace {
         let ps = self.page_size as usize;
         let mp = mc_page as usize;
         let control = ps.div_ceil(mp) * mp;
+        let messages = control + 2 * mp;
+        let slot = (2 * ps).div_ceil(mp) * mp;
         MailboxLayout {
             nodes: self.nodes,
             control,
             requests: control + mp,
-            bytes: control + 2 * mp,
+            messages,
+            slot,
+            bytes: messages + self.nodes as usize * slot,
             mc_page: mp,
         }
     }
@@ -105,24 +127,21 @@ impl CsmSpace {
     }
 
     /// Coherent arena bytes all coherent regions need (with slack for
-    /// rounding).
+    /// rounding). The heap is not among them: the master copies are in the
+    /// nodes' home regions, ordinary regions.
     pub fn arena_bytes(&self, mc_page: u64) -> u64 {
-        [
-            self.heap_bytes(),
-            self.dir_bytes(),
-            self.wn_bytes(),
-            self.sync_bytes(),
-        ]
-        .iter()
-        .map(|b| b.div_ceil(mc_page) * mc_page)
-        .sum()
+        [self.dir_bytes(), self.wn_bytes(), self.sync_bytes()]
+            .iter()
+            .map(|b| b.div_ceil(mc_page) * mc_page)
+            .sum()
     }
 }
 
 /// A node's mailbox: the reply to its page request (the page's data from 0,
 /// then a 16-byte header on the control page), its control page (the
 /// header, its echo word, the barrier sense, the ring word, barrier
-/// arrivals), and its request page (one word per requester). Requests have
+/// arrivals), its request page (one word per requester), and a message slot
+/// per sender (a diff sent as a message, CSM-MS). Requests have
 /// a Memory Channel page of their own, so the interrupt says which kind of
 /// store arrived: the protocol thread answers requests itself and wakes the
 /// node's other waiters only for the rest.
@@ -131,6 +150,8 @@ pub struct MailboxLayout {
     nodes: u32,
     control: usize,
     requests: usize,
+    messages: usize,
+    slot: usize,
     bytes: usize,
     mc_page: usize,
 }
@@ -165,10 +186,20 @@ impl MailboxLayout {
     pub fn request(&self, requester: u32) -> usize {
         self.requests + 8 * requester as usize
     }
+    /// The message slot of `sender` (the body of a message, a diff, whose
+    /// request word follows it): room for a diff of a whole page in runs of
+    /// one word (`twin::encode_runs`), until this node acknowledges it.
+    pub fn message(&self, sender: u32) -> usize {
+        self.messages + sender as usize * self.slot
+    }
+    /// Bytes of a message slot.
+    pub fn message_bytes(&self) -> usize {
+        self.slot
+    }
     /// Whether page `page` of the mailbox (counted from its first) holds
-    /// the requests.
+    /// requests or their bodies (what the protocol thread answers itself).
     pub fn is_request_page(&self, page: u32) -> bool {
-        page as usize == self.requests / self.mc_page
+        page as usize >= self.requests / self.mc_page
     }
     pub fn bytes(&self) -> u64 {
         debug_assert!(128 + 8 * self.nodes as usize <= self.mc_page);

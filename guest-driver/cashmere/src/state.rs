@@ -37,6 +37,13 @@ pub struct PageInfo {
     /// leaves Exclusive). The master copy holds that store once the echo is
     /// back; 0 when there is nothing to wait for.
     pub own_store_echo: u64,
+    /// At the home: its working copy is its master copy (the receive
+    /// mapping, mapped into the heap's views), so its threads write the
+    /// master copy directly: no twins, no diffs, no refreshes, and write
+    /// notices for the page are ignored here (seed 000 s.2.3.2).
+    pub direct: bool,
+    /// Whether mapping the master copy as the working copy was tried.
+    pub direct_tried: bool,
 }
 
 pub struct State {
@@ -64,6 +71,25 @@ pub struct State {
     pub words: Box<[u32]>,
     /// The runs of the diff being made.
     pub runs: Vec<std::ops::Range<usize>>,
+    /// A diff message being applied at the home (two pages: a page of
+    /// one-word runs).
+    pub msg_buf: Box<[u8]>,
+    /// The Stale vector (seed 002 s.3): per page, as its home, the nodes
+    /// whose copy may lack a change to the master copy (bit n: node n).
+    /// A migration takes the page along only to a new home marked stale.
+    pub stale: Vec<u64>,
+    /// CSM-ADB, per page at its home: requests answered in the current
+    /// interval (`adb_interval`, the home's release count) and the previous
+    /// one, the serving pass of the last request, and whether this node has
+    /// a copy placed in the broadcast buffers.
+    pub adb_count: Vec<u16>,
+    pub adb_prev: Vec<u16>,
+    pub adb_interval: Vec<u64>,
+    pub adb_pass: Vec<u64>,
+    pub adb_placed: Vec<bool>,
+    /// Passes over the requests so far (requests answered in one pass came
+    /// "simultaneously").
+    pub serve_pass: u64,
 }
 
 impl State {
@@ -80,6 +106,8 @@ impl State {
                     fetched_at: 0,
                     notice_at: 0,
                     own_store_echo: 0,
+                    direct: false,
+                    direct_tried: false,
                 })
                 .collect(),
             dirty: Vec::with_capacity(n),
@@ -95,6 +123,14 @@ impl State {
             serving: false,
             words: vec![0u32; ps / 4].into_boxed_slice(),
             runs: Vec::with_capacity(ps / 8 + 1),
+            msg_buf: vec![0u8; 2 * ps + crate::twin::DIFF_HEADER].into_boxed_slice(),
+            stale: vec![u64::MAX; n],
+            adb_count: vec![0; n],
+            adb_prev: vec![0; n],
+            adb_interval: vec![0; n],
+            adb_pass: vec![u64::MAX; n],
+            adb_placed: vec![false; n],
+            serve_pass: 0,
         }
     }
 }

@@ -14,6 +14,16 @@ pub struct Stats {
     pub twins: u64,
     pub diffs: u64,
     pub diff_bytes: u64,
+    /// Of `diffs`, those a home made of its own writes into its own master
+    /// copy. The paper's home writes its master copy directly and makes none
+    /// (seed 000 s.2.3.2); here its working copy is separate memory from its
+    /// receive mapping, so its writes to a shared page reach the master copy
+    /// as diffs by loopback. Subtract them to compare with Table IV.
+    pub home_diffs: u64,
+    /// Pages this node is home of whose master copy (its receive mapping)
+    /// it maps as its working copy, writing it directly: no twins or diffs
+    /// at the home for them.
+    pub direct_home_pages: u64,
     pub write_notices_sent: u64,
     pub write_notices_received: u64,
     pub invalidations: u64,
@@ -42,16 +52,39 @@ pub struct Stats {
     pub echo_waits: u64,
     /// Requests to a receiver to drain its full write-notice bin.
     pub drain_requests: u64,
+    /// Diff messages this node applied as a home (CSM-MS).
+    pub diffs_applied: u64,
+    /// Diff messages that failed their check and were asked for again.
+    pub damaged_diffs: u64,
+    /// Requests answered "moved" (the node asked is no longer the page's
+    /// home) and sent to the home named.
+    pub moved_replies: u64,
+    /// Migration requests this node sent at write faults (CSM-MS-Mg).
+    pub migration_attempts: u64,
+    /// Of those, granted: this node became the page's home.
+    pub migrations: u64,
+    /// Migration requests this node granted as a home.
+    pub migrations_granted: u64,
+    /// CSM-ADB: pages this node, as their home, placed in the broadcast
+    /// buffers (Table IV's "ADB placements").
+    pub adb_placements: u64,
+    /// Page updates this node took from the broadcast buffers instead of
+    /// asking the home (Table IV's "ADB hits").
+    pub adb_hits: u64,
+    /// Broadcast copies this node killed as a home whose page changed.
+    pub adb_invalidations: u64,
 }
 
 impl fmt::Display for Stats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "faults r/w {}/{}, page transfers {} (+{} home refreshes), twins {}, diffs {} ({} B), \
+            "faults r/w {}/{}, page transfers {} (+{} home refreshes), twins {}, diffs {} ({} B, {} at the home), direct home pages {}, \
              write notices sent/received {}/{}, invalidations {}, incoming diffs {} ({} words), exclusive in/out {}/{}, \
              locks {}, barriers {}, flag waits {}, acquires/releases {}/{}, messages sent/served {}/{}, \
-             retries after timeout/damage {}/{}, echo waits {}, drain requests {}",
+             retries after timeout/damage {}/{}, echo waits {}, drain requests {}, diff messages applied {} (damaged {}), \
+             moved replies {}, migrations {} of {} attempts ({} granted here), \
+             broadcast placements/hits/kills {}/{}/{}",
             self.read_faults,
             self.write_faults,
             self.page_transfers,
@@ -59,6 +92,8 @@ impl fmt::Display for Stats {
             self.twins,
             self.diffs,
             self.diff_bytes,
+            self.home_diffs,
+            self.direct_home_pages,
             self.write_notices_sent,
             self.write_notices_received,
             self.invalidations,
@@ -76,7 +111,16 @@ impl fmt::Display for Stats {
             self.request_timeouts,
             self.damaged_replies,
             self.echo_waits,
-            self.drain_requests
+            self.drain_requests,
+            self.diffs_applied,
+            self.damaged_diffs,
+            self.moved_replies,
+            self.migrations,
+            self.migration_attempts,
+            self.migrations_granted,
+            self.adb_placements,
+            self.adb_hits,
+            self.adb_invalidations
         )
     }
 }

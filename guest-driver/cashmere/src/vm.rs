@@ -93,6 +93,66 @@ impl HeapMemory {
         Ok(())
     }
 
+    /// Put shared memory that this process already maps at `src` (the
+    /// home's receive mapping of its master copy) in place of the heap's
+    /// `[offset, offset + len)` in both views, so that the application
+    /// threads of the home write the master copy directly and see remote
+    /// diffs land in it (seed 000 s.2.3.2). The application view of the
+    /// range is left inaccessible. `mremap` with an old size of 0 makes a
+    /// second mapping of the same pages of a shared mapping (mremap(2)); a
+    /// private or huge-page source is refused, and the heap is then as it
+    /// was.
+    pub fn alias(&self, offset: usize, len: usize, src: *const u8) -> io::Result<()> {
+        assert!(offset + len <= self.len);
+        let move_to = |dst: *mut u8| -> io::Result<()> {
+            // SAFETY: `dst..dst + len` lies in our own mapping (asserted
+            // above), which MREMAP_FIXED replaces; `src` is the caller's
+            // shared mapping, which stays mapped (old size 0 moves nothing).
+            let r = unsafe {
+                libc::mremap(
+                    src as *mut libc::c_void,
+                    0,
+                    len,
+                    libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED,
+                    dst as *mut libc::c_void,
+                )
+            };
+            if r == libc::MAP_FAILED {
+                return Err(os_err("mremap (alias of the master copy)"));
+            }
+            Ok(())
+        };
+        if (src as usize) % 4096 != 0 || offset % 4096 != 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "master copy not page-aligned",
+            ));
+        }
+        // SAFETY: in bounds (asserted above).
+        let (app, proto) = unsafe { (self.app.add(offset), self.proto.add(offset)) };
+        move_to(app)?;
+        self.protect(offset, len, Prot::None)?;
+        if let Err(e) = move_to(proto) {
+            // Put the heap's own pages back under the application view.
+            // SAFETY: our own range and descriptor, mapped as at `new`.
+            let back = unsafe {
+                libc::mmap(
+                    app as *mut libc::c_void,
+                    len,
+                    libc::PROT_NONE,
+                    libc::MAP_SHARED | libc::MAP_FIXED,
+                    self.fd,
+                    offset as libc::off_t,
+                )
+            };
+            if back == libc::MAP_FAILED {
+                return Err(os_err("mmap (restoring the heap after a failed alias)"));
+            }
+            return Err(e);
+        }
+        Ok(())
+    }
+
     /// The protocol view of one page as 32-bit words (volatile copies).
     pub fn read_words(&self, offset: usize, out: &mut [u32]) {
         assert!(offset % 4 == 0 && offset + 4 * out.len() <= self.len);

@@ -63,6 +63,18 @@ enum GuestError {
         before: u64,
         now: u64,
     },
+    #[error("home assignment {}: {source}", path.display())]
+    HomesFile {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("home assignment {}: {source}", path.display())]
+    Homes {
+        path: PathBuf,
+        #[source]
+        source: cashmere::HomesError,
+    },
 }
 
 #[derive(Parser, Debug, Clone)]
@@ -111,6 +123,11 @@ enum GuestCommand {
         /// Samples per measurement.
         #[arg(long, default_value_t = 2000)]
         iters: u32,
+        /// `csm` only: the Cashmere protocol variant to measure (its diffs
+        /// are remote writes or messages; seed 000 Table II's MC Direct and
+        /// MC Messages columns).
+        #[arg(long, value_enum, default_value_t = csm::ProtocolVariant::Dms)]
+        variant: csm::ProtocolVariant,
     },
     /// Run a Cashmere (CSM-DMS) program, verified (every node must run it).
     Csm {
@@ -155,17 +172,34 @@ enum GuestCommand {
         /// (a shoot-down) instead of updating them by incoming diffs.
         #[arg(long)]
         no_incoming_diffs: bool,
+        /// A home keeps a working copy apart from its master copy and diffs
+        /// its own writes into it (instead of writing the master copy
+        /// directly, seed 000 s.2.3.2).
+        #[arg(long)]
+        home_diffs: bool,
         /// Also time the sequential version (sor, gauss, tsp) and print the
         /// speedup.
         #[arg(long)]
         sequential: bool,
-        /// Protocol variant (seed 000 Table I); only dms exists so far.
+        /// Protocol variant (seed 000 Table I): dms; ms (diffs as
+        /// messages, data outside Memory Channel space); ms-mg (ms with home
+        /// migration); adb (ms-mg with adaptive broadcast of widely read
+        /// pages).
         #[arg(long, value_enum, default_value_t = csm::ProtocolVariant::Dms)]
         variant: csm::ProtocolVariant,
         /// Append the run's record (JSON, one line: sizes, times, every
         /// node's counters and the totals) to FILE; node 0 writes it.
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,
+        /// Impose the page homes an earlier run recorded (--record-homes)
+        /// instead of first touch, as seed 000 imposed CSM-DMS's homes on
+        /// the other variants; the cluster size, page size and heap must
+        /// match. Every node reads FILE.
+        #[arg(long, value_name = "FILE")]
+        homes: Option<PathBuf>,
+        /// Write every page's home after the run to FILE (node 0 writes it).
+        #[arg(long, value_name = "FILE")]
+        record_homes: Option<PathBuf>,
         /// Print where each thread's time went in the timed part (compute,
         /// faults, fetches, diffs, barriers, locks, flags, answering other
         /// nodes; time on a core and waiting for one).
@@ -296,6 +330,18 @@ fn info(cli: &GuestCli) -> Result<(), GuestError> {
     Ok(())
 }
 
+/// A home assignment recorded by `--record-homes`.
+fn read_homes(path: &std::path::Path) -> Result<cashmere::HomeAssignment, GuestError> {
+    let text = std::fs::read_to_string(path).map_err(|source| GuestError::HomesFile {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    cashmere::HomeAssignment::parse(&text).map_err(|source| GuestError::Homes {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
 /// `mc-guest csm`: size the heap (and a virtual guest's RAM) for the
 /// problem, run it, print the outcome, and append the record if asked.
 fn csm_main(
@@ -303,6 +349,7 @@ fn csm_main(
     mut p: csm::Params,
     heap_kib: Option<usize>,
     json: Option<&std::path::Path>,
+    record_homes: Option<&std::path::Path>,
 ) -> Result<(), GuestError> {
     let nodes: u32 = std::env::var("MC_NODES")
         .ok()
@@ -315,10 +362,14 @@ fn csm_main(
         // nodes there are, and the heap is checked again below.
         None => p.heap_needed(nodes)?.max(1 << 20),
     };
-    let arena = (4 << 20) + 2 * p.heap_bytes as u64;
+    // The coherent arena holds Cashmere's directory, write-notice bins and
+    // synchronisation words (sized here for up to 8 nodes, or MC_NODES if
+    // more); the master copies are in each node's home region, an ordinary
+    // region the guest receives into its RAM, as are the mailboxes.
+    let arena = (4 << 20) + 2 * p.config().space(nodes.max(8)).arena_bytes(8192);
     let ram_mib = cli
         .ram_mib
-        .unwrap_or_else(|| 64.max((arena >> 20) as usize + 32));
+        .unwrap_or_else(|| 64.max(((4 << 20) + 2 * p.heap_bytes) >> 20) + 32);
     let cli = GuestCli {
         ram_mib: Some(ram_mib),
         ..cli.clone()
@@ -357,6 +408,12 @@ fn csm_main(
         }
     })?;
     println!("{o}");
+    if let (Some(path), 0) = (record_homes, mc.node_id().0) {
+        std::fs::write(path, o.homes.render()).map_err(|source| GuestError::HomesFile {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    }
     if let Some(path) = json {
         let mine = csm::record::NodeReport::from_outcome(&o);
         if let Some(all) = csm::gather::collect(&mc, &mine)? {
@@ -380,10 +437,11 @@ fn main() -> ExitCode {
         GuestCommand::Bench {
             which: bench::Which::Csm,
             iters,
+            variant,
         } => open(&cli).and_then(|mc| {
-            let rows = csm::bench::run(&mc, *iters)?;
+            let rows = csm::bench::run(&mc, *iters, *variant)?;
             if mc.node_id().0 == 0 {
-                print!("{}", csm::bench::format(&rows, mc.nodes()));
+                print!("{}", csm::bench::format(&rows, mc.nodes(), *variant));
             }
             Ok(())
         }),
@@ -399,10 +457,13 @@ fn main() -> ExitCode {
             heap_kib,
             no_exclusive,
             no_incoming_diffs,
+            home_diffs,
             sequential,
             variant,
             json,
             stats,
+            homes,
+            record_homes,
         } => {
             let mut p = csm::Params::new(*app, *threads);
             p.size = *size;
@@ -411,13 +472,20 @@ fn main() -> ExitCode {
             p.page_size = *page_size;
             p.exclusive_mode = !no_exclusive;
             p.incoming_diffs = !no_incoming_diffs;
+            p.home_direct = !home_diffs;
             p.time_sequential = *sequential;
             p.preset = *preset;
             p.variant = *variant;
             p.time_breakdown = *stats;
-            csm_main(&cli, p, *heap_kib, json.as_deref())
+            match homes.as_deref().map(read_homes).transpose() {
+                Ok(h) => {
+                    p.homes = h.map(std::sync::Arc::new);
+                    csm_main(&cli, p, *heap_kib, json.as_deref(), record_homes.as_deref())
+                }
+                Err(e) => Err(e),
+            }
         }
-        GuestCommand::Bench { which, iters } => open(&cli).and_then(|mc| {
+        GuestCommand::Bench { which, iters, .. } => open(&cli).and_then(|mc| {
             let report = bench::run(&mc, *which, *iters)?;
             if mc.node_id().0 == 0 {
                 print!("{}", bench::format(&report));

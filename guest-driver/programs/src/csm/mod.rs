@@ -132,11 +132,16 @@ pub struct Params {
     pub exclusive_mode: bool,
     /// Update write-noticed pages with local writers by incoming diffs (2L).
     pub incoming_diffs: bool,
+    /// A home writes its master copy directly (seed 000 s.2.3.2); off, it
+    /// diffs its writes into it (`--home-diffs`).
+    pub home_direct: bool,
+    /// Homes imposed from an earlier run (`--homes`); first touch without.
+    pub homes: Option<std::sync::Arc<cashmere::HomeAssignment>>,
     /// Also time the app's sequential version on this node (sor, gauss, tsp).
     pub time_sequential: bool,
     /// Named problem size; `size` and `iters` override parts of it.
     pub preset: Option<Preset>,
-    /// The protocol (only CSM-DMS exists today).
+    /// The protocol variant (seed 000 Table I; `ProtocolVariant` lists those built).
     pub variant: ProtocolVariant,
     /// Report where each thread's time went ([`Outcome::breakdown`]).
     pub time_breakdown: bool,
@@ -155,6 +160,8 @@ impl Params {
             heap_bytes: 1 << 20,
             exclusive_mode: true,
             incoming_diffs: true,
+            home_direct: true,
+            homes: None,
             time_sequential: false,
             time_breakdown: false,
             preset: None,
@@ -207,6 +214,9 @@ impl Params {
             flags: 64.max(rows as u32),
             exclusive_mode: self.exclusive_mode,
             incoming_diffs: self.incoming_diffs,
+            home_direct: self.home_direct,
+            homes: self.homes.clone(),
+            variant: self.variant.protocol(),
         }
     }
 }
@@ -237,6 +247,9 @@ pub struct Outcome {
     /// Where each application thread's time went in the timed part, then
     /// the protocol thread's (when asked for: `Params::time_breakdown`).
     pub breakdown: Vec<TimeBreakdown>,
+    /// Every page's home as this node knew it after the final barrier
+    /// (`--record-homes`).
+    pub homes: cashmere::HomeAssignment,
 }
 
 impl std::fmt::Display for Outcome {
@@ -389,5 +402,6 @@ pub fn run(mc: &MemoryChannel, p: &Params) -> Result<Outcome, AppError> {
         problem,
         summary,
         breakdown: times,
+        homes: csm.homes(),
     })
 }

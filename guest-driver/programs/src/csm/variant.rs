@@ -1,7 +1,8 @@
 //! Which Cashmere protocol variant a run uses (seed 000 Table I), as
-//! `mc-guest csm --variant` names it and records carry it. Only CSM-DMS
-//! exists today; the other variants (MS, S, None, MS-Mg, None-Mg, ADB) are
-//! added here as Cashmere grows them.
+//! `mc-guest csm --variant` names it and records carry it. CSM-DMS, CSM-MS,
+//! CSM-MS-Mg and CSM-ADB (2L) exist; CSM-S, CSM-None, CSM-None-Mg and
+//! CSM-ADB (1L) do not yet (docs/cashmere.md, "Variants"), and are not
+//! offered.
 
 /// A protocol variant of Cashmere.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -10,13 +11,42 @@ pub enum ProtocolVariant {
     /// writes, broadcast and total order (seed 000 s.2.3.1.1).
     #[default]
     Dms,
+    /// CSM-MS: shared data outside Memory Channel space, diffs as messages
+    /// the home applies and acknowledges; metadata and synchronisation by
+    /// Memory Channel (seed 000 s.2.3.1.2).
+    Ms,
+    /// CSM-MS-Mg: CSM-MS with home migration: a node that write-faults on a
+    /// page whose home is not writing it becomes its home (seed 000 s.2.3.2).
+    MsMg,
+    /// CSM-ADB (Table I's 2L row): CSM-MS-Mg, and a home that sees several
+    /// consumers of a page broadcasts it through buffers every node
+    /// receives (seed 000 s.2.3.3).
+    Adb,
 }
 
 impl ProtocolVariant {
+    /// Every variant `--variant` offers.
+    pub fn all() -> &'static [ProtocolVariant] {
+        <ProtocolVariant as clap::ValueEnum>::value_variants()
+    }
+
     /// The name on the command line and in records.
     pub fn name(self) -> &'static str {
         match self {
             ProtocolVariant::Dms => "dms",
+            ProtocolVariant::Ms => "ms",
+            ProtocolVariant::MsMg => "ms-mg",
+            ProtocolVariant::Adb => "adb",
+        }
+    }
+
+    /// The protocol Cashmere runs for it.
+    pub fn protocol(self) -> cashmere::CsmVariant {
+        match self {
+            ProtocolVariant::Dms => cashmere::CsmVariant::Dms,
+            ProtocolVariant::Ms => cashmere::CsmVariant::Ms,
+            ProtocolVariant::MsMg => cashmere::CsmVariant::MsMg,
+            ProtocolVariant::Adb => cashmere::CsmVariant::Adb,
         }
     }
 }

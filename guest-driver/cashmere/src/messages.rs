@@ -1,0 +1,270 @@
+//! Request/reply through the nodes' mailboxes (seed 002 s.5), the one
+//! message layer every variant uses: a request is one 8-byte word
+//! (`seq << 32 | page`) in the receiver's request page, posted after the
+//! message's body if it has one (a diff, CSM-MS); a reply is the data, then
+//! a 16-byte header (sequence, page, checksum) in the requester's mailbox.
+//! Per-source FIFO and packet-by-packet delivery make a receiver that sees
+//! the word or the header see everything posted before it; the checksum
+//! catches a reply whose packets were lost, and the requester asks again.
+
+use std::sync::Arc;
+
+use super::mailbox::Mailboxes;
+use super::CsmError;
+
+/// What a request asks for: its word's low 32 bits (`seq << 32 | word`).
+/// Pages are fewer than 2^28; the kind is in the top bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Request {
+    /// Nothing: the Table II null message.
+    Null,
+    /// Empty your write-notice bins (the sender's is full; seed 002 s.4.3).
+    Drain,
+    /// The page (the home's master copy).
+    Page(u32),
+    /// Apply the diff whose body is in the sender's message slot (CSM-MS),
+    /// then acknowledge.
+    Diff(u32),
+    /// Become the page's home (CSM-MS-Mg, seed 000 s.2.3.2).
+    Migrate(u32),
+}
+
+const NULL: u32 = u32::MAX;
+const DRAIN: u32 = u32::MAX - 1;
+const DIFF: u32 = 1 << 31;
+const MIGRATE: u32 = 1 << 30;
+/// In a reply to `Migrate`: refused (the home is writing the page).
+pub const DENIED: u32 = 1 << 29;
+/// In a reply to `Migrate`: granted, and the reply carries the page (the
+/// home's Stale vector says the new home's copy is out of date).
+pub const WITH_PAGE: u32 = 1 << 28;
+/// The largest page number a request can carry.
+pub const MAX_PAGE: u32 = (1 << 28) - 1;
+/// A reply word saying "not the home here; ask node n" (low bits).
+const MOVED: u32 = 0xfffe_0000;
+
+impl Request {
+    pub fn word(self) -> u32 {
+        match self {
+            Request::Null => NULL,
+            Request::Drain => DRAIN,
+            Request::Page(p) => p,
+            Request::Diff(p) => DIFF | p,
+            Request::Migrate(p) => MIGRATE | p,
+        }
+    }
+
+    pub fn decode(w: u32) -> Request {
+        match w {
+            NULL => Request::Null,
+            DRAIN => Request::Drain,
+            w if w & DIFF != 0 => Request::Diff(w & MAX_PAGE),
+            w if w & MIGRATE != 0 => Request::Migrate(w & MAX_PAGE),
+            w => Request::Page(w),
+        }
+    }
+
+    /// The page it is about, if any.
+    pub fn page(self) -> Option<u32> {
+        match self {
+            Request::Null | Request::Drain => None,
+            Request::Page(p) | Request::Diff(p) | Request::Migrate(p) => Some(p),
+        }
+    }
+
+    /// Whether the reply word `reply` comes with the page's data.
+    pub fn reply_has_page(self, reply: u32) -> bool {
+        match self {
+            Request::Page(_) => true,
+            Request::Migrate(_) => reply & WITH_PAGE != 0 && reply & DENIED == 0,
+            _ => false,
+        }
+    }
+}
+
+/// The reply word that sends the requester to node `home`.
+pub fn moved(home: u32) -> u32 {
+    MOVED | home
+}
+
+/// The node a reply word sends the requester to, if it is a "moved" reply.
+pub fn moved_to(reply: u32) -> Option<u32> {
+    (reply & 0xffff_0000 == MOVED && reply & 0xffff < 64).then_some(reply & 0xffff)
+}
+
+pub struct MailRequests {
+    me: u32,
+    mail: Arc<Mailboxes>,
+}
+
+impl MailRequests {
+    pub fn new(me: u32, mail: Arc<Mailboxes>) -> MailRequests {
+        MailRequests { me, mail }
+    }
+
+    /// Ask node `home` for `page` (or a null, drain or diff request).
+    pub fn send_request(&self, home: u32, seq: u32, page: u32) -> Result<(), CsmError> {
+        let w = (u64::from(seq) << 32) | u64::from(page);
+        // One aligned 8-byte store: one packet, whole or not at all.
+        self.mail.post_u64(home, self.mail.at().request(self.me), w)
+    }
+
+    /// The newest request from node `from`: (sequence, page).
+    pub fn poll_request(&self, from: u32) -> (u32, u32) {
+        let w = self.mail.load_u64(self.mail.at().request(from));
+        ((w >> 32) as u32, w as u32)
+    }
+
+    /// Answer request `seq` of node `to`, with data or none.
+    pub fn send_reply(
+        &self,
+        to: u32,
+        seq: u32,
+        page: u32,
+        data: Option<&[u8]>,
+    ) -> Result<(), CsmError> {
+        let d = data.unwrap_or(&[]);
+        let header = ReplyHeader {
+            seq,
+            page,
+            checksum: checksum(seq, page, d),
+        }
+        .encode();
+        // Data first, then the header: a requester that sees the header has
+        // every earlier packet of this node's (per-source FIFO, packet by
+        // packet). The header is one aligned 16-byte store, one packet.
+        if !d.is_empty() {
+            self.mail.post(to, self.mail.at().reply_data(), d)?;
+        }
+        self.mail.post(to, self.mail.at().reply_header(), &header)
+    }
+
+    /// Sequence number of the newest reply to this node.
+    pub fn reply_seq(&self) -> u32 {
+        self.mail.load_u32(self.mail.at().reply_header())
+    }
+
+    /// The word the newest reply answers (its request's, or a "moved" or
+    /// migration answer).
+    pub fn reply_word(&self) -> u32 {
+        self.mail.load_u32(self.mail.at().reply_header() + 4)
+    }
+
+    /// Copy out the newest reply's data and say whether it is reply `seq`
+    /// for `page`, whole.
+    pub fn read_reply(&self, seq: u32, page: u32, out: &mut [u8]) -> Result<bool, CsmError> {
+        // Data before header: a stray late reply landing in between makes
+        // the checksum disagree, never passes for this one.
+        self.mail.read(self.mail.at().reply_data(), out)?;
+        let mut h = [0u8; 16];
+        self.mail.read(self.mail.at().reply_header(), &mut h)?;
+        let h = ReplyHeader::decode(&h);
+        Ok(h.seq == seq && h.page == page && h.checksum == checksum(seq, page, out))
+    }
+}
+
+/// The first 16 bytes of a reply buffer.
+struct ReplyHeader {
+    seq: u32,
+    page: u32,
+    checksum: u64,
+}
+
+impl ReplyHeader {
+    fn encode(&self) -> [u8; 16] {
+        let mut b = [0u8; 16];
+        b[..4].copy_from_slice(&self.seq.to_le_bytes());
+        b[4..8].copy_from_slice(&self.page.to_le_bytes());
+        b[8..].copy_from_slice(&self.checksum.to_le_bytes());
+        b
+    }
+
+    fn decode(b: &[u8; 16]) -> ReplyHeader {
+        let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+        ReplyHeader {
+            seq: u32_at(0),
+            page: u32_at(4),
+            checksum: u64::from(u32_at(8)) | u64::from(u32_at(12)) << 32,
+        }
+    }
+}
+
+/// End-to-end check of a reply: the Memory Channel delivers a packet whole
+/// or not at all (a corrupted one is discarded by the CRC), so what a lost
+/// packet leaves behind is stale bytes from an earlier reply. Any
+/// well-mixed hash over the sequence, the page and the data tells them apart.
+pub(crate) fn checksum(seq: u32, page: u32, data: &[u8]) -> u64 {
+    let mix = |h: u64, w: u64| {
+        let h = (h ^ w).wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h ^ (h >> 32)
+    };
+    let mut h = mix(
+        0x9e37_79b9_7f4a_7c15,
+        u64::from(seq) << 32 | u64::from(page),
+    );
+    let mut words = data.chunks_exact(8);
+    for w in &mut words {
+        h = mix(
+            h,
+            u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]),
+        );
+    }
+    let rest = words.remainder();
+    if !rest.is_empty() {
+        let mut b = [0u8; 8];
+        b[..rest.len()].copy_from_slice(rest);
+        h = mix(h, u64::from_le_bytes(b) ^ (rest.len() as u64) << 56);
+    }
+    mix(h, data.len() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_words_round_trip_and_moved_replies_are_apart() {
+        for r in [
+            Request::Null,
+            Request::Drain,
+            Request::Page(0),
+            Request::Page(MAX_PAGE),
+            Request::Diff(7),
+            Request::Migrate(MAX_PAGE),
+        ] {
+            assert_eq!(Request::decode(r.word()), r);
+            assert_eq!(moved_to(r.word()), None);
+        }
+        assert_eq!(moved_to(moved(3)), Some(3));
+        let m = Request::Migrate(5);
+        assert!(m.reply_has_page(m.word() | WITH_PAGE));
+        assert!(!m.reply_has_page(m.word()));
+        assert!(!m.reply_has_page(m.word() | DENIED));
+    }
+
+    #[test]
+    fn the_checksum_tells_stale_data_and_other_requests_apart() {
+        let page: Vec<u8> = (0..8192u32).map(|i| (i * 7) as u8).collect();
+        let c = checksum(5, 3, &page);
+        assert_eq!(c, checksum(5, 3, &page));
+        assert_ne!(c, checksum(6, 3, &page), "another request");
+        assert_ne!(c, checksum(5, 4, &page), "another page");
+        for lost in [0usize, 32, 8160] {
+            let mut stale = page.clone();
+            stale[lost..lost + 32].fill(0);
+            assert_ne!(c, checksum(5, 3, &stale), "packet at {lost} lost");
+        }
+        assert_ne!(checksum(1, 0, &[]), checksum(1, 0, &[0]));
+    }
+
+    #[test]
+    fn a_reply_header_round_trips() {
+        let h = ReplyHeader {
+            seq: 0xdead_beef,
+            page: 42,
+            checksum: 0x0123_4567_89ab_cdef,
+        };
+        let d = ReplyHeader::decode(&h.encode());
+        assert_eq!((d.seq, d.page, d.checksum), (h.seq, h.page, h.checksum));
+    }
+}
