@@ -10,7 +10,7 @@
 
 use crate::node::Node;
 use crate::seams::DirectoryState;
-use crate::state::{PageState, State};
+use crate::state::{PageState, ProtocolState};
 use crate::times::{self, Activity};
 use crate::twin;
 use crate::vm::Prot;
@@ -21,7 +21,7 @@ impl Node {
     /// invalidate those pages, flushing a dirty one first. A notice older than
     /// the page's last fetch is already reflected in it and is skipped (the
     /// timestamps of seed 000 s.2.1).
-    pub(crate) fn acquire(&self, st: &mut State) -> Result<(), CsmError> {
+    pub(crate) fn acquire(&self, st: &mut ProtocolState) -> Result<(), CsmError> {
         let _acquire = times::enter(Activity::Acquire);
         st.clock += 1;
         st.stats.acquires += 1;
@@ -74,7 +74,7 @@ impl Node {
     /// With one shared mapping per node this happens at the acquire, not at
     /// the next access: the page is never made inaccessible, so there is no
     /// fault to defer it to.
-    fn incoming_diff(&self, st: &mut State, p: u32) -> Result<(), CsmError> {
+    fn incoming_diff(&self, st: &mut ProtocolState, p: u32) -> Result<(), CsmError> {
         st.clock += 1;
         let stamp = st.clock;
         st.clock += 1;

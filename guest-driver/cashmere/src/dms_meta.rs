@@ -25,7 +25,7 @@ use mc_api::{MemoryChannel, RxRegion, Sharing, TxRegion};
 use super::mailbox::Mailboxes;
 use super::seams::{DirectoryState, Metadata};
 use super::space::{CsmSpace, EXCLUSIVE, KEY_DIR, KEY_WN};
-use super::wait::{await_echo, Doorbell};
+use super::wait::{await_echo, FutexBell};
 use super::CsmError;
 
 /// How long a home assignment waits for the directory lock.
@@ -43,7 +43,7 @@ pub struct DmsMeta {
     /// Tickets for the directory lock.
     ticket: AtomicU32,
     mail: Arc<Mailboxes>,
-    bell: Arc<Doorbell>,
+    bell: Arc<FutexBell>,
     /// SendIdx per receiver, RecvIdx per sender (this node's copies).
     idx: Mutex<(Vec<u64>, Vec<u64>)>,
 }
@@ -53,7 +53,7 @@ impl DmsMeta {
         mc: &MemoryChannel,
         space: CsmSpace,
         mail: Arc<Mailboxes>,
-        bell: Arc<Doorbell>,
+        bell: Arc<FutexBell>,
     ) -> Result<DmsMeta, CsmError> {
         let dir = mc.region_alloc(KEY_DIR, space.dir_bytes(), true)?;
         let wn = mc.region_alloc(KEY_WN, space.wn_bytes(), true)?;

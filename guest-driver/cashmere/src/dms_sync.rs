@@ -20,7 +20,7 @@ use mc_api::{LockSet, MemoryChannel, RxRegion, Sharing, TxRegion};
 use super::mailbox::Mailboxes;
 use super::seams::Synchronization;
 use super::space::{CsmSpace, KEY_LOCKS, KEY_SYNC};
-use super::wait::{Doorbell, WaitFor};
+use super::wait::{FutexBell, WaitKind};
 use super::{BarrierWait, CsmError};
 
 const WAIT: Duration = Duration::from_secs(300);
@@ -52,7 +52,7 @@ pub struct DmsSync {
     tx: TxRegion,
     rx: RxRegion,
     mail: Arc<Mailboxes>,
-    bell: Arc<Doorbell>,
+    bell: Arc<FutexBell>,
 }
 
 impl DmsSync {
@@ -61,7 +61,7 @@ impl DmsSync {
         space: CsmSpace,
         locks: u32,
         mail: Arc<Mailboxes>,
-        bell: Arc<Doorbell>,
+        bell: Arc<FutexBell>,
     ) -> Result<DmsSync, CsmError> {
         let id = mc.region_alloc(KEY_SYNC, space.sync_bytes(), true)?;
         let locks = locks.max(1);
@@ -190,7 +190,7 @@ impl Synchronization for DmsSync {
             // Every other node's arrival is in our mailbox, after its
             // release (its diffs and notices) in its FIFO order: seeing it,
             // we have everything it sent before (total order).
-            self.bell.wait(WaitFor::Remote, || {
+            self.bell.wait(WaitKind::Remote, || {
                 if (1..s.nodes).all(|n| self.mail.load_u64(at.arrival(n)) >= episode) {
                     return Ok(Some(()));
                 }
@@ -204,7 +204,7 @@ impl Synchronization for DmsSync {
             self.mail.post_u64(0, at.arrival(self.me), episode)?;
             // The sense comes after every arrival in the total order, so a
             // node that sees it has every notice sent to it before them.
-            self.bell.wait(WaitFor::Remote, || {
+            self.bell.wait(WaitKind::Remote, || {
                 if self.mail.load_u64(at.sense()) >= episode {
                     return Ok(Some(()));
                 }

@@ -16,7 +16,7 @@ use std::sync::atomic::Ordering;
 use crate::messages::{Request, DENIED, WITH_PAGE};
 use crate::node::Node;
 use crate::seams::DirectoryState;
-use crate::state::{PageState, State};
+use crate::state::{PageState, ProtocolState};
 use crate::times::{self, Activity};
 use crate::vm::Prot;
 use crate::CsmError;
@@ -51,7 +51,7 @@ impl Node {
         }
     }
 
-    fn read_fault(&self, st: &mut State, p: u32) -> Result<(), CsmError> {
+    fn read_fault(&self, st: &mut ProtocolState, p: u32) -> Result<(), CsmError> {
         st.clock += 1;
         st.stats.read_faults += 1;
         if self.home_of(st, p)? == self.me && st.pages[p as usize].direct {
@@ -87,7 +87,7 @@ impl Node {
         self.set_prot(p, Prot::Read)
     }
 
-    fn write_fault(&self, st: &mut State, p: u32) -> Result<(), CsmError> {
+    fn write_fault(&self, st: &mut ProtocolState, p: u32) -> Result<(), CsmError> {
         st.clock += 1;
         st.stats.write_faults += 1;
         let mut home = self.home_of(st, p)?;
@@ -170,7 +170,7 @@ impl Node {
     /// brought up to date from the reply if the old home's Stale vector
     /// said so, and this node writes it directly from now on: no twin, no
     /// diff. Returns whether it became the home.
-    fn migrate_here(&self, st: &mut State, p: u32, home: u32) -> Result<bool, CsmError> {
+    fn migrate_here(&self, st: &mut ProtocolState, p: u32, home: u32) -> Result<bool, CsmError> {
         if self.meta.state_of(p, home) == DirectoryState::ReadWrite {
             return Ok(false);
         }
@@ -218,7 +218,12 @@ impl Node {
     /// us a write notice (`release`). Without the wait the home could read
     /// its copy before such an earlier diff lands, and get no notice for it.
     /// The same echo covers the home's own last store into the page.
-    pub(crate) fn home_copy(&self, st: &mut State, p: u32, out: &mut [u8]) -> Result<(), CsmError> {
+    pub(crate) fn home_copy(
+        &self,
+        st: &mut ProtocolState,
+        p: u32,
+        out: &mut [u8],
+    ) -> Result<(), CsmError> {
         let home = self.home_of(st, p)?;
         if home == self.me {
             st.stats.echo_waits += 1;

@@ -19,9 +19,9 @@ use std::time::{Duration, Instant};
 
 use crate::messages::{moved_to, Request};
 use crate::node::Node;
-use crate::state::State;
+use crate::state::ProtocolState;
 use crate::times::{self, Activity};
-use crate::wait::WaitFor;
+use crate::wait::WaitKind;
 use crate::CsmError;
 
 /// How long a page request waits for its reply before asking again. A reply
@@ -46,7 +46,7 @@ impl Node {
     /// [`Request::Migrate`] the reply must answer the request itself.
     pub(crate) fn fetch(
         &self,
-        st: &mut State,
+        st: &mut ProtocolState,
         home: u32,
         req: Request,
         buf: &mut [u8],
@@ -66,7 +66,7 @@ impl Node {
     /// request is idempotent at the home, so asking twice is harmless.
     pub(crate) fn request(
         &self,
-        st: &mut State,
+        st: &mut ProtocolState,
         mut home: u32,
         req: Request,
         buf: &mut [u8],
@@ -88,7 +88,7 @@ impl Node {
             self.data.send_request(home, seq, word)?;
             st.stats.messages_sent += 1;
             let sent = Instant::now();
-            let heard = self.bell.wait(WaitFor::Remote, || {
+            let heard = self.bell.wait(WaitKind::Remote, || {
                 if self.data.reply_seq() == seq {
                     return Ok(Some(Heard::Reply));
                 }

@@ -66,11 +66,11 @@ pub use times::TimeBreakdown;
 use mailbox::Mailboxes;
 use messages::Request;
 use node::{protocol_thread, window, LocalBarrier, Node};
-use state::State;
+use state::ProtocolState;
 use times::Activity;
 use twin::TwinSpace;
 use vm::HeapMemory;
-use wait::{Doorbell, WaitFor};
+use wait::{FutexBell, WaitKind};
 
 /// The protocol variant (seed 000 Table I): how data, metadata and
 /// synchronisation move between nodes.
@@ -177,7 +177,7 @@ impl Csm {
         let ps = cfg.page_size as usize;
         let heap = Arc::new(HeapMemory::new(space.heap_bytes() as usize)?);
         let twins = TwinSpace::new(space.pages as usize, ps / 4)?;
-        let bell = Arc::new(Doorbell::default());
+        let bell = Arc::new(FutexBell::default());
         // Before the start barrier: no node writes to a mailbox before its
         // owner receives it.
         let mail = Arc::new(Mailboxes::new(mc, space)?);
@@ -215,7 +215,7 @@ impl Csm {
             mail,
             bell,
             signal,
-            state: Mutex::new(State::new(space.pages, nodes, cfg.page_size)),
+            state: Mutex::new(ProtocolState::new(space.pages, nodes, cfg.page_size)),
             served: (0..nodes).map(|_| AtomicU32::new(0)).collect(),
             stop: AtomicBool::new(false),
             local: Mutex::new(LocalBarrier {
@@ -483,7 +483,7 @@ impl Csm {
     pub fn flag_wait(&self, flag: u32) -> Result<u64, CsmError> {
         let v = {
             let _flag = times::enter(Activity::Flag);
-            self.node.bell.wait(WaitFor::Remote, || {
+            self.node.bell.wait(WaitKind::Remote, || {
                 let v = self.node.sync.flag_get(flag)?;
                 if v != 0 {
                     return Ok::<_, CsmError>(Some(v));

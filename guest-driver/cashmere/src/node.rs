@@ -26,11 +26,11 @@ use crate::homes::HomeAssignment;
 use crate::mailbox::Mailboxes;
 use crate::seams::{DataPropagation, Metadata, Synchronization};
 use crate::sigsegv;
-use crate::state::{State, StateGuard};
+use crate::state::{ProtocolState, StateGuard};
 use crate::times::{self, Activity, TimeBreakdown};
 use crate::twin::TwinSpace;
 use crate::vm::{HeapMemory, Prot};
-use crate::wait::{await_echo, Doorbell};
+use crate::wait::{await_echo, FutexBell};
 use crate::CsmError;
 
 /// The node's own barrier: its threads arrive here, and the last one takes
@@ -92,10 +92,10 @@ pub(crate) struct Node {
     pub(crate) sync: Box<dyn Synchronization>,
     pub(crate) mc: MemoryChannel,
     pub(crate) mail: Arc<Mailboxes>,
-    pub(crate) bell: Arc<Doorbell>,
+    pub(crate) bell: Arc<FutexBell>,
     /// The adapter's event signal, if the transport has one.
     pub(crate) signal: Option<EventSignal>,
-    pub(crate) state: Mutex<State>,
+    pub(crate) state: Mutex<ProtocolState>,
     /// The last request answered per node (as in the state), for the
     /// protocol thread to look at without the state.
     pub(crate) served: Box<[AtomicU32]>,
@@ -142,7 +142,7 @@ impl Node {
         }
     }
 
-    pub(crate) fn home_of(&self, st: &mut State, p: u32) -> Result<u32, CsmError> {
+    pub(crate) fn home_of(&self, st: &mut ProtocolState, p: u32) -> Result<u32, CsmError> {
         if let Some(h) = st.pages[p as usize].home {
             return Ok(h);
         }
@@ -166,7 +166,7 @@ impl Node {
     /// cannot be mapped (a private or huge-page receive memory), the home
     /// keeps a separate working copy and diffs its writes into the master
     /// copy by loopback.
-    fn map_master(&self, st: &mut State, p: u32) {
+    fn map_master(&self, st: &mut ProtocolState, p: u32) {
         let pg = &mut st.pages[p as usize];
         if pg.direct_tried || !(self.home_direct || self.data.master_in_heap()) {
             return;
@@ -217,7 +217,11 @@ impl Node {
     /// that is ordered before (total order, loopback in order). With the
     /// node's state in hand, answer requests meanwhile (other nodes may be
     /// waiting for this one).
-    pub(crate) fn await_echo(&self, mut st: Option<&mut State>, mark: u64) -> Result<(), CsmError> {
+    pub(crate) fn await_echo(
+        &self,
+        mut st: Option<&mut ProtocolState>,
+        mark: u64,
+    ) -> Result<(), CsmError> {
         let start = Instant::now();
         await_echo(
             &self.bell,
@@ -252,7 +256,7 @@ impl Node {
     /// own use: its own last store into it (a diff of its writes, or the
     /// page published as it left Exclusive) must have come back, or it
     /// would read the copy from before its own writes.
-    pub(crate) fn settle_own_master(&self, st: &mut State, p: u32) -> Result<(), CsmError> {
+    pub(crate) fn settle_own_master(&self, st: &mut ProtocolState, p: u32) -> Result<(), CsmError> {
         let want = st.pages[p as usize].own_store_echo;
         if want != 0 && self.data.echo_seen() < want {
             st.stats.echo_waits += 1;
@@ -265,7 +269,7 @@ impl Node {
 
     /// This node has just stored into its own master copy of `p`: note the
     /// first echo that will follow it.
-    pub(crate) fn stored_own_master(&self, st: &mut State, p: u32) {
+    pub(crate) fn stored_own_master(&self, st: &mut ProtocolState, p: u32) {
         st.pages[p as usize].own_store_echo = self.data.echo_posted() + 1;
     }
 
@@ -276,7 +280,7 @@ impl Node {
     /// or write notices). A copy may be there if this node placed it, or an
     /// earlier home did (ordered before this node became the home, so in
     /// its receive copy now).
-    pub(crate) fn adb_invalidate(&self, st: &mut State, p: u32) -> Result<(), CsmError> {
+    pub(crate) fn adb_invalidate(&self, st: &mut ProtocolState, p: u32) -> Result<(), CsmError> {
         let Some(adb) = &self.adb else {
             return Ok(());
         };
@@ -294,7 +298,12 @@ impl Node {
     /// seed 000 s.2.3.3's heuristics see several consumers: requests
     /// answered in the same pass, two or more in this interval, or two or
     /// more in the previous one. Never while a thread here writes the page.
-    pub(crate) fn adb_consider(&self, st: &mut State, p: u32, data: &[u8]) -> Result<(), CsmError> {
+    pub(crate) fn adb_consider(
+        &self,
+        st: &mut ProtocolState,
+        p: u32,
+        data: &[u8],
+    ) -> Result<(), CsmError> {
         let Some(adb) = &self.adb else {
             return Ok(());
         };
@@ -331,7 +340,7 @@ impl Node {
     /// here (a change this node must see was announced after its kill).
     pub(crate) fn adb_copy(
         &self,
-        st: &mut State,
+        st: &mut ProtocolState,
         p: u32,
         out: &mut [u8],
     ) -> Result<bool, CsmError> {

@@ -16,7 +16,7 @@
 use crate::messages::Request;
 use crate::node::Node;
 use crate::seams::DirectoryState;
-use crate::state::{PageState, State};
+use crate::state::{PageState, ProtocolState};
 use crate::times::{self, Activity};
 use crate::twin::diff;
 use crate::vm::Prot;
@@ -26,7 +26,7 @@ impl Node {
     /// Diff a twinned page against its twin and write the runs to the home.
     /// The caller has already taken write permission away (the page cannot
     /// change under the diff).
-    pub(crate) fn flush(&self, st: &mut State, p: u32) -> Result<(), CsmError> {
+    pub(crate) fn flush(&self, st: &mut ProtocolState, p: u32) -> Result<(), CsmError> {
         if !st.pages[p as usize].twinned {
             return Ok(());
         }
@@ -65,7 +65,7 @@ impl Node {
 
     /// Release (seed 002 s.3.3): flush every dirty page to its home, then
     /// send write notices to the other sharers.
-    pub(crate) fn release(&self, st: &mut State) -> Result<(), CsmError> {
+    pub(crate) fn release(&self, st: &mut ProtocolState) -> Result<(), CsmError> {
         let _diff = times::enter(Activity::Diff);
         st.clock += 1;
         st.stats.releases += 1;

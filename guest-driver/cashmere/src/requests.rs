@@ -14,12 +14,12 @@ use std::sync::atomic::Ordering;
 use crate::messages::{moved, Request, DENIED, WITH_PAGE};
 use crate::node::Node;
 use crate::seams::DirectoryState;
-use crate::state::{PageState, State};
+use crate::state::{PageState, ProtocolState};
 use crate::vm::Prot;
 use crate::CsmError;
 
 impl Node {
-    pub(crate) fn serve_requests(&self, st: &mut State) -> Result<(), CsmError> {
+    pub(crate) fn serve_requests(&self, st: &mut ProtocolState) -> Result<(), CsmError> {
         // An answer may wait for this node's own echo, and a wait answers
         // requests: not again from inside an answer (its buffer is in use).
         // The requests left wait for the answer in hand.
@@ -32,7 +32,7 @@ impl Node {
         r
     }
 
-    fn serve_each(&self, st: &mut State) -> Result<(), CsmError> {
+    fn serve_each(&self, st: &mut ProtocolState) -> Result<(), CsmError> {
         st.serve_pass += 1;
         for r in 0..self.nodes {
             if r == self.me {
@@ -111,7 +111,7 @@ impl Node {
 
     /// The home of `p` as this node knows it (its own record, an imposed
     /// home, the directory).
-    fn known_home(&self, st: &State, p: u32) -> Option<u32> {
+    fn known_home(&self, st: &ProtocolState, p: u32) -> Option<u32> {
         st.pages[p as usize]
             .home
             .or_else(|| self.imposed_home(p))
@@ -125,7 +125,13 @@ impl Node {
     /// sharing set, so the new home's releases notify it), and sends the
     /// page along only if its Stale vector says the requester's copy is out
     /// of date.
-    fn answer_migration(&self, st: &mut State, r: u32, seq: u32, p: u32) -> Result<(), CsmError> {
+    fn answer_migration(
+        &self,
+        st: &mut ProtocolState,
+        r: u32,
+        seq: u32,
+        p: u32,
+    ) -> Result<(), CsmError> {
         let word = Request::Migrate(p).word();
         let pg = &st.pages[p as usize];
         if matches!(pg.state, PageState::ReadWrite | PageState::Exclusive) {
@@ -155,7 +161,7 @@ impl Node {
 
     /// A migration this node granted to `r` whose grant did not arrive:
     /// grant it again, with the page (the Stale vector went with the home).
-    fn regrant(&self, st: &mut State, r: u32, seq: u32, p: u32) -> Result<(), CsmError> {
+    fn regrant(&self, st: &mut ProtocolState, r: u32, seq: u32, p: u32) -> Result<(), CsmError> {
         let word = Request::Migrate(p).word() | WITH_PAGE;
         let mut buf = std::mem::take(&mut st.serve_buf);
         self.heap.read_bytes(p as usize * self.ps(), &mut buf);
@@ -171,7 +177,7 @@ impl Node {
     /// request: the master copy holds the home's writes from its Exclusive
     /// time only from then on, and this requester may have synchronised
     /// with them.
-    fn answer_page(&self, st: &mut State, p: u32, buf: &mut [u8]) -> Result<(), CsmError> {
+    fn answer_page(&self, st: &mut ProtocolState, p: u32, buf: &mut [u8]) -> Result<(), CsmError> {
         if st.pages[p as usize].state == PageState::Exclusive {
             self.leave_exclusive(st, p, buf)
         } else {
@@ -184,7 +190,12 @@ impl Node {
     /// writers, publish the working copy as the master copy, go to Read.
     /// `buf` gets the working copy (the answer: the master copy has it only
     /// once the publishing store has come back).
-    fn leave_exclusive(&self, st: &mut State, p: u32, buf: &mut [u8]) -> Result<(), CsmError> {
+    fn leave_exclusive(
+        &self,
+        st: &mut ProtocolState,
+        p: u32,
+        buf: &mut [u8],
+    ) -> Result<(), CsmError> {
         self.set_prot(p, Prot::Read)?;
         self.heap.read_bytes(p as usize * self.ps(), buf);
         if st.pages[p as usize].direct {
@@ -208,8 +219,8 @@ impl Node {
 
     /// Take the write notices that have arrived: each noticed page goes on
     /// the pending list once, stamped with the clock.
-    pub(crate) fn drain_notices(&self, st: &mut State) -> Result<(), CsmError> {
-        let State {
+    pub(crate) fn drain_notices(&self, st: &mut ProtocolState) -> Result<(), CsmError> {
+        let ProtocolState {
             pages,
             pending,
             clock,

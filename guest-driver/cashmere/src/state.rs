@@ -46,7 +46,7 @@ pub struct PageInfo {
     pub direct_tried: bool,
 }
 
-pub struct State {
+pub struct ProtocolState {
     pub pages: Vec<PageInfo>,
     /// Room for every page: pushing never allocates.
     pub dirty: Vec<u32>,
@@ -92,11 +92,11 @@ pub struct State {
     pub serve_pass: u64,
 }
 
-impl State {
-    pub fn new(pages: u32, nodes: u32, page_size: u32) -> State {
+impl ProtocolState {
+    pub fn new(pages: u32, nodes: u32, page_size: u32) -> ProtocolState {
         let n = pages as usize;
         let ps = page_size as usize;
-        State {
+        ProtocolState {
             pages: (0..pages)
                 .map(|_| PageInfo {
                     state: PageState::Invalid,
@@ -135,4 +135,4 @@ impl State {
     }
 }
 
-pub type StateGuard<'a> = MutexGuard<'a, State>;
+pub type StateGuard<'a> = MutexGuard<'a, ProtocolState>;

@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 /// long one sleep lasts at most before it looks again (a bound, for
 /// wake-ups that cannot come: a lost packet, a crashed node).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum WaitFor {
+pub enum WaitKind {
     /// Another node's answer (a page, a barrier, a flag): a round trip
     /// through the hub and a remote thread.
     Remote,
@@ -36,11 +36,11 @@ pub enum WaitFor {
     Loopback,
 }
 
-impl WaitFor {
+impl WaitKind {
     fn nap(self) -> Duration {
         match self {
-            WaitFor::Remote => Duration::from_millis(5),
-            WaitFor::Loopback => Duration::from_millis(2),
+            WaitKind::Remote => Duration::from_millis(5),
+            WaitKind::Loopback => Duration::from_millis(2),
         }
     }
 }
@@ -86,7 +86,7 @@ impl AdaptiveSpin {
 /// The node's doorbell: a generation counter threads sleep on, and what the
 /// node has learnt about how long to spin.
 #[derive(Debug)]
-pub struct Doorbell {
+pub struct FutexBell {
     generation: AtomicU32,
     sleepers: AtomicU32,
     remote: AdaptiveSpin,
@@ -95,9 +95,9 @@ pub struct Doorbell {
     protocol: AdaptiveSpin,
 }
 
-impl Default for Doorbell {
+impl Default for FutexBell {
     fn default() -> Self {
-        Doorbell {
+        FutexBell {
             generation: AtomicU32::new(0),
             sleepers: AtomicU32::new(0),
             remote: AdaptiveSpin::new(50, 2, 300),
@@ -107,7 +107,7 @@ impl Default for Doorbell {
     }
 }
 
-impl Doorbell {
+impl FutexBell {
     /// Something a waiter may be waiting for has happened: wake them all to
     /// look again.
     pub fn ring(&self) {
@@ -132,10 +132,10 @@ impl Doorbell {
         }
     }
 
-    fn spin_of(&self, what: WaitFor) -> &AdaptiveSpin {
+    fn spin_of(&self, what: WaitKind) -> &AdaptiveSpin {
         match what {
-            WaitFor::Remote => &self.remote,
-            WaitFor::Loopback => &self.loopback,
+            WaitKind::Remote => &self.remote,
+            WaitKind::Loopback => &self.loopback,
         }
     }
 
@@ -144,7 +144,7 @@ impl Doorbell {
     /// decides about timeouts and failures (it returns `Err`).
     pub fn wait<T, E>(
         &self,
-        what: WaitFor,
+        what: WaitKind,
         mut ready: impl FnMut() -> Result<Option<T>, E>,
     ) -> Result<T, E> {
         let adaptive = self.spin_of(what);
@@ -188,7 +188,7 @@ impl Doorbell {
 /// look (answering requests, say) and ends the wait with its error (a node
 /// failed, too long).
 pub fn await_echo<E>(
-    bell: &Doorbell,
+    bell: &FutexBell,
     mut mark: u64,
     post: impl Fn() -> Result<u64, E>,
     seen: impl Fn() -> u64,
@@ -196,7 +196,7 @@ pub fn await_echo<E>(
 ) -> Result<(), E> {
     const AGAIN: Duration = Duration::from_millis(50);
     let mut asked = Instant::now();
-    bell.wait(WaitFor::Loopback, || {
+    bell.wait(WaitKind::Loopback, || {
         if seen() >= mark {
             return Ok(Some(()));
         }
@@ -253,7 +253,7 @@ mod tests {
 
     #[test]
     fn a_sleeping_waiter_is_woken_by_a_ring() {
-        let bell = Arc::new(Doorbell::default());
+        let bell = Arc::new(FutexBell::default());
         let flag = Arc::new(AtomicBool::new(false));
         let (b, f) = (bell.clone(), flag.clone());
         let t = std::thread::spawn(move || {
@@ -264,7 +264,7 @@ mod tests {
         let start = Instant::now();
         // The flag comes 20 ms later: past any spin, and past the 5 ms
         // nap, so the ring or a nap ends each sleep.
-        let got: Result<u32, ()> = bell.wait(WaitFor::Remote, || {
+        let got: Result<u32, ()> = bell.wait(WaitKind::Remote, || {
             Ok(flag.load(Ordering::Acquire).then_some(7))
         });
         assert_eq!(got, Ok(7));
@@ -274,10 +274,10 @@ mod tests {
 
     #[test]
     fn an_error_ends_the_wait_and_a_nap_bounds_a_lost_ring() {
-        let bell = Doorbell::default();
+        let bell = FutexBell::default();
         let start = Instant::now();
         // Nobody rings: the naps let `ready` see its own deadline.
-        let r: Result<(), &str> = bell.wait(WaitFor::Loopback, || {
+        let r: Result<(), &str> = bell.wait(WaitKind::Loopback, || {
             if start.elapsed() > Duration::from_millis(20) {
                 Err("late")
             } else {
