@@ -49,7 +49,9 @@ pub struct StackedBars {
     pub note: String,
 }
 
-const PALETTE: [RGBColor; 8] = [
+/// Distinct colours for up to 16 series (four variants x three or four
+/// configurations): tab10 and six more.
+const PALETTE: [RGBColor; 16] = [
     RGBColor(31, 119, 180),
     RGBColor(255, 127, 14),
     RGBColor(44, 160, 44),
@@ -58,6 +60,14 @@ const PALETTE: [RGBColor; 8] = [
     RGBColor(140, 86, 75),
     RGBColor(227, 119, 194),
     RGBColor(127, 127, 127),
+    RGBColor(188, 189, 34),
+    RGBColor(23, 190, 207),
+    RGBColor(0, 0, 128),
+    RGBColor(128, 0, 0),
+    RGBColor(0, 128, 128),
+    RGBColor(255, 215, 0),
+    RGBColor(85, 107, 47),
+    RGBColor(0, 0, 0),
 ];
 
 fn chart_err(path: &Path) -> impl Fn(String) -> ReportError + '_ {
@@ -231,7 +241,7 @@ pub fn stacked_bars(path: &Path, c: &StackedBars) -> Result<(), ReportError> {
         .disable_x_mesh()
         .x_labels(0)
         .x_label_formatter(&|_| String::new())
-        .y_desc("time, normalised to the group's first bar")
+        .y_desc("time per processor, normalised to the group's first bar")
         .draw()
         .map_err(|x| e(&x))?;
     let n = c.series.len();
@@ -383,11 +393,15 @@ pub fn write_all(set: &ResultSet, out: &Path) -> Result<Vec<PathBuf>, ReportErro
                 let raw: Vec<Option<Vec<f64>>> = ser
                     .iter()
                     .map(|(v, s, _)| {
-                        let b = set.get(a, p, v, *s).filter(|r| r.ok())?.breakdown()?;
+                        let r = set.get(a, p, v, *s).filter(|r| r.ok())?;
+                        let b = r.breakdown()?;
+                        // Per processor, as the paper's figures are: the
+                        // record sums every application thread.
+                        let per = r.processors();
                         Some(
                             components
                                 .iter()
-                                .map(|k| b.get(k).and_then(|x| x.as_f64()).unwrap_or(0.0))
+                                .map(|k| b.get(k).and_then(|x| x.as_f64()).unwrap_or(0.0) / per)
                                 .collect(),
                         )
                     })

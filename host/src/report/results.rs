@@ -129,6 +129,11 @@ impl RunRecord {
     pub fn breakdown(&self) -> Option<&Map<String, Value>> {
         self.v.get("breakdown")?.get("total")?.as_object()
     }
+    /// Application threads of the run (nodes x threads), 1 if unknown.
+    pub fn processors(&self) -> f64 {
+        self.shape()
+            .map_or(1.0, |s| f64::from(s.processors().max(1)))
+    }
 }
 
 /// Every record of `path`, in file order.
