@@ -14,7 +14,7 @@ use std::sync::Arc;
 use mc_api::{MemoryChannel, NodeId, RxRegion, Sharing, TxRegion};
 
 use super::mailbox::Mailboxes;
-use super::messages::MailRequests;
+use super::messages::{mail_request_methods, MailRequests};
 use super::seams::DataPropagation;
 use super::space::{CsmSpace, KEY_HOME};
 use super::CsmError;
@@ -116,45 +116,5 @@ impl DataPropagation for DmsData {
         Ok(())
     }
 
-    fn send_request(&self, home: u32, seq: u32, page: u32) -> Result<(), CsmError> {
-        self.requests.send_request(home, seq, page)
-    }
-
-    fn poll_request(&self, from: u32) -> (u32, u32) {
-        self.requests.poll_request(from)
-    }
-
-    fn send_reply(
-        &self,
-        to: u32,
-        seq: u32,
-        page: u32,
-        data: Option<&[u8]>,
-    ) -> Result<(), CsmError> {
-        self.requests.send_reply(to, seq, page, data)
-    }
-
-    fn reply_seq(&self) -> u32 {
-        self.requests.reply_seq()
-    }
-
-    fn reply_word(&self) -> u32 {
-        self.requests.reply_word()
-    }
-
-    fn read_reply(&self, seq: u32, page: u32, out: &mut [u8]) -> Result<bool, CsmError> {
-        self.requests.read_reply(seq, page, out)
-    }
-
-    fn post_echo(&self) -> Result<u64, CsmError> {
-        self.mail.post_echo()
-    }
-
-    fn echo_seen(&self) -> u64 {
-        self.mail.echo_seen()
-    }
-
-    fn echo_posted(&self) -> u64 {
-        self.mail.echo_posted()
-    }
+    mail_request_methods!(requests, mail);
 }

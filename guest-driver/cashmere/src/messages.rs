@@ -218,6 +218,57 @@ pub(crate) fn checksum(seq: u32, page: u32, data: &[u8]) -> u64 {
     mix(h, data.len() as u64)
 }
 
+/// The request/reply and echo methods of `DataPropagation` for a variant
+/// whose requests and replies go through a [`MailRequests`] field and whose
+/// echo through its `Mailboxes` field: CSM-DMS and CSM-MS differ in how
+/// diffs and master copies move, not in these.
+macro_rules! mail_request_methods {
+    ($requests:ident, $mail:ident) => {
+        fn send_request(&self, home: u32, seq: u32, page: u32) -> Result<(), CsmError> {
+            self.$requests.send_request(home, seq, page)
+        }
+
+        fn poll_request(&self, from: u32) -> (u32, u32) {
+            self.$requests.poll_request(from)
+        }
+
+        fn send_reply(
+            &self,
+            to: u32,
+            seq: u32,
+            page: u32,
+            data: Option<&[u8]>,
+        ) -> Result<(), CsmError> {
+            self.$requests.send_reply(to, seq, page, data)
+        }
+
+        fn reply_seq(&self) -> u32 {
+            self.$requests.reply_seq()
+        }
+
+        fn reply_word(&self) -> u32 {
+            self.$requests.reply_word()
+        }
+
+        fn read_reply(&self, seq: u32, page: u32, out: &mut [u8]) -> Result<bool, CsmError> {
+            self.$requests.read_reply(seq, page, out)
+        }
+
+        fn post_echo(&self) -> Result<u64, CsmError> {
+            self.$mail.post_echo()
+        }
+
+        fn echo_seen(&self) -> u64 {
+            self.$mail.echo_seen()
+        }
+
+        fn echo_posted(&self) -> u64 {
+            self.$mail.echo_posted()
+        }
+    };
+}
+pub(crate) use mail_request_methods;
+
 #[cfg(test)]
 mod tests {
     use super::*;

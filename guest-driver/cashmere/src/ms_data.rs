@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use mc_api::MemoryChannel;
 
 use super::mailbox::Mailboxes;
-use super::messages::{checksum, MailRequests};
+use super::messages::{checksum, mail_request_methods, MailRequests};
 use super::seams::DataPropagation;
 use super::space::CsmSpace;
 use super::twin::{self, DIFF_HEADER};
@@ -130,45 +130,5 @@ impl DataPropagation for MsData {
         Ok(())
     }
 
-    fn send_request(&self, home: u32, seq: u32, page: u32) -> Result<(), CsmError> {
-        self.messages.send_request(home, seq, page)
-    }
-
-    fn poll_request(&self, from: u32) -> (u32, u32) {
-        self.messages.poll_request(from)
-    }
-
-    fn send_reply(
-        &self,
-        to: u32,
-        seq: u32,
-        page: u32,
-        data: Option<&[u8]>,
-    ) -> Result<(), CsmError> {
-        self.messages.send_reply(to, seq, page, data)
-    }
-
-    fn reply_seq(&self) -> u32 {
-        self.messages.reply_seq()
-    }
-
-    fn reply_word(&self) -> u32 {
-        self.messages.reply_word()
-    }
-
-    fn read_reply(&self, seq: u32, page: u32, out: &mut [u8]) -> Result<bool, CsmError> {
-        self.messages.read_reply(seq, page, out)
-    }
-
-    fn post_echo(&self) -> Result<u64, CsmError> {
-        self.mail.post_echo()
-    }
-
-    fn echo_seen(&self) -> u64 {
-        self.mail.echo_seen()
-    }
-
-    fn echo_posted(&self) -> u64 {
-        self.mail.echo_posted()
-    }
+    mail_request_methods!(messages, mail);
 }
