@@ -123,7 +123,7 @@ impl fmt::Display for GuestFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.status {
             Some(s) => write!(f, "node{}: {s}", self.node),
-            None => write!(f, "node{}: no exit status", self.node),
+            None => write!(f, "node{}: stopped before it finished", self.node),
         }
     }
 }
@@ -177,7 +177,7 @@ mod tests {
         };
         assert_eq!(
             e.to_string(),
-            "guest program failed on node1: exit status: 3, node2: no exit status"
+            "guest program failed on node1: exit status: 3, node2: stopped before it finished"
         );
     }
 }

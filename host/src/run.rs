@@ -31,6 +31,12 @@ pub struct RunArgs {
     /// Give up (and stop every guest) after this many seconds.
     #[arg(long, default_value_t = 600)]
     pub timeout: u64,
+    /// Once a guest has failed, stop the others if they have not finished
+    /// this many seconds later (as mpirun ends a job when a rank fails): a
+    /// program waiting for a node that is gone would otherwise hold the run
+    /// until --timeout. 0 waits for every guest.
+    #[arg(long, default_value_t = 10, value_name = "SECONDS")]
+    pub after_failure: u64,
     /// Socket directory (default: a fresh temporary one). Give one to reach the
     /// cluster with `mc-host fault` or `mc-host stats` while it runs.
     #[arg(long)]
@@ -172,6 +178,7 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
     let deadline = Instant::now() + Duration::from_secs(args.timeout);
     let mut statuses: Vec<Option<std::process::ExitStatus>> = vec![None; children.len()];
     let mut stop_reason = None;
+    let mut first_failure: Option<(usize, Instant)> = None;
     while statuses.iter().any(Option::is_none) {
         while let Ok(NodeOutputLine(n, l)) = rx.recv_timeout(Duration::from_millis(20)) {
             println!("[node{n}] {l}");
@@ -181,6 +188,9 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
                 if let Ok(Some(s)) = child.try_wait() {
                     statuses[n] = Some(s);
                     *c = None;
+                    if !s.success() && first_failure.is_none() {
+                        first_failure = Some((n, Instant::now()));
+                    }
                 }
             }
         }
@@ -188,6 +198,26 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
             stop_reason = Some(StopReason::Interrupted);
         } else if Instant::now() > deadline {
             stop_reason = Some(StopReason::TimedOut);
+        } else if let Some((n, at)) = first_failure {
+            if args.after_failure > 0
+                && statuses.iter().any(Option::is_none)
+                && at.elapsed() >= Duration::from_secs(args.after_failure)
+            {
+                // Not a stop of the whole run: the guests that were still
+                // running are reported as stopped before they finished.
+                warn!(
+                    "node{n} failed {} s ago: stopping the guests still running",
+                    args.after_failure
+                );
+                for child in children.iter_mut().flatten() {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                }
+                for c in children.iter_mut() {
+                    *c = None;
+                }
+                break;
+            }
         }
         if let Some(why) = stop_reason {
             warn!("{why}: stopping every guest");

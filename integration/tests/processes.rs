@@ -65,3 +65,34 @@ fn bench_on_one_node_says_what_needs_a_second() {
         "{out}"
     );
 }
+
+/// A guest that fails ends the run soon after for the others too (as mpirun
+/// ends a job when a rank fails): the ones still running are stopped
+/// `--after-failure` seconds later and reported as such, not left to run
+/// until `--timeout`.
+#[test]
+fn a_failed_guest_stops_the_others_after_the_grace() {
+    let start = std::time::Instant::now();
+    let (ok, text) = integration::mc_host_run(
+        3,
+        120,
+        &["--after-failure", "1"],
+        &[
+            "sh",
+            "-c",
+            "if [ \"$MC_NODE\" = 1 ]; then exit 3; else sleep 100; fi",
+        ],
+    );
+    assert!(!ok, "{text}");
+    assert!(
+        start.elapsed() < std::time::Duration::from_secs(30),
+        "{:?}:\n{text}",
+        start.elapsed()
+    );
+    assert!(text.contains("node1: exit status: 3"), "{text}");
+    assert!(
+        text.contains("node0: stopped before it finished")
+            && text.contains("node2: stopped before it finished"),
+        "{text}"
+    );
+}

@@ -53,7 +53,7 @@ enum GuestError {
     /// API was not reliable: the loss is the likely cause, whatever symptom
     /// the run reported.
     #[error(
-        "{source}\n(the network lost or damaged packets during the run: the cluster error \
+        "{source} (the network lost or damaged packets during the run: the cluster error \
          count went from {before} to {now}, and without --reliable nothing retransmits them; \
          rerun with --reliable)"
     )]
