@@ -199,32 +199,20 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
         } else if Instant::now() > deadline {
             stop_reason = Some(StopReason::TimedOut);
         } else if let Some((n, at)) = first_failure {
-            if args.after_failure > 0
-                && statuses.iter().any(Option::is_none)
-                && at.elapsed() >= Duration::from_secs(args.after_failure)
-            {
+            if args.after_failure > 0 && at.elapsed() >= Duration::from_secs(args.after_failure) {
                 // Not a stop of the whole run: the guests that were still
                 // running are reported as stopped before they finished.
                 warn!(
                     "node{n} failed {} s ago: stopping the guests still running",
                     args.after_failure
                 );
-                for child in children.iter_mut().flatten() {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                }
-                for c in children.iter_mut() {
-                    *c = None;
-                }
+                stop_guests(&mut children);
                 break;
             }
         }
         if let Some(why) = stop_reason {
             warn!("{why}: stopping every guest");
-            for child in children.iter_mut().flatten() {
-                let _ = child.kill();
-                let _ = child.wait();
-            }
+            stop_guests(&mut children);
             break;
         }
     }
@@ -257,5 +245,13 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
         Ok(())
     } else {
         Err(CliError::GuestsFailed { failed })
+    }
+}
+
+/// Kill and reap every guest still running.
+fn stop_guests(children: &mut [Option<Child>]) {
+    for mut child in children.iter_mut().filter_map(Option::take) {
+        let _ = child.kill();
+        let _ = child.wait();
     }
 }

@@ -9,6 +9,7 @@
 //! 2 threads at the small preset.
 
 use integration::mc_host_run;
+use mc_guest::csm::App;
 
 /// `mc-host run --nodes N --threads T -- mc-guest csm APP --preset small`;
 /// every node must verify its values and report its counters.
@@ -40,26 +41,13 @@ fn exhaustive() -> bool {
     std::env::var("MC_TEST_EXHAUSTIVE").is_ok_and(|v| v == "1")
 }
 
-const SUITE: [&str; 10] = [
-    "barnes",
-    "clu",
-    "lu",
-    "em3d",
-    "gauss",
-    "ilink",
-    "sor",
-    "tsp",
-    "water-nsquared",
-    "water-spatial",
-];
-
 #[test]
 fn every_application_verifies_at_the_small_preset() {
     if exhaustive() {
-        for app in SUITE {
+        for app in App::SUITE {
             for nodes in [2, 4] {
                 for threads in [1, 2] {
-                    run_app(nodes, threads, app, &[]);
+                    run_app(nodes, threads, app.name(), &[]);
                 }
             }
         }

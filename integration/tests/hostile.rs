@@ -67,6 +67,16 @@ fn response(ram: &GuestRam, at: u64) -> CtrlResponse {
     CtrlResponse::from_bytes(&ram.read(at, abi::CTRL_RESPONSE_SIZE)).expect("a response")
 }
 
+/// One GET_STATUS round trip on the control ring `ctrl` (request at `at`),
+/// which must succeed: the node is served.
+fn status_round_trip(h: &Hostile, ctrl: &mut SplitRing, ram: &GuestRam, at: u64) {
+    let (req, len, resp) = write_request(ram, at, &CtrlRequest::GetStatus);
+    ctrl.post(ram, &[(req, len, false), (resp, 16, true)]);
+    h.kick(usize::from(CTRL_QUEUE));
+    ctrl.wait_used(ram, 1, WAIT);
+    assert_eq!(response(ram, resp).status, 0);
+}
+
 fn report(what: &str, r: &Latency) {
     println!(
         "{what}: the well-behaved node made {} control round trips: median {:?}, max {:?}",
@@ -165,11 +175,7 @@ fn memory_tables_that_lie_are_refused() {
     assert_eq!(e.raw_os_error(), Some(libc::EPERM), "{e}");
     let mut ctrl = SplitRing::at(gpa, 16);
     h.setup_queue(usize::from(CTRL_QUEUE), &ctrl, &ram).unwrap();
-    let (req, len, resp) = write_request(&ram, gpa + 0x8000, &CtrlRequest::GetStatus);
-    ctrl.post(&ram, &[(req, len, false), (resp, 16, true)]);
-    h.kick(usize::from(CTRL_QUEUE));
-    ctrl.wait_used(&ram, 1, WAIT);
-    assert_eq!(response(&ram, resp).status, 0);
+    status_round_trip(&h, &mut ctrl, &ram, gpa + 0x8000);
 
     // A lying table after a good one takes the node's memory away (the old
     // table is not kept either) and ends the connection.
@@ -370,11 +376,7 @@ fn a_broken_ring_costs_nothing_until_the_driver_resets_it() {
     let ctrl = &mut rings[usize::from(CTRL_QUEUE)];
     ctrl.reset(&ram);
     h.setup_queue(usize::from(CTRL_QUEUE), ctrl, &ram).unwrap();
-    let (req, len, resp) = write_request(&ram, gpa + 0x30000, &CtrlRequest::GetStatus);
-    ctrl.post(&ram, &[(req, len, false), (resp, 16, true)]);
-    h.kick(usize::from(CTRL_QUEUE));
-    ctrl.wait_used(&ram, 1, WAIT);
-    assert_eq!(response(&ram, resp).status, 0);
+    status_round_trip(&h, ctrl, &ram, gpa + 0x30000);
     assert_eq!(h.registers().unwrap().broken_queues & 0b10, 0);
     drop(h);
     wait_detached(&vc, 0);

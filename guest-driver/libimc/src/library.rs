@@ -46,6 +46,16 @@ impl Library {
     pub(crate) fn locks(&self) -> MutexGuard<'_, HashMap<u32, Arc<LockSet>>> {
         self.locks.lock().unwrap_or_else(|p| p.into_inner())
     }
+
+    /// The node numbers of the cluster's members now, in node order.
+    pub(crate) fn members(&self) -> Vec<u32> {
+        self.mc
+            .hosts()
+            .members
+            .iter()
+            .map(|n| u32::from(n.0))
+            .collect()
+    }
 }
 
 static LIBRARY: OnceLock<Result<Library, String>> = OnceLock::new();

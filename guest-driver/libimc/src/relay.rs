@@ -293,13 +293,7 @@ pub unsafe extern "C" fn imc_kill(host: *const c_char, pid: libc::pid_t, sig: c_
         Ok(l) => l,
         Err(c) => return c,
     };
-    let members: Vec<u32> = lib
-        .mc
-        .hosts()
-        .members
-        .iter()
-        .map(|n| u32::from(n.0))
-        .collect();
+    let members = lib.members();
     let by_number = host
         .strip_prefix("node")
         .and_then(|n| n.parse::<u32>().ok())
@@ -334,13 +328,7 @@ pub unsafe extern "C" fn imc_gethosts(
         Ok(l) => l,
         Err(c) => return c,
     };
-    let members: Vec<u32> = lib
-        .mc
-        .hosts()
-        .members
-        .iter()
-        .map(|n| u32::from(n.0))
-        .collect();
+    let members = lib.members();
     // SAFETY: checked non-NULL; the caller promises it is writable.
     unsafe { *nhosts = members.len() as c_int };
     if names.is_null() {

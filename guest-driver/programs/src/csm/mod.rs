@@ -95,6 +95,21 @@ pub enum App {
 }
 
 impl App {
+    /// Seed 000's application suite (Table III), in the table's order: every
+    /// app but the debugging programs wtest and test.
+    pub const SUITE: [App; 10] = [
+        App::Barnes,
+        App::Clu,
+        App::Lu,
+        App::Em3d,
+        App::Gauss,
+        App::Ilink,
+        App::Sor,
+        App::Tsp,
+        App::WaterNsquared,
+        App::WaterSpatial,
+    ];
+
     /// The name on the command line and in records.
     pub fn name(self) -> &'static str {
         match self {

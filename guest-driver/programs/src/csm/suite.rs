@@ -224,19 +224,6 @@ mod tests {
     use super::*;
     use crate::csm::problem::{preset, Preset};
 
-    const SUITE: [App; 10] = [
-        App::Barnes,
-        App::Clu,
-        App::Lu,
-        App::Em3d,
-        App::Gauss,
-        App::Ilink,
-        App::Sor,
-        App::Tsp,
-        App::WaterNsquared,
-        App::WaterSpatial,
-    ];
-
     #[test]
     fn gauss_presets_get_a_flag_per_row_and_locks_cover_the_apps() {
         let mut p = crate::csm::Params::new(App::Gauss, 1);
@@ -257,7 +244,7 @@ mod tests {
     /// processors. `--nocapture` prints the table docs/applications.md has.
     #[test]
     fn presets_fit_their_machines() {
-        for app in SUITE {
+        for app in App::SUITE {
             for pr in [Preset::Small, Preset::Medium, Preset::Paper] {
                 let p = preset(app, pr);
                 let bytes: Vec<usize> = [1, 4, 8]
