@@ -183,10 +183,8 @@ pub(crate) fn wait_for_loopback<T>(
             return Ok(v);
         }
         let errors_now = mc.error_count();
-        let since = asked_at.elapsed();
-        let ask = (errors_now != errors_before && since >= LOSS_CHECK_AFTER_ERROR)
-            || since >= LOSS_CHECK_AFTER;
-        if ask {
+        // Each poll above lasted LOSS_CHECK_AFTER_ERROR already.
+        if errors_now != errors_before || asked_at.elapsed() >= LOSS_CHECK_AFTER {
             asked_at = Instant::now();
             // Only a query that was answered proves anything; one lost to a
             // link that is down, or refused by an adapter that crashed, is

@@ -88,7 +88,7 @@ impl TxRegion {
     pub fn write_many(&self, writes: &[(usize, &[u8])]) -> Result<(), McError> {
         let base = self.global_addr();
         let mut combined = Vec::new();
-        let mut runs: Vec<(u64, Run<'_>)> = Vec::with_capacity(writes.len());
+        let mut runs: Vec<(u64, StoreData<'_>)> = Vec::with_capacity(writes.len());
         for &(off, d) in writes {
             check(off, d.len(), self.entry.size)?;
             if d.is_empty() {
@@ -103,7 +103,7 @@ impl TxRegion {
                     continue;
                 }
             }
-            runs.push((addr, Run::One(d)));
+            runs.push((addr, StoreData::One(d)));
         }
         let recs: Vec<(u64, &[u8])> = runs.iter().map(|(a, r)| (*a, r.bytes(&combined))).collect();
         self.mc.store_batch(&recs)
@@ -126,37 +126,37 @@ pub const COMBINE_BLOCK: u64 = 4096;
 /// The data of one store of [`TxRegion::write_many`]: one write's bytes, or
 /// several combined (a range of the call's buffer; only what is combined is
 /// copied).
-enum Run<'a> {
+enum StoreData<'a> {
     One(&'a [u8]),
     Combined(std::ops::Range<usize>),
 }
 
-impl Run<'_> {
+impl StoreData<'_> {
     fn len(&self) -> usize {
         match self {
-            Run::One(d) => d.len(),
-            Run::Combined(r) => r.len(),
+            StoreData::One(d) => d.len(),
+            StoreData::Combined(r) => r.len(),
         }
     }
 
     /// Append `d`: copies this run into `buf` first if it was one write.
     /// Runs are extended only while last, so a combined run ends `buf`.
     fn extend(&mut self, d: &[u8], buf: &mut Vec<u8>) {
-        if let Run::One(first) = *self {
+        if let StoreData::One(first) = *self {
             let start = buf.len();
             buf.extend_from_slice(first);
-            *self = Run::Combined(start..buf.len());
+            *self = StoreData::Combined(start..buf.len());
         }
         buf.extend_from_slice(d);
-        if let Run::Combined(r) = self {
+        if let StoreData::Combined(r) = self {
             r.end = buf.len();
         }
     }
 
     fn bytes<'b>(&'b self, buf: &'b [u8]) -> &'b [u8] {
         match self {
-            Run::One(d) => d,
-            Run::Combined(r) => &buf[r.clone()],
+            StoreData::One(d) => d,
+            StoreData::Combined(r) => &buf[r.clone()],
         }
     }
 }
