@@ -241,6 +241,11 @@ fn notifications_and_membership() {
     for_each_delivery(&[6], |mode| {
         let vc = VirtualCluster::with_delivery(3, mode);
         let cluster = vc.cluster.clone();
+        // In-process: every node has left the last barrier before node 2
+        // is crashed (a node sees a barrier complete only once the others'
+        // arrivals reach it, which skewed delivery may delay past the
+        // moment node 0 sees it complete).
+        let all_past = std::sync::Arc::new(std::sync::Barrier::new(3));
         vc.on_every_node(move |mc| {
             let id = mc.region_alloc(11, 16384, false).unwrap();
             let rx = mc
@@ -265,6 +270,7 @@ fn notifications_and_membership() {
             let h = mc.hosts();
             assert_eq!((h.epoch, h.members.len()), (1, 3));
             b.wait(T).unwrap();
+            all_past.wait();
             if mc.node_id() == NodeId(0) {
                 cluster.apply_fault(FaultCommand::Crash(NodeId(2))).unwrap();
                 std::thread::sleep(Duration::from_millis(50));
