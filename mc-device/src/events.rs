@@ -44,13 +44,26 @@ impl DeviceState {
     /// Fill posted event buffers with pending events (only once the driver
     /// configured the event queue, and not while it is broken: ring_access.rs).
     pub(crate) fn flush_events(&mut self, i: usize) {
+        // Buffers that arrive while the device asks for more are used at
+        // once, a bounded number of times (a guest posting unusable buffers
+        // as fast as they are returned must not hold the hub).
+        for _ in 0..4 {
+            if !self.fill_event_buffers(i) {
+                return;
+            }
+        }
+    }
+
+    /// One round of `flush_events`; true if buffers came while asking for
+    /// more and events still wait.
+    fn fill_event_buffers(&mut self, i: usize) -> bool {
         let node = &self.nodes[i];
         let want = node.pending_events.len() + usize::from(node.overflow_unreported > 0);
         if want == 0 {
-            return;
+            return false;
         }
         let Some(q) = self.served_queue(i, abi::EVENT_QUEUE) else {
-            return;
+            return false;
         };
         let (chains, defect) = q.chains(want);
         let node = &mut self.nodes[i];
@@ -81,15 +94,24 @@ impl DeviceState {
                 .is_ok();
             q.add_used(c.head, if written { EVENT_SIZE as u32 } else { 0 });
         }
+        let waiting = !node.pending_events.is_empty() || node.overflow_unreported > 0;
         q.signal();
-        if let Some(d) = defect {
-            self.break_queue(i, abi::EVENT_QUEUE, d);
-        } else {
-            // Ask for a kick when the driver posts more buffers.
-            q.enable_notification();
-        }
         if bad > 0 {
             self.guest_error(i, format_args!("{bad} event buffer(s) unusable (need one writable buffer of {EVENT_SIZE} bytes)"));
         }
+        if let Some(d) = defect {
+            self.break_queue(i, abi::EVENT_QUEUE, d);
+            return false;
+        }
+        if !waiting {
+            // Nothing waits for a buffer: the next event takes whatever the
+            // driver has posted by then, so its reposts need no kick (each
+            // would wake a backend thread that takes the device lock).
+            q.disable_notification();
+            return false;
+        }
+        // Short of buffers: a kick when the driver posts more; if some came
+        // while asking, use them now.
+        q.enable_notification()
     }
 }

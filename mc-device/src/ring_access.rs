@@ -171,6 +171,13 @@ impl ServedQueue {
             .unwrap_or(false)
     }
 
+    /// Tell the driver not to kick for its next buffers (used flags without
+    /// EVENT_IDX; with it, an `avail_event` left behind does that).
+    pub(crate) fn disable_notification(&self) {
+        let mut s = self.vring.get_mut();
+        let _ = s.get_queue_mut().disable_notification(&*self.mem);
+    }
+
     /// Interrupt the driver if it asked for it (EVENT_IDX `used_event`).
     pub(crate) fn signal(&self) {
         let needed = {

@@ -56,8 +56,10 @@ impl<T: Transport> Adapter<T> {
             self.event_bufs[usize::from(t.index())] = Some(buf);
             reposted += 1;
         }
-        if reposted > 0 {
-            self.events.kick_prepare()?;
+        // The device asks for a kick (avail_event) only while it holds
+        // events it has no buffer for; otherwise it takes the buffers at
+        // its next event, and a kick would only wake a backend thread.
+        if reposted > 0 && self.events.kick_prepare()? {
             self.transport.notify(abi::EVENT_QUEUE)?;
         }
         Ok(out)
