@@ -92,6 +92,24 @@ pub enum CsmVariant {
     Adb,
 }
 
+/// How a node notices the requests of other nodes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MessageDetection {
+    /// Application threads poll (seed 000 s.2.1: "each processor ... poll[s]
+    /// for messages on every loop back edge"): in the programs' long loops
+    /// ([`Csm::poll`]) and while they wait at barriers and flags. The
+    /// protocol thread, woken by the adapter's interrupt-on-receive event,
+    /// answers what nobody polled for (a node whose threads are all inside
+    /// a long stretch without a poll).
+    #[default]
+    Polling,
+    /// Only the protocol thread answers, woken by the interrupt (seed 004's
+    /// interrupt-on-receive regions); `Csm::poll` does nothing and waiting
+    /// threads do not answer (a thread waiting while it holds the
+    /// protocol state still does: nobody else could).
+    Interrupt,
+}
+
 /// What [`Csm::start`] needs; every node must pass the same values.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -118,6 +136,7 @@ pub struct Config {
     /// without one, and every page without it, get theirs by first touch.
     pub homes: Option<Arc<HomeAssignment>>,
     pub variant: CsmVariant,
+    pub detection: MessageDetection,
 }
 
 impl Default for Config {
@@ -133,6 +152,7 @@ impl Default for Config {
             home_direct: true,
             homes: None,
             variant: CsmVariant::Dms,
+            detection: MessageDetection::Polling,
         }
     }
 }
@@ -198,6 +218,7 @@ impl Csm {
             exclusive_mode: cfg.exclusive_mode,
             incoming_diffs: cfg.incoming_diffs && cfg.threads > 1,
             home_direct: cfg.home_direct,
+            polling: cfg.detection == MessageDetection::Polling,
             migration: matches!(cfg.variant, CsmVariant::MsMg | CsmVariant::Adb),
             adb: match cfg.variant {
                 CsmVariant::Adb => Some(adb::BroadcastBuffers::new(mc, space)?),
@@ -269,6 +290,19 @@ impl Csm {
     }
     pub fn page_size(&self) -> u32 {
         self.node.page_size
+    }
+
+    /// Answer the requests of other nodes that have arrived, if any: message
+    /// detection by polling (seed 000 s.2.1; the paper's binaries polled on
+    /// every loop back edge, instrumented by a rewriting tool). Programs call
+    /// it in their long loops, about every 10-100 us of work (once per row,
+    /// say): a request then waits at most that long, instead of for the
+    /// protocol thread, which has to be woken and then to win a core from the
+    /// computing threads (hundreds of microseconds when every core
+    /// computes). One load per other node when nothing has arrived; nothing
+    /// under [`MessageDetection::Interrupt`].
+    pub fn poll(&self) -> Result<(), CsmError> {
+        self.node.serve_if_waiting()
     }
 
     /// Seconds since this node started Cashmere.

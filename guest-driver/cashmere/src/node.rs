@@ -74,6 +74,9 @@ pub(crate) struct Node {
     pub(crate) incoming_diffs: bool,
     /// The home maps its master copy as its working copy (`map_master`).
     pub(crate) home_direct: bool,
+    /// Application threads answer requests when they poll or wait
+    /// (`MessageDetection::Polling`).
+    pub(crate) polling: bool,
     /// Homes migrate to a writer (CSM-MS-Mg, seed 000 s.2.3.2).
     pub(crate) migration: bool,
     /// CSM-ADB's broadcast buffers (seed 000 s.2.3.3).
@@ -368,7 +371,7 @@ impl Node {
     /// flag) answers requests meanwhile if it can take the state at once:
     /// it is awake anyway, and the protocol thread may have to be woken.
     pub(crate) fn serve_if_waiting(&self) -> Result<(), CsmError> {
-        if !self.requests_waiting() {
+        if !self.polling || !self.requests_waiting() {
             return Ok(());
         }
         let guard = match self.state.try_lock() {
@@ -505,7 +508,7 @@ pub(crate) fn protocol_thread(node: &Node) {
         }
         if last_work.elapsed() < node.bell.protocol_spin() {
             spinning = true;
-            std::hint::spin_loop();
+            std::thread::yield_now();
             continue;
         }
         if spinning {

@@ -161,7 +161,11 @@ impl FutexBell {
             if polls % 32 == 0 && start.elapsed() >= spin {
                 break;
             }
-            std::hint::spin_loop();
+            if polls % 8 == 0 {
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
         }
         adaptive.had_to_sleep();
         loop {

@@ -128,6 +128,11 @@ enum GuestCommand {
         /// MC Messages columns).
         #[arg(long, value_enum, default_value_t = csm::ProtocolVariant::Dms)]
         variant: csm::ProtocolVariant,
+        /// `csm` only: how the home notices requests: poll (its waiting
+        /// application thread answers) or interrupt (its protocol thread,
+        /// woken by the adapter's event).
+        #[arg(long, value_enum, default_value_t = csm::Detection::Poll)]
+        detection: csm::Detection,
     },
     /// Run a Cashmere (CSM-DMS) program, verified (every node must run it).
     Csm {
@@ -205,6 +210,12 @@ enum GuestCommand {
         /// nodes; time on a core and waiting for one).
         #[arg(long)]
         stats: bool,
+        /// How nodes notice each other's requests (seed 000 s.2.1): poll
+        /// (application threads at loop back edges and while waiting, the
+        /// protocol thread as a fallback) or interrupt (only the protocol
+        /// thread, woken by the adapter's event).
+        #[arg(long, value_enum, default_value_t = csm::Detection::Poll)]
+        detection: csm::Detection,
     },
 }
 
@@ -438,10 +449,14 @@ fn main() -> ExitCode {
             which: bench::Which::Csm,
             iters,
             variant,
+            detection,
         } => open(&cli).and_then(|mc| {
-            let rows = csm::bench::run(&mc, *iters, *variant)?;
+            let rows = csm::bench::run(&mc, *iters, *variant, *detection)?;
             if mc.node_id().0 == 0 {
-                print!("{}", csm::bench::format(&rows, mc.nodes(), *variant));
+                print!(
+                    "{}",
+                    csm::bench::format(&rows, mc.nodes(), *variant, *detection)
+                );
             }
             Ok(())
         }),
@@ -464,6 +479,7 @@ fn main() -> ExitCode {
             stats,
             homes,
             record_homes,
+            detection,
         } => {
             let mut p = csm::Params::new(*app, *threads);
             p.size = *size;
@@ -477,6 +493,7 @@ fn main() -> ExitCode {
             p.preset = *preset;
             p.variant = *variant;
             p.time_breakdown = *stats;
+            p.detection = *detection;
             match homes.as_deref().map(read_homes).transpose() {
                 Ok(h) => {
                     p.homes = h.map(std::sync::Arc::new);

@@ -11,7 +11,7 @@ use std::time::Instant;
 use cashmere::{Config, Csm, CsmError};
 use mc_api::MemoryChannel;
 
-use super::ProtocolVariant;
+use super::{Detection, ProtocolVariant};
 use crate::bench::{BenchError, Which};
 
 /// One operation: the paper's figures and the one measured here.
@@ -74,6 +74,7 @@ pub fn run(
     mc: &MemoryChannel,
     iters: u32,
     variant: ProtocolVariant,
+    detection: Detection,
 ) -> Result<Vec<CsmBenchRow>, BenchError> {
     if mc.nodes() < 2 {
         return Err(BenchError::NeedsNodes {
@@ -84,6 +85,7 @@ pub fn run(
     let cfg = Config {
         heap_bytes: 4 * 8192,
         variant: variant.protocol(),
+        detection: detection.protocol(),
         ..Config::default()
     };
     // Diffs by message in every variant but CSM-DMS; locks and barriers
@@ -157,10 +159,16 @@ pub fn run(
     Ok(rows)
 }
 
-pub fn format(rows: &[CsmBenchRow], nodes: u32, variant: ProtocolVariant) -> String {
+pub fn format(
+    rows: &[CsmBenchRow],
+    nodes: u32,
+    variant: ProtocolVariant,
+    detection: Detection,
+) -> String {
     let mut s = format!(
-        "Cashmere CSM-{}, Table II operations (seed 000 s.3.1; paper: 32 processors on 8 nodes; here: {nodes} virtual nodes)\n{:<28} {:>14} {:>16} {:>12} {:>8}\n",
+        "Cashmere CSM-{}, Table II operations (seed 000 s.3.1; paper: 32 processors on 8 nodes; here: {nodes} virtual nodes; requests noticed by {})\n{:<28} {:>14} {:>16} {:>12} {:>8}\n",
         variant.name().to_uppercase(),
+        detection.name(),
         "operation",
         "MC Direct (us)",
         "MC Messages (us)",

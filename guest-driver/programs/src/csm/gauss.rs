@@ -100,6 +100,8 @@ pub fn run(csm: &Csm, d: &GaussData, tid: usize) -> Result<u64, AppError> {
             for j in k..w {
                 a.set(i * r + j, a.get(i * r + j) - f * a.get(k * r + j));
             }
+            // A loop back edge: answer a request for a finished row now.
+            csm.poll()?;
         }
     }
     csm.barrier()?;

@@ -31,7 +31,7 @@ use mc_api::MemoryChannel;
 
 pub use problem::{Preset, Problem};
 pub use sor::Grid;
-pub use variant::ProtocolVariant;
+pub use variant::{Detection, ProtocolVariant};
 
 /// Why a Cashmere program failed: Cashmere did, or the result is wrong (each
 /// check names where and what it expected), or it was asked for too much.
@@ -160,6 +160,8 @@ pub struct Params {
     pub variant: ProtocolVariant,
     /// Report where each thread's time went ([`Outcome::breakdown`]).
     pub time_breakdown: bool,
+    /// How requests are noticed (`--detection`).
+    pub detection: Detection,
 }
 
 impl Params {
@@ -181,6 +183,7 @@ impl Params {
             time_breakdown: false,
             preset: None,
             variant: ProtocolVariant::default(),
+            detection: Detection::default(),
         }
     }
 
@@ -232,6 +235,7 @@ impl Params {
             home_direct: self.home_direct,
             homes: self.homes.clone(),
             variant: self.variant.protocol(),
+            detection: self.detection.protocol(),
         }
     }
 }

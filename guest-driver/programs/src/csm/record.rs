@@ -277,6 +277,7 @@ pub fn build(p: &Params, ctx: &RunContext, reports: &[NodeReport]) -> Value {
         "processors": ctx.nodes * p.threads,
         "levels": if p.threads > 1 { 2 } else { 1 },
         "variant": p.variant.name(),
+        "detection": p.detection.name(),
         "delivery": ctx.delivery,
         "seed": ctx.seed,
         "link": ctx.link,

@@ -50,3 +50,32 @@ impl ProtocolVariant {
         }
     }
 }
+
+/// How a node notices other nodes' requests (`--detection`; seed 000 s.2.1).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Detection {
+    /// Application threads poll at their loops' back edges and while they
+    /// wait; the protocol thread answers what nobody polled for.
+    #[default]
+    Poll,
+    /// Only the protocol thread answers, woken by the adapter's event.
+    Interrupt,
+}
+
+impl Detection {
+    /// The name on the command line and in records.
+    pub fn name(self) -> &'static str {
+        match self {
+            Detection::Poll => "poll",
+            Detection::Interrupt => "interrupt",
+        }
+    }
+
+    /// What Cashmere does for it.
+    pub fn protocol(self) -> cashmere::MessageDetection {
+        match self {
+            Detection::Poll => cashmere::MessageDetection::Polling,
+            Detection::Interrupt => cashmere::MessageDetection::Interrupt,
+        }
+    }
+}
