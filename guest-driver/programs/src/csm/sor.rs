@@ -3,7 +3,10 @@
 //! the black points in two separate arrays, so each colour's update writes
 //! one array contiguously (a band's diff is one run per page) and reads only
 //! the other. Rows are split into bands, one per thread, with a barrier after
-//! each colour. The grid may be rectangular; `Grid::PAPER` is the paper's
+//! each colour. A band starts on a page boundary where whole rows tile pages
+//! (the paper's rows of 4096 floats are two pages each), so no page holds
+//! two threads' rows: a neighbour then only reads the boundary row's page,
+//! and nobody writes a page another node is home of (no twins or diffs). The grid may be rectangular; `Grid::PAPER` is the paper's
 //! 3072 x 4096 (Table III).
 //!
 //! The result is compared element by element with a sequential run of the
@@ -80,8 +83,36 @@ fn init(i: usize, j: usize, rows: usize) -> f64 {
     }
 }
 
-fn band(tid: usize, p: usize, rows: usize) -> std::ops::Range<usize> {
-    1 + tid * rows / p..1 + (tid + 1) * rows / p
+/// Thread `tid`'s rows of `p` threads' bands. A band's first row is moved
+/// down to the next row that starts a page (row `i` starts at byte
+/// `i * row_bytes` of its colour array, which starts a page) when such rows
+/// come at most every `rows / (2p)` rows; otherwise the bands are even.
+fn band(
+    tid: usize,
+    p: usize,
+    rows: usize,
+    row_bytes: usize,
+    page: usize,
+) -> std::ops::Range<usize> {
+    let even = |t: usize| 1 + t * rows / p;
+    // Rows from one page-aligned row to the next.
+    let unit = page / gcd(page, row_bytes);
+    let start = |t: usize| {
+        if t == 0 || t == p || unit > rows / (2 * p).max(1) {
+            even(t)
+        } else {
+            even(t).next_multiple_of(unit).min(rows + 1)
+        }
+    };
+    start(tid)..start(tid + 1)
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
 }
 
 /// Where point (i, j) is: its colour and its index in that colour's array.
@@ -140,7 +171,8 @@ pub fn sequential(g: Grid, iters: u32) -> [Vec<f64>; 2] {
 pub fn run(csm: &Csm, d: &SorData, tid: usize) -> Result<u64, AppError> {
     let p = (csm.nodes() * csm.threads()) as usize;
     let g = d.grid;
-    let mine = band(tid, p, g.rows);
+    let row_bytes = g.half() * std::mem::size_of::<f64>();
+    let mine = band(tid, p, g.rows, row_bytes, csm.page_size() as usize);
     // First touch: each thread initialises its band, so it is the band's home.
     let mut init_rows: Vec<usize> = mine.clone().collect();
     if tid == 0 {
@@ -164,6 +196,8 @@ pub fn run(csm: &Csm, d: &SorData, tid: usize) -> Result<u64, AppError> {
                 for j in columns(g, i, c) {
                     dst.set(i * g.half() + j / 2, update(g, |k| src.get(k), i, j));
                 }
+                // A loop back edge: answer the neighbour's page request now.
+                csm.poll()?;
             }
             csm.barrier()?;
         }
@@ -225,6 +259,40 @@ mod tests {
                     "({i}, {j})"
                 );
             }
+        }
+    }
+
+    /// Bands cover every interior row once, in order, and start on a page
+    /// where rows tile pages.
+    #[test]
+    fn bands_tile_the_rows_and_start_on_pages_where_they_can() {
+        for (rows, cols, p) in [
+            (512, 512, 2),
+            (512, 512, 4),
+            (2048, 2048, 4),
+            (37, 100, 3),
+            (10, 512, 8),
+            (3072, 4096, 32),
+            (100, 3000, 2),
+        ] {
+            let g = Grid { rows, cols };
+            let rb = g.half() * 8;
+            let mut next = 1;
+            for t in 0..p {
+                let b = band(t, p, rows, rb, 8192);
+                assert_eq!(b.start, next, "{rows}x{cols} on {p}: band {t}");
+                assert!(b.start <= b.end);
+                if t > 0 && rb * 4 == 8192 && rows >= 16 * p {
+                    assert_eq!(
+                        b.start * rb % 8192,
+                        0,
+                        "{rows}x{cols} on {p}: band {t} at row {}",
+                        b.start
+                    );
+                }
+                next = b.end;
+            }
+            assert_eq!(next, rows + 1);
         }
     }
 
