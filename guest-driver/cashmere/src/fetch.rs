@@ -93,6 +93,7 @@ impl Node {
                     return Ok(Some(Heard::Reply));
                 }
                 // Two nodes fetching from each other both answer meanwhile.
+                self.bell.polled();
                 if self.requests_waiting() {
                     let _serve = times::enter(Activity::Serve);
                     self.serve_requests(st)?;

@@ -13,7 +13,13 @@
 //! The protocol thread sleeps until a store lands in the node's mailbox (the
 //! adapter's event signal; where the transport has none, as PCI in a QEMU
 //! guest, it polls the events with growing sleeps), takes the events, rings
-//! the doorbell for the node's other waiters, and answers requests.
+//! the doorbell for the node's other waiters, and answers requests. With
+//! message detection by polling (the default, seed 000 s.2.1) the
+//! application threads answer requests where they poll (`Csm::poll` in the
+//! programs' loops, barrier and flag waits, a fetch's wait); while they do
+//! and none of them sleeps on the doorbell, the protocol thread does not wait
+//! for the event signal but ticks (`POLL_TICK`), so each store into the
+//! mailbox does not wake it onto a core the application threads compute on.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -57,6 +63,10 @@ const PROTOCOL_NAP: Duration = Duration::from_millis(20);
 /// How soon the protocol thread looks again at requests it could not
 /// answer because another thread held the state.
 const BUSY_RETRY: Duration = Duration::from_micros(200);
+/// The protocol thread's sleep while the application threads poll: how
+/// long a request waits at most when they stop polling (a program leaving
+/// its loops) before this thread notices.
+const POLL_TICK: Duration = Duration::from_micros(500);
 /// How often the membership is looked at.
 const MEMBERSHIP_EVERY: Duration = Duration::from_millis(20);
 /// How long a wait for this node's own echo may take before the node is
@@ -371,7 +381,11 @@ impl Node {
     /// flag) answers requests meanwhile if it can take the state at once:
     /// it is awake anyway, and the protocol thread may have to be woken.
     pub(crate) fn serve_if_waiting(&self) -> Result<(), CsmError> {
-        if !self.polling || !self.requests_waiting() {
+        if !self.polling {
+            return Ok(());
+        }
+        self.bell.polled();
+        if !self.requests_waiting() {
             return Ok(());
         }
         let guard = match self.state.try_lock() {
@@ -420,6 +434,9 @@ pub(crate) fn protocol_thread(node: &Node) {
     let mut spinning = false;
     let mut last_members = Instant::now();
     let mut nap = Duration::from_micros(10);
+    // The application threads' poll count when this thread last went to
+    // sleep (`FutexBell::polls`).
+    let mut polls_before: Option<u32> = None;
     while !node.stop.load(Ordering::Acquire) {
         match node.proto_window.load(Ordering::Acquire) {
             window::BEGIN => {
@@ -505,6 +522,21 @@ pub(crate) fn protocol_thread(node: &Node) {
         if events > 0 {
             last_work = Instant::now();
             continue;
+        }
+        if node.polling {
+            // While the application threads poll (the count moved since
+            // this thread last slept) and none sleeps on the bell, they
+            // answer requests: sleep a tick instead of being woken by every
+            // store into the mailbox, each wake-up a context switch on a
+            // core they compute on.
+            let now = node.bell.polls();
+            let polled = now.is_some() && polls_before.is_some() && now != polls_before;
+            polls_before = now;
+            if polled {
+                spinning = false;
+                node.bell.tick(POLL_TICK);
+                continue;
+            }
         }
         if last_work.elapsed() < node.bell.protocol_spin() {
             spinning = true;

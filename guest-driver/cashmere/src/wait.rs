@@ -89,6 +89,14 @@ impl AdaptiveSpin {
 pub struct FutexBell {
     generation: AtomicU32,
     sleepers: AtomicU32,
+    /// Counts the application threads' looks for requests they would
+    /// answer (`Node::serve_if_waiting`: `Csm::poll`, barrier and flag
+    /// waits; a fetch's wait): while it moves and nobody sleeps here,
+    /// requests are noticed without the adapter's interrupt.
+    polls: AtomicU32,
+    /// The protocol thread is ticking instead of waiting for the interrupt
+    /// (`FutexBell::tick`): a thread about to sleep here wakes it first.
+    ticking: AtomicU32,
     remote: AdaptiveSpin,
     loopback: AdaptiveSpin,
     /// The protocol thread's spin after its last piece of work.
@@ -100,6 +108,8 @@ impl Default for FutexBell {
         FutexBell {
             generation: AtomicU32::new(0),
             sleepers: AtomicU32::new(0),
+            polls: AtomicU32::new(0),
+            ticking: AtomicU32::new(0),
             remote: AdaptiveSpin::new(50, 2, 300),
             loopback: AdaptiveSpin::new(20, 2, 100),
             protocol: AdaptiveSpin::new(20, 2, 200),
@@ -115,6 +125,35 @@ impl FutexBell {
         if self.sleepers.load(Ordering::SeqCst) > 0 {
             futex_wake_all(&self.generation);
         }
+    }
+
+    /// An application thread looked for requests to answer.
+    pub fn polled(&self) {
+        // Not a read-modify-write: two threads' counts may collide, and the
+        // count still moves, which is all the protocol thread looks at.
+        let n = self.polls.load(Ordering::Relaxed);
+        self.polls.store(n.wrapping_add(1), Ordering::Relaxed);
+    }
+
+    /// The poll count, to compare with a later one: the application threads
+    /// poll if it moved and no waiter sleeps (a sleeper needs the rings the
+    /// interrupt brings).
+    pub fn polls(&self) -> Option<u32> {
+        (self.sleepers.load(Ordering::SeqCst) == 0).then(|| self.polls.load(Ordering::Relaxed))
+    }
+
+    /// The protocol thread sleeps `tick` at most, not waiting for the
+    /// interrupt, while the application threads poll; a ring (or a thread
+    /// about to sleep on the bell) ends it early.
+    pub fn tick(&self, tick: Duration) {
+        self.ticking.store(1, Ordering::SeqCst);
+        let seen = self.generation.load(Ordering::SeqCst);
+        // Looked at after `ticking` is set: a waiter that registers after
+        // this look finds it set and rings.
+        if self.sleepers.load(Ordering::SeqCst) == 0 {
+            futex_wait(&self.generation, seen, tick);
+        }
+        self.ticking.store(0, Ordering::SeqCst);
     }
 
     /// How long the protocol thread looks for more work before it sleeps.
@@ -173,6 +212,11 @@ impl FutexBell {
             // the generation we sleep on (the futex returns at once) or sees
             // us registered and wakes us.
             self.sleepers.fetch_add(1, Ordering::SeqCst);
+            if self.ticking.load(Ordering::SeqCst) != 0 {
+                // The protocol thread is not waiting for the interrupt
+                // whose ring this sleep needs: back to it.
+                self.ring();
+            }
             let seen = self.generation.load(Ordering::SeqCst);
             let r = ready();
             if !matches!(r, Ok(None)) {

@@ -580,6 +580,8 @@ impl Workload for Barnes {
             let mut mine: MyCells = Vec::new();
             for &b in &zone {
                 self.insert(csm, tid, b, &mut mine)?;
+                // A loop back edge (seed 000 s.2.1's polling).
+                csm.poll()?;
             }
             let deepest = mine.iter().map(|c| c.0).max().unwrap_or(0);
             self.bounds.set(tid * 8 + 6, f64::from(deepest));
@@ -612,6 +614,8 @@ impl Workload for Barnes {
                     self.bodies.set(b * BODY + ACC + d, *a);
                 }
                 self.bodies.set(b * BODY + COST, cost as f64);
+                // A loop back edge (seed 000 s.2.1's polling).
+                csm.poll()?;
             }
             csm.barrier()?;
             for &b in &zone {

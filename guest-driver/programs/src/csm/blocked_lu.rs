@@ -288,6 +288,8 @@ impl<L: TileLayout> Workload for BlockedLu<L> {
                 for ti in k + 1..t.nb {
                     if own(ti, tj) {
                         update(&mut m, &t, ti, tj, k);
+                        // A loop back edge (seed 000 s.2.1's polling).
+                        csm.poll()?;
                     }
                 }
             }

@@ -386,6 +386,8 @@ impl Workload for Ilink {
             let gam = gen.gametes(theta(s, t));
             let mut log_scale = 0.0;
             for k in (0..s.families).rev() {
+                // A loop back edge (seed 000 s.2.1's polling).
+                csm.poll()?;
                 let mom_ph = person(mother(s, k));
                 let mom: Vec<f64> = (0..g).map(|x| prior[x] * mom_ph[x]).collect();
                 let kids: Vec<Vec<f64>> = (0..s.children)

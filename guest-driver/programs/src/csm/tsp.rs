@@ -123,6 +123,8 @@ pub fn run(csm: &Csm, data: &TspData, tid: usize) -> Result<u64, AppError> {
     let d = |i: usize, j: usize| data.dist.get(i * c + j);
     let mut err = None;
     loop {
+        // A loop back edge (seed 000 s.2.1's polling).
+        csm.poll()?;
         csm.lock_acquire(0)?;
         let t = data.next.get(0) as usize;
         data.next.set(0, t as u32 + 1);

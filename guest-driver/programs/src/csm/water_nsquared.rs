@@ -172,6 +172,8 @@ impl Workload for WaterNsquared {
             let mut f = vec![[0.0; 9]; n];
             let mut touched = vec![false; n];
             for i in mine.clone() {
+                // A loop back edge (seed 000 s.2.1's polling).
+                csm.poll()?;
                 for j in water::half_shell(n, i) {
                     for k in [i, j] {
                         if pos[k].is_none() {

@@ -131,6 +131,8 @@ impl Workload for WaterSpatial {
             let mut pos: Vec<Option<Mol>> = vec![None; n];
             let mut lists: Vec<Option<Vec<usize>>> = vec![None; cells];
             for &(c, i) in &mine {
+                // A loop back edge (seed 000 s.2.1's polling).
+                csm.poll()?;
                 let mut fi = [0.0; 9];
                 let a = sh.load_positions(i);
                 for nc in self.wb.neighbours(c) {
