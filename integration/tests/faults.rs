@@ -420,6 +420,11 @@ fn a_rejoined_node_catches_up_with_the_coherent_state() {
                         mc.coherence() == Coherence::Offline
                     });
                     assert!(matches!(mc.region_lookup(21), Err(McError::Offline)));
+                    // A barrier cannot complete for a node out of the
+                    // cluster: it says so instead of waiting out its timeout.
+                    let t0 = std::time::Instant::now();
+                    assert!(matches!(b.wait(T), Err(McError::Offline)));
+                    assert!(t0.elapsed() < T / 2, "{:?}", t0.elapsed());
                 }
             }
             sync.wait();

@@ -5,8 +5,11 @@
 
 use std::time::Duration;
 
+use firmware_model::AdapterErrorStatus;
+
 use crate::channel::{wait_for, MemoryChannel};
 use crate::error::{McError, WaitFor};
+use crate::port::McPort;
 use crate::region::{RxRegion, Sharing, TxRegion};
 
 /// A named barrier for all cluster members.
@@ -34,7 +37,9 @@ impl Barrier {
         })
     }
 
-    /// Wait until every member has arrived here as often as this node.
+    /// Wait until every member has arrived here as often as this node;
+    /// [`McError::Offline`] if this node's adapter goes offline meanwhile
+    /// (the arrival does not count then).
     pub fn wait(&mut self, timeout: Duration) -> Result<(), McError> {
         self.count += 1;
         let me = self.mc.node_id().index();
@@ -42,12 +47,25 @@ impl Barrier {
         let count = self.count;
         let rx = &self.rx;
         let mc = &self.mc;
-        wait_for(WaitFor::Barrier, timeout, || {
+        let r = wait_for(WaitFor::Barrier, timeout, || {
+            let st = mc.port().status();
+            // An adapter that went offline (it crashed) is out of the
+            // cluster: nobody sees this node's arrival and it sees nobody's,
+            // so the wait could only time out.
+            if st.membership_epoch != 0 && !AdapterErrorStatus::from_word(st.error_status).online {
+                return Some(Err(McError::Offline));
+            }
             let members = mc.members_mask();
             (0..64usize)
                 .filter(|n| members & (1 << n) != 0)
                 .all(|n| rx.load_u64(8 * n).map(|c| c >= count).unwrap_or(false))
-                .then_some(())
-        })
+                .then_some(Ok(()))
+        })?;
+        if matches!(r, Err(McError::Offline)) {
+            // The arrival was refused, never seen: after a rejoin this node
+            // arrives again with the others.
+            self.count -= 1;
+        }
+        r
     }
 }
