@@ -55,8 +55,19 @@ impl Node {
                 if self.migration {
                     match self.known_home(st, p) {
                         Some(h) if h == self.me => {}
-                        Some(h) if matches!(req, Request::Migrate(_)) && h == r => {
-                            // Granted before, and the grant was lost.
+                        Some(h)
+                            if matches!(req, Request::Migrate(_))
+                                && h == r
+                                && self.meta.home(p) == Some(r) =>
+                        {
+                            // Granted before, and the grant was lost: the
+                            // directory still names the requester, as this
+                            // node's grant set it. (A requester this node
+                            // only heard is the home, while its own request
+                            // for the page is under way, has since granted
+                            // the page to this node and pointed the
+                            // directory here: regranting would make two
+                            // homes; it gets "moved" until the grant lands.)
                             self.regrant(st, r, seq, p)?;
                             continue;
                         }
