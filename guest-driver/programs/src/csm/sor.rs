@@ -132,7 +132,11 @@ fn relax_row(g: Grid, i: usize, c: usize, rows: [&[f64]; 3], out: &mut [f64]) {
     let [up, same, down] = rows;
     let first = if (i + 1) % 2 == c { 1 } else { 2 };
     let end = g.cols.saturating_sub(1);
-    let n = if end > first { (end - first + 1) / 2 } else { 0 };
+    let n = if end > first {
+        (end - first + 1) / 2
+    } else {
+        0
+    };
     let k = first / 2..first / 2 + n;
     for (((o, u), d), w) in out[k.clone()]
         .iter_mut()
