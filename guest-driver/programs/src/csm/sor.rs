@@ -133,7 +133,7 @@ fn relax_row(g: Grid, i: usize, c: usize, rows: [&[f64]; 3], out: &mut [f64]) {
     let first = if (i + 1) % 2 == c { 1 } else { 2 };
     let end = g.cols.saturating_sub(1);
     let n = if end > first {
-        (end - first + 1) / 2
+        (end - first).div_ceil(2)
     } else {
         0
     };
