@@ -54,7 +54,7 @@ fn bench_runs_under_skewed_delivery() {
         let out = run(3, 1, &["mc-guest", "bench", "--iters", "200"]);
         for row in [
             "streaming, 65536 B writes",
-            "broadcast to 2 nodes, 65536 B writes (delivered)",
+            "broadcast to 2 nodes, 65536 B writes (delivered, total)",
             "lock acquire+release, 3 nodes contending",
         ] {
             assert!(out.contains(row), "{row}: {out}");
