@@ -34,6 +34,7 @@ mod loss;
 mod mailbox;
 mod messages;
 mod ms_data;
+mod msg_meta;
 mod node;
 mod release;
 mod requests;
@@ -90,6 +91,28 @@ pub enum CsmVariant {
     /// CSM-ADB (2L): CSM-MS-Mg, and pages with several consumers are
     /// broadcast through globally received buffers (seed 000 s.2.3.3).
     Adb,
+    /// CSM-S: data as CSM-MS, and metadata by explicit messages too
+    /// (directory changes to the page's home, piggybacked where they can
+    /// be; write notices as messages); synchronisation by Memory Channel
+    /// (seed 000 s.2.3.1.3).
+    S,
+}
+
+impl CsmVariant {
+    /// Shared data outside Memory Channel space, diffs as messages.
+    fn data_by_messages(self) -> bool {
+        !matches!(self, CsmVariant::Dms)
+    }
+
+    /// Directory and write notices by explicit messages.
+    fn metadata_by_messages(self) -> bool {
+        matches!(self, CsmVariant::S)
+    }
+
+    /// Homes migrate to a writer (seed 000 s.2.3.2).
+    fn migration(self) -> bool {
+        matches!(self, CsmVariant::MsMg | CsmVariant::Adb)
+    }
 }
 
 /// What [`Csm::start`] needs; every node must pass the same values.
@@ -181,13 +204,22 @@ impl Csm {
         // Before the start barrier: no node writes to a mailbox before its
         // owner receives it.
         let mail = Arc::new(Mailboxes::new(mc, space)?);
-        let data: Box<dyn seams::DataPropagation> = match cfg.variant {
-            CsmVariant::Dms => Box::new(dms_data::DmsData::new(mc, space, mail.clone())?),
-            CsmVariant::Ms | CsmVariant::MsMg | CsmVariant::Adb => {
-                Box::new(ms_data::MsData::new(mc, space, mail.clone(), heap.clone())?)
-            }
+        let v = cfg.variant;
+        let data: Box<dyn seams::DataPropagation> = if v.data_by_messages() {
+            Box::new(ms_data::MsData::new(mc, space, mail.clone(), heap.clone())?)
+        } else {
+            Box::new(dms_data::DmsData::new(mc, space, mail.clone())?)
         };
-        let meta = dms_meta::DmsMeta::new(mc, space, mail.clone(), bell.clone())?;
+        let meta: Box<dyn seams::Metadata> = if v.metadata_by_messages() {
+            Box::new(msg_meta::MsgMeta::new(mc, space, mail.clone())?)
+        } else {
+            Box::new(dms_meta::DmsMeta::new(
+                mc,
+                space,
+                mail.clone(),
+                bell.clone(),
+            )?)
+        };
         let sync = dms_sync::DmsSync::new(mc, space, cfg.locks, mail.clone(), bell.clone())?;
         let signal = mc.event_signal()?;
         let node = Arc::new(Node {
@@ -198,7 +230,7 @@ impl Csm {
             exclusive_mode: cfg.exclusive_mode,
             incoming_diffs: cfg.incoming_diffs && cfg.threads > 1,
             home_direct: cfg.home_direct,
-            migration: matches!(cfg.variant, CsmVariant::MsMg | CsmVariant::Adb),
+            migration: v.migration(),
             adb: match cfg.variant {
                 CsmVariant::Adb => Some(adb::BroadcastBuffers::new(mc, space)?),
                 _ => None,
@@ -209,7 +241,7 @@ impl Csm {
             twins,
             registration: AtomicUsize::new(usize::MAX),
             data,
-            meta: Box::new(meta),
+            meta,
             sync: Box::new(sync),
             mc: mc.clone(),
             mail,
@@ -549,7 +581,7 @@ impl Csm {
     pub fn bench_fetch(&self, page: u32) -> Result<Vec<u8>, CsmError> {
         let n = &self.node;
         let mut st = n.lock_state();
-        let home = n.meta.home(page).ok_or(CsmError::NoHome(page))?;
+        let home = n.bench_home(&mut st, page)?;
         let mut buf = vec![0u8; n.page_size as usize];
         n.fetch(&mut st, home, Request::Page(page), &mut buf)?;
         Ok(buf)
@@ -576,7 +608,7 @@ impl Csm {
     pub fn bench_diff(&self, page: u32, words: usize) -> Result<usize, CsmError> {
         let n = &self.node;
         let mut st = n.lock_state();
-        let home = n.meta.home(page).ok_or(CsmError::NoHome(page))?;
+        let home = n.bench_home(&mut st, page)?;
         let nw = n.page_size as usize / 4;
         let mut cur = vec![0u32; nw];
         n.heap
@@ -590,7 +622,7 @@ impl Csm {
         let bytes = n.data.write_diff(home, page, &cur, &runs)?;
         if n.data.diffs_are_messages() {
             // A diff message is done when the home acknowledges it.
-            n.fetch(&mut st, home, Request::Diff(page), &mut [])?;
+            n.diff_message_acked(&mut st, home, page)?;
         }
         Ok(bytes)
     }

@@ -1,6 +1,6 @@
 //! Which Cashmere protocol variant a run uses (seed 000 Table I), as
 //! `mc-guest csm --variant` names it and records carry it. CSM-DMS, CSM-MS,
-//! CSM-MS-Mg and CSM-ADB (2L) exist; CSM-S, CSM-None, CSM-None-Mg and
+//! CSM-MS-Mg, CSM-ADB (2L) and CSM-S exist; CSM-None, CSM-None-Mg and
 //! CSM-ADB (1L) do not yet (docs/cashmere.md, "Variants"), and are not
 //! offered.
 
@@ -22,6 +22,11 @@ pub enum ProtocolVariant {
     /// consumers of a page broadcasts it through buffers every node
     /// receives (seed 000 s.2.3.3).
     Adb,
+    /// CSM-S: data and metadata by explicit messages (directory changes
+    /// to the page's home, piggybacked on fetches and diff
+    /// acknowledgements; write notices as messages), synchronisation by
+    /// Memory Channel (seed 000 s.2.3.1.3).
+    S,
 }
 
 impl ProtocolVariant {
@@ -37,6 +42,7 @@ impl ProtocolVariant {
             ProtocolVariant::Ms => "ms",
             ProtocolVariant::MsMg => "ms-mg",
             ProtocolVariant::Adb => "adb",
+            ProtocolVariant::S => "s",
         }
     }
 
@@ -47,6 +53,7 @@ impl ProtocolVariant {
             ProtocolVariant::Ms => cashmere::CsmVariant::Ms,
             ProtocolVariant::MsMg => cashmere::CsmVariant::MsMg,
             ProtocolVariant::Adb => cashmere::CsmVariant::Adb,
+            ProtocolVariant::S => cashmere::CsmVariant::S,
         }
     }
 }
