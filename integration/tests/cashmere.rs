@@ -82,9 +82,10 @@ fn each_config(app: &str, extra: &[&str]) {
 }
 
 /// Every protocol variant `mc-guest csm --variant` offers.
-const VARIANTS: [&str; 5] = ["dms", "ms", "ms-mg", "adb", "s"];
+const VARIANTS: [&str; 7] = ["dms", "ms", "ms-mg", "adb", "s", "none", "none-mg"];
 /// `VARIANTS` from here on keep metadata (CSM-S) or synchronisation too
-/// (CSM-None) off Memory Channel: run in a smaller matrix by default.
+/// (CSM-None, CSM-None-Mg) off Memory Channel: run in a smaller matrix by
+/// default.
 const MESSAGE_VARIANTS: usize = 4;
 
 /// The variants the tests run are the ones the command line offers: a
@@ -527,10 +528,21 @@ fn homes_are_recorded_and_imposed() {
 /// a sharer now, sees each round's values through the new home.
 #[test]
 fn a_page_written_by_one_remote_node_migrates_there() {
+    a_page_written_by_one_remote_node_migrates(CsmVariant::MsMg);
+}
+
+/// The same in CSM-None-Mg: the directory, the notices and the barriers
+/// are messages; the migration is the same.
+#[test]
+fn none_mg_migrates_a_page_to_its_one_remote_writer() {
+    a_page_written_by_one_remote_node_migrates(CsmVariant::NoneMg);
+}
+
+fn a_page_written_by_one_remote_node_migrates(variant: CsmVariant) {
     let vc = VirtualCluster::start(ClusterConfig::new(2));
-    vc.on_every_node(|mc| {
+    vc.on_every_node(move |mc| {
         let cfg = Config {
-            variant: CsmVariant::MsMg,
+            variant,
             ..Config::default()
         };
         let csm = Csm::start(&mc, &cfg).unwrap();

@@ -17,6 +17,8 @@
 //! mappings), `shared` (typed arrays in the heap), `twin` (twins and diffs),
 //! `wait` (the one waiting discipline), `loss` (noticing lost stores), `seams` (the variant traits),
 //! `dms_data` / `dms_meta` / `dms_sync` (CSM-DMS on Memory Channel),
+//! `ms_data` (data by messages), `msg_meta` / `msg_sync` (metadata and
+//! synchronisation by messages: CSM-S, CSM-None),
 //! `mailbox` (each node's interrupting mailbox), `space` (where that lives
 //! in Memory Channel space), `stats` (counts), `times` (where time goes),
 //! `error`.
@@ -35,6 +37,7 @@ mod mailbox;
 mod messages;
 mod ms_data;
 mod msg_meta;
+mod msg_sync;
 mod node;
 mod release;
 mod requests;
@@ -96,6 +99,14 @@ pub enum CsmVariant {
     /// be; write notices as messages); synchronisation by Memory Channel
     /// (seed 000 s.2.3.1.3).
     S,
+    /// CSM-None: CSM-S, and synchronisation by explicit messages too
+    /// (queue locks with a manager per lock, barriers and flags by
+    /// messages): no Memory Channel feature beyond low-latency messages
+    /// (seed 000 s.2.3.1.4, seed 002 s.6.1).
+    None,
+    /// CSM-None-Mg: CSM-None with home migration as CSM-MS-Mg's (seed 000
+    /// s.2.3.2).
+    NoneMg,
 }
 
 impl CsmVariant {
@@ -106,12 +117,20 @@ impl CsmVariant {
 
     /// Directory and write notices by explicit messages.
     fn metadata_by_messages(self) -> bool {
-        matches!(self, CsmVariant::S)
+        matches!(self, CsmVariant::S | CsmVariant::None | CsmVariant::NoneMg)
+    }
+
+    /// Locks, barriers and flags by explicit messages.
+    fn sync_by_messages(self) -> bool {
+        matches!(self, CsmVariant::None | CsmVariant::NoneMg)
     }
 
     /// Homes migrate to a writer (seed 000 s.2.3.2).
     fn migration(self) -> bool {
-        matches!(self, CsmVariant::MsMg | CsmVariant::Adb)
+        matches!(
+            self,
+            CsmVariant::MsMg | CsmVariant::Adb | CsmVariant::NoneMg
+        )
     }
 }
 
@@ -220,7 +239,23 @@ impl Csm {
                 bell.clone(),
             )?)
         };
-        let sync = dms_sync::DmsSync::new(mc, space, cfg.locks, mail.clone(), bell.clone())?;
+        let sync: Box<dyn seams::Synchronization> = if v.sync_by_messages() {
+            Box::new(msg_sync::MsgSync::new(
+                mc,
+                space,
+                cfg.locks,
+                mail.clone(),
+                bell.clone(),
+            )?)
+        } else {
+            Box::new(dms_sync::DmsSync::new(
+                mc,
+                space,
+                cfg.locks,
+                mail.clone(),
+                bell.clone(),
+            )?)
+        };
         let signal = mc.event_signal()?;
         let node = Arc::new(Node {
             me: mc.node_id().index() as u32,
@@ -242,7 +277,7 @@ impl Csm {
             registration: AtomicUsize::new(usize::MAX),
             data,
             meta,
-            sync: Box::new(sync),
+            sync,
             mc: mc.clone(),
             mail,
             bell,

@@ -482,6 +482,12 @@ pub(crate) fn protocol_thread(node: &Node) {
         // barrier, an echo, a ring) may be what a sleeping waiter waits for.
         let notes = node.mc.take_notifications(node.mail.own());
         let events = notes.len();
+        // Synchronisation messages (CSM-None) need no state: their handler
+        // runs here whatever else holds it.
+        if let Err(e) = node.sync.serve() {
+            report_failure(node, Arc::new(e));
+            return;
+        }
         if notes.iter().any(|n| !node.mail.is_request(n.page)) {
             node.bell.ring();
         }

@@ -208,4 +208,9 @@ pub trait Synchronization: Send + Sync {
     /// Look at the cluster's membership again (a lost node counts as
     /// failed); returns whether one is lost. Not for the fault path.
     fn refresh_members(&self) -> bool;
+    /// Take the synchronisation messages that have arrived (CSM-None's
+    /// handler; the protocol thread calls it whenever it wakes).
+    fn serve(&self) -> Result<(), CsmError> {
+        Ok(())
+    }
 }
