@@ -58,6 +58,14 @@ impl Node {
             // After the diff in FIFO order: a home that sees this node
             // Invalid has the diff.
             self.meta.set_state(p, DirectoryState::Invalid)?;
+            if self.meta.messages().is_some() {
+                // Message-based metadata: the home learns it by a message
+                // (seed 000 s.2.3.1.3, seed 002 s.4.1), after the diff.
+                let home = self.home_of(st, p)?;
+                if home != self.me {
+                    self.fetch(st, home, crate::messages::Request::Invalid(p), &mut [])?;
+                }
+            }
             st.stats.invalidations += 1;
         }
         st.pending.clear();

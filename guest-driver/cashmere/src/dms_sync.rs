@@ -31,10 +31,42 @@ const NONE_LOST: u32 = u32::MAX;
 /// The node-level half of a lock: which of the node's locks a thread holds
 /// or is acquiring. Other threads of the node wait here, asleep, instead of
 /// contending in the cluster protocol.
-#[derive(Default)]
-struct NodeLocks {
+pub(crate) struct NodeLocks {
     held: Mutex<Vec<bool>>,
     freed: Condvar,
+}
+
+impl NodeLocks {
+    pub(crate) fn new(locks: u32) -> NodeLocks {
+        NodeLocks {
+            held: Mutex::new(vec![false; locks as usize]),
+            freed: Condvar::new(),
+        }
+    }
+
+    /// Wait until no other thread of the node holds or acquires `lock`,
+    /// then take it; `false` (taking nothing) for a lock that does not
+    /// exist.
+    pub(crate) fn take(&self, lock: u32) -> bool {
+        let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+        if lock as usize >= held.len() {
+            return false;
+        }
+        while held[lock as usize] {
+            held = self.freed.wait(held).unwrap_or_else(|p| p.into_inner());
+        }
+        held[lock as usize] = true;
+        true
+    }
+
+    pub(crate) fn give_back(&self, lock: u32) {
+        let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(h) = held.get_mut(lock as usize) {
+            *h = false;
+        }
+        drop(held);
+        self.freed.notify_all();
+    }
 }
 
 pub struct DmsSync {
@@ -78,10 +110,7 @@ impl DmsSync {
             },
             lost: AtomicU32::new(NONE_LOST),
             locks: mc.lock_alloc(KEY_LOCKS, locks, false, false)?,
-            node_locks: NodeLocks {
-                held: Mutex::new(vec![false; locks as usize]),
-                freed: Condvar::new(),
-            },
+            node_locks: NodeLocks::new(locks),
             tx: mc.attach_transmit(id, Sharing::Shared, true)?,
             rx: mc.attach_receive(id, Sharing::Shared, false)?,
             mail,
@@ -105,39 +134,32 @@ impl DmsSync {
     }
 }
 
+impl DmsSync {
+    /// The episode of the next start barrier on this cluster: one past the
+    /// last one's, which is the same on every node by the time any node
+    /// starts (every node arrives before the master writes it).
+    pub(crate) fn next_start_episode(&self) -> Result<u64, CsmError> {
+        Ok(self.rx.load_u64(self.space.sense())? + 1)
+    }
+}
+
 impl Synchronization for DmsSync {
     fn lock_acquire(&self, lock: u32) -> Result<(), CsmError> {
-        {
-            let mut held = self
-                .node_locks
-                .held
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
-            if lock as usize >= held.len() {
-                // The API names the error.
-                drop(held);
-                self.locks.acquire(lock)?;
-                return Ok(());
-            }
-            while held[lock as usize] {
-                held = self
-                    .node_locks
-                    .freed
-                    .wait(held)
-                    .unwrap_or_else(|p| p.into_inner());
-            }
-            held[lock as usize] = true;
+        if !self.node_locks.take(lock) {
+            // The API names the error.
+            self.locks.acquire(lock)?;
+            return Ok(());
         }
         let r = self.locks.acquire(lock);
         if r.is_err() {
-            self.give_back(lock);
+            self.node_locks.give_back(lock);
         }
         Ok(r?)
     }
 
     fn lock_release(&self, lock: u32) -> Result<(), CsmError> {
         let r = self.locks.release(lock);
-        self.give_back(lock);
+        self.node_locks.give_back(lock);
         Ok(r?)
     }
 
@@ -146,7 +168,7 @@ impl Synchronization for DmsSync {
         // one polls the sync region (start-up only). A cluster used before
         // has its last start barrier's sense there, the same on every node
         // by now: go on from it.
-        let episode = self.rx.load_u64(self.space.sense())? + 1;
+        let episode = self.next_start_episode()?;
         self.tx.write_u64(self.space.arrival(self.me), episode)?;
         let failed = |node| CsmError::NodeFailed { node };
         if self.me == 0 {
@@ -273,20 +295,5 @@ impl Synchronization for DmsSync {
             });
         }
         Ok(self.rx.load_u64(self.space.flag(flag))?)
-    }
-}
-
-impl DmsSync {
-    fn give_back(&self, lock: u32) {
-        let mut held = self
-            .node_locks
-            .held
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        if let Some(h) = held.get_mut(lock as usize) {
-            *h = false;
-        }
-        drop(held);
-        self.node_locks.freed.notify_all();
     }
 }

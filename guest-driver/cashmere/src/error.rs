@@ -59,6 +59,8 @@ pub enum CsmError {
     },
     #[error("a flag's value must be nonzero")]
     ZeroFlagValue,
+    #[error("no lock {lock}: there are {locks}")]
+    NoSuchLock { lock: u32, locks: u32 },
     #[error("no flag {flag}: there are {flags}")]
     NoSuchFlag { flag: u32, flags: u32 },
     #[error("page {0} has no home yet")]
@@ -101,6 +103,10 @@ pub enum BarrierWait {
     Arrivals,
     /// (Every other node:) the master to release the barrier.
     Master,
+    /// A message-based lock's handoff (CSM-None).
+    LockHandoff,
+    /// Room in another node's synchronisation queue (CSM-None).
+    QueueRoom,
 }
 
 impl std::fmt::Display for BarrierWait {
@@ -108,6 +114,8 @@ impl std::fmt::Display for BarrierWait {
         f.write_str(match self {
             BarrierWait::Arrivals => "every node at the barrier",
             BarrierWait::Master => "the barrier master",
+            BarrierWait::LockHandoff => "a lock's handoff",
+            BarrierWait::QueueRoom => "room in a node's synchronisation queue",
         })
     }
 }

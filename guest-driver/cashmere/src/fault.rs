@@ -198,6 +198,9 @@ impl Node {
             return Ok(false);
         }
         st.stats.migrations += 1;
+        if let Some(m) = self.meta.messages() {
+            m.became_home(p);
+        }
         let pg = &mut st.pages[p as usize];
         pg.home = Some(self.me);
         pg.direct = true;

@@ -1,5 +1,6 @@
 //! Request/reply with a home (seed 002 s.5): page fetches, null and drain
-//! requests, diff messages (CSM-MS) and migration requests (CSM-MS-Mg),
+//! requests, diff messages (CSM-MS), migration requests (CSM-MS-Mg) and
+//! the directory and notices messages of message-based metadata (CSM-S),
 //! answering other nodes while waiting, with end-to-end checks and retries
 //! so a lost or damaged message costs time, not correctness.
 //!
@@ -78,10 +79,18 @@ impl Node {
         let word = req.word();
         let page = req.page().unwrap_or(u32::MAX);
         let reply = loop {
-            if !std::mem::take(&mut first) && matches!(req, Request::Diff(_)) {
+            if !std::mem::take(&mut first) {
                 // The body may be what was lost, or it went to a node that
                 // is no longer the home.
-                self.data.repost_diff(home)?;
+                match req {
+                    Request::Diff(_) => self.data.repost_diff(home)?,
+                    Request::Notices(_) => {
+                        if let Some(m) = self.meta.messages() {
+                            m.repost_notices(home)?;
+                        }
+                    }
+                    _ => {}
+                }
             }
             st.fetch_seq = st.fetch_seq.wrapping_add(1).max(1);
             let seq = st.fetch_seq;
@@ -113,7 +122,7 @@ impl Node {
             match heard {
                 Heard::Reply => {
                     let got = self.data.reply_word();
-                    let data = req.reply_has_page(got) && moved_to(got).is_none();
+                    let data = req.reply_has_data(got) && moved_to(got).is_none();
                     let out: &mut [u8] = if data { &mut *buf } else { &mut [] };
                     // A null request's `buf` is empty: only the header is checked.
                     if !self.data.read_reply(seq, got, out)? {

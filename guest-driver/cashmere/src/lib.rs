@@ -17,6 +17,8 @@
 //! mappings), `shared` (typed arrays in the heap), `twin` (twins and diffs),
 //! `wait` (the one waiting discipline), `loss` (noticing lost stores), `seams` (the variant traits),
 //! `dms_data` / `dms_meta` / `dms_sync` (CSM-DMS on Memory Channel),
+//! `ms_data` (data by messages), `msg_meta` / `msg_sync` (metadata and
+//! synchronisation by messages: CSM-S, CSM-None),
 //! `mailbox` (each node's interrupting mailbox), `space` (where that lives
 //! in Memory Channel space), `stats` (counts), `times` (where time goes),
 //! `error`.
@@ -34,6 +36,8 @@ mod loss;
 mod mailbox;
 mod messages;
 mod ms_data;
+mod msg_meta;
+mod msg_sync;
 mod node;
 mod release;
 mod requests;
@@ -90,6 +94,44 @@ pub enum CsmVariant {
     /// CSM-ADB (2L): CSM-MS-Mg, and pages with several consumers are
     /// broadcast through globally received buffers (seed 000 s.2.3.3).
     Adb,
+    /// CSM-S: data as CSM-MS, and metadata by explicit messages too
+    /// (directory changes to the page's home, piggybacked where they can
+    /// be; write notices as messages); synchronisation by Memory Channel
+    /// (seed 000 s.2.3.1.3).
+    S,
+    /// CSM-None: CSM-S, and synchronisation by explicit messages too
+    /// (queue locks with a manager per lock, barriers and flags by
+    /// messages): no Memory Channel feature beyond low-latency messages
+    /// (seed 000 s.2.3.1.4, seed 002 s.6.1).
+    None,
+    /// CSM-None-Mg: CSM-None with home migration as CSM-MS-Mg's (seed 000
+    /// s.2.3.2).
+    NoneMg,
+}
+
+impl CsmVariant {
+    /// Shared data outside Memory Channel space, diffs as messages.
+    fn data_by_messages(self) -> bool {
+        !matches!(self, CsmVariant::Dms)
+    }
+
+    /// Directory and write notices by explicit messages.
+    fn metadata_by_messages(self) -> bool {
+        matches!(self, CsmVariant::S | CsmVariant::None | CsmVariant::NoneMg)
+    }
+
+    /// Locks, barriers and flags by explicit messages.
+    fn sync_by_messages(self) -> bool {
+        matches!(self, CsmVariant::None | CsmVariant::NoneMg)
+    }
+
+    /// Homes migrate to a writer (seed 000 s.2.3.2).
+    fn migration(self) -> bool {
+        matches!(
+            self,
+            CsmVariant::MsMg | CsmVariant::Adb | CsmVariant::NoneMg
+        )
+    }
 }
 
 /// How a node notices the requests of other nodes.
@@ -201,14 +243,39 @@ impl Csm {
         // Before the start barrier: no node writes to a mailbox before its
         // owner receives it.
         let mail = Arc::new(Mailboxes::new(mc, space)?);
-        let data: Box<dyn seams::DataPropagation> = match cfg.variant {
-            CsmVariant::Dms => Box::new(dms_data::DmsData::new(mc, space, mail.clone())?),
-            CsmVariant::Ms | CsmVariant::MsMg | CsmVariant::Adb => {
-                Box::new(ms_data::MsData::new(mc, space, mail.clone(), heap.clone())?)
-            }
+        let v = cfg.variant;
+        let data: Box<dyn seams::DataPropagation> = if v.data_by_messages() {
+            Box::new(ms_data::MsData::new(mc, space, mail.clone(), heap.clone())?)
+        } else {
+            Box::new(dms_data::DmsData::new(mc, space, mail.clone())?)
         };
-        let meta = dms_meta::DmsMeta::new(mc, space, mail.clone(), bell.clone())?;
-        let sync = dms_sync::DmsSync::new(mc, space, cfg.locks, mail.clone(), bell.clone())?;
+        let meta: Box<dyn seams::Metadata> = if v.metadata_by_messages() {
+            Box::new(msg_meta::MsgMeta::new(mc, space, mail.clone())?)
+        } else {
+            Box::new(dms_meta::DmsMeta::new(
+                mc,
+                space,
+                mail.clone(),
+                bell.clone(),
+            )?)
+        };
+        let sync: Box<dyn seams::Synchronization> = if v.sync_by_messages() {
+            Box::new(msg_sync::MsgSync::new(
+                mc,
+                space,
+                cfg.locks,
+                mail.clone(),
+                bell.clone(),
+            )?)
+        } else {
+            Box::new(dms_sync::DmsSync::new(
+                mc,
+                space,
+                cfg.locks,
+                mail.clone(),
+                bell.clone(),
+            )?)
+        };
         let signal = mc.event_signal()?;
         let node = Arc::new(Node {
             me: mc.node_id().index() as u32,
@@ -219,7 +286,7 @@ impl Csm {
             incoming_diffs: cfg.incoming_diffs && cfg.threads > 1,
             home_direct: cfg.home_direct,
             polling: cfg.detection == MessageDetection::Polling,
-            migration: matches!(cfg.variant, CsmVariant::MsMg | CsmVariant::Adb),
+            migration: v.migration(),
             adb: match cfg.variant {
                 CsmVariant::Adb => Some(adb::BroadcastBuffers::new(mc, space)?),
                 _ => None,
@@ -230,8 +297,8 @@ impl Csm {
             twins,
             registration: AtomicUsize::new(usize::MAX),
             data,
-            meta: Box::new(meta),
-            sync: Box::new(sync),
+            meta,
+            sync,
             mc: mc.clone(),
             mail,
             bell,
@@ -583,7 +650,7 @@ impl Csm {
     pub fn bench_fetch(&self, page: u32) -> Result<Vec<u8>, CsmError> {
         let n = &self.node;
         let mut st = n.lock_state();
-        let home = n.meta.home(page).ok_or(CsmError::NoHome(page))?;
+        let home = n.bench_home(&mut st, page)?;
         let mut buf = vec![0u8; n.page_size as usize];
         n.fetch(&mut st, home, Request::Page(page), &mut buf)?;
         Ok(buf)
@@ -610,7 +677,7 @@ impl Csm {
     pub fn bench_diff(&self, page: u32, words: usize) -> Result<usize, CsmError> {
         let n = &self.node;
         let mut st = n.lock_state();
-        let home = n.meta.home(page).ok_or(CsmError::NoHome(page))?;
+        let home = n.bench_home(&mut st, page)?;
         let nw = n.page_size as usize / 4;
         let mut cur = vec![0u32; nw];
         n.heap
@@ -624,7 +691,7 @@ impl Csm {
         let bytes = n.data.write_diff(home, page, &cur, &runs)?;
         if n.data.diffs_are_messages() {
             // A diff message is done when the home acknowledges it.
-            n.fetch(&mut st, home, Request::Diff(page), &mut [])?;
+            n.diff_message_acked(&mut st, home, page)?;
         }
         Ok(bytes)
     }

@@ -27,12 +27,27 @@ pub enum Request {
     Diff(u32),
     /// Become the page's home (CSM-MS-Mg, seed 000 s.2.3.2).
     Migrate(u32),
+    /// To the page's directory manager (message-based metadata, CSM-S):
+    /// the page's home, which becomes the asker if the page has none
+    /// (first touch). The reply carries the home (8 bytes).
+    Home(u32),
+    /// To the page's home (message-based metadata): the asker no longer
+    /// holds a copy (seed 000 s.2.3.1.3: "an explicit directory message is
+    /// needed only when a page is invalidated").
+    Invalid(u32),
+    /// Take the write notices in the sender's message slot: this many
+    /// pages (message-based metadata, seed 002 s.4.3's Flush).
+    Notices(u32),
 }
 
 const NULL: u32 = u32::MAX;
 const DRAIN: u32 = u32::MAX - 1;
 const DIFF: u32 = 1 << 31;
 const MIGRATE: u32 = 1 << 30;
+/// The kinds in the top four bits below `MIGRATE` (the page field is 28 bits).
+const HOME: u32 = 1 << 28;
+const INVALID: u32 = 2 << 28;
+const NOTICES: u32 = 3 << 28;
 /// In a reply to `Migrate`: refused (the home is writing the page).
 pub const DENIED: u32 = 1 << 29;
 /// In a reply to `Migrate`: granted, and the reply carries the page (the
@@ -51,6 +66,9 @@ impl Request {
             Request::Page(p) => p,
             Request::Diff(p) => DIFF | p,
             Request::Migrate(p) => MIGRATE | p,
+            Request::Home(p) => HOME | p,
+            Request::Invalid(p) => INVALID | p,
+            Request::Notices(n) => NOTICES | n,
         }
     }
 
@@ -60,15 +78,42 @@ impl Request {
             DRAIN => Request::Drain,
             w if w & DIFF != 0 => Request::Diff(w & MAX_PAGE),
             w if w & MIGRATE != 0 => Request::Migrate(w & MAX_PAGE),
-            w => Request::Page(w),
+            w => match w & !MAX_PAGE {
+                HOME => Request::Home(w & MAX_PAGE),
+                INVALID => Request::Invalid(w & MAX_PAGE),
+                NOTICES => Request::Notices(w & MAX_PAGE),
+                _ => Request::Page(w),
+            },
         }
     }
 
     /// The page it is about, if any.
     pub fn page(self) -> Option<u32> {
         match self {
-            Request::Null | Request::Drain => None,
-            Request::Page(p) | Request::Diff(p) | Request::Migrate(p) => Some(p),
+            Request::Null | Request::Drain | Request::Notices(_) => None,
+            Request::Page(p)
+            | Request::Diff(p)
+            | Request::Migrate(p)
+            | Request::Home(p)
+            | Request::Invalid(p) => Some(p),
+        }
+    }
+
+    /// Whether the request is about the page at its home (a node that is
+    /// no longer the home sends the asker on): all but the question to the
+    /// page's directory manager, which answers wherever the home is.
+    pub fn for_home(self) -> bool {
+        !matches!(self, Request::Home(_))
+    }
+
+    /// Whether the reply `reply` carries data: the page, the home (a
+    /// `Home` reply), or what the variant's metadata piggybacks on a diff's
+    /// acknowledgement (the sharing set with message-based metadata,
+    /// nothing in CSM-MS: the requester's buffer is then empty).
+    pub fn reply_has_data(self, reply: u32) -> bool {
+        match self {
+            Request::Diff(_) | Request::Home(_) => true,
+            _ => self.reply_has_page(reply),
         }
     }
 
@@ -282,6 +327,11 @@ mod tests {
             Request::Page(MAX_PAGE),
             Request::Diff(7),
             Request::Migrate(MAX_PAGE),
+            Request::Home(0),
+            Request::Home(MAX_PAGE),
+            Request::Invalid(9),
+            Request::Notices(1),
+            Request::Notices(MAX_PAGE),
         ] {
             assert_eq!(Request::decode(r.word()), r);
             assert_eq!(moved_to(r.word()), None);

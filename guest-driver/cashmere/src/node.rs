@@ -163,11 +163,45 @@ impl Node {
         // same one.
         let h = match self.imposed_home(p).or_else(|| self.meta.home(p)) {
             Some(h) => h,
-            None => self.meta.claim_home(p, &|| self.check_failed())?,
+            None => match self.meta.messages().map(|m| m.manager(p)) {
+                // Message-based metadata: the page's directory manager
+                // assigns the home (msg_meta).
+                Some(m) if m != self.me => self.ask_home(st, m, p)?,
+                _ => self.meta.claim_home(p, &|| self.check_failed())?,
+            },
         };
         st.pages[p as usize].home = Some(h);
         if h == self.me {
             self.map_master(st, p);
+        }
+        Ok(h)
+    }
+
+    /// The home of a page another node touched first, for the Table II
+    /// operations: the directory's, or, with message-based metadata, the
+    /// page's directory manager's answer (which makes this node the home of
+    /// a page nobody touched).
+    pub(crate) fn bench_home(&self, st: &mut ProtocolState, p: u32) -> Result<u32, CsmError> {
+        if let Some(h) = st.pages[p as usize].home.or_else(|| self.meta.home(p)) {
+            return Ok(h);
+        }
+        match self.meta.messages().map(|m| m.manager(p)) {
+            Some(m) if m != self.me => self.ask_home(st, m, p),
+            _ => Err(CsmError::NoHome(p)),
+        }
+    }
+
+    /// Ask page `p`'s directory manager `m` for its home, claiming it for
+    /// this node if it has none (message-based metadata, `msg_meta`).
+    pub(crate) fn ask_home(&self, st: &mut ProtocolState, m: u32, p: u32) -> Result<u32, CsmError> {
+        let mut b = [0u8; 8];
+        self.fetch(st, m, crate::messages::Request::Home(p), &mut b)?;
+        let h = u64::from_le_bytes(b) as u32;
+        if h >= self.nodes {
+            return Err(CsmError::BadRequest { from: m, page: p });
+        }
+        if let Some(mm) = self.meta.messages() {
+            mm.learn_home(p, h);
         }
         Ok(h)
     }
@@ -468,6 +502,12 @@ pub(crate) fn protocol_thread(node: &Node) {
         // barrier, an echo, a ring) may be what a sleeping waiter waits for.
         let notes = node.mc.take_notifications(node.mail.own());
         let events = notes.len();
+        // Synchronisation messages (CSM-None) need no state: their handler
+        // runs here whatever else holds it.
+        if let Err(e) = node.sync.serve() {
+            report_failure(node, Arc::new(e));
+            return;
+        }
         if notes.iter().any(|n| !node.mail.is_request(n.page)) {
             node.bell.ring();
         }

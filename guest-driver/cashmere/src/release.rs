@@ -12,10 +12,15 @@
 //! the sharing set before our diff in the total order asked the home before
 //! it too, so its copy may lack our diff: it must get a notice, and now it
 //! does. A node that joined after will get a copy with our diff.
+//!
+//! With message-based metadata (CSM-S, `msg_meta`) the sharing set of a
+//! diffed page comes with the diff's acknowledgement instead (the home
+//! serialises the diff with the page requests it answers), and each
+//! receiver's notices are a message it acknowledges after taking them.
 
 use crate::messages::Request;
 use crate::node::Node;
-use crate::seams::DirectoryState;
+use crate::seams::{DirectoryState, ENTRY_BYTES};
 use crate::state::{PageState, ProtocolState};
 use crate::times::{self, Activity};
 use crate::twin::diff;
@@ -46,10 +51,7 @@ impl Node {
         st.runs = runs;
         let bytes = r?;
         if bytes > 0 && self.data.diffs_are_messages() {
-            // Delivered and acknowledged before anything that follows it
-            // (the write notices, the release store): the acknowledgement
-            // says the home has applied it (seed 000 s.2.3.1.2).
-            self.fetch(st, home, Request::Diff(p), &mut [])?;
+            self.diff_message_acked(st, home, p)?;
         }
         if bytes > 0 {
             st.stats.diffs += 1;
@@ -61,6 +63,29 @@ impl Node {
         }
         st.pages[p as usize].twinned = false;
         Ok(())
+    }
+
+    /// The request that delivers the diff message for `p` already posted
+    /// to `home`, and its acknowledgement: the diff is applied before
+    /// anything that follows it (the write notices, the release store;
+    /// seed 000 s.2.3.1.2). With message-based metadata the acknowledgement
+    /// carries the page's sharing set, which the notices go to
+    /// (s.2.3.1.3).
+    pub(crate) fn diff_message_acked(
+        &self,
+        st: &mut ProtocolState,
+        home: u32,
+        p: u32,
+    ) -> Result<(), CsmError> {
+        match self.meta.messages() {
+            Some(m) => {
+                let mut entry = [0u8; ENTRY_BYTES];
+                self.fetch(st, home, Request::Diff(p), &mut entry)?;
+                m.learn_entry(p, &entry);
+                Ok(())
+            }
+            None => self.fetch(st, home, Request::Diff(p), &mut []),
+        }
     }
 
     /// Release (seed 002 s.3.3): flush every dirty page to its home, then
@@ -112,6 +137,11 @@ impl Node {
             let mut sent = 0;
             while sent < list.len() {
                 let k = self.meta.send_notices(n as u32, &list[sent..])?;
+                if k > 0 && self.meta.messages().is_some() {
+                    // A notices message: taken by the receiver before its
+                    // acknowledgement, so before this release's store.
+                    self.fetch(st, n as u32, Request::Notices(k as u32), &mut [])?;
+                }
                 sent += k;
                 st.stats.write_notices_sent += k as u64;
                 if k == 0 {

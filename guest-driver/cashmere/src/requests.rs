@@ -1,7 +1,9 @@
 //! Answering other nodes (seed 002 s.5): page requests (leaving Exclusive
 //! mode first when the page is held so), null requests, and requests to
-//! drain the write-notice bins; and taking in the write notices that have
-//! arrived (seed 002 s.4.3).
+//! drain the write-notice bins; with message-based metadata (CSM-S,
+//! `msg_meta`) the directory manager's home question, invalidations and
+//! notices messages; and taking in the write notices that have arrived
+//! (seed 002 s.4.3).
 //!
 //! Whoever holds the node's state answers: the protocol thread, or a thread
 //! that waits for something while holding the state (a fetch inside a fault,
@@ -13,7 +15,7 @@ use std::sync::atomic::Ordering;
 
 use crate::messages::{moved, Request, DENIED, WITH_PAGE};
 use crate::node::Node;
-use crate::seams::DirectoryState;
+use crate::seams::{DirectoryState, ENTRY_BYTES};
 use crate::state::{PageState, ProtocolState};
 use crate::vm::Prot;
 use crate::CsmError;
@@ -52,7 +54,7 @@ impl Node {
                 }
                 // With migration, the home may have moved on: send the
                 // requester to the home this node knows (seed 002 s.4.1).
-                if self.migration {
+                if self.migration && req.for_home() {
                     match self.known_home(st, p) {
                         Some(h) if h == self.me => {}
                         Some(h)
@@ -98,14 +100,52 @@ impl Node {
                         self.adb_invalidate(st, page)?;
                         // Every copy but the writer's lacks it now.
                         st.stale[page as usize] |= !(1u64 << r);
-                        self.data.send_reply(r, seq, w, None)?;
+                        match self.meta.messages() {
+                            // The sharing set, piggybacked on the
+                            // acknowledgement: the releaser's notices go
+                            // to it (seed 000 s.2.3.1.3).
+                            Some(m) => {
+                                let mut e = [0u8; ENTRY_BYTES];
+                                m.entry(page, &mut e);
+                                self.data.send_reply(r, seq, w, Some(&e))?;
+                            }
+                            None => self.data.send_reply(r, seq, w, None)?,
+                        }
                     } else {
                         // Damaged: no answer, and the sender posts it again.
                         st.stats.damaged_diffs += 1;
                     }
                 }
                 Request::Migrate(page) => self.answer_migration(st, r, seq, page)?,
+                Request::Home(p) => {
+                    let m = self
+                        .meta
+                        .messages()
+                        .ok_or(CsmError::BadRequest { from: r, page: p })?;
+                    let h = u64::from(m.assign_home(p, r));
+                    self.data.send_reply(r, seq, w, Some(&h.to_le_bytes()))?;
+                }
+                Request::Invalid(p) => {
+                    let m = self
+                        .meta
+                        .messages()
+                        .ok_or(CsmError::BadRequest { from: r, page: p })?;
+                    m.left(p, r);
+                    self.data.send_reply(r, seq, w, None)?;
+                }
+                Request::Notices(count) => {
+                    if self.take_notice_message(st, r, count)? {
+                        self.data.send_reply(r, seq, w, None)?;
+                    }
+                    // Damaged: no answer, and the sender posts it again.
+                }
                 Request::Page(p) => {
+                    if let Some(m) = self.meta.messages() {
+                        // The join, piggybacked on the fetch (seed 000
+                        // s.2.3.1.3); before the answer, as any diff
+                        // applied after it is.
+                        m.joined(p, r);
+                    }
                     let mut buf = std::mem::take(&mut st.serve_buf);
                     let r2 = self.answer_page(st, p, &mut buf);
                     let r3 = r2
@@ -239,14 +279,53 @@ impl Node {
             ..
         } = st;
         let now = *clock;
-        self.meta.drain_notices(&mut |p| {
-            stats.write_notices_received += 1;
-            if let Some(pg) = pages.get_mut(p as usize) {
-                if pg.notice_at == 0 {
-                    pending.push(p);
-                }
-                pg.notice_at = now;
-            }
-        })
+        self.meta
+            .drain_notices(&mut |p| take_notice(pages, pending, stats, now, p))
+    }
+
+    /// A notices message from node `from` (message-based metadata): its
+    /// pages go on the pending list as drained notices do. `false` when the
+    /// message is damaged.
+    fn take_notice_message(
+        &self,
+        st: &mut ProtocolState,
+        from: u32,
+        count: u32,
+    ) -> Result<bool, CsmError> {
+        let Some(m) = self.meta.messages() else {
+            return Err(CsmError::BadRequest { from, page: count });
+        };
+        let mut buf = std::mem::take(&mut st.msg_buf);
+        let ProtocolState {
+            pages,
+            pending,
+            clock,
+            stats,
+            ..
+        } = st;
+        let now = *clock;
+        let r = m.take_notices(from, count, &mut buf, &mut |p| {
+            take_notice(pages, pending, stats, now, p)
+        });
+        st.msg_buf = buf;
+        r
+    }
+}
+
+/// A write notice for page `p` taken at logical time `now`: the page goes
+/// on the pending list once, stamped.
+fn take_notice(
+    pages: &mut [crate::state::PageInfo],
+    pending: &mut Vec<u32>,
+    stats: &mut crate::stats::Stats,
+    now: u64,
+    p: u32,
+) {
+    stats.write_notices_received += 1;
+    if let Some(pg) = pages.get_mut(p as usize) {
+        if pg.notice_at == 0 {
+            pending.push(p);
+        }
+        pg.notice_at = now;
     }
 }

@@ -3,8 +3,10 @@
 //! directory and write notices), and how programs synchronise. The protocol
 //! core talks only to these traits; CSM-DMS implements all three with Memory
 //! Channel remote writes, broadcast and total order; CSM-MS implements
-//! `DataPropagation` with diff messages (`ms_data`). CSM-S and CSM-None
-//! would implement `Metadata` / `Synchronization` with explicit messages.
+//! `DataPropagation` with diff messages (`ms_data`); CSM-S implements
+//! `Metadata` with explicit messages too (`msg_meta`, the core sends them
+//! through [`MetadataMessages`]), and CSM-None `Synchronization`
+//! (`msg_sync`).
 
 use std::ops::Range;
 
@@ -128,6 +130,59 @@ pub trait Metadata: Send + Sync {
     fn send_notices(&self, to: u32, pages: &[u32]) -> Result<usize, CsmError>;
     /// Hand every write notice that has arrived to `take`.
     fn drain_notices(&self, take: &mut dyn FnMut(u32)) -> Result<(), CsmError>;
+    /// The message side of metadata kept by explicit messages (CSM-S), if
+    /// this is such: the protocol core then sends the messages it names.
+    fn messages(&self) -> Option<&dyn MetadataMessages> {
+        None
+    }
+}
+
+/// Bytes of a directory entry packed for a message (seed 002 s.4.1's
+/// `_csm_packed_entry_t`): the sharing set and the writers, a bit per node.
+pub const ENTRY_BYTES: usize = 16;
+
+/// Metadata by explicit messages (seed 000 s.2.3.1.3, seed 002 s.4.1,
+/// s.4.3): the master copy of a page's directory entry is at its home,
+/// other nodes cache it. A node joins the sharing set with its page
+/// request, leaves it with a message to the home, and learns the sharing
+/// set from its diff's acknowledgement; homes are assigned at first touch
+/// by each page's directory manager; write notices are messages. These are
+/// the parts of it the protocol core drives, as it holds the node's state
+/// and answers requests while it waits.
+pub trait MetadataMessages: Send + Sync {
+    /// The node that assigns the page's home at first touch.
+    fn manager(&self, page: u32) -> u32;
+    /// At the manager: the page's home; `claimer` if it has none yet.
+    fn assign_home(&self, page: u32, claimer: u32) -> u32;
+    /// Remember the home the manager named.
+    fn learn_home(&self, page: u32, home: u32);
+    /// At the home: node `from` asked for the page (its join, piggybacked
+    /// on the fetch).
+    fn joined(&self, page: u32, from: u32);
+    /// At the home: node `from` no longer holds a copy.
+    fn left(&self, page: u32, from: u32);
+    /// At the home: the page's entry, packed ([`ENTRY_BYTES`]), for a
+    /// diff's acknowledgement.
+    fn entry(&self, page: u32, out: &mut [u8]);
+    /// The entry the home piggybacked: this node's cache of it.
+    fn learn_entry(&self, page: u32, entry: &[u8]);
+    /// This node became the page's home by migration. Its old home's entry
+    /// did not come along: every other node counts as a sharer until it
+    /// says it is not (more notices than needed, never fewer).
+    fn became_home(&self, page: u32);
+    /// Post the last notices message to `to` again (its request is being
+    /// retried).
+    fn repost_notices(&self, to: u32) -> Result<(), CsmError>;
+    /// Take the `count` notices node `from` sent (its message slot), with
+    /// `buf` (two pages) as scratch; `false` when the message is damaged
+    /// (the sender posts it again).
+    fn take_notices(
+        &self,
+        from: u32,
+        count: u32,
+        buf: &mut [u8],
+        take: &mut dyn FnMut(u32),
+    ) -> Result<bool, CsmError>;
 }
 
 /// Synchronisation between nodes (the node-level part lives in the core).
@@ -153,4 +208,9 @@ pub trait Synchronization: Send + Sync {
     /// Look at the cluster's membership again (a lost node counts as
     /// failed); returns whether one is lost. Not for the fault path.
     fn refresh_members(&self) -> bool;
+    /// Take the synchronisation messages that have arrived (CSM-None's
+    /// handler; the protocol thread calls it whenever it wakes).
+    fn serve(&self) -> Result<(), CsmError> {
+        Ok(())
+    }
 }

@@ -79,13 +79,16 @@ impl CsmSpace {
         let control = ps.div_ceil(mp) * mp;
         let messages = control + 2 * mp;
         let slot = (2 * ps).div_ceil(mp) * mp;
+        let queues = messages + self.nodes as usize * slot;
+        let queues_end = queues + self.nodes as usize * SYNC_QUEUE_BYTES + 8 * self.nodes as usize;
         MailboxLayout {
             nodes: self.nodes,
             control,
             requests: control + mp,
             messages,
             slot,
-            bytes: messages + self.nodes as usize * slot,
+            queues,
+            bytes: queues_end.div_ceil(mp) * mp,
             mc_page: mp,
         }
     }
@@ -140,8 +143,9 @@ impl CsmSpace {
 /// A node's mailbox: the reply to its page request (the page's data from 0,
 /// then a 16-byte header on the control page), its control page (the
 /// header, its echo word, the barrier sense, the ring word, barrier
-/// arrivals), its request page (one word per requester), and a message slot
-/// per sender (a diff sent as a message, CSM-MS). Requests have
+/// arrivals), its request page (one word per requester), a message slot
+/// per sender (a diff sent as a message, CSM-MS; write notices, CSM-S), and
+/// a synchronisation queue per sender (CSM-None). Requests have
 /// a Memory Channel page of their own, so the interrupt says which kind of
 /// store arrived: the protocol thread answers requests itself and wakes the
 /// node's other waiters only for the rest.
@@ -152,9 +156,16 @@ pub struct MailboxLayout {
     requests: usize,
     messages: usize,
     slot: usize,
+    queues: usize,
     bytes: usize,
     mc_page: usize,
 }
+
+/// Entries of a synchronisation queue (CSM-None, `msg_sync`): 16 bytes
+/// each, one packet.
+pub const SYNC_QUEUE_ENTRIES: usize = 512;
+/// A synchronisation queue: SendIdx (8 bytes, padded to 16), then entries.
+const SYNC_QUEUE_BYTES: usize = 16 + 16 * SYNC_QUEUE_ENTRIES;
 
 impl MailboxLayout {
     /// The reply's data.
@@ -195,6 +206,20 @@ impl MailboxLayout {
     /// Bytes of a message slot.
     pub fn message_bytes(&self) -> usize {
         self.slot
+    }
+    /// The synchronisation queue from `sender` (CSM-None's messages,
+    /// `msg_sync`): its SendIdx, written by the sender after the entries.
+    pub fn sync_sent(&self, sender: u32) -> usize {
+        self.queues + sender as usize * SYNC_QUEUE_BYTES
+    }
+    /// Entry `i` (mod the queue's size) of the queue from `sender`.
+    pub fn sync_entry(&self, sender: u32, i: u64) -> usize {
+        self.sync_sent(sender) + 16 + 16 * (i % SYNC_QUEUE_ENTRIES as u64) as usize
+    }
+    /// How far `receiver` has taken this node's queue to it (its RecvIdx,
+    /// written by the receiver, for the sender's flow control).
+    pub fn sync_taken(&self, receiver: u32) -> usize {
+        self.queues + self.nodes as usize * SYNC_QUEUE_BYTES + 8 * receiver as usize
     }
     /// Whether page `page` of the mailbox (counted from its first) holds
     /// requests or their bodies (what the protocol thread answers itself).

@@ -123,9 +123,9 @@ enum GuestCommand {
         /// Samples per measurement.
         #[arg(long, default_value_t = 2000)]
         iters: u32,
-        /// `csm` only: the Cashmere protocol variant to measure (its diffs
-        /// are remote writes or messages; seed 000 Table II's MC Direct and
-        /// MC Messages columns).
+        /// `csm` only: the Cashmere protocol variant to measure (its diffs,
+        /// locks and barriers are remote writes or messages; seed 000 Table
+        /// II's MC Direct and MC Messages columns).
         #[arg(long, value_enum, default_value_t = csm::ProtocolVariant::Dms)]
         variant: csm::ProtocolVariant,
         /// `csm` only: how the home notices requests: poll (its waiting
@@ -189,7 +189,9 @@ enum GuestCommand {
         /// Protocol variant (seed 000 Table I): dms; ms (diffs as
         /// messages, data outside Memory Channel space); ms-mg (ms with home
         /// migration); adb (ms-mg with adaptive broadcast of widely read
-        /// pages).
+        /// pages); s (ms with the directory and write notices by messages);
+        /// none (s with locks, barriers and flags by messages); none-mg
+        /// (none with home migration).
         #[arg(long, value_enum, default_value_t = csm::ProtocolVariant::Dms)]
         variant: csm::ProtocolVariant,
         /// Append the run's record (JSON, one line: sizes, times, every

@@ -58,7 +58,12 @@ pub fn display_name(app: &str) -> &str {
 pub fn variant_name(v: &str) -> String {
     match v {
         "default" => "CSM (default)".to_string(),
-        v => format!("CSM-{}", v.to_uppercase().replace("-MG", "-Mg")),
+        v => format!(
+            "CSM-{}",
+            v.to_uppercase()
+                .replace("-MG", "-Mg")
+                .replace("NONE", "None")
+        ),
     }
 }
 
@@ -74,5 +79,7 @@ mod tests {
         }
         assert_eq!(variant_name("ms-mg"), "CSM-MS-Mg");
         assert_eq!(variant_name("dms"), "CSM-DMS");
+        assert_eq!(variant_name("s"), "CSM-S");
+        assert_eq!(variant_name("none-mg"), "CSM-None-Mg");
     }
 }

@@ -1,8 +1,7 @@
 //! Which Cashmere protocol variant a run uses (seed 000 Table I), as
-//! `mc-guest csm --variant` names it and records carry it. CSM-DMS, CSM-MS,
-//! CSM-MS-Mg and CSM-ADB (2L) exist; CSM-S, CSM-None, CSM-None-Mg and
-//! CSM-ADB (1L) do not yet (docs/cashmere.md, "Variants"), and are not
-//! offered.
+//! `mc-guest csm --variant` names it and records carry it. Every row of
+//! Table I exists but CSM-ADB (1L) (docs/cashmere.md, "Variants"), which is
+//! not offered.
 
 /// A protocol variant of Cashmere.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -22,6 +21,18 @@ pub enum ProtocolVariant {
     /// consumers of a page broadcasts it through buffers every node
     /// receives (seed 000 s.2.3.3).
     Adb,
+    /// CSM-S: data and metadata by explicit messages (directory changes
+    /// to the page's home, piggybacked on fetches and diff
+    /// acknowledgements; write notices as messages), synchronisation by
+    /// Memory Channel (seed 000 s.2.3.1.3).
+    S,
+    /// CSM-None: CSM-S, and synchronisation by explicit messages too
+    /// (queue locks with a manager per lock, barriers and flags by
+    /// messages) (seed 000 s.2.3.1.4, seed 002 s.6.1).
+    None,
+    /// CSM-None-Mg: CSM-None with home migration as CSM-MS-Mg's (seed 000
+    /// s.2.3.2).
+    NoneMg,
 }
 
 impl ProtocolVariant {
@@ -37,7 +48,16 @@ impl ProtocolVariant {
             ProtocolVariant::Ms => "ms",
             ProtocolVariant::MsMg => "ms-mg",
             ProtocolVariant::Adb => "adb",
+            ProtocolVariant::S => "s",
+            ProtocolVariant::None => "none",
+            ProtocolVariant::NoneMg => "none-mg",
         }
+    }
+
+    /// Whether its locks and barriers are explicit messages (Table II's
+    /// "MC Messages" column) rather than Memory Channel.
+    pub fn sync_by_messages(self) -> bool {
+        matches!(self, ProtocolVariant::None | ProtocolVariant::NoneMg)
     }
 
     /// The protocol Cashmere runs for it.
@@ -47,6 +67,9 @@ impl ProtocolVariant {
             ProtocolVariant::Ms => cashmere::CsmVariant::Ms,
             ProtocolVariant::MsMg => cashmere::CsmVariant::MsMg,
             ProtocolVariant::Adb => cashmere::CsmVariant::Adb,
+            ProtocolVariant::S => cashmere::CsmVariant::S,
+            ProtocolVariant::None => cashmere::CsmVariant::None,
+            ProtocolVariant::NoneMg => cashmere::CsmVariant::NoneMg,
         }
     }
 }
