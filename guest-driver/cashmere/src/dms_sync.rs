@@ -121,17 +121,27 @@ impl DmsSync {
     /// Fails the wait of a barrier or flag when a node failed or it took too
     /// long.
     fn check(&self, start: Instant, waiting_for: BarrierWait) -> Result<(), CsmError> {
-        if let Some(node) = self.aborted() {
-            return Err(CsmError::NodeFailed { node });
-        }
-        if start.elapsed() > WAIT {
-            return Err(CsmError::Timeout {
-                after: WAIT,
-                waiting_for,
-            });
-        }
-        Ok(())
+        check_wait(self.aborted(), start, waiting_for)
     }
+}
+
+/// Ends a synchronisation wait (a barrier, a flag, a lock handoff) when a
+/// node has failed (`aborted`) or the wait began more than `WAIT` ago.
+pub(crate) fn check_wait(
+    aborted: Option<u32>,
+    start: Instant,
+    waiting_for: BarrierWait,
+) -> Result<(), CsmError> {
+    if let Some(node) = aborted {
+        return Err(CsmError::NodeFailed { node });
+    }
+    if start.elapsed() > WAIT {
+        return Err(CsmError::Timeout {
+            after: WAIT,
+            waiting_for,
+        });
+    }
+    Ok(())
 }
 
 impl DmsSync {

@@ -42,14 +42,13 @@ use std::time::{Duration, Instant};
 
 use mc_api::MemoryChannel;
 
-use super::dms_sync::{DmsSync, NodeLocks};
+use super::dms_sync::{check_wait, DmsSync, NodeLocks};
 use super::mailbox::Mailboxes;
 use super::seams::Synchronization;
 use super::space::{CsmSpace, SYNC_QUEUE_ENTRIES};
 use super::wait::{FutexBell, WaitKind};
 use super::{BarrierWait, CsmError};
 
-const WAIT: Duration = Duration::from_secs(300);
 /// The receiver writes back how far it has taken a queue every this many
 /// entries (the sender's view of the room may lag by as much).
 const TAKEN_EVERY: u64 = SYNC_QUEUE_ENTRIES as u64 / 8;
@@ -346,16 +345,7 @@ impl MsgSync {
 
     /// Fails a wait when a node failed or it took too long.
     fn check(&self, start: Instant, waiting_for: BarrierWait) -> Result<(), CsmError> {
-        if let Some(node) = self.aborted() {
-            return Err(CsmError::NodeFailed { node });
-        }
-        if start.elapsed() > WAIT {
-            return Err(CsmError::Timeout {
-                after: WAIT,
-                waiting_for,
-            });
-        }
-        Ok(())
+        check_wait(self.aborted(), start, waiting_for)
     }
 
     /// Wait until `done` holds of the state, taking messages meanwhile
