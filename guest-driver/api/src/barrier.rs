@@ -5,11 +5,9 @@
 
 use std::time::Duration;
 
-use firmware_model::AdapterErrorStatus;
-
 use crate::channel::{wait_for, MemoryChannel};
 use crate::error::{McError, WaitFor};
-use crate::port::McPort;
+use crate::join::adapter_offline;
 use crate::region::{RxRegion, Sharing, TxRegion};
 
 /// A named barrier for all cluster members.
@@ -48,11 +46,10 @@ impl Barrier {
         let rx = &self.rx;
         let mc = &self.mc;
         let r = wait_for(WaitFor::Barrier, timeout, || {
-            let st = mc.port().status();
             // An adapter that went offline (it crashed) is out of the
             // cluster: nobody sees this node's arrival and it sees nobody's,
             // so the wait could only time out.
-            if st.membership_epoch != 0 && !AdapterErrorStatus::from_word(st.error_status).online {
+            if adapter_offline(mc) {
                 return Some(Err(McError::Offline));
             }
             let members = mc.members_mask();

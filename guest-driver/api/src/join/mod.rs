@@ -48,7 +48,7 @@ mod server;
 mod state;
 mod window;
 
-pub(crate) use notice::start;
+pub(crate) use notice::{adapter_offline, start};
 pub(crate) use state::JoinState;
 pub use state::{Coherence, Resync};
 pub(crate) use window::Window;

@@ -194,3 +194,9 @@ pub(super) fn status(mc: &MemoryChannel) -> Option<StatusPage> {
     let st = mc.port().status();
     (st.membership_epoch != 0).then_some(st)
 }
+
+/// Whether this node's adapter is offline (it crashed), as its status page
+/// says; false when the page could not be read whole this time.
+pub(crate) fn adapter_offline(mc: &MemoryChannel) -> bool {
+    status(mc).is_some_and(|st| !AdapterErrorStatus::from_word(st.error_status).online)
+}
