@@ -103,10 +103,7 @@ impl Node {
                 }
                 // Two nodes fetching from each other both answer meanwhile.
                 self.bell.polled();
-                if self.requests_waiting() {
-                    let _serve = times::enter(Activity::Serve);
-                    self.serve_requests(st)?;
-                }
+                self.serve_waiting(st)?;
                 self.check_failed()?;
                 if start.elapsed() > FETCH_GIVE_UP {
                     return Err(CsmError::NoReply {

@@ -284,10 +284,7 @@ impl Node {
                     }
                 }
                 if let Some(st) = st.as_deref_mut() {
-                    if self.requests_waiting() {
-                        let _serve = times::enter(Activity::Serve);
-                        self.serve_requests(st)?;
-                    }
+                    self.serve_waiting(st)?;
                 }
                 if start.elapsed() > ECHO_GIVE_UP {
                     return Err(CsmError::NoEcho {

@@ -17,10 +17,22 @@ use crate::messages::{moved, Request, DENIED, WITH_PAGE};
 use crate::node::Node;
 use crate::seams::{DirectoryState, ENTRY_BYTES};
 use crate::state::{PageState, ProtocolState};
+use crate::times::{self, Activity};
 use crate::vm::Prot;
 use crate::CsmError;
 
 impl Node {
+    /// Answer the requests waiting, if any, with the node's state in hand:
+    /// a thread that holds it while it waits (a fetch, an echo) answers for
+    /// the node, since nobody else can take the state meanwhile.
+    pub(crate) fn serve_waiting(&self, st: &mut ProtocolState) -> Result<(), CsmError> {
+        if self.requests_waiting() {
+            let _serve = times::enter(Activity::Serve);
+            self.serve_requests(st)?;
+        }
+        Ok(())
+    }
+
     pub(crate) fn serve_requests(&self, st: &mut ProtocolState) -> Result<(), CsmError> {
         // An answer may wait for this node's own echo, and a wait answers
         // requests: not again from inside an answer (its buffer is in use).

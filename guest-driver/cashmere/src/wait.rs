@@ -15,13 +15,15 @@
 //! sleeping after it gives the core to the threads the wait depends on (the
 //! hub, the other node's protocol thread) when there are fewer cores than
 //! runnable threads. How long to spin is learnt per node and kind of wait
-//! (`AdaptiveSpin`). No waiter ever loops on `sched_yield`.
+//! (`AdaptiveSpin`). A spinning waiter yields its core every 8th look, so a
+//! thread woken on that core (perhaps the one it waits for) runs at once;
+//! none loops on `sched_yield` alone.
 //!
 //! Signal safety: `futex(2)` and `clock_gettime` are system calls with no
 //! user-space locks or allocation; a waiter in the fault handler uses this
 //! as any other thread does.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 /// What a wait is for: it decides how long the waiter spins first and how
@@ -96,7 +98,7 @@ pub struct FutexBell {
     polls: AtomicU32,
     /// The protocol thread is ticking instead of waiting for the interrupt
     /// (`FutexBell::tick`): a thread about to sleep here wakes it first.
-    ticking: AtomicU32,
+    ticking: AtomicBool,
     remote: AdaptiveSpin,
     loopback: AdaptiveSpin,
     /// The protocol thread's spin after its last piece of work.
@@ -109,7 +111,7 @@ impl Default for FutexBell {
             generation: AtomicU32::new(0),
             sleepers: AtomicU32::new(0),
             polls: AtomicU32::new(0),
-            ticking: AtomicU32::new(0),
+            ticking: AtomicBool::new(false),
             remote: AdaptiveSpin::new(50, 2, 300),
             loopback: AdaptiveSpin::new(20, 2, 100),
             protocol: AdaptiveSpin::new(20, 2, 200),
@@ -146,14 +148,14 @@ impl FutexBell {
     /// interrupt, while the application threads poll; a ring (or a thread
     /// about to sleep on the bell) ends it early.
     pub fn tick(&self, tick: Duration) {
-        self.ticking.store(1, Ordering::SeqCst);
+        self.ticking.store(true, Ordering::SeqCst);
         let seen = self.generation.load(Ordering::SeqCst);
         // Looked at after `ticking` is set: a waiter that registers after
         // this look finds it set and rings.
         if self.sleepers.load(Ordering::SeqCst) == 0 {
             futex_wait(&self.generation, seen, tick);
         }
-        self.ticking.store(0, Ordering::SeqCst);
+        self.ticking.store(false, Ordering::SeqCst);
     }
 
     /// How long the protocol thread looks for more work before it sleeps.
@@ -212,7 +214,7 @@ impl FutexBell {
             // the generation we sleep on (the futex returns at once) or sees
             // us registered and wakes us.
             self.sleepers.fetch_add(1, Ordering::SeqCst);
-            if self.ticking.load(Ordering::SeqCst) != 0 {
+            if self.ticking.load(Ordering::SeqCst) {
                 // The protocol thread is not waiting for the interrupt
                 // whose ring this sleep needs: back to it.
                 self.ring();
