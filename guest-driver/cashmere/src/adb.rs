@@ -17,11 +17,12 @@
 //! takes it only if the header is unchanged and the checksum agrees, so a
 //! copy overwritten while it was read is refused.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
-use mc_api::{MemoryChannel, RxRegion, Sharing, TxRegion};
+use mc_api::{MemoryChannel, RxRegion, TxRegion};
 
 use crate::messages::checksum;
+use crate::site::Site;
 use crate::space::{CsmSpace, KEY_ADB};
 use crate::CsmError;
 
@@ -29,8 +30,8 @@ use crate::CsmError;
 const EMPTY: u32 = u32::MAX;
 
 pub struct BroadcastBuffers {
-    tx: TxRegion,
-    rx: RxRegion,
+    tx: Arc<TxRegion>,
+    rx: Arc<RxRegion>,
     slots: u32,
     page_size: usize,
     stride: usize,
@@ -43,11 +44,15 @@ impl BroadcastBuffers {
     /// Allocate (or find) the buffers and attach them for receive and for
     /// broadcast transmit with loopback. Before the start barrier: a
     /// placement into a region a node does not receive yet is lost to it.
-    pub fn new(mc: &MemoryChannel, space: CsmSpace) -> Result<BroadcastBuffers, CsmError> {
+    pub fn new(
+        mc: &MemoryChannel,
+        space: CsmSpace,
+        site: &Site,
+    ) -> Result<BroadcastBuffers, CsmError> {
         let id = mc.region_alloc(KEY_ADB, space.adb_bytes(), false)?;
         Ok(BroadcastBuffers {
-            rx: mc.attach_receive(id, Sharing::Shared, false)?,
-            tx: mc.attach_transmit(id, Sharing::Shared, true)?,
+            rx: site.receive(mc, id, false)?,
+            tx: site.transmit_all(mc, id)?,
             slots: space.adb_slots(),
             page_size: space.page_size as usize,
             stride: space.adb_stride(),

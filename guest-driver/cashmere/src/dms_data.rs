@@ -11,11 +11,12 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use mc_api::{MemoryChannel, NodeId, RxRegion, Sharing, TxRegion};
+use mc_api::{MemoryChannel, RxRegion, TxRegion};
 
 use super::mailbox::Mailboxes;
 use super::messages::{mail_request_methods, MailRequests};
 use super::seams::DataPropagation;
+use super::site::Site;
 use super::space::{CsmSpace, KEY_HOME};
 use super::CsmError;
 
@@ -24,10 +25,10 @@ pub struct DmsData {
     me: u32,
     /// Transmit mapping of every node's home region: point-to-point to the
     /// others', this node's own with loopback (its master copies).
-    to_home: Vec<TxRegion>,
+    to_home: Vec<Arc<TxRegion>>,
     /// This node's receive mapping of its home region: the master copies of
     /// the pages it is home of.
-    master: RxRegion,
+    master: Arc<RxRegion>,
     mail: Arc<Mailboxes>,
     requests: MailRequests,
 }
@@ -40,18 +41,17 @@ impl DmsData {
         mc: &MemoryChannel,
         space: CsmSpace,
         mail: Arc<Mailboxes>,
+        site: &Site,
     ) -> Result<DmsData, CsmError> {
-        let me = mc.node_id().index() as u32;
+        let me = site.me;
         let mut to_home = Vec::with_capacity(space.nodes as usize);
         let mut master = None;
         for n in 0..space.nodes {
             let id = mc.region_alloc(KEY_HOME + n, space.heap_bytes(), false)?;
             if n == me {
-                master = Some(mc.attach_receive(id, Sharing::Shared, false)?);
-                to_home.push(mc.attach_transmit(id, Sharing::Shared, true)?);
-            } else {
-                to_home.push(mc.attach_transmit_to(id, Sharing::Shared, NodeId(n as u8))?);
+                master = Some(site.receive(mc, id, false)?);
             }
+            to_home.push(site.transmit_to(mc, id, n)?);
         }
         Ok(DmsData {
             space,

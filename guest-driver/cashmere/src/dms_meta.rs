@@ -20,10 +20,11 @@ use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use mc_api::{MemoryChannel, RxRegion, Sharing, TxRegion};
+use mc_api::{MemoryChannel, RxRegion, TxRegion};
 
 use super::mailbox::Mailboxes;
 use super::seams::{DirectoryState, Metadata};
+use super::site::Site;
 use super::space::{CsmSpace, EXCLUSIVE, KEY_DIR, KEY_WN};
 use super::wait::{await_echo, FutexBell};
 use super::CsmError;
@@ -34,10 +35,10 @@ const DIR_LOCK_WAIT: Duration = Duration::from_secs(120);
 pub struct DmsMeta {
     space: CsmSpace,
     me: u32,
-    dir_tx: TxRegion,
-    dir_rx: RxRegion,
-    wn_tx: TxRegion,
-    wn_rx: RxRegion,
+    dir_tx: Arc<TxRegion>,
+    dir_rx: Arc<RxRegion>,
+    wn_tx: Arc<TxRegion>,
+    wn_rx: Arc<RxRegion>,
     /// This node's own directory word of each page, as it last wrote it.
     mine: Box<[AtomicU8]>,
     /// Tickets for the directory lock.
@@ -54,12 +55,13 @@ impl DmsMeta {
         space: CsmSpace,
         mail: Arc<Mailboxes>,
         bell: Arc<FutexBell>,
+        site: &Site,
     ) -> Result<DmsMeta, CsmError> {
         let dir = mc.region_alloc(KEY_DIR, space.dir_bytes(), true)?;
         let wn = mc.region_alloc(KEY_WN, space.wn_bytes(), true)?;
-        let me = mc.node_id().index() as u32;
-        let dir_rx = mc.attach_receive(dir, Sharing::Shared, false)?;
-        let wn_rx = mc.attach_receive(wn, Sharing::Shared, false)?;
+        let me = site.me;
+        let dir_rx = site.receive(mc, dir, false)?;
+        let wn_rx = site.receive(mc, wn, false)?;
         // Resume the bin indices where the region says they are.
         let n = space.nodes;
         let send = (0..n)
@@ -74,9 +76,9 @@ impl DmsMeta {
         Ok(DmsMeta {
             space,
             me,
-            dir_tx: mc.attach_transmit(dir, Sharing::Shared, true)?,
+            dir_tx: site.transmit_all(mc, dir)?,
             dir_rx,
-            wn_tx: mc.attach_transmit(wn, Sharing::Shared, true)?,
+            wn_tx: site.transmit_all(mc, wn)?,
             wn_rx,
             mine,
             ticket: AtomicU32::new(1),

@@ -15,10 +15,11 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use mc_api::backoff::poll_until;
-use mc_api::{LockSet, MemoryChannel, RxRegion, Sharing, TxRegion};
+use mc_api::{LockSet, MemoryChannel, RxRegion, TxRegion};
 
 use super::mailbox::Mailboxes;
 use super::seams::Synchronization;
+use super::site::Site;
 use super::space::{CsmSpace, KEY_LOCKS, KEY_SYNC};
 use super::wait::{FutexBell, WaitKind};
 use super::{BarrierWait, CsmError};
@@ -73,16 +74,19 @@ pub struct DmsSync {
     space: CsmSpace,
     me: u32,
     mc: MemoryChannel,
-    /// The nodes the program runs on: one that leaves the cluster (its
-    /// adapter crashed) ends the run with an error naming it.
+    /// The adapters the program runs on: one that leaves the cluster (its
+    /// adapter crashed) ends the run with an error naming its (first)
+    /// protocol node.
     members: u64,
+    /// Protocol nodes per adapter (1L: processors per machine).
+    per_adapter: u32,
     /// The first member found gone (`NONE_LOST` while all are there),
     /// refreshed outside the fault path.
     lost: AtomicU32,
     locks: LockSet,
     node_locks: NodeLocks,
-    tx: TxRegion,
-    rx: RxRegion,
+    tx: Arc<TxRegion>,
+    rx: Arc<RxRegion>,
     mail: Arc<Mailboxes>,
     bell: Arc<FutexBell>,
 }
@@ -94,25 +98,27 @@ impl DmsSync {
         locks: u32,
         mail: Arc<Mailboxes>,
         bell: Arc<FutexBell>,
+        site: &Site,
     ) -> Result<DmsSync, CsmError> {
         let id = mc.region_alloc(KEY_SYNC, space.sync_bytes(), true)?;
         let locks = locks.max(1);
         Ok(DmsSync {
             space,
-            me: mc.node_id().index() as u32,
+            me: site.me,
             mc: mc.clone(),
-            // Every node of the cluster takes part; one that is not a member
-            // (now or later) is lost.
-            members: if space.nodes >= 64 {
+            // Every adapter of the cluster takes part; one that is not a
+            // member (now or later) is lost.
+            members: if site.adapters() >= 64 {
                 u64::MAX
             } else {
-                (1u64 << space.nodes) - 1
+                (1u64 << site.adapters()) - 1
             },
+            per_adapter: site.per_adapter,
             lost: AtomicU32::new(NONE_LOST),
             locks: mc.lock_alloc(KEY_LOCKS, locks, false, false)?,
             node_locks: NodeLocks::new(locks),
-            tx: mc.attach_transmit(id, Sharing::Shared, true)?,
-            rx: mc.attach_receive(id, Sharing::Shared, false)?,
+            tx: site.transmit_all(mc, id)?,
+            rx: site.receive(mc, id, false)?,
             mail,
             bell,
         })
@@ -274,7 +280,8 @@ impl Synchronization for DmsSync {
     fn refresh_members(&self) -> bool {
         let lost = self.members & !self.mc.members_mask();
         if lost != 0 {
-            self.lost.store(lost.trailing_zeros(), Ordering::Relaxed);
+            let first = lost.trailing_zeros() * self.per_adapter;
+            self.lost.store(first, Ordering::Relaxed);
         }
         lost != 0
     }

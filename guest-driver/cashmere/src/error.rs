@@ -49,6 +49,16 @@ pub enum CsmError {
     PageSize(u32),
     #[error("at least one thread per node")]
     NoThreads,
+    #[error("{adapters} adapters x {per_adapter} protocol nodes each: Cashmere runs on 1 to {max} protocol nodes")]
+    TooManyNodes {
+        adapters: u32,
+        per_adapter: u32,
+        max: u32,
+    },
+    /// `Csm::start` was asked for the one-level protocol with several
+    /// threads per node, which needs one protocol node per thread.
+    #[error("the one-level protocol (1L) with {threads} threads per node starts a protocol node per thread: use Csm::start_one_level")]
+    OneLevelThreads { threads: u32 },
     #[error("too many Cashmere heaps in one process (at most {0})")]
     TooManyHeaps(usize),
     #[error("shared heap of {heap} bytes is full (wanted {wanted} more at {at}): make it larger (Config::heap_bytes; mc-guest csm --heap-kib)")]

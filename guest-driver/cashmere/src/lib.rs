@@ -44,6 +44,7 @@ mod requests;
 pub mod seams;
 mod shared;
 mod sigsegv;
+mod site;
 pub mod space;
 mod state;
 mod stats;
@@ -62,6 +63,7 @@ use mc_api::MemoryChannel;
 pub use error::{BarrierWait, CsmError};
 pub use homes::{HomeAssignment, HomesError};
 pub use shared::SharedArray;
+pub use site::MAX_PROTOCOL_NODES;
 pub use space::CsmSpace;
 pub use state::PageState;
 pub use stats::Stats;
@@ -134,6 +136,21 @@ impl CsmVariant {
     }
 }
 
+/// One or two levels (seed 000 s.3.2, Fig. 1): whether the threads of a
+/// machine share its frames and protocol state.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Levels {
+    /// CSM-1L: every application thread is a protocol node of its own (its
+    /// own frames, twins, directory entries, mailbox and home region), and
+    /// the threads of a machine share only its adapter ([`Csm::start_one_level`]).
+    One,
+    /// CSM-2L: the threads of a machine share its frames and protocol state
+    /// (hardware coherence inside the node); the machine is the protocol
+    /// node.
+    #[default]
+    Two,
+}
+
 /// How a node notices the requests of other nodes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum MessageDetection {
@@ -158,8 +175,11 @@ pub struct Config {
     pub heap_bytes: usize,
     /// Coherence unit: 8192 (default) or 4096.
     pub page_size: u32,
-    /// Application threads per node (2L when more than one).
+    /// Application threads per node (machine).
     pub threads: u32,
+    /// 2L: the node's threads share one protocol node; 1L: each is its own
+    /// ([`Csm::start_one_level`]).
+    pub levels: Levels,
     pub locks: u32,
     pub flags: u32,
     /// The home of a page with no other sharer skips twins (seed 000 s.2.1).
@@ -187,6 +207,7 @@ impl Default for Config {
             heap_bytes: 1 << 20,
             page_size: 8192,
             threads: 1,
+            levels: Levels::Two,
             locks: 64,
             flags: 64,
             exclusive_mode: true,
@@ -222,16 +243,84 @@ pub struct Csm {
 impl Csm {
     /// Start Cashmere on this node: allocate (or find) the Memory Channel
     /// regions, map the heap, install the fault handler, start the protocol
-    /// thread, and wait until every node has done the same.
+    /// thread, and wait until every node has done the same. The handle is
+    /// the node's threads' (2L); for 1L with several threads per node use
+    /// [`Csm::start_one_level`].
     pub fn start(mc: &MemoryChannel, cfg: &Config) -> Result<Csm, CsmError> {
+        Self::check_config(cfg)?;
+        if cfg.levels == Levels::One && cfg.threads > 1 {
+            return Err(CsmError::OneLevelThreads {
+                threads: cfg.threads,
+            });
+        }
+        let site = site::Site::new(mc, 0, 1, Default::default())?;
+        Self::start_at(mc, cfg, site)
+    }
+
+    /// Start the one-level protocol (CSM-1L) on this machine: a protocol node
+    /// for each of its `cfg.threads` application threads, all on this
+    /// machine's adapter (processor `t` of the machine on adapter node `a`
+    /// is protocol node `a * threads + t`). Returns one handle per thread,
+    /// in order; each thread uses its own, and calls [`Csm::finish`] on it.
+    /// Every machine must call this with the same configuration.
+    pub fn start_one_level(mc: &MemoryChannel, cfg: &Config) -> Result<Vec<Csm>, CsmError> {
+        Self::check_config(cfg)?;
+        let per = cfg.threads;
+        let one = Config {
+            threads: 1,
+            levels: Levels::One,
+            ..cfg.clone()
+        };
+        let shared = Arc::new(site::Attachments::default());
+        let sites = (0..per)
+            .map(|t| site::Site::new(mc, t, per, shared.clone()))
+            .collect::<Result<Vec<_>, _>>()?;
+        // Together: each waits in the start barrier for all the others.
+        std::thread::scope(|s| {
+            let started: Vec<_> = sites
+                .into_iter()
+                .map(|site| {
+                    let one = &one;
+                    s.spawn(move || Self::start_at(mc, one, site))
+                })
+                .collect();
+            let mut csms = Vec::with_capacity(per as usize);
+            let mut first_err = None;
+            for h in started {
+                match h.join() {
+                    Ok(Ok(c)) => csms.push(c),
+                    Ok(Err(e)) => {
+                        first_err.get_or_insert(e);
+                    }
+                    Err(p) => std::panic::resume_unwind(p),
+                }
+            }
+            match first_err {
+                None => Ok(csms),
+                Some(e) => {
+                    // The others would wait for it at their first barrier.
+                    for c in &csms {
+                        c.abort();
+                    }
+                    Err(e)
+                }
+            }
+        })
+    }
+
+    fn check_config(cfg: &Config) -> Result<(), CsmError> {
         if cfg.page_size != 4096 && cfg.page_size != 8192 {
             return Err(CsmError::PageSize(cfg.page_size));
         }
         if cfg.threads == 0 {
             return Err(CsmError::NoThreads);
         }
+        Ok(())
+    }
+
+    fn start_at(mc: &MemoryChannel, cfg: &Config, site: site::Site) -> Result<Csm, CsmError> {
         times::init();
-        let nodes = mc.nodes();
+        let nodes = site.nodes;
         let space = cfg.space(nodes);
         if let Some(h) = &cfg.homes {
             h.check(nodes, cfg.page_size, space.pages)?;
@@ -242,21 +331,27 @@ impl Csm {
         let bell = Arc::new(FutexBell::default());
         // Before the start barrier: no node writes to a mailbox before its
         // owner receives it.
-        let mail = Arc::new(Mailboxes::new(mc, space)?);
+        let mail = Arc::new(Mailboxes::new(mc, space, &site)?);
         let v = cfg.variant;
         let data: Box<dyn seams::DataPropagation> = if v.data_by_messages() {
-            Box::new(ms_data::MsData::new(mc, space, mail.clone(), heap.clone())?)
+            Box::new(ms_data::MsData::new(
+                &site,
+                space,
+                mail.clone(),
+                heap.clone(),
+            )?)
         } else {
-            Box::new(dms_data::DmsData::new(mc, space, mail.clone())?)
+            Box::new(dms_data::DmsData::new(mc, space, mail.clone(), &site)?)
         };
         let meta: Box<dyn seams::Metadata> = if v.metadata_by_messages() {
-            Box::new(msg_meta::MsgMeta::new(mc, space, mail.clone())?)
+            Box::new(msg_meta::MsgMeta::new(&site, space, mail.clone())?)
         } else {
             Box::new(dms_meta::DmsMeta::new(
                 mc,
                 space,
                 mail.clone(),
                 bell.clone(),
+                &site,
             )?)
         };
         let sync: Box<dyn seams::Synchronization> = if v.sync_by_messages() {
@@ -266,6 +361,7 @@ impl Csm {
                 cfg.locks,
                 mail.clone(),
                 bell.clone(),
+                &site,
             )?)
         } else {
             Box::new(dms_sync::DmsSync::new(
@@ -274,12 +370,14 @@ impl Csm {
                 cfg.locks,
                 mail.clone(),
                 bell.clone(),
+                &site,
             )?)
         };
         let signal = mc.event_signal()?;
         let node = Arc::new(Node {
-            me: mc.node_id().index() as u32,
+            me: site.me,
             nodes,
+            shared_adapter: site.per_adapter > 1,
             page_size: cfg.page_size,
             threads: cfg.threads,
             exclusive_mode: cfg.exclusive_mode,
@@ -288,7 +386,7 @@ impl Csm {
             polling: cfg.detection == MessageDetection::Polling,
             migration: v.migration(),
             adb: match cfg.variant {
-                CsmVariant::Adb => Some(adb::BroadcastBuffers::new(mc, space)?),
+                CsmVariant::Adb => Some(adb::BroadcastBuffers::new(mc, space, &site)?),
                 _ => None,
             },
             imposed_homes: cfg.homes.clone(),

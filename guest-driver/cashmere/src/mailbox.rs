@@ -21,10 +21,11 @@
 //! broadcast data (the directory, its own master copies) is current up to
 //! that point.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
-use mc_api::{MemoryChannel, NodeId, RxRegion, Sharing, TxRegion};
+use mc_api::{MemoryChannel, RxRegion, TxRegion};
 
+use crate::site::Site;
 use crate::space::{CsmSpace, MailboxLayout, KEY_MAILBOX};
 use crate::CsmError;
 
@@ -32,10 +33,11 @@ pub struct Mailboxes {
     me: u32,
     at: MailboxLayout,
     /// This node's mailbox.
-    own: RxRegion,
+    own: Arc<RxRegion>,
     /// Transmit mappings of every node's mailbox (point-to-point to the
-    /// others', this node's own with loopback).
-    to: Vec<TxRegion>,
+    /// others' adapters, with loopback to this node's own and, in 1L, to
+    /// those of its machine's other processors).
+    to: Vec<Arc<TxRegion>>,
     /// The last echo number posted. Taken with the post, so echoes go out in
     /// increasing order.
     echo: Mutex<u64>,
@@ -49,21 +51,17 @@ impl Mailboxes {
     /// receive with interrupts and every one for transmit. Must happen before
     /// any other node can write to this node's mailbox (before the start
     /// barrier): a store into a region nobody receives is not kept.
-    pub fn new(mc: &MemoryChannel, space: CsmSpace) -> Result<Mailboxes, CsmError> {
-        let me = mc.node_id().index() as u32;
+    pub fn new(mc: &MemoryChannel, space: CsmSpace, site: &Site) -> Result<Mailboxes, CsmError> {
+        let me = site.me;
         let at = space.mailbox(mc.layout().page_size);
         let mut to = Vec::with_capacity(space.nodes as usize);
         let mut own = None;
         for n in 0..space.nodes {
             let id = mc.region_alloc(KEY_MAILBOX + n, at.bytes(), false)?;
             if n == me {
-                own = Some(mc.attach_receive(id, Sharing::Shared, true)?);
+                own = Some(site.receive(mc, id, true)?);
             }
-            to.push(if n == me {
-                mc.attach_transmit(id, Sharing::Shared, true)?
-            } else {
-                mc.attach_transmit_to(id, Sharing::Shared, NodeId(n as u8))?
-            });
+            to.push(site.transmit_to(mc, id, n)?);
         }
         let own = own.expect("this node is one of the nodes");
         // A mailbox found from an earlier run may hold its echo: go on from it.

@@ -14,7 +14,7 @@
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
-use mc_api::MemoryChannel;
+use super::site::Site;
 
 use super::mailbox::Mailboxes;
 use super::messages::{checksum, mail_request_methods, MailRequests};
@@ -38,7 +38,7 @@ pub struct MsData {
 
 impl MsData {
     pub fn new(
-        mc: &MemoryChannel,
+        site: &Site,
         space: CsmSpace,
         mail: Arc<Mailboxes>,
         heap: Arc<HeapMemory>,
@@ -46,9 +46,9 @@ impl MsData {
         let slot = mail.at().message_bytes();
         Ok(MsData {
             space,
-            me: mc.node_id().index() as u32,
+            me: site.me,
             heap,
-            messages: MailRequests::new(mc.node_id().index() as u32, mail.clone()),
+            messages: MailRequests::new(site.me, mail.clone()),
             mail,
             body: Mutex::new((vec![0u8; slot].into_boxed_slice(), 0)),
         })

@@ -38,7 +38,7 @@
 use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 
-use mc_api::MemoryChannel;
+use super::site::Site;
 
 use super::mailbox::Mailboxes;
 use super::messages::checksum;
@@ -67,14 +67,14 @@ pub struct MsgMeta {
 
 impl MsgMeta {
     pub fn new(
-        mc: &MemoryChannel,
+        site: &Site,
         space: CsmSpace,
         mail: Arc<Mailboxes>,
     ) -> Result<MsgMeta, CsmError> {
         let slot = mail.at().message_bytes();
         let n = space.pages as usize * space.nodes as usize;
         Ok(MsgMeta {
-            me: mc.node_id().index() as u32,
+            me: site.me,
             nodes: space.nodes,
             mail,
             homes: (0..space.pages).map(|_| AtomicU32::new(0)).collect(),

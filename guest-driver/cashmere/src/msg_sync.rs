@@ -45,6 +45,7 @@ use mc_api::MemoryChannel;
 use super::dms_sync::{check_wait, DmsSync, NodeLocks};
 use super::mailbox::Mailboxes;
 use super::seams::Synchronization;
+use super::site::Site;
 use super::space::{CsmSpace, SYNC_QUEUE_ENTRIES};
 use super::wait::{FutexBell, WaitKind};
 use super::{BarrierWait, CsmError};
@@ -145,8 +146,9 @@ impl MsgSync {
         locks: u32,
         mail: Arc<Mailboxes>,
         bell: Arc<FutexBell>,
+        site: &Site,
     ) -> Result<MsgSync, CsmError> {
-        let me = mc.node_id().index() as u32;
+        let me = site.me;
         let n = space.nodes;
         let locks = locks.max(1);
         let st = SyncState {
@@ -169,7 +171,7 @@ impl MsgSync {
             me,
             nodes: n,
             flags: space.flags,
-            start: DmsSync::new(mc, space, 1, mail.clone(), bell.clone())?,
+            start: DmsSync::new(mc, space, 1, mail.clone(), bell.clone(), site)?,
             node_locks: NodeLocks::new(locks),
             state: Mutex::new(st),
             aborted: AtomicU32::new(NONE),

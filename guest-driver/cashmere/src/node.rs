@@ -60,6 +60,10 @@ pub(crate) mod window {
 /// The longest sleep of the protocol thread (it looks at the membership
 /// then, and at its stop flag).
 const PROTOCOL_NAP: Duration = Duration::from_millis(20);
+/// The longest sleep of the protocol thread when other protocol nodes share
+/// its adapter's event signal (1L): how late it may notice an event a
+/// sibling's protocol thread was woken for.
+const SHARED_NAP: Duration = Duration::from_millis(1);
 /// How soon the protocol thread looks again at requests it could not
 /// answer because another thread held the state.
 const BUSY_RETRY: Duration = Duration::from_micros(200);
@@ -78,6 +82,11 @@ const ECHO_GIVE_UP: Duration = Duration::from_secs(120);
 pub(crate) struct Node {
     pub(crate) me: u32,
     pub(crate) nodes: u32,
+    /// Other protocol nodes share this node's adapter (1L, several
+    /// processors per machine), and so its one event signal: a store into
+    /// this node's mailbox may wake a sibling's protocol thread instead of
+    /// this one's, which then finds it at its next nap (`SHARED_NAP`).
+    pub(crate) shared_adapter: bool,
     pub(crate) page_size: u32,
     pub(crate) threads: u32,
     pub(crate) exclusive_mode: bool,
@@ -588,7 +597,12 @@ pub(crate) fn protocol_thread(node: &Node) {
             // After `take_notifications` the adapter signals the next event;
             // one that came since then has signalled already.
             Some(s) => {
-                if let Err(e) = s.wait(PROTOCOL_NAP) {
+                let nap = if node.shared_adapter {
+                    SHARED_NAP
+                } else {
+                    PROTOCOL_NAP
+                };
+                if let Err(e) = s.wait(nap) {
                     report_failure(node, Arc::new(e.into()));
                     return;
                 }

@@ -37,7 +37,7 @@ use std::sync::Once;
 use crate::node::Node;
 
 /// Heaps (nodes) one process can hold at once.
-pub const MAX_HEAPS: usize = 32;
+pub const MAX_HEAPS: usize = 64;
 static HEAPS: [AtomicPtr<Node>; MAX_HEAPS] =
     [const { AtomicPtr::new(std::ptr::null_mut()) }; MAX_HEAPS];
 static INSTALL: Once = Once::new();

@@ -75,6 +75,59 @@ pub struct Stats {
     pub adb_invalidations: u64,
 }
 
+/// Adds every counter (the destructuring names every field, so a field
+/// added to `Stats` does not compile until it is summed): a machine's
+/// processors' counts in 1L, a cluster's total.
+macro_rules! sum_fields {
+    ($($f:ident),* $(,)?) => {
+        impl std::ops::AddAssign for Stats {
+            fn add_assign(&mut self, o: Stats) {
+                let Stats { $($f),* } = o;
+                $(self.$f += $f;)*
+            }
+        }
+    };
+}
+
+sum_fields!(
+    read_faults,
+    write_faults,
+    page_transfers,
+    home_refreshes,
+    twins,
+    diffs,
+    diff_bytes,
+    home_diffs,
+    direct_home_pages,
+    write_notices_sent,
+    write_notices_received,
+    invalidations,
+    incoming_diffs,
+    incoming_diff_words,
+    exclusive_entries,
+    exclusive_exits,
+    lock_acquires,
+    barriers,
+    flag_waits,
+    acquires,
+    releases,
+    messages_sent,
+    messages_served,
+    request_timeouts,
+    damaged_replies,
+    echo_waits,
+    drain_requests,
+    diffs_applied,
+    damaged_diffs,
+    moved_replies,
+    migration_attempts,
+    migrations,
+    migrations_granted,
+    adb_placements,
+    adb_hits,
+    adb_invalidations,
+);
+
 impl fmt::Display for Stats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(

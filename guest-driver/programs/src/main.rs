@@ -218,6 +218,13 @@ enum GuestCommand {
         /// thread, woken by the adapter's event).
         #[arg(long, value_enum, default_value_t = csm::Detection::Poll)]
         detection: csm::Detection,
+        /// Protocol levels (seed 000 s.3.2): 2, the threads of a node share
+        /// its frames and protocol state (CSM-2L); 1, each thread is a
+        /// protocol node of its own, sharing only the node's adapter
+        /// (CSM-1L: --threads T on N nodes is N x T protocol nodes, at most
+        /// 64).
+        #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(1..=2))]
+        levels: u8,
     },
 }
 
@@ -379,10 +386,17 @@ fn csm_main(
     // synchronisation words (sized here for up to 8 nodes, or MC_NODES if
     // more); the master copies are in each node's home region, an ordinary
     // region the guest receives into its RAM, as are the mailboxes.
-    let arena = (4 << 20) + 2 * p.config().space(nodes.max(8)).arena_bytes(8192);
-    let ram_mib = cli
-        .ram_mib
-        .unwrap_or_else(|| 64.max(((4 << 20) + 2 * p.heap_bytes) >> 20) + 32);
+    // In 1L every thread is a protocol node, with a home region (the size
+    // of the heap) and a mailbox this node's adapter receives.
+    let per_node = match p.levels {
+        cashmere::Levels::One => p.threads.max(1),
+        cashmere::Levels::Two => 1,
+    };
+    let arena =
+        (4 << 20) + 2 * p.config().space(nodes.max(8) * per_node).arena_bytes(8192);
+    let ram_mib = cli.ram_mib.unwrap_or_else(|| {
+        64.max(((4 << 20) + (1 + per_node as usize) * p.heap_bytes) >> 20) + 32 * per_node as usize
+    });
     let cli = GuestCli {
         ram_mib: Some(ram_mib),
         ..cli.clone()
@@ -482,6 +496,7 @@ fn main() -> ExitCode {
             homes,
             record_homes,
             detection,
+            levels,
         } => {
             let mut p = csm::Params::new(*app, *threads);
             p.size = *size;
@@ -496,6 +511,10 @@ fn main() -> ExitCode {
             p.variant = *variant;
             p.time_breakdown = *stats;
             p.detection = *detection;
+            p.levels = match levels {
+                1 => cashmere::Levels::One,
+                _ => cashmere::Levels::Two,
+            };
             match homes.as_deref().map(read_homes).transpose() {
                 Ok(h) => {
                     p.homes = h.map(std::sync::Arc::new);

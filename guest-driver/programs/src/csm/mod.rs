@@ -162,6 +162,9 @@ pub struct Params {
     pub time_breakdown: bool,
     /// How requests are noticed (`--detection`).
     pub detection: Detection,
+    /// 2L (the node's threads share its frames and protocol state) or 1L
+    /// (each thread its own protocol node): `--levels`.
+    pub levels: cashmere::Levels,
 }
 
 impl Params {
@@ -184,6 +187,7 @@ impl Params {
             preset: None,
             variant: ProtocolVariant::default(),
             detection: Detection::default(),
+            levels: cashmere::Levels::Two,
         }
     }
 
@@ -236,6 +240,17 @@ impl Params {
             homes: self.homes.clone(),
             variant: self.variant.protocol(),
             detection: self.detection.protocol(),
+            levels: self.levels,
+        }
+    }
+
+    /// Protocol levels as a number (1 or 2), for output and records: one
+    /// thread per node is both.
+    pub fn levels_number(&self) -> u32 {
+        match self.levels {
+            cashmere::Levels::One => 1,
+            cashmere::Levels::Two if self.threads > 1 => 2,
+            cashmere::Levels::Two => 1,
         }
     }
 }
@@ -314,7 +329,6 @@ pub fn run(mc: &MemoryChannel, p: &Params) -> Result<Outcome, AppError> {
         }
     }
     let started = std::time::Instant::now();
-    let csm = Csm::start(mc, &p.config())?;
     let summary = match problem {
         Problem::Wtest { elements, rounds } => format!(
             "{} ({elements} elements per thread, {rounds} rounds)",
@@ -332,6 +346,86 @@ pub fn run(mc: &MemoryChannel, p: &Params) -> Result<Outcome, AppError> {
         Problem::Tsp { cities } => (cities, 0),
         _ => (0, 0),
     };
+    let cfg = p.config();
+    let mut o = if cfg.levels == cashmere::Levels::One && p.threads > 1 {
+        // 1L: each thread is a protocol node of its own, on this machine's
+        // adapter; together they make this machine's outcome.
+        let csms = Csm::start_one_level(mc, &cfg)?;
+        let outcomes: Vec<Result<Outcome, AppError>> = std::thread::scope(|s| {
+            let hs: Vec<_> = csms
+                .into_iter()
+                .map(|csm| {
+                    let summary = &summary;
+                    s.spawn(move || run_node(csm, p, problem, 1, (size, iters), summary, started))
+                })
+                .collect();
+            hs.into_iter()
+                .map(|h| h.join().unwrap_or(Err(AppError::Panicked)))
+                .collect()
+        });
+        merge_processors(mc.node_id().index() as u32, outcomes)?
+    } else {
+        let csm = Csm::start(mc, &cfg)?;
+        run_node(csm, p, problem, p.threads, (size, iters), &summary, started)?
+    };
+    let procs = (mc.nodes() * p.threads) as usize;
+    o.sequential_seconds = p
+        .time_sequential
+        .then(|| suite::time_sequential(p.app, problem, procs))
+        .flatten();
+    Ok(o)
+}
+
+/// A machine's outcome from its processors' (1L): counts summed, the
+/// longest times, every thread's breakdown, the homes as the first knew
+/// them (every protocol node knows every home after the final barrier).
+fn merge_processors(
+    node: u32,
+    outcomes: Vec<Result<Outcome, AppError>>,
+) -> Result<Outcome, AppError> {
+    let mut merged: Option<Outcome> = None;
+    let mut first_err = None;
+    for o in outcomes {
+        match (o, &mut merged) {
+            (Err(e), _) => {
+                first_err.get_or_insert(e);
+            }
+            (Ok(o), None) => merged = Some(o),
+            (Ok(o), Some(m)) => {
+                m.seconds = m.seconds.max(o.seconds);
+                m.total_seconds = m.total_seconds.max(o.total_seconds);
+                m.checked += o.checked;
+                m.stats += o.stats;
+                m.compute_stats = match (m.compute_stats, o.compute_stats) {
+                    (Some(mut a), Some(b)) => {
+                        a += b;
+                        Some(a)
+                    }
+                    _ => None,
+                };
+                m.breakdown.extend(o.breakdown);
+            }
+        }
+    }
+    if let Some(e) = first_err {
+        return Err(e);
+    }
+    let mut m = merged.ok_or(AppError::Panicked)?;
+    m.node = node;
+    Ok(m)
+}
+
+/// Run the app on one protocol node with `threads` threads (its machine's
+/// in 2L; one in 1L), then finish.
+fn run_node(
+    csm: Csm,
+    p: &Params,
+    problem: Problem,
+    threads: u32,
+    (size, iters): (usize, u32),
+    summary: &str,
+    started: std::time::Instant,
+) -> Result<Outcome, AppError> {
     let data = match (p.app, problem) {
         (App::Wtest | App::Test, _) => AppData::W(wtest::setup(&csm, size)?),
         (App::Sor, Problem::Sor { rows, cols, iters }) => {
@@ -344,7 +438,7 @@ pub fn run(mc: &MemoryChannel, p: &Params) -> Result<Outcome, AppError> {
     let data = std::sync::Arc::new(data);
     let app = p.app;
     let breakdown = p.time_breakdown;
-    let handles: Vec<_> = (0..p.threads)
+    let handles: Vec<_> = (0..threads)
         .map(|t| {
             let csm = csm.clone();
             let data = data.clone();
@@ -402,24 +496,19 @@ pub fn run(mc: &MemoryChannel, p: &Params) -> Result<Outcome, AppError> {
         AppData::Suite(w) => w.window().stats(),
         AppData::W(_) | AppData::S(_) => None,
     };
-    let procs = (csm.nodes() * csm.threads()) as usize;
-    let sequential_seconds = p
-        .time_sequential
-        .then(|| suite::time_sequential(p.app, problem, procs))
-        .flatten();
     if p.time_breakdown {
         times.extend(csm.protocol_breakdown());
     }
     Ok(Outcome {
         node: csm.node_id(),
         seconds,
-        sequential_seconds,
+        sequential_seconds: None,
         checked,
         stats,
         compute_stats,
         total_seconds,
         problem,
-        summary,
+        summary: summary.to_string(),
         breakdown: times,
         homes: csm.homes(),
     })

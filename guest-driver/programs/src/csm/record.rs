@@ -275,7 +275,7 @@ pub fn build(p: &Params, ctx: &RunContext, reports: &[NodeReport]) -> Value {
         "nodes": ctx.nodes,
         "threads": p.threads,
         "processors": ctx.nodes * p.threads,
-        "levels": if p.threads > 1 { 2 } else { 1 },
+        "levels": p.levels_number(),
         "variant": p.variant.name(),
         "delivery": ctx.delivery,
         "seed": ctx.seed,
