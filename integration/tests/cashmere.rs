@@ -1,9 +1,10 @@
-//! Cashmere-2L (CSM-DMS) on virtual clusters: the seed's wtest/test and the
-//! applications, each checked against its expected result on every node, on
-//! 2 and 4 nodes with 1 and 2 threads per node, in eager and skewed delivery
-//! (`MC_TEST_EXHAUSTIVE=1` runs every configuration with eight skewed
-//! seeds); plus protocol behaviour seen through the API (first-touch homes,
-//! Exclusive mode, release consistency).
+//! Cashmere on virtual clusters, every variant, 2L and 1L: the seed's
+//! wtest/test and the applications, each checked against its expected result
+//! on every node, on 2 and 4 nodes with 1 and 2 threads per node, in eager
+//! and skewed delivery (`MC_TEST_EXHAUSTIVE=1` runs every configuration with
+//! eight skewed seeds); plus protocol behaviour seen through the API
+//! (first-touch homes, Exclusive mode, release consistency, 1L's
+//! processors as nodes of their own).
 
 use cashmere::{Config, Csm, CsmVariant, PageState};
 use firmware_model::ClusterConfig;
@@ -74,6 +75,30 @@ fn each_config(app: &str, extra: &[&str]) {
                 vec![]
             };
             for seed in seeds {
+                let seed = seed.to_string();
+                run_csm_with(nodes, &["--delivery", "skewed", "--seed", &seed], &args);
+            }
+        }
+        // CSM-1L: each of a node's 2 threads a protocol node of its own (1L
+        // with 1 thread per node is the 1-thread configuration above).
+        // Representative: one node count per variant, eager or skewed in
+        // turn; exhaustive: both, eager and with every seed.
+        for (k, nodes) in [2u32, 4].into_iter().enumerate() {
+            if !exhaustive() && k != v % 2 {
+                continue;
+            }
+            let mut args = vec![app, "--threads", "2", "--levels", "1", "--variant", variant];
+            args.extend_from_slice(extra);
+            let seed = 3 + k as u64 + 4 * (app.len() as u64 % 5) + 20 * v as u64;
+            if exhaustive() {
+                run_csm(nodes, &args);
+                for seed in 1..=8u64 {
+                    let seed = seed.to_string();
+                    run_csm_with(nodes, &["--delivery", "skewed", "--seed", &seed], &args);
+                }
+            } else if (v + app.len()) % 2 == 0 {
+                run_csm(nodes, &args);
+            } else {
                 let seed = seed.to_string();
                 run_csm_with(nodes, &["--delivery", "skewed", "--seed", &seed], &args);
             }
@@ -209,6 +234,70 @@ fn wtest_in_process_moves_pages_between_nodes() {
         diffs += s.diffs;
     }
     assert!(diffs > 0, "somebody diffs into a remote home");
+}
+
+/// CSM-1L (seed 000 s.3.2): the two threads of a one-node cluster are two
+/// protocol nodes, with frames of their own, so they move pages between
+/// them through the adapter (page fetches, diffs to the home, write
+/// notices), where in 2L they share the node's frames and nothing goes on
+/// the network. The record says so.
+#[test]
+fn one_level_threads_of_one_node_share_pages_through_the_network() {
+    for levels in [cashmere::Levels::One, cashmere::Levels::Two] {
+        for variant in [csm::ProtocolVariant::Dms, csm::ProtocolVariant::None] {
+            let vc = VirtualCluster::start(ClusterConfig::new(1));
+            let outs = vc.on_every_node(move |mc| {
+                let mut p = Params::new(App::Wtest, 2);
+                p.size = 64;
+                p.iters = 2;
+                p.levels = levels;
+                p.variant = variant;
+                csm::run(&mc, &p).map_err(|e| e.to_string())
+            });
+            let o = outs.into_iter().next().expect("one node").expect("wtest");
+            assert_eq!(o.checked, 2 * 4 * 64 * 2, "{o}");
+            let s = o.stats;
+            if levels == cashmere::Levels::One {
+                assert!(s.page_transfers > 0, "{o}");
+                assert!(s.diffs > 0, "{o}");
+                assert!(s.write_notices_sent > 0, "{o}");
+                // Both processors' counts: wtest takes a lock once per
+                // processor per round on each (2 x 2 rounds x 2).
+                assert_eq!(s.lock_acquires, 2 * 2 * 2, "{o}");
+            } else {
+                assert_eq!(s.page_transfers, 0, "{o}");
+                assert_eq!(s.diffs, 0, "{o}");
+            }
+        }
+    }
+}
+
+/// 1L starts a protocol node per thread: `Csm::start` refuses it, naming
+/// the way, and a cluster too large for the protocol is refused at start.
+#[test]
+fn one_level_start_is_checked() {
+    let vc = VirtualCluster::start(ClusterConfig::new(2));
+    let outs = vc.on_every_node(|mc| {
+        let cfg = Config {
+            threads: 2,
+            levels: cashmere::Levels::One,
+            ..Config::default()
+        };
+        let e = Csm::start(&mc, &cfg).err().map(|e| e.to_string());
+        let too_many = Config {
+            threads: 33,
+            levels: cashmere::Levels::One,
+            ..Config::default()
+        };
+        let e2 = Csm::start_one_level(&mc, &too_many)
+            .err()
+            .map(|e| e.to_string());
+        (e, e2)
+    });
+    for (e, e2) in outs {
+        assert!(e.is_some_and(|e| e.contains("start_one_level")));
+        assert!(e2.is_some_and(|e| e.contains("at most") || e.contains("1 to 64")));
+    }
 }
 
 /// The home writes its master copy directly (seed 000 s.2.3.2): node 0, the

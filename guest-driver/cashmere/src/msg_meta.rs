@@ -66,11 +66,7 @@ pub struct MsgMeta {
 }
 
 impl MsgMeta {
-    pub fn new(
-        site: &Site,
-        space: CsmSpace,
-        mail: Arc<Mailboxes>,
-    ) -> Result<MsgMeta, CsmError> {
+    pub fn new(site: &Site, space: CsmSpace, mail: Arc<Mailboxes>) -> Result<MsgMeta, CsmError> {
         let slot = mail.at().message_bytes();
         let n = space.pages as usize * space.nodes as usize;
         Ok(MsgMeta {

@@ -94,7 +94,11 @@ impl Site {
         id: u32,
         attach: impl FnOnce() -> Result<TxRegion, mc_api::McError>,
     ) -> Result<Arc<TxRegion>, CsmError> {
-        let mut tx = self.attachments.tx.lock().unwrap_or_else(|p| p.into_inner());
+        let mut tx = self
+            .attachments
+            .tx
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         if let Some(t) = tx.get(&id) {
             return Ok(t.clone());
         }
@@ -136,7 +140,11 @@ impl Site {
         id: u32,
         notify: bool,
     ) -> Result<Arc<RxRegion>, CsmError> {
-        let mut rx = self.attachments.rx.lock().unwrap_or_else(|p| p.into_inner());
+        let mut rx = self
+            .attachments
+            .rx
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         if let Some(r) = rx.get(&id) {
             return Ok(r.clone());
         }

@@ -392,8 +392,7 @@ fn csm_main(
         cashmere::Levels::One => p.threads.max(1),
         cashmere::Levels::Two => 1,
     };
-    let arena =
-        (4 << 20) + 2 * p.config().space(nodes.max(8) * per_node).arena_bytes(8192);
+    let arena = (4 << 20) + 2 * p.config().space(nodes.max(8) * per_node).arena_bytes(8192);
     let ram_mib = cli.ram_mib.unwrap_or_else(|| {
         64.max(((4 << 20) + (1 + per_node as usize) * p.heap_bytes) >> 20) + 32 * per_node as usize
     });
