@@ -354,10 +354,16 @@ fn home_writes_its_master_copy(direct: bool, variant: CsmVariant) {
             // here and acknowledged.
             let messages = if variant == CsmVariant::Dms { 0 } else { 3 };
             assert_eq!(s.diffs_applied, messages, "{s}");
+            // Its page replies to node 1 went into node 1's mailbox.
+            assert!(s.message_bytes >= 8192, "{s}");
         } else {
             assert_eq!(s.diffs, 3, "{s}");
             assert_eq!(s.home_diffs, 0, "{s}");
             assert_eq!(s.diffs_applied, 0, "{s}");
+            if variant != CsmVariant::Dms {
+                // Its diffs were messages into node 0's mailbox.
+                assert!(s.message_bytes >= s.diff_bytes && s.diff_bytes > 0, "{s}");
+            }
         }
     });
 }

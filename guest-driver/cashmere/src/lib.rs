@@ -706,7 +706,9 @@ impl Csm {
     }
 
     pub fn stats(&self) -> Stats {
-        self.node.lock_state().stats
+        let mut s = self.node.lock_state().stats;
+        s.message_bytes = self.node.mail.sent_bytes();
+        s
     }
 
     /// The home of every page as far as this node knows it: imposed, or

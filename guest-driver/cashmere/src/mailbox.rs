@@ -21,6 +21,7 @@
 //! broadcast data (the directory, its own master copies) is current up to
 //! that point.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use mc_api::{MemoryChannel, RxRegion, TxRegion};
@@ -44,6 +45,9 @@ pub struct Mailboxes {
     /// The last ring value written (its value does not matter, only the
     /// store's interrupt).
     ring: Mutex<u64>,
+    /// Bytes stored into other nodes' mailboxes: this node's explicit
+    /// message traffic (`Stats::message_bytes`).
+    sent_bytes: AtomicU64,
 }
 
 impl Mailboxes {
@@ -73,6 +77,7 @@ impl Mailboxes {
             to,
             echo: Mutex::new(echo),
             ring: Mutex::new(0),
+            sent_bytes: AtomicU64::new(0),
         })
     }
 
@@ -96,7 +101,16 @@ impl Mailboxes {
     /// One store into node `to`'s mailbox, without allocating.
     pub fn post(&self, to: u32, offset: usize, data: &[u8]) -> Result<(), CsmError> {
         self.to[to as usize].post(offset, data)?;
+        if to != self.me {
+            self.sent_bytes
+                .fetch_add(data.len() as u64, Ordering::Relaxed);
+        }
         Ok(())
+    }
+
+    /// Bytes stored into other nodes' mailboxes so far.
+    pub fn sent_bytes(&self) -> u64 {
+        self.sent_bytes.load(Ordering::Relaxed)
     }
 
     pub fn post_u64(&self, to: u32, offset: usize, v: u64) -> Result<(), CsmError> {

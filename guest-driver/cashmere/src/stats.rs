@@ -41,6 +41,12 @@ pub struct Stats {
     pub releases: u64,
     /// Request messages sent (page fetches and null requests).
     pub messages_sent: u64,
+    /// Bytes this node stored into other nodes' mailboxes: its explicit
+    /// message traffic (requests, page replies, diffs and write notices
+    /// sent as messages, synchronisation messages, wake-ups). Table IV's
+    /// data volume is this plus the diffs written remotely (`diff_bytes`
+    /// where diffs are not messages) and the broadcast placements.
+    pub message_bytes: u64,
     /// Requests this node answered.
     pub messages_served: u64,
     /// Requests sent again because no reply came in time.
@@ -112,6 +118,7 @@ sum_fields!(
     acquires,
     releases,
     messages_sent,
+    message_bytes,
     messages_served,
     request_timeouts,
     damaged_replies,
@@ -134,7 +141,7 @@ impl fmt::Display for Stats {
             f,
             "faults r/w {}/{}, page transfers {} (+{} home refreshes), twins {}, diffs {} ({} B, {} at the home), direct home pages {}, \
              write notices sent/received {}/{}, invalidations {}, incoming diffs {} ({} words), exclusive in/out {}/{}, \
-             locks {}, barriers {}, flag waits {}, acquires/releases {}/{}, messages sent/served {}/{}, \
+             locks {}, barriers {}, flag waits {}, acquires/releases {}/{}, messages sent/served {}/{} ({} B to mailboxes), \
              retries after timeout/damage {}/{}, echo waits {}, drain requests {}, diff messages applied {} (damaged {}), \
              moved replies {}, migrations {} of {} attempts ({} granted here), \
              broadcast placements/hits/kills {}/{}/{}",
@@ -161,6 +168,7 @@ impl fmt::Display for Stats {
             self.releases,
             self.messages_sent,
             self.messages_served,
+            self.message_bytes,
             self.request_timeouts,
             self.damaged_replies,
             self.echo_waits,
