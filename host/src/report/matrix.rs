@@ -26,7 +26,7 @@ pub const PRESETS: [&str; 3] = ["small", "medium", "paper"];
 /// What is wrong with a matrix on the command line.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum MatrixError {
-    #[error("{0:?} is not a configuration: NODES:THREADS, e.g. 2:1 or 4:2")]
+    #[error("{0:?} is not a configuration: NODES:THREADS, e.g. 2:1 or 4:2, with /1L for the one-level protocol (4:2/1L)")]
     BadShape(String),
     #[error("{0:?} is not an application (known: {apps}, or all)", apps = APPS.join(", "))]
     UnknownApp(String),
@@ -38,11 +38,15 @@ pub enum MatrixError {
 
 /// A cluster: nodes, and application threads per node. Seed 000 writes
 /// configurations as processors:processors-per-node; 2:2 here (2 nodes, 2
-/// threads each) is the paper's 4:2.
+/// threads each) is the paper's 4:2. `2:2/1L` runs the one-level protocol
+/// on it (each thread its own protocol node, `mc-guest csm --levels 1`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct ClusterShape {
     pub nodes: u32,
     pub threads: u32,
+    /// CSM-1L with several threads per node (one thread per node is 1L
+    /// anyway).
+    pub one_level: bool,
 }
 
 impl ClusterShape {
@@ -53,19 +57,28 @@ impl ClusterShape {
     pub fn paper(&self) -> String {
         format!("{}:{}", self.processors(), self.threads)
     }
-    /// 1L with one thread per node, 2L with more (seed 000 s.3.3).
+    /// 1L with one thread per node or when asked for, 2L with more (seed
+    /// 000 s.3.3).
     pub fn levels(&self) -> &'static str {
-        if self.threads > 1 {
+        if self.threads > 1 && !self.one_level {
             "2L"
         } else {
             "1L"
         }
     }
+    /// 1L with several threads per node: `--levels 1`.
+    pub fn one_level_threads(&self) -> bool {
+        self.one_level && self.threads > 1
+    }
 }
 
 impl std::fmt::Display for ClusterShape {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}:{}", self.nodes, self.threads)
+        write!(f, "{}:{}", self.nodes, self.threads)?;
+        if self.one_level_threads() {
+            f.write_str("/1L")?;
+        }
+        Ok(())
     }
 }
 
@@ -73,13 +86,27 @@ impl FromStr for ClusterShape {
     type Err = MatrixError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let bad = || MatrixError::BadShape(s.to_string());
-        let (n, t) = s.trim().split_once(':').ok_or_else(bad)?;
+        let (shape, levels) = match s.trim().split_once('/') {
+            Some((shape, l)) => (shape, Some(l.trim().to_ascii_uppercase())),
+            None => (s.trim(), None),
+        };
+        let one_level = match levels.as_deref() {
+            None | Some("2L") => false,
+            Some("1L") => true,
+            Some(_) => return Err(bad()),
+        };
+        let (n, t) = shape.split_once(':').ok_or_else(bad)?;
         let nodes: u32 = n.parse().map_err(|_| bad())?;
         let threads: u32 = t.parse().map_err(|_| bad())?;
         if !(1..=64).contains(&nodes) || !(1..=64).contains(&threads) {
             return Err(bad());
         }
-        Ok(ClusterShape { nodes, threads })
+        Ok(ClusterShape {
+            nodes,
+            threads,
+            // 1L with one thread per node is the same run as 2L.
+            one_level: one_level && threads > 1,
+        })
     }
 }
 
@@ -162,6 +189,9 @@ impl RunSpec {
             a.push("--sequential".into());
         } else if let Some(v) = &self.variant {
             a.extend(["--variant".into(), v.clone()]);
+        }
+        if self.shape.one_level_threads() {
+            a.extend(["--levels".into(), "1".into()]);
         }
         // Each thread's time breakdown goes into the record (Figs. 2-3).
         a.push("--stats".into());
@@ -246,6 +276,7 @@ impl Matrix {
                 let one = ClusterShape {
                     nodes: 1,
                     threads: 1,
+                    one_level: false,
                 };
                 out.push(base(app, None, one, true));
             }
@@ -268,6 +299,16 @@ mod tests {
         let s: ClusterShape = "2:2".parse().unwrap();
         assert_eq!((s.nodes, s.threads, s.processors()), (2, 2, 4));
         assert_eq!(s.paper(), "4:2");
+        assert_eq!(s.levels(), "2L");
+        let one: ClusterShape = "2:2/1l".parse().unwrap();
+        assert_eq!((one.nodes, one.threads, one.levels()), (2, 2, "1L"));
+        assert_eq!(one.to_string(), "2:2/1L");
+        assert_ne!(one, s);
+        let single: ClusterShape = "4:1/1L".parse().unwrap();
+        assert_eq!(single, "4:1".parse().unwrap());
+        for bad in ["2:2/3L", "2:2/", "2/1L"] {
+            assert!(bad.parse::<ClusterShape>().is_err(), "{bad}");
+        }
         assert_eq!(s.levels(), "2L");
         assert!("2".parse::<ClusterShape>().is_err());
         assert!("0:1".parse::<ClusterShape>().is_err());

@@ -39,9 +39,12 @@ impl RunRecord {
     pub fn shape(&self) -> Option<ClusterShape> {
         let n = self.v.get("nodes")?.as_u64()? as u32;
         let t = self.v.get("threads")?.as_u64()? as u32;
+        // Records before 1L with several threads have no levels: 2L.
+        let levels = self.v.get("levels").and_then(Value::as_u64).unwrap_or(2);
         Some(ClusterShape {
             nodes: n,
             threads: t,
+            one_level: levels == 1 && t > 1,
         })
     }
     pub fn key(&self) -> Option<&str> {
@@ -202,17 +205,18 @@ impl ResultSet {
 
     /// Cluster shapes of the non-baseline runs, smallest first.
     pub fn shapes(&self) -> Vec<ClusterShape> {
-        let s: BTreeSet<(u32, u32, u32)> = self
+        let s: BTreeSet<(u32, u32, u32, bool)> = self
             .records
             .iter()
             .filter(|r| !r.baseline())
             .filter_map(RunRecord::shape)
-            .map(|s| (s.processors(), s.threads, s.nodes))
+            .map(|s| (s.processors(), s.threads, s.nodes, s.one_level))
             .collect();
         s.into_iter()
-            .map(|(_, t, n)| ClusterShape {
+            .map(|(_, t, n, one_level)| ClusterShape {
                 nodes: n,
                 threads: t,
+                one_level,
             })
             .collect()
     }

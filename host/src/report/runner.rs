@@ -29,7 +29,9 @@ pub struct RunMatrixArgs {
     #[arg(long)]
     pub variants: Option<String>,
     /// Cluster shapes NODES:THREADS, comma-separated (2:2 is 2 nodes of 2
-    /// threads: the paper's 4:2).
+    /// threads: the paper's 4:2, run with the two-level protocol); add /1L
+    /// for the one-level protocol, each thread its own protocol node
+    /// (2:2/1L; seed 000 Fig. 1 compares the two).
     #[arg(long, default_value = "2:1,2:2,4:1")]
     pub config: String,
     /// Problem size preset: small, medium or paper (default: mc-guest's, small).
@@ -185,6 +187,7 @@ pub fn run_one(
             "variant": spec.variant,
             "nodes": spec.shape.nodes,
             "threads": spec.shape.threads,
+            "levels": if spec.shape.levels() == "1L" { 1 } else { 2 },
             "processors": spec.shape.processors(),
             "delivery": spec.delivery,
             "link": spec.link,

@@ -135,7 +135,8 @@ fn table4(set: &ResultSet, out: &mut String) {
     let _ = writeln!(
         out,
         "Config is NODES:THREADS; the paper writes processors:processors-per-node. 1L: one thread per \
-         node (Cashmere-1L); 2L: several threads sharing a node's memory. Time: the timed computation \
+         node, or each thread its own protocol node (NODES:THREADS/1L; Cashmere-1L); 2L: several \
+         threads sharing a node's memory. Time: the timed computation \
          (after initialisation, before verification), slowest node. Speedup: the sequential time of \
          Table III over that time; \"oversubscribed\" where nodes x threads exceeds the host's cores \
          (the virtual nodes, their protocol threads and the hub then share the cores, so the figure \
@@ -143,7 +144,8 @@ fn table4(set: &ResultSet, out: &mut String) {
          Write notices: sent. Messages: request messages sent (page fetches). Data: page transfers x \
          page size + diff bytes. Counters run from Cashmere's start to the end of the computation; \
          (+) marks runs whose counters also include verification (the program keeps no end-of-\
-         computation snapshot). Migrations: n/a until a variant with home migration (-Mg) counts them.\n"
+         computation snapshot). Migrations: homes that moved to a writer (the -Mg variants and ADB; 0 \
+         elsewhere).\n"
     );
 }
 
