@@ -6,7 +6,10 @@
 //!    cluster spinlock protecting a counter incremented by all three, and an
 //!    error count of 0.
 //!    Point-to-point reaches only its target.
-//! 2. Two guests run a Cashmere application (SOR), verified on every node.
+//! 2. Two guests run a Cashmere application (SOR), verified on every node,
+//!    then wtest under the message variants (CSM-MS, and CSM-None at 1L
+//!    with two protocol nodes per guest): no interrupts reach a user-space
+//!    driver over PCI, so these run on the protocol thread's polling.
 //! 3. Two guests run `mc-guest bench latency`; the result is printed, not
 //!    asserted (TCG on a shared machine says little about the hardware).
 //! 4. `cluster up` with no sources to build the guest from (`MC_WORKSPACE`
@@ -74,6 +77,32 @@ fn three_qemu_guests_run_the_selftest_and_two_cashmere_and_the_latency_bench() {
                 ),
                 "node {n} did not verify SOR:\n{out}"
             );
+        }
+        for (variant, levels, threads) in [("ms", "2", "1"), ("none", "1", "2")] {
+            let (ok, out) = c.run(&[
+                "mc-guest",
+                "csm",
+                "wtest",
+                "--variant",
+                variant,
+                "--levels",
+                levels,
+                "--threads",
+                threads,
+                "--size",
+                "64",
+                "--iters",
+                "2",
+            ]);
+            assert!(ok, "wtest under {variant} failed on some node:\n{out}");
+            for n in 0..2 {
+                assert!(
+                    out.lines()
+                        .any(|l| l.starts_with(&format!("[node {n}] csm wtest"))
+                            && l.contains("verified")),
+                    "node {n} did not verify wtest under {variant}:\n{out}"
+                );
+            }
         }
         let (ok, out) = c.run(&["mc-guest", "bench", "latency", "--iters", "300"]);
         println!("mc-guest bench latency, 2 QEMU guests under TCG:\n{out}");
