@@ -121,8 +121,31 @@ fn axis_label(v: f64, ymax: f64) -> String {
     }
 }
 
+/// Room on the right for the legend, so it covers no bars.
+const LEGEND_PX: usize = 240;
+
+fn group_px(series: usize) -> usize {
+    series * 22 + 30
+}
+
 fn width(groups: usize, series: usize) -> u32 {
-    (140 + groups * (series * 22 + 30)).max(900) as u32
+    (140 + groups * group_px(series) + LEGEND_PX).max(900) as u32
+}
+
+/// The x range: the groups, then the legend's room in group widths.
+fn x_range(groups: usize, series: usize) -> std::ops::Range<f64> {
+    0f64..groups.max(1) as f64 + LEGEND_PX as f64 / group_px(series) as f64
+}
+
+/// Series past the palette's colours are drawn hollow, so no two series
+/// look alike.
+fn series_style(s: usize) -> ShapeStyle {
+    let color = PALETTE[s % PALETTE.len()];
+    if s < PALETTE.len() {
+        color.filled()
+    } else {
+        color.stroke_width(2)
+    }
 }
 
 /// Where series `s` of group `g` sits on the x axis (groups are 1 wide).
@@ -154,7 +177,7 @@ pub fn grouped_bars(path: &Path, c: &GroupedBars) -> Result<(), ReportError> {
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(70)
-        .build_cartesian_2d(0f64..c.groups.len().max(1) as f64, 0f64..ymax)
+        .build_cartesian_2d(x_range(c.groups.len(), c.series.len()), 0f64..ymax)
         .map_err(|x| e(&x))?;
     chart
         .configure_mesh()
@@ -167,7 +190,7 @@ pub fn grouped_bars(path: &Path, c: &GroupedBars) -> Result<(), ReportError> {
         .map_err(|x| e(&x))?;
     let n = c.series.len();
     for (s, name) in c.series.iter().enumerate() {
-        let color = PALETTE[s % PALETTE.len()];
+        let style = series_style(s);
         let bars: Vec<Rectangle<(f64, f64)>> = c
             .values
             .iter()
@@ -175,7 +198,7 @@ pub fn grouped_bars(path: &Path, c: &GroupedBars) -> Result<(), ReportError> {
             .filter_map(|(g, row)| match row.get(s) {
                 Some(Bar::Value(v)) => {
                     let (x0, x1) = slot(g, s, n);
-                    Some(Rectangle::new([(x0, 0.0), (x1, *v)], color.filled()))
+                    Some(Rectangle::new([(x0, 0.0), (x1, *v)], style))
                 }
                 _ => None,
             })
@@ -184,7 +207,7 @@ pub fn grouped_bars(path: &Path, c: &GroupedBars) -> Result<(), ReportError> {
             .draw_series(bars)
             .map_err(|x| e(&x))?
             .label(name.as_str())
-            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], style));
     }
     // Bars that are not numbers say why, upright in their slot.
     let upright = TextStyle::from(("sans-serif", 11).into_font())
@@ -234,7 +257,7 @@ pub fn stacked_bars(path: &Path, c: &StackedBars) -> Result<(), ReportError> {
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(70)
-        .build_cartesian_2d(0f64..c.groups.len().max(1) as f64, 0f64..ymax)
+        .build_cartesian_2d(x_range(c.groups.len(), c.series.len()), 0f64..ymax)
         .map_err(|x| e(&x))?;
     chart
         .configure_mesh()
