@@ -14,7 +14,7 @@ use std::sync::Arc;
 use mc_api::{MemoryChannel, RxRegion, TxRegion};
 
 use super::mailbox::Mailboxes;
-use super::messages::{mail_request_methods, MailRequests};
+use super::messages::{mail_request_methods, MailRequests, ReplySlot};
 use super::seams::DataPropagation;
 use super::site::Site;
 use super::space::{CsmSpace, KEY_HOME};

@@ -18,7 +18,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::messages::{moved_to, Request};
+use crate::messages::{moved_to, ReplySlot, Request};
 use crate::node::Node;
 use crate::state::ProtocolState;
 use crate::times::{self, Activity};
@@ -78,12 +78,17 @@ impl Node {
         let mut first = true;
         let word = req.word();
         let page = req.page().unwrap_or(u32::MAX);
+        // The diff's body was written for the home first asked.
+        let origin = home;
         let reply = loop {
+            // Where the answer lands: a diff's in the answering node's
+            // acknowledgement slot.
+            let slot = ReplySlot::for_request(req, home);
             if !std::mem::take(&mut first) {
                 // The body may be what was lost, or it went to a node that
                 // is no longer the home.
                 match req {
-                    Request::Diff(_) => self.data.repost_diff(home)?,
+                    Request::Diff(_) => self.data.repost_diff(origin, home)?,
                     Request::Notices(_) => {
                         if let Some(m) = self.meta.messages() {
                             m.repost_notices(home)?;
@@ -98,7 +103,7 @@ impl Node {
             st.stats.messages_sent += 1;
             let sent = Instant::now();
             let heard = self.bell.wait(WaitKind::Remote, || {
-                if self.data.reply_seq() == seq {
+                if self.data.reply_seq(slot) == seq {
                     return Ok(Some(Heard::Reply));
                 }
                 // Two nodes fetching from each other both answer meanwhile.
@@ -118,11 +123,11 @@ impl Node {
             })?;
             match heard {
                 Heard::Reply => {
-                    let got = self.data.reply_word();
+                    let got = self.data.reply_word(slot);
                     let data = req.reply_has_data(got) && moved_to(got).is_none();
                     let out: &mut [u8] = if data { &mut *buf } else { &mut [] };
                     // A null request's `buf` is empty: only the header is checked.
-                    if !self.data.read_reply(seq, got, out)? {
+                    if !self.data.read_reply(slot, seq, got, out)? {
                         st.stats.damaged_replies += 1;
                         continue;
                     }

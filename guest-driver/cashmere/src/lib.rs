@@ -428,7 +428,17 @@ impl Csm {
                 st.served[r as usize] = seq;
                 node.served[r as usize].store(seq, Ordering::Relaxed);
             }
-            st.fetch_seq = node.data.reply_seq();
+            // Past every sequence number an earlier run's replies carry, so
+            // none of them passes for an answer to this run's requests.
+            st.fetch_seq = (0..nodes)
+                .map(|n| node.data.reply_seq(messages::ReplySlot::Ack(n)))
+                .fold(node.data.reply_seq(messages::ReplySlot::Reply), |a, b| {
+                    if b.wrapping_sub(a) < u32::MAX / 2 {
+                        b
+                    } else {
+                        a
+                    }
+                });
         }
         let n2 = node.clone();
         let server = std::thread::Builder::new()

@@ -137,6 +137,35 @@ pub fn moved_to(reply: u32) -> Option<u32> {
     (reply & 0xffff_0000 == MOVED && reply & 0xffff < 64).then_some(reply & 0xffff)
 }
 
+/// Where a reply lands in the requester's mailbox: the one reply area (page
+/// replies and every other answer), or the replier's acknowledgement slot
+/// (answers to diff messages, several of which may be in flight to
+/// different homes at once).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReplySlot {
+    Reply,
+    /// The acknowledgement slot of this node (the replier's own).
+    Ack(u32),
+}
+
+impl ReplySlot {
+    /// Where a reply to `req` from node `replier` goes.
+    pub fn for_request(req: Request, replier: u32) -> ReplySlot {
+        match req {
+            Request::Diff(_) => ReplySlot::Ack(replier),
+            _ => ReplySlot::Reply,
+        }
+    }
+
+    /// (data, header) offsets in a mailbox.
+    fn at(self, at: &crate::space::MailboxLayout) -> (usize, usize) {
+        match self {
+            ReplySlot::Reply => (at.reply_data(), at.reply_header()),
+            ReplySlot::Ack(n) => (at.ack(n) + 16, at.ack(n)),
+        }
+    }
+}
+
 pub struct MailRequests {
     me: u32,
     mail: Arc<Mailboxes>,
@@ -160,15 +189,19 @@ impl MailRequests {
         ((w >> 32) as u32, w as u32)
     }
 
-    /// Answer request `seq` of node `to`, with data or none.
+    /// Answer request `seq` of node `to`, with data or none, into `slot`
+    /// of its mailbox.
     pub fn send_reply(
         &self,
         to: u32,
+        slot: ReplySlot,
         seq: u32,
         page: u32,
         data: Option<&[u8]>,
     ) -> Result<(), CsmError> {
         let d = data.unwrap_or(&[]);
+        debug_assert!(slot == ReplySlot::Reply || d.len() <= crate::space::ACK_DATA);
+        let (data_at, header_at) = slot.at(self.mail.at());
         let header = ReplyHeader {
             seq,
             page,
@@ -179,30 +212,37 @@ impl MailRequests {
         // every earlier packet of this node's (per-source FIFO, packet by
         // packet). The header is one aligned 16-byte store, one packet.
         if !d.is_empty() {
-            self.mail.post(to, self.mail.at().reply_data(), d)?;
+            self.mail.post(to, data_at, d)?;
         }
-        self.mail.post(to, self.mail.at().reply_header(), &header)
+        self.mail.post(to, header_at, &header)
     }
 
-    /// Sequence number of the newest reply to this node.
-    pub fn reply_seq(&self) -> u32 {
-        self.mail.load_u32(self.mail.at().reply_header())
+    /// Sequence number of the newest reply to this node in `slot`.
+    pub fn reply_seq(&self, slot: ReplySlot) -> u32 {
+        self.mail.load_u32(slot.at(self.mail.at()).1)
     }
 
-    /// The word the newest reply answers (its request's, or a "moved" or
-    /// migration answer).
-    pub fn reply_word(&self) -> u32 {
-        self.mail.load_u32(self.mail.at().reply_header() + 4)
+    /// The word the newest reply in `slot` answers (its request's, or a
+    /// "moved" or migration answer).
+    pub fn reply_word(&self, slot: ReplySlot) -> u32 {
+        self.mail.load_u32(slot.at(self.mail.at()).1 + 4)
     }
 
-    /// Copy out the newest reply's data and say whether it is reply `seq`
-    /// for `page`, whole.
-    pub fn read_reply(&self, seq: u32, page: u32, out: &mut [u8]) -> Result<bool, CsmError> {
+    /// Copy out the newest reply's data in `slot` and say whether it is
+    /// reply `seq` for `page`, whole.
+    pub fn read_reply(
+        &self,
+        slot: ReplySlot,
+        seq: u32,
+        page: u32,
+        out: &mut [u8],
+    ) -> Result<bool, CsmError> {
+        let (data_at, header_at) = slot.at(self.mail.at());
         // Data before header: a stray late reply landing in between makes
         // the checksum disagree, never passes for this one.
-        self.mail.read(self.mail.at().reply_data(), out)?;
+        self.mail.read(data_at, out)?;
         let mut h = [0u8; 16];
-        self.mail.read(self.mail.at().reply_header(), &mut h)?;
+        self.mail.read(header_at, &mut h)?;
         let h = ReplyHeader::decode(&h);
         Ok(h.seq == seq && h.page == page && h.checksum == checksum(seq, page, out))
     }
@@ -280,23 +320,30 @@ macro_rules! mail_request_methods {
         fn send_reply(
             &self,
             to: u32,
+            slot: ReplySlot,
             seq: u32,
             page: u32,
             data: Option<&[u8]>,
         ) -> Result<(), CsmError> {
-            self.$requests.send_reply(to, seq, page, data)
+            self.$requests.send_reply(to, slot, seq, page, data)
         }
 
-        fn reply_seq(&self) -> u32 {
-            self.$requests.reply_seq()
+        fn reply_seq(&self, slot: ReplySlot) -> u32 {
+            self.$requests.reply_seq(slot)
         }
 
-        fn reply_word(&self) -> u32 {
-            self.$requests.reply_word()
+        fn reply_word(&self, slot: ReplySlot) -> u32 {
+            self.$requests.reply_word(slot)
         }
 
-        fn read_reply(&self, seq: u32, page: u32, out: &mut [u8]) -> Result<bool, CsmError> {
-            self.$requests.read_reply(seq, page, out)
+        fn read_reply(
+            &self,
+            slot: ReplySlot,
+            seq: u32,
+            page: u32,
+            out: &mut [u8],
+        ) -> Result<bool, CsmError> {
+            self.$requests.read_reply(slot, seq, page, out)
         }
 
         fn post_echo(&self) -> Result<u64, CsmError> {

@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use super::site::Site;
 
 use super::mailbox::Mailboxes;
-use super::messages::{checksum, mail_request_methods, MailRequests};
+use super::messages::{checksum, mail_request_methods, MailRequests, ReplySlot};
 use super::seams::DataPropagation;
 use super::space::CsmSpace;
 use super::twin::{self, DIFF_HEADER};
@@ -31,9 +31,10 @@ pub struct MsData {
     mail: Arc<Mailboxes>,
     /// Request/reply through the mailboxes, as every variant.
     messages: MailRequests,
-    /// The body of the diff message in flight (room for a page of one-word
-    /// runs), kept for a retry.
-    body: Mutex<(Box<[u8]>, usize)>,
+    /// Per home, the body of the diff message in flight to it (room for a
+    /// page of one-word runs), kept for a retry: diffs to different homes
+    /// are in flight together (`release`).
+    bodies: Box<[Mutex<(Box<[u8]>, usize)>]>,
 }
 
 impl MsData {
@@ -50,7 +51,9 @@ impl MsData {
             heap,
             messages: MailRequests::new(site.me, mail.clone()),
             mail,
-            body: Mutex::new((vec![0u8; slot].into_boxed_slice(), 0)),
+            bodies: (0..space.nodes)
+                .map(|_| Mutex::new((vec![0u8; slot].into_boxed_slice(), 0)))
+                .collect(),
         })
     }
 
@@ -73,7 +76,9 @@ impl DataPropagation for MsData {
         current: &[u32],
         runs: &[Range<usize>],
     ) -> Result<usize, CsmError> {
-        let mut b = self.body.lock().unwrap_or_else(|p| p.into_inner());
+        let mut b = self.bodies[home as usize]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         let (buf, len) = &mut *b;
         *len = twin::encode_runs(current, runs, buf, |x| body_checksum(page, x));
         self.mail
@@ -85,10 +90,12 @@ impl DataPropagation for MsData {
         true
     }
 
-    fn repost_diff(&self, home: u32) -> Result<(), CsmError> {
-        let b = self.body.lock().unwrap_or_else(|p| p.into_inner());
+    fn repost_diff(&self, home: u32, to: u32) -> Result<(), CsmError> {
+        let b = self.bodies[home as usize]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         self.mail
-            .post(home, self.mail.at().message(self.me), &b.0[..b.1])
+            .post(to, self.mail.at().message(self.me), &b.0[..b.1])
     }
 
     fn take_diff(&self, from: u32, page: u32, buf: &mut [u8]) -> Result<bool, CsmError> {

@@ -13,7 +13,7 @@
 
 use std::sync::atomic::Ordering;
 
-use crate::messages::{moved, Request, DENIED, WITH_PAGE};
+use crate::messages::{moved, ReplySlot, Request, DENIED, WITH_PAGE};
 use crate::node::Node;
 use crate::seams::{DirectoryState, ENTRY_BYTES};
 use crate::state::{PageState, ProtocolState};
@@ -60,6 +60,9 @@ impl Node {
             self.served[r as usize].store(seq, Ordering::Relaxed);
             st.stats.messages_served += 1;
             let req = Request::decode(w);
+            // A diff's acknowledgement (or "moved") goes to this node's
+            // acknowledgement slot in the requester's mailbox.
+            let slot = ReplySlot::for_request(req, self.me);
             if let Some(p) = req.page() {
                 if p as usize >= st.pages.len() {
                     return Err(CsmError::BadRequest { from: r, page: p });
@@ -89,17 +92,17 @@ impl Node {
                         // sends the requester to its directory.
                         h => {
                             let to = h.unwrap_or(self.me);
-                            self.data.send_reply(r, seq, moved(to), None)?;
+                            self.data.send_reply(r, slot, seq, moved(to), None)?;
                             continue;
                         }
                     }
                 }
             }
             match req {
-                Request::Null => self.data.send_reply(r, seq, w, None)?,
+                Request::Null => self.data.send_reply(r, slot, seq, w, None)?,
                 Request::Drain => {
                     self.drain_notices(st)?;
-                    self.data.send_reply(r, seq, w, None)?;
+                    self.data.send_reply(r, slot, seq, w, None)?;
                 }
                 Request::Diff(page) => {
                     let mut buf = std::mem::take(&mut st.msg_buf);
@@ -119,9 +122,9 @@ impl Node {
                             Some(m) => {
                                 let mut e = [0u8; ENTRY_BYTES];
                                 m.entry(page, &mut e);
-                                self.data.send_reply(r, seq, w, Some(&e))?;
+                                self.data.send_reply(r, slot, seq, w, Some(&e))?;
                             }
-                            None => self.data.send_reply(r, seq, w, None)?,
+                            None => self.data.send_reply(r, slot, seq, w, None)?,
                         }
                     } else {
                         // Damaged: no answer, and the sender posts it again.
@@ -135,7 +138,8 @@ impl Node {
                         .messages()
                         .ok_or(CsmError::BadRequest { from: r, page: p })?;
                     let h = u64::from(m.assign_home(p, r));
-                    self.data.send_reply(r, seq, w, Some(&h.to_le_bytes()))?;
+                    self.data
+                        .send_reply(r, slot, seq, w, Some(&h.to_le_bytes()))?;
                 }
                 Request::Invalid(p) => {
                     let m = self
@@ -143,11 +147,11 @@ impl Node {
                         .messages()
                         .ok_or(CsmError::BadRequest { from: r, page: p })?;
                     m.left(p, r);
-                    self.data.send_reply(r, seq, w, None)?;
+                    self.data.send_reply(r, slot, seq, w, None)?;
                 }
                 Request::Notices(count) => {
                     if self.take_notice_message(st, r, count)? {
-                        self.data.send_reply(r, seq, w, None)?;
+                        self.data.send_reply(r, slot, seq, w, None)?;
                     }
                     // Damaged: no answer, and the sender posts it again.
                 }
@@ -161,7 +165,7 @@ impl Node {
                     let mut buf = std::mem::take(&mut st.serve_buf);
                     let r2 = self.answer_page(st, p, &mut buf);
                     let r3 = r2
-                        .and_then(|()| self.data.send_reply(r, seq, w, Some(&buf)))
+                        .and_then(|()| self.data.send_reply(r, slot, seq, w, Some(&buf)))
                         .and_then(|()| self.adb_consider(st, p, &buf));
                     st.serve_buf = buf;
                     r3?;
@@ -198,7 +202,9 @@ impl Node {
         let word = Request::Migrate(p).word();
         let pg = &st.pages[p as usize];
         if matches!(pg.state, PageState::ReadWrite | PageState::Exclusive) {
-            return self.data.send_reply(r, seq, word | DENIED, None);
+            return self
+                .data
+                .send_reply(r, ReplySlot::Reply, seq, word | DENIED, None);
         }
         let with_page = st.stale[p as usize] & (1u64 << r) != 0;
         let pg = &mut st.pages[p as usize];
@@ -214,11 +220,13 @@ impl Node {
         if with_page {
             let mut buf = std::mem::take(&mut st.serve_buf);
             self.heap.read_bytes(p as usize * self.ps(), &mut buf);
-            let r2 = self.data.send_reply(r, seq, word | WITH_PAGE, Some(&buf));
+            let r2 = self
+                .data
+                .send_reply(r, ReplySlot::Reply, seq, word | WITH_PAGE, Some(&buf));
             st.serve_buf = buf;
             r2
         } else {
-            self.data.send_reply(r, seq, word, None)
+            self.data.send_reply(r, ReplySlot::Reply, seq, word, None)
         }
     }
 
@@ -228,7 +236,9 @@ impl Node {
         let word = Request::Migrate(p).word() | WITH_PAGE;
         let mut buf = std::mem::take(&mut st.serve_buf);
         self.heap.read_bytes(p as usize * self.ps(), &mut buf);
-        let r2 = self.data.send_reply(r, seq, word, Some(&buf));
+        let r2 = self
+            .data
+            .send_reply(r, ReplySlot::Reply, seq, word, Some(&buf));
         st.serve_buf = buf;
         r2
     }

@@ -10,6 +10,7 @@
 
 use std::ops::Range;
 
+use super::messages::ReplySlot;
 use super::CsmError;
 
 /// Sharing state of a page on one node, as the global directory records it.
@@ -50,9 +51,10 @@ pub trait DataPropagation: Send + Sync {
     fn diffs_are_messages(&self) -> bool {
         false
     }
-    /// Post the body of the last diff message to `home` again (its request
-    /// is being retried).
-    fn repost_diff(&self, _home: u32) -> Result<(), CsmError> {
+    /// Post the body of the last diff message written for `home` (by
+    /// `write_diff`) again, to node `to` (its request is being retried, at
+    /// the home or, the page's home having moved, at the new one).
+    fn repost_diff(&self, _home: u32, _to: u32) -> Result<(), CsmError> {
         Ok(())
     }
     /// At the home: apply the diff message node `from` sent for `page` to
@@ -81,18 +83,32 @@ pub trait DataPropagation: Send + Sync {
     /// The newest request from node `from`: (sequence, page).
     fn poll_request(&self, from: u32) -> (u32, u32);
     /// Answer request `seq` of node `to` for `page`, with the page's data or
-    /// none (a null request).
-    fn send_reply(&self, to: u32, seq: u32, page: u32, data: Option<&[u8]>)
-        -> Result<(), CsmError>;
-    /// Sequence number of the newest reply to this node.
-    fn reply_seq(&self) -> u32;
-    /// The word the newest reply answers (`messages::Request::word`, or a
-    /// "moved" or migration answer).
-    fn reply_word(&self) -> u32;
-    /// Copy out the newest reply's data (`out` empty for a null request) and
-    /// say whether it is reply `seq` for `page`, whole: `false` when a packet
-    /// of it was lost or discarded on the way (the caller asks again).
-    fn read_reply(&self, seq: u32, page: u32, out: &mut [u8]) -> Result<bool, CsmError>;
+    /// none (a null request), into `slot` of its mailbox
+    /// (`ReplySlot::for_request`).
+    fn send_reply(
+        &self,
+        to: u32,
+        slot: ReplySlot,
+        seq: u32,
+        page: u32,
+        data: Option<&[u8]>,
+    ) -> Result<(), CsmError>;
+    /// Sequence number of the newest reply to this node in `slot`.
+    fn reply_seq(&self, slot: ReplySlot) -> u32;
+    /// The word the newest reply in `slot` answers
+    /// (`messages::Request::word`, or a "moved" or migration answer).
+    fn reply_word(&self, slot: ReplySlot) -> u32;
+    /// Copy out the newest reply's data in `slot` (`out` empty for a null
+    /// request) and say whether it is reply `seq` for `page`, whole: `false`
+    /// when a packet of it was lost or discarded on the way (the caller asks
+    /// again).
+    fn read_reply(
+        &self,
+        slot: ReplySlot,
+        seq: u32,
+        page: u32,
+        out: &mut [u8],
+    ) -> Result<bool, CsmError>;
     /// Mark this point in what the node has sent: returns a number that
     /// [`DataPropagation::echo_seen`] reaches once everything sent before
     /// has arrived back at this node (its own loopback).

@@ -161,6 +161,13 @@ pub struct MailboxLayout {
     mc_page: usize,
 }
 
+/// Where the acknowledgement slots start on the control page (after the
+/// barrier arrivals of up to 64 nodes).
+const ACKS: usize = 1024;
+/// Data an acknowledgement carries at most (a directory entry).
+pub const ACK_DATA: usize = 16;
+const ACK_STRIDE: usize = 16 + ACK_DATA;
+
 /// Entries of a synchronisation queue (CSM-None, `msg_sync`): 16 bytes
 /// each, one packet.
 pub const SYNC_QUEUE_ENTRIES: usize = 512;
@@ -192,6 +199,15 @@ impl MailboxLayout {
     /// Barrier arrival word of `node` (meaningful in the master's mailbox).
     pub fn arrival(&self, node: u32) -> usize {
         self.control + 128 + 8 * node as usize
+    }
+    /// The acknowledgement slot of node `from`: where `from` answers this
+    /// node's diff messages (a 16-byte header, then up to `ACK_DATA` bytes),
+    /// so diffs to different homes can be in flight at once (seed 002
+    /// s.3.3's pipelining) without their acknowledgements overwriting each
+    /// other in the one reply area. On the control page: an
+    /// acknowledgement wakes a sleeping releaser.
+    pub fn ack(&self, from: u32) -> usize {
+        self.control + ACKS + ACK_STRIDE * from as usize
     }
     /// The request word of `requester` to this node: `seq << 32 | page`.
     pub fn request(&self, requester: u32) -> usize {
@@ -227,7 +243,8 @@ impl MailboxLayout {
         page as usize >= self.requests / self.mc_page
     }
     pub fn bytes(&self) -> u64 {
-        debug_assert!(128 + 8 * self.nodes as usize <= self.mc_page);
+        debug_assert!(128 + 8 * self.nodes as usize <= ACKS);
+        debug_assert!(ACKS + ACK_STRIDE * self.nodes as usize <= self.mc_page);
         self.bytes as u64
     }
 }
