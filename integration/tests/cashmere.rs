@@ -300,6 +300,52 @@ fn one_level_start_is_checked() {
     }
 }
 
+/// Diff messages to different homes are in flight together (seed 002
+/// s.3.3): node 0 writes a page homed at each other node and its release
+/// sends the three diffs before it waits for their acknowledgements; each
+/// home applies one, and every node then reads every write.
+#[test]
+fn diffs_to_different_homes_are_pipelined() {
+    for variant in [CsmVariant::Ms, CsmVariant::S, CsmVariant::None] {
+        let vc = VirtualCluster::start(ClusterConfig::new(4));
+        vc.on_every_node(move |mc| {
+            let cfg = Config {
+                exclusive_mode: false,
+                variant,
+                ..Config::default()
+            };
+            let csm = Csm::start(&mc, &cfg).unwrap();
+            let words = 8192 / 4;
+            let a = csm.alloc::<u32>(4 * words, true).unwrap();
+            let me = csm.node_id() as usize;
+            // First touch: node n is the home of page n.
+            a.set(me * words, 1);
+            csm.barrier().unwrap();
+            if me == 0 {
+                for n in 1..4 {
+                    a.set(n * words + 7, 100 + n as u32);
+                }
+            }
+            csm.barrier().unwrap();
+            for n in 1..4 {
+                assert_eq!(
+                    a.get(n * words + 7),
+                    100 + n as u32,
+                    "{variant:?} node {me}"
+                );
+                assert_eq!(a.get(n * words), 1, "{variant:?} node {me}");
+            }
+            let s = csm.finish().unwrap();
+            if me == 0 {
+                assert_eq!(s.diffs, 3, "{variant:?}: {s}");
+                assert_eq!(s.diffs_pipelined, 2, "{variant:?}: {s}");
+            } else {
+                assert_eq!(s.diffs_applied, 1, "{variant:?} node {me}: {s}");
+            }
+        });
+    }
+}
+
 /// The home writes its master copy directly (seed 000 s.2.3.2): node 0, the
 /// home by first touch, shares the page with node 1 and keeps writing it,
 /// and never twins, diffs or refreshes; node 1 twins and diffs its own

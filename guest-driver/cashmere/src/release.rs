@@ -17,15 +17,43 @@
 //! diffed page comes with the diff's acknowledgement instead (the home
 //! serialises the diff with the page requests it answers), and each
 //! receiver's notices are a message it acknowledges after taking them.
+//!
+//! Diffs as messages (CSM-MS and the variants after it) are pipelined
+//! across homes, as seed 002 s.3.3 describes ("Cashmere pipelines diff
+//! operations to different processors. The code in Release basically
+//! cycles through the dirty list and sends out the diffs. If the diff
+//! cannot be sent out because the appropriate message channel is busy, the
+//! page is placed back in the dirty list to be re-tried later"): one diff
+//! in flight per home (its body fills this node's message slot there), the
+//! acknowledgements awaited together, each in the home's acknowledgement
+//! slot of this node's mailbox. An acknowledgement that does not come in
+//! time, comes damaged, or says the home moved is asked for again the
+//! one-at-a-time way (`diff_message_acked`), once every other diff in
+//! flight is acknowledged.
 
-use crate::messages::Request;
+use std::time::Instant;
+
+use crate::messages::{moved_to, ReplySlot, Request};
 use crate::node::Node;
 use crate::seams::{DirectoryState, ENTRY_BYTES};
 use crate::state::{PageState, ProtocolState};
 use crate::times::{self, Activity};
 use crate::twin::diff;
 use crate::vm::Prot;
+use crate::wait::WaitKind;
 use crate::CsmError;
+
+/// How long a pipelined diff waits for its acknowledgement before it is
+/// asked for again the one-at-a-time way (as a request's first timeout).
+const ACK_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// A diff message in flight: its home, page and request sequence number.
+#[derive(Clone, Copy)]
+struct InFlight {
+    home: u32,
+    page: u32,
+    seq: u32,
+}
 
 impl Node {
     /// Diff a twinned page against its twin and write the runs to the home.
@@ -88,6 +116,130 @@ impl Node {
         }
     }
 
+    /// The diff messages of a release, pipelined across homes (module
+    /// docs): every twinned page of `st.releasing` whose home is another
+    /// node is diffed and acknowledged, write-protected and Read after.
+    fn flush_pipelined(&self, st: &mut ProtocolState) -> Result<(), CsmError> {
+        let mut todo: Vec<u32> = Vec::new();
+        for &p in &st.releasing {
+            if st.pages[p as usize].twinned {
+                todo.push(p);
+            }
+        }
+        let mut rest = Vec::new();
+        let mut in_flight = Vec::new();
+        while !todo.is_empty() {
+            // Homes with a diff of ours in flight (at most 64 nodes).
+            let mut busy = 0u64;
+            for &p in &todo {
+                let home = self.home_of(st, p)?;
+                if home == self.me {
+                    // Its own master copy: the one-at-a-time path.
+                    continue;
+                }
+                if busy & (1u64 << home) != 0 {
+                    rest.push(p);
+                    continue;
+                }
+                self.set_prot(p, Prot::Read)?;
+                let mut words = std::mem::take(&mut st.words);
+                let mut runs = std::mem::take(&mut st.runs);
+                self.heap.read_words(p as usize * self.ps(), &mut words);
+                // SAFETY: page p's twin; this thread holds the node's state.
+                let twin = unsafe { self.twins.twin(p as usize) };
+                diff(&words, twin, &mut runs);
+                let sent = if runs.is_empty() {
+                    Ok(0)
+                } else {
+                    self.data.write_diff(home, p, &words, &runs)
+                };
+                st.words = words;
+                st.runs = runs;
+                let bytes = sent?;
+                if bytes == 0 {
+                    self.flushed(st, p)?;
+                    continue;
+                }
+                st.stats.diffs += 1;
+                st.stats.diff_bytes += bytes as u64;
+                st.fetch_seq = st.fetch_seq.wrapping_add(1).max(1);
+                let seq = st.fetch_seq;
+                self.data.send_request(home, seq, Request::Diff(p).word())?;
+                st.stats.messages_sent += 1;
+                if busy != 0 {
+                    st.stats.diffs_pipelined += 1;
+                }
+                busy |= 1u64 << home;
+                in_flight.push(InFlight { home, page: p, seq });
+            }
+            self.await_acks(st, &in_flight)?;
+            for d in in_flight.drain(..) {
+                self.flushed(st, d.page)?;
+            }
+            std::mem::swap(&mut todo, &mut rest);
+            rest.clear();
+        }
+        Ok(())
+    }
+
+    /// A page whose diff is applied at its home: no longer twinned, Read.
+    fn flushed(&self, st: &mut ProtocolState, p: u32) -> Result<(), CsmError> {
+        st.pages[p as usize].twinned = false;
+        st.pages[p as usize].state = PageState::Read;
+        self.meta.set_state(p, DirectoryState::Read)
+    }
+
+    /// Wait for the acknowledgements of the diffs `in_flight`, answering
+    /// requests meanwhile; those that do not come whole in time, or say the
+    /// home moved, are asked for again one at a time once the others are in.
+    fn await_acks(&self, st: &mut ProtocolState, in_flight: &[InFlight]) -> Result<(), CsmError> {
+        let _fetch = times::enter(Activity::Fetch);
+        let mut again = Vec::new();
+        for d in in_flight {
+            let slot = ReplySlot::Ack(d.home);
+            let sent = Instant::now();
+            let came = self.bell.wait(WaitKind::Remote, || {
+                if self.data.reply_seq(slot) == d.seq {
+                    return Ok::<_, CsmError>(Some(true));
+                }
+                self.bell.polled();
+                self.serve_waiting(st)?;
+                self.check_failed()?;
+                Ok((sent.elapsed() > ACK_TIMEOUT).then_some(false))
+            })?;
+            if !came {
+                st.stats.request_timeouts += 1;
+                again.push(*d);
+                continue;
+            }
+            let word = self.data.reply_word(slot);
+            let mut entry = [0u8; ENTRY_BYTES];
+            // The sharing set comes with it under message-based metadata.
+            let out: &mut [u8] = if moved_to(word).is_none() && self.meta.messages().is_some() {
+                &mut entry
+            } else {
+                &mut []
+            };
+            let whole = self.data.read_reply(slot, d.seq, word, out)?;
+            if !whole || word != Request::Diff(d.page).word() {
+                if !whole {
+                    st.stats.damaged_replies += 1;
+                }
+                again.push(*d);
+                continue;
+            }
+            if let Some(m) = self.meta.messages() {
+                m.learn_entry(d.page, &entry);
+            }
+        }
+        for d in again {
+            // Its body is still this node's for that home: posted again
+            // with the new request, to the new home if it moved.
+            self.diff_message_acked(st, d.home, d.page)?;
+        }
+        Ok(())
+    }
+
     /// Release (seed 002 s.3.3): flush every dirty page to its home, then
     /// send write notices to the other sharers.
     pub(crate) fn release(&self, st: &mut ProtocolState) -> Result<(), CsmError> {
@@ -99,6 +251,9 @@ impl Node {
         }
         // Both lists have room for every page: swapping keeps it.
         std::mem::swap(&mut st.dirty, &mut st.releasing);
+        if self.data.diffs_are_messages() {
+            self.flush_pipelined(st)?;
+        }
         for i in 0..st.releasing.len() {
             let p = st.releasing[i];
             let pg = &st.pages[p as usize];

@@ -60,6 +60,9 @@ pub struct Stats {
     pub drain_requests: u64,
     /// Diff messages this node applied as a home (CSM-MS).
     pub diffs_applied: u64,
+    /// Diff messages this node sent while another of the same release was
+    /// in flight to another home (pipelined, seed 002 s.3.3).
+    pub diffs_pipelined: u64,
     /// Diff messages that failed their check and were asked for again.
     pub damaged_diffs: u64,
     /// Requests answered "moved" (the node asked is no longer the page's
@@ -125,6 +128,7 @@ sum_fields!(
     echo_waits,
     drain_requests,
     diffs_applied,
+    diffs_pipelined,
     damaged_diffs,
     moved_replies,
     migration_attempts,
@@ -142,7 +146,7 @@ impl fmt::Display for Stats {
             "faults r/w {}/{}, page transfers {} (+{} home refreshes), twins {}, diffs {} ({} B, {} at the home), direct home pages {}, \
              write notices sent/received {}/{}, invalidations {}, incoming diffs {} ({} words), exclusive in/out {}/{}, \
              locks {}, barriers {}, flag waits {}, acquires/releases {}/{}, messages sent/served {}/{} ({} B to mailboxes), \
-             retries after timeout/damage {}/{}, echo waits {}, drain requests {}, diff messages applied {} (damaged {}), \
+             retries after timeout/damage {}/{}, echo waits {}, drain requests {}, diff messages applied {} (damaged {}, {} sent pipelined), \
              moved replies {}, migrations {} of {} attempts ({} granted here), \
              broadcast placements/hits/kills {}/{}/{}",
             self.read_faults,
@@ -175,6 +179,7 @@ impl fmt::Display for Stats {
             self.drain_requests,
             self.diffs_applied,
             self.damaged_diffs,
+            self.diffs_pipelined,
             self.moved_replies,
             self.migrations,
             self.migration_attempts,
