@@ -80,6 +80,10 @@ impl Node {
         let page = req.page().unwrap_or(u32::MAX);
         // The diff's body was written for the home first asked.
         let origin = home;
+        // The last try got no whole answer (not: it was sent on elsewhere),
+        // and how many times in a row.
+        let mut again = false;
+        let mut tries = 0u32;
         let reply = loop {
             // Where the answer lands: a diff's in the answering node's
             // acknowledgement slot.
@@ -97,9 +101,16 @@ impl Node {
                     _ => {}
                 }
             }
-            st.fetch_seq = st.fetch_seq.wrapping_add(1).max(1);
+            // A migration request asked again keeps its sequence number
+            // (`Request::retried_in_place`); anything else is asked anew.
+            if std::mem::take(&mut again) && req.retried_in_place() {
+                tries += 1;
+            } else {
+                tries = 0;
+                st.fetch_seq = st.fetch_seq.wrapping_add(1).max(1);
+            }
             let seq = st.fetch_seq;
-            self.data.send_request(home, seq, word)?;
+            self.data.send_request(home, seq, req.try_word(tries))?;
             st.stats.messages_sent += 1;
             let sent = Instant::now();
             let heard = self.bell.wait(WaitKind::Remote, || {
@@ -129,6 +140,7 @@ impl Node {
                     // A null request's `buf` is empty: only the header is checked.
                     if !self.data.read_reply(slot, seq, got, out)? {
                         st.stats.damaged_replies += 1;
+                        again = true;
                         continue;
                     }
                     match moved_to(got) {
@@ -154,11 +166,15 @@ impl Node {
                             first = false;
                         }
                         None if got == word || matches!(req, Request::Migrate(_)) => break got,
-                        None => st.stats.damaged_replies += 1,
+                        None => {
+                            st.stats.damaged_replies += 1;
+                            again = true;
+                        }
                     }
                 }
                 Heard::Nothing => {
                     st.stats.request_timeouts += 1;
+                    again = true;
                     wait = (wait * 2).min(REPLY_TIMEOUT_MAX);
                 }
             }

@@ -53,7 +53,7 @@ pub mod twin;
 mod vm;
 mod wait;
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -402,7 +402,7 @@ impl Csm {
             bell,
             signal,
             state: Mutex::new(ProtocolState::new(space.pages, nodes, cfg.page_size)),
-            served: (0..nodes).map(|_| AtomicU32::new(0)).collect(),
+            served: (0..nodes).map(|_| AtomicU64::new(0)).collect(),
             stop: AtomicBool::new(false),
             local: Mutex::new(LocalBarrier {
                 arrived: 0,
@@ -424,9 +424,9 @@ impl Csm {
             // Requests answered before this start are not ours to answer.
             let mut st = node.lock_state();
             for r in 0..nodes {
-                let (seq, _) = node.data.poll_request(r);
-                st.served[r as usize] = seq;
-                node.served[r as usize].store(seq, Ordering::Relaxed);
+                let key = node::request_key(node.data.poll_request(r));
+                st.served[r as usize] = key;
+                node.served[r as usize].store(key, Ordering::Relaxed);
             }
             // Past every sequence number an earlier run's replies carry, so
             // none of them passes for an answer to this run's requests.

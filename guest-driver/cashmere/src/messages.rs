@@ -50,6 +50,11 @@ const INVALID: u32 = 2 << 28;
 const NOTICES: u32 = 3 << 28;
 /// In a reply to `Migrate`: refused (the home is writing the page).
 pub const DENIED: u32 = 1 << 29;
+/// In a `Migrate` request, bits 28-29: which try of the same request (the
+/// same sequence number) this is, 0 for the first. A migration request is
+/// asked again under its own sequence number, so the node asked can tell
+/// it from a new one and give the same answer again (`requests`).
+const TRY_SHIFT: u32 = 28;
 /// In a reply to `Migrate`: granted, and the reply carries the page (the
 /// home's Stale vector says the new home's copy is out of date).
 pub const WITH_PAGE: u32 = 1 << 28;
@@ -84,6 +89,22 @@ impl Request {
                 NOTICES => Request::Notices(w & MAX_PAGE),
                 _ => Request::Page(w),
             },
+        }
+    }
+
+    /// Whether a try that got no whole answer is made again under the same
+    /// sequence number (a migration request: its answer moves the home, so
+    /// it must be given once, and again the same), or as a new request.
+    pub fn retried_in_place(self) -> bool {
+        matches!(self, Request::Migrate(_))
+    }
+
+    /// The word of try `n` (0 the first) of a request retried in place:
+    /// the try bits change, so the node asked sees a new request word.
+    pub fn try_word(self, n: u32) -> u32 {
+        match self {
+            Request::Migrate(_) if n > 0 => self.word() | ((n - 1) % 3 + 1) << TRY_SHIFT,
+            _ => self.word(),
         }
     }
 
@@ -382,6 +403,13 @@ mod tests {
         ] {
             assert_eq!(Request::decode(r.word()), r);
             assert_eq!(moved_to(r.word()), None);
+            for n in 0..7 {
+                assert_eq!(Request::decode(r.try_word(n)), r);
+                // Each try's word differs from the one before.
+                if n > 0 && r.retried_in_place() {
+                    assert_ne!(r.try_word(n), r.try_word(n - 1));
+                }
+            }
         }
         assert_eq!(moved_to(moved(3)), Some(3));
         let m = Request::Migrate(5);

@@ -21,7 +21,7 @@
 //! for the event signal but ticks (`POLL_TICK`), so each store into the
 //! mailbox does not wake it onto a core the application threads compute on.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -120,7 +120,7 @@ pub(crate) struct Node {
     pub(crate) state: Mutex<ProtocolState>,
     /// The last request answered per node (as in the state), for the
     /// protocol thread to look at without the state.
-    pub(crate) served: Box<[AtomicU32]>,
+    pub(crate) served: Box<[AtomicU64]>,
     pub(crate) stop: AtomicBool,
     pub(crate) local: Mutex<LocalBarrier>,
     pub(crate) local_cv: Condvar,
@@ -412,9 +412,10 @@ impl Node {
 
     /// Some other node's request is waiting to be answered.
     pub(crate) fn requests_waiting(&self) -> bool {
-        (0..self.nodes)
-            .filter(|&r| r != self.me)
-            .any(|r| self.data.poll_request(r).0 != self.served[r as usize].load(Ordering::Relaxed))
+        (0..self.nodes).filter(|&r| r != self.me).any(|r| {
+            request_key(self.data.poll_request(r))
+                != self.served[r as usize].load(Ordering::Relaxed)
+        })
     }
 
     /// A thread that waits without holding the state (at a barrier, for a
@@ -444,6 +445,13 @@ impl Node {
             let _ = s.raise();
         }
     }
+}
+
+/// A request word as served: its sequence number and its word together (a
+/// migration request asked again keeps its sequence number and changes its
+/// try bits).
+pub(crate) fn request_key((seq, word): (u32, u32)) -> u64 {
+    u64::from(seq) << 32 | u64::from(word)
 }
 
 thread_local! {

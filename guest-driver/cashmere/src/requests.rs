@@ -13,8 +13,8 @@
 
 use std::sync::atomic::Ordering;
 
-use crate::messages::{moved, ReplySlot, Request, DENIED, WITH_PAGE};
-use crate::node::Node;
+use crate::messages::{moved, moved_to, ReplySlot, Request, DENIED, WITH_PAGE};
+use crate::node::{request_key, Node};
 use crate::seams::{DirectoryState, ENTRY_BYTES};
 use crate::state::{PageState, ProtocolState};
 use crate::times::{self, Activity};
@@ -53,11 +53,12 @@ impl Node {
                 continue;
             }
             let (seq, w) = self.data.poll_request(r);
-            if seq == st.served[r as usize] {
+            let key = request_key((seq, w));
+            if key == st.served[r as usize] {
                 continue;
             }
-            st.served[r as usize] = seq;
-            self.served[r as usize].store(seq, Ordering::Relaxed);
+            st.served[r as usize] = key;
+            self.served[r as usize].store(key, Ordering::Relaxed);
             st.stats.messages_served += 1;
             let req = Request::decode(w);
             // A diff's acknowledgement (or "moved") goes to this node's
@@ -67,32 +68,37 @@ impl Node {
                 if p as usize >= st.pages.len() {
                     return Err(CsmError::BadRequest { from: r, page: p });
                 }
+                if let Request::Migrate(_) = req {
+                    let (answered, answer) = st.migration_answers[r as usize];
+                    if answered == seq {
+                        // The same migration request again: its answer did
+                        // not reach the asker whole, or in time. It gets the
+                        // same answer: a grant moved the home, and a second
+                        // decision (a "moved" or a denial after a grant, or
+                        // a grant after either) would leave the page with
+                        // two homes or none.
+                        if answer & DENIED == 0 && moved_to(answer).is_none() {
+                            self.regrant(st, r, seq, p)?;
+                        } else {
+                            self.data
+                                .send_reply(r, ReplySlot::Reply, seq, answer, None)?;
+                        }
+                        continue;
+                    }
+                }
                 // With migration, the home may have moved on: send the
                 // requester to the home this node knows (seed 002 s.4.1).
                 if self.migration && req.for_home() {
                     match self.known_home(st, p) {
                         Some(h) if h == self.me => {}
-                        Some(h)
-                            if matches!(req, Request::Migrate(_))
-                                && h == r
-                                && self.meta.home(p) == Some(r) =>
-                        {
-                            // Granted before, and the grant was lost: the
-                            // directory still names the requester, as this
-                            // node's grant set it. (A requester this node
-                            // only heard is the home, while its own request
-                            // for the page is under way, has since granted
-                            // the page to this node and pointed the
-                            // directory here: regranting would make two
-                            // homes; it gets "moved" until the grant lands.)
-                            self.regrant(st, r, seq, p)?;
-                            continue;
-                        }
                         // Not known here: "moved" to this node itself
                         // sends the requester to its directory.
                         h => {
                             let to = h.unwrap_or(self.me);
                             self.data.send_reply(r, slot, seq, moved(to), None)?;
+                            if let Request::Migrate(_) = req {
+                                st.migration_answers[r as usize] = (seq, moved(to));
+                            }
                             continue;
                         }
                     }
@@ -131,7 +137,10 @@ impl Node {
                         st.stats.damaged_diffs += 1;
                     }
                 }
-                Request::Migrate(page) => self.answer_migration(st, r, seq, page)?,
+                Request::Migrate(page) => {
+                    let answer = self.answer_migration(st, r, seq, page)?;
+                    st.migration_answers[r as usize] = (seq, answer);
+                }
                 Request::Home(p) => {
                     let m = self
                         .meta
@@ -198,13 +207,13 @@ impl Node {
         r: u32,
         seq: u32,
         p: u32,
-    ) -> Result<(), CsmError> {
+    ) -> Result<u32, CsmError> {
         let word = Request::Migrate(p).word();
         let pg = &st.pages[p as usize];
         if matches!(pg.state, PageState::ReadWrite | PageState::Exclusive) {
-            return self
-                .data
-                .send_reply(r, ReplySlot::Reply, seq, word | DENIED, None);
+            self.data
+                .send_reply(r, ReplySlot::Reply, seq, word | DENIED, None)?;
+            return Ok(word | DENIED);
         }
         let with_page = st.stale[p as usize] & (1u64 << r) != 0;
         let pg = &mut st.pages[p as usize];
@@ -224,14 +233,18 @@ impl Node {
                 .data
                 .send_reply(r, ReplySlot::Reply, seq, word | WITH_PAGE, Some(&buf));
             st.serve_buf = buf;
-            r2
+            r2.map(|()| word | WITH_PAGE)
         } else {
-            self.data.send_reply(r, ReplySlot::Reply, seq, word, None)
+            self.data
+                .send_reply(r, ReplySlot::Reply, seq, word, None)
+                .map(|()| word)
         }
     }
 
-    /// A migration this node granted to `r` whose grant did not arrive:
-    /// grant it again, with the page (the Stale vector went with the home).
+    /// A migration this node granted to `r` whose grant did not arrive
+    /// (the same request asked again): grant it again, with the page. This
+    /// node's copy is the master copy as granted: nothing changes it while
+    /// the page has no home that knows it.
     fn regrant(&self, st: &mut ProtocolState, r: u32, seq: u32, p: u32) -> Result<(), CsmError> {
         let word = Request::Migrate(p).word() | WITH_PAGE;
         let mut buf = std::mem::take(&mut st.serve_buf);

@@ -59,7 +59,11 @@ pub struct ProtocolState {
     pub stats: Stats,
     pub fetch_seq: u32,
     /// The last request of each node this node answered.
-    pub served: Vec<u32>,
+    pub served: Vec<u64>,
+    /// Per requester, the last migration request this node answered (its
+    /// sequence number) and the answer's word: the same request asked
+    /// again gets the same answer (`requests`).
+    pub migration_answers: Vec<(u32, u32)>,
     pub barrier_episode: u64,
     /// A page for the fault path (an incoming diff's copy from the home).
     pub fetch_buf: Box<[u8]>,
@@ -117,6 +121,7 @@ impl ProtocolState {
             stats: Stats::default(),
             fetch_seq: 0,
             served: vec![0; nodes as usize],
+            migration_answers: vec![(0, 0); nodes as usize],
             barrier_episode: 0,
             fetch_buf: vec![0u8; ps].into_boxed_slice(),
             serve_buf: vec![0u8; ps].into_boxed_slice(),
