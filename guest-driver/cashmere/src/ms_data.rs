@@ -24,6 +24,9 @@ use super::twin::{self, DIFF_HEADER};
 use super::vm::HeapMemory;
 use super::CsmError;
 
+/// A diff message's body and its length.
+type Body = (Box<[u8]>, usize);
+
 pub struct MsData {
     space: CsmSpace,
     me: u32,
@@ -34,7 +37,7 @@ pub struct MsData {
     /// Per home, the body of the diff message in flight to it (room for a
     /// page of one-word runs), kept for a retry: diffs to different homes
     /// are in flight together (`release`).
-    bodies: Box<[Mutex<(Box<[u8]>, usize)>]>,
+    bodies: Box<[Mutex<Body>]>,
 }
 
 impl MsData {

@@ -64,20 +64,7 @@ impl Node {
             return Ok(());
         }
         let home = self.home_of(st, p)?;
-        let mut words = std::mem::take(&mut st.words);
-        let mut runs = std::mem::take(&mut st.runs);
-        self.heap.read_words(p as usize * self.ps(), &mut words);
-        // SAFETY: page p's twin; this thread holds the node's state.
-        let twin = unsafe { self.twins.twin(p as usize) };
-        diff(&words, twin, &mut runs);
-        let r = if runs.is_empty() {
-            Ok(0)
-        } else {
-            self.data.write_diff(home, p, &words, &runs)
-        };
-        st.words = words;
-        st.runs = runs;
-        let bytes = r?;
+        let bytes = self.write_diff(st, home, p)?;
         if bytes > 0 && self.data.diffs_are_messages() {
             self.diff_message_acked(st, home, p)?;
         }
@@ -91,6 +78,26 @@ impl Node {
         }
         st.pages[p as usize].twinned = false;
         Ok(())
+    }
+
+    /// Diff twinned page `p` against its twin and write the runs to `home`
+    /// (remote writes, or a diff message's body); returns the bytes sent, 0
+    /// when the page did not change.
+    fn write_diff(&self, st: &mut ProtocolState, home: u32, p: u32) -> Result<usize, CsmError> {
+        let mut words = std::mem::take(&mut st.words);
+        let mut runs = std::mem::take(&mut st.runs);
+        self.heap.read_words(p as usize * self.ps(), &mut words);
+        // SAFETY: page p's twin; this thread holds the node's state.
+        let twin = unsafe { self.twins.twin(p as usize) };
+        diff(&words, twin, &mut runs);
+        let r = if runs.is_empty() {
+            Ok(0)
+        } else {
+            self.data.write_diff(home, p, &words, &runs)
+        };
+        st.words = words;
+        st.runs = runs;
+        r
     }
 
     /// The request that delivers the diff message for `p` already posted
@@ -142,20 +149,7 @@ impl Node {
                     continue;
                 }
                 self.set_prot(p, Prot::Read)?;
-                let mut words = std::mem::take(&mut st.words);
-                let mut runs = std::mem::take(&mut st.runs);
-                self.heap.read_words(p as usize * self.ps(), &mut words);
-                // SAFETY: page p's twin; this thread holds the node's state.
-                let twin = unsafe { self.twins.twin(p as usize) };
-                diff(&words, twin, &mut runs);
-                let sent = if runs.is_empty() {
-                    Ok(0)
-                } else {
-                    self.data.write_diff(home, p, &words, &runs)
-                };
-                st.words = words;
-                st.runs = runs;
-                let bytes = sent?;
+                let bytes = self.write_diff(st, home, p)?;
                 if bytes == 0 {
                     self.flushed(st, p)?;
                     continue;

@@ -94,17 +94,7 @@ impl Site {
         id: u32,
         attach: impl FnOnce() -> Result<TxRegion, mc_api::McError>,
     ) -> Result<Arc<TxRegion>, CsmError> {
-        let mut tx = self
-            .attachments
-            .tx
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        if let Some(t) = tx.get(&id) {
-            return Ok(t.clone());
-        }
-        let t = Arc::new(attach()?);
-        tx.insert(id, t.clone());
-        Ok(t)
+        shared(&self.attachments.tx, id, attach)
     }
 
     /// Transmit mapping of region `id`, which only protocol node `node`
@@ -140,16 +130,24 @@ impl Site {
         id: u32,
         notify: bool,
     ) -> Result<Arc<RxRegion>, CsmError> {
-        let mut rx = self
-            .attachments
-            .rx
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        if let Some(r) = rx.get(&id) {
-            return Ok(r.clone());
-        }
-        let r = Arc::new(mc.attach_receive(id, Sharing::Shared, notify)?);
-        rx.insert(id, r.clone());
-        Ok(r)
+        shared(&self.attachments.rx, id, || {
+            mc.attach_receive(id, Sharing::Shared, notify)
+        })
     }
+}
+
+/// The machine's one attachment of region `id`, attached by `attach` the
+/// first time.
+fn shared<T>(
+    map: &Mutex<HashMap<u32, Arc<T>>>,
+    id: u32,
+    attach: impl FnOnce() -> Result<T, mc_api::McError>,
+) -> Result<Arc<T>, CsmError> {
+    let mut m = map.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(t) = m.get(&id) {
+        return Ok(t.clone());
+    }
+    let t = Arc::new(attach()?);
+    m.insert(id, t.clone());
+    Ok(t)
 }

@@ -84,11 +84,20 @@ pub struct Stats {
     pub adb_invalidations: u64,
 }
 
-/// Adds every counter (the destructuring names every field, so a field
-/// added to `Stats` does not compile until it is summed): a machine's
-/// processors' counts in 1L, a cluster's total.
-macro_rules! sum_fields {
+/// Every counter by its field name ([`Stats::fields`], for records), and
+/// their sum (`+=`: a machine's processors' counts in 1L, a cluster's
+/// total). The destructuring names every field, so a field added to
+/// `Stats` does not compile until it is listed here.
+macro_rules! all_fields {
     ($($f:ident),* $(,)?) => {
+        impl Stats {
+            /// Every counter, by its field name, in declaration order.
+            pub fn fields(&self) -> Vec<(&'static str, u64)> {
+                let Stats { $($f),* } = *self;
+                vec![$((stringify!($f), $f)),*]
+            }
+        }
+
         impl std::ops::AddAssign for Stats {
             fn add_assign(&mut self, o: Stats) {
                 let Stats { $($f),* } = o;
@@ -98,7 +107,7 @@ macro_rules! sum_fields {
     };
 }
 
-sum_fields!(
+all_fields!(
     read_faults,
     write_faults,
     page_transfers,

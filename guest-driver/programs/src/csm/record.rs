@@ -4,9 +4,8 @@
 //! lines; docs/applications.md describes the fields.
 //!
 //! Cashmere's counters are serialised field by field in [`stats_json`],
-//! which names every field of `cashmere::Stats` (the destructuring has no
-//! `..`, so a field added to `Stats` does not compile until it is added
-//! here); the time breakdown (seed 000 Figs. 2-3), when the run measured
+//! from `cashmere::Stats::fields` (which names every field: a field added
+//! to `Stats` does not compile until it is listed there); the time breakdown (seed 000 Figs. 2-3), when the run measured
 //! one (`--stats`), goes in [`breakdown_json`].
 
 use std::io::Write;
@@ -34,89 +33,9 @@ pub enum RecordError {
     Encode(#[from] serde_json::Error),
 }
 
-/// Every counter of `s`, by its field name.
+/// Every counter of `s`, by its field name (`Stats::fields`).
 pub fn stats_json(s: &Stats) -> Map<String, Value> {
-    let Stats {
-        read_faults,
-        write_faults,
-        page_transfers,
-        home_refreshes,
-        twins,
-        diffs,
-        diff_bytes,
-        home_diffs,
-        direct_home_pages,
-        write_notices_sent,
-        write_notices_received,
-        invalidations,
-        incoming_diffs,
-        incoming_diff_words,
-        exclusive_entries,
-        exclusive_exits,
-        lock_acquires,
-        barriers,
-        flag_waits,
-        acquires,
-        releases,
-        messages_sent,
-        message_bytes,
-        messages_served,
-        request_timeouts,
-        damaged_replies,
-        echo_waits,
-        drain_requests,
-        diffs_applied,
-        diffs_pipelined,
-        damaged_diffs,
-        moved_replies,
-        migration_attempts,
-        migrations,
-        migrations_granted,
-        adb_placements,
-        adb_hits,
-        adb_invalidations,
-    } = *s;
-    let fields = [
-        ("read_faults", read_faults),
-        ("write_faults", write_faults),
-        ("page_transfers", page_transfers),
-        ("home_refreshes", home_refreshes),
-        ("twins", twins),
-        ("diffs", diffs),
-        ("diff_bytes", diff_bytes),
-        ("home_diffs", home_diffs),
-        ("direct_home_pages", direct_home_pages),
-        ("write_notices_sent", write_notices_sent),
-        ("write_notices_received", write_notices_received),
-        ("invalidations", invalidations),
-        ("incoming_diffs", incoming_diffs),
-        ("incoming_diff_words", incoming_diff_words),
-        ("exclusive_entries", exclusive_entries),
-        ("exclusive_exits", exclusive_exits),
-        ("lock_acquires", lock_acquires),
-        ("barriers", barriers),
-        ("flag_waits", flag_waits),
-        ("acquires", acquires),
-        ("releases", releases),
-        ("messages_sent", messages_sent),
-        ("message_bytes", message_bytes),
-        ("messages_served", messages_served),
-        ("request_timeouts", request_timeouts),
-        ("damaged_replies", damaged_replies),
-        ("echo_waits", echo_waits),
-        ("drain_requests", drain_requests),
-        ("diffs_applied", diffs_applied),
-        ("diffs_pipelined", diffs_pipelined),
-        ("damaged_diffs", damaged_diffs),
-        ("moved_replies", moved_replies),
-        ("migration_attempts", migration_attempts),
-        ("migrations", migrations),
-        ("migrations_granted", migrations_granted),
-        ("adb_placements", adb_placements),
-        ("adb_hits", adb_hits),
-        ("adb_invalidations", adb_invalidations),
-    ];
-    fields
+    s.fields()
         .into_iter()
         .map(|(k, v)| (k.to_string(), Value::from(v)))
         .collect()
