@@ -125,6 +125,14 @@ impl MemoryChannel {
         self.inner.layout
     }
 
+    /// How many regions the cluster's region table holds (allocated by
+    /// anyone, this program included).
+    pub fn region_table_capacity(&self) -> u32 {
+        crate::table::Table::<crate::table::RegionEntry>::capacity(
+            self.inner.layout.page_size as usize,
+        ) as u32
+    }
+
     /// Whether this handle retries each store until it went through clean
     /// (`OpenOptions::reliable`).
     pub fn is_reliable(&self) -> bool {

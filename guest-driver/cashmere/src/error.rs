@@ -49,7 +49,7 @@ pub enum CsmError {
     PageSize(u32),
     #[error("at least one thread per node")]
     NoThreads,
-    #[error("{adapters} adapters x {per_adapter} protocol nodes each: Cashmere runs on 1 to {max} protocol nodes")]
+    #[error("{adapters} adapters x {per_adapter} protocol nodes each: Cashmere runs on 1 to {max} protocol nodes here (a barrier word and two regions each, in a region table shared with everything else on the cluster)")]
     TooManyNodes {
         adapters: u32,
         per_adapter: u32,

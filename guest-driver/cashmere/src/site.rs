@@ -31,8 +31,14 @@ use mc_api::{MemoryChannel, NodeId, RxRegion, Sharing, TxRegion};
 use crate::CsmError;
 
 /// Protocol nodes at most: one word per node in a barrier's arrivals, one
-/// bit per node in a sharing set.
+/// bit per node in a sharing set. Fewer where the region table is smaller
+/// ([`Site::new`]).
 pub const MAX_PROTOCOL_NODES: u32 = 64;
+/// Regions every protocol node has: its mailbox and its home region.
+const REGIONS_PER_NODE: u32 = 2;
+/// Regions the cluster shares: the directory, the write notices, the
+/// synchronisation words, the broadcast buffers.
+const SHARED_REGIONS: u32 = 4;
 
 /// The transmit and receive mappings the processors of one machine share.
 #[derive(Default)]
@@ -63,11 +69,17 @@ impl Site {
         attachments: Arc<Attachments>,
     ) -> Result<Site, CsmError> {
         let nodes = mc.nodes() * per_adapter;
-        if per_adapter == 0 || nodes > MAX_PROTOCOL_NODES {
+        // Checked before anything is allocated, the same on every machine:
+        // a region allocation failing half-way would leave the other
+        // processors waiting at the start barrier.
+        let by_regions =
+            mc.region_table_capacity().saturating_sub(SHARED_REGIONS) / REGIONS_PER_NODE;
+        let max = MAX_PROTOCOL_NODES.min(by_regions);
+        if per_adapter == 0 || nodes > max {
             return Err(CsmError::TooManyNodes {
                 adapters: mc.nodes(),
                 per_adapter,
-                max: MAX_PROTOCOL_NODES,
+                max,
             });
         }
         debug_assert!(processor < per_adapter);

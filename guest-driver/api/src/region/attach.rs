@@ -133,6 +133,11 @@ impl MemoryChannel {
             // The arena is mapped for everything at open.
             return Ok(());
         }
+        // The port first, held until the entry is programmed: two threads
+        // attaching one region at once (one for transmit, one for receive)
+        // would otherwise each read the attachments, and the one that read
+        // first could program last, dropping the other's half.
+        let mut port = self.port();
         let attach = self.inner.attachments.local();
         let a = attach.get(&e.id);
         let tx = a.and_then(|a| a.tx);
@@ -153,7 +158,7 @@ impl MemoryChannel {
         }
         // Loopback without a receive mapping reflects nothing, and is allowed.
         drop(attach);
-        self.port().set_pct(e.first_page, e.pages, entry, &frames)
+        port.set_pct(e.first_page, e.pages, entry, &frames)
     }
 
     /// Attach region `id` for transmit (imc_asattach with IMC_TRANSMIT). With
