@@ -135,3 +135,45 @@ fn debugging_programs_have_no_presets() {
     );
     assert!(!ok && text.contains("wtest has no presets"), "{text}");
 }
+
+/// Sizes no cluster can hold, and shapes a program cannot take, are refused
+/// on every node with the reason, before anything is allocated; nothing
+/// overflows, panics or leaves a node waiting.
+#[test]
+fn impossible_sizes_and_shapes_are_refused_with_the_reason() {
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["sor", "--size", "100000"],
+            "MiB of shared heap; a Memory Channel address space holds at most 1024 MiB",
+        ),
+        (
+            &["clu", "--size", "268435456"],
+            "MiB of shared heap; a Memory Channel address space holds at most 1024 MiB",
+        ),
+        (
+            &["wtest", "--size", "18446744073709551615"],
+            "--size 18446744073709551615 is past any Memory Channel heap",
+        ),
+        (&["em3d", "--size", "1"], "at least 2 (an E and an H node)"),
+        (
+            &["wtest", "--threads", "17"],
+            "34 processors (2 nodes x 17 threads)",
+        ),
+        (
+            &["sor", "--threads", "65"],
+            "65 threads per node: Cashmere runs 1 to 64",
+        ),
+        (&["wtest", "--heap-kib", "0"], "0 is not in 1..=1048576"),
+    ];
+    for (args, want) in cases {
+        let mut guest = vec!["mc-guest", "csm"];
+        guest.extend_from_slice(args);
+        let (ok, text) = mc_host_run(2, 60, &[], &guest);
+        assert!(!ok, "{args:?} ran: {text}");
+        assert!(text.contains(want), "{args:?}: wanted {want:?} in {text}");
+        assert!(
+            !text.contains("panicked") && !text.contains("signal"),
+            "{args:?}: {text}"
+        );
+    }
+}

@@ -97,7 +97,14 @@ pub enum McError {
     CorruptTable(TableKind),
     #[error("the {0} table keeps changing under the reader")]
     UnstableTable(TableKind),
-    #[error("the cluster layout does not fit the address space: {0:?}")]
+    #[error(
+        "the coherent arena ({} pages of {} bytes) with the control pages and their resync \
+         window needs more than the cluster's {} Memory Channel pages{}",
+        .0.arena_pages,
+        .0.page_size,
+        .0.pages,
+        if .0.nodes > 64 { format!(" (and {} nodes is more than 64)", .0.nodes) } else { String::new() }
+    )]
     LayoutDoesNotFit(Layout),
     /// The adapter answered a PCT read with a word no entry encodes.
     #[error("the adapter reports PCT entry {word:#x} for page {page}, which is not a valid entry")]

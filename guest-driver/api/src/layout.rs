@@ -97,7 +97,11 @@ impl Layout {
     /// Does the layout fit the address space?
     pub fn fits(&self) -> bool {
         self.nodes <= 64
-            && u64::from(self.arena_end()) + u64::from(self.resync_pages()) < u64::from(self.pages)
+            // In u64: the arena's size comes from the caller and may be huge.
+            && u64::from(ARENA_PAGE)
+                + 2 * u64::from(self.arena_pages)
+                + u64::from(CONTROL_PAGES)
+                < u64::from(self.pages)
             && self.lock_stride() <= LOCK_AREA_PAGES * self.page_size
             && SERVE_LOCK + 4 * self.nodes as usize <= self.page_size as usize
     }
@@ -114,6 +118,16 @@ mod tests {
             pages,
             arena_pages,
         }
+    }
+
+    #[test]
+    fn an_arena_past_the_address_space_does_not_fit_nor_wrap() {
+        let fits = |arena| layout(65536, arena).fits();
+        let most = (65536 - ARENA_PAGE - CONTROL_PAGES - 1) / 2;
+        assert!(fits(most));
+        assert!(!fits(most + 1));
+        assert!(!fits(u32::MAX / 2 + 1));
+        assert!(!fits(u32::MAX));
     }
 
     #[test]

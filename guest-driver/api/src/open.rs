@@ -57,7 +57,8 @@ impl MemoryChannel {
             page_size,
             nodes: regs.nodes,
             pages: (regs.address_space / u64::from(page_size)) as u32,
-            arena_pages: (opts.arena_bytes / u64::from(page_size)) as u32,
+            // Saturated, not truncated: a huge arena must not wrap into one that fits.
+            arena_pages: u32::try_from(opts.arena_bytes / u64::from(page_size)).unwrap_or(u32::MAX),
         };
         if !layout.fits() {
             return Err(McError::LayoutDoesNotFit(layout));

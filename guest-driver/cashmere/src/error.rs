@@ -49,6 +49,10 @@ pub enum CsmError {
     PageSize(u32),
     #[error("at least one thread per node")]
     NoThreads,
+    #[error("{0} threads per node: Cashmere runs 1 to 64 application threads per node")]
+    TooManyThreads(u32),
+    #[error("shared heap of {0} bytes: Cashmere's heap is 1 byte to 1 GiB (every node's home region is the heap's size, in a Memory Channel address space of at most 1 GiB)")]
+    HeapSize(usize),
     #[error("{adapters} adapters x {per_adapter} protocol nodes each: Cashmere runs on 1 to {max} protocol nodes here (a barrier word and two regions each, in a region table shared with everything else on the cluster)")]
     TooManyNodes {
         adapters: u32,

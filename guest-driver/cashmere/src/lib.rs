@@ -169,13 +169,24 @@ pub enum MessageDetection {
     Interrupt,
 }
 
+/// The largest shared heap: every node's home region is the heap's size, and
+/// the largest Memory Channel address space an adapter offers is 1 GiB
+/// (`firmware_model::config::MAX_ADDRESS_SPACE`).
+pub const MAX_HEAP_BYTES: usize = 1 << 30;
+
+/// The most application threads per node: each is an OS thread and, at 1L,
+/// a protocol node with a protocol thread of its own; the paper's nodes had
+/// four processors.
+pub const MAX_THREADS: u32 = 64;
+
 /// What [`Csm::start`] needs; every node must pass the same values.
 #[derive(Clone, Debug)]
 pub struct Config {
+    /// Shared heap, 1 byte to [`MAX_HEAP_BYTES`] (rounded up to pages).
     pub heap_bytes: usize,
     /// Coherence unit: 8192 (default) or 4096.
     pub page_size: u32,
-    /// Application threads per node (machine).
+    /// Application threads per node (machine), 1 to [`MAX_THREADS`].
     pub threads: u32,
     /// 2L: the node's threads share one protocol node; 1L: each is its own
     /// ([`Csm::start_one_level`]).
@@ -314,6 +325,12 @@ impl Csm {
         }
         if cfg.threads == 0 {
             return Err(CsmError::NoThreads);
+        }
+        if cfg.threads > MAX_THREADS {
+            return Err(CsmError::TooManyThreads(cfg.threads));
+        }
+        if !(1..=MAX_HEAP_BYTES).contains(&cfg.heap_bytes) {
+            return Err(CsmError::HeapSize(cfg.heap_bytes));
         }
         Ok(())
     }

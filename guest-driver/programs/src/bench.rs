@@ -103,7 +103,8 @@ pub struct BenchRow {
     pub lower_is_better: bool,
 }
 
-fn median(v: &mut [f64]) -> f64 {
+/// The median of `v` (sorted in place); NaN when nothing was measured.
+pub(crate) fn median(v: &mut [f64]) -> f64 {
     if v.is_empty() {
         return f64::NAN;
     }

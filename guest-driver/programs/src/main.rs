@@ -120,8 +120,8 @@ enum GuestCommand {
     Bench {
         #[arg(value_enum, default_value_t = bench::Which::All)]
         which: bench::Which,
-        /// Samples per measurement.
-        #[arg(long, default_value_t = 2000)]
+        /// Samples per measurement (at least 1: a median needs one).
+        #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u32).range(1..))]
         iters: u32,
         /// `csm` only: the Cashmere protocol variant to measure (its diffs,
         /// locks and barriers are remote writes or messages; seed 000 Table
@@ -134,12 +134,14 @@ enum GuestCommand {
         #[arg(long, value_enum, default_value_t = csm::Detection::Poll)]
         detection: csm::Detection,
     },
-    /// Run a Cashmere (CSM-DMS) program, verified (every node must run it).
+    /// Run a Cashmere program under a protocol variant (CSM-DMS by default),
+    /// verified (every node must run it).
     Csm {
         #[arg(value_enum)]
         app: csm::App,
-        /// Application threads per node (1: Cashmere-1L; more: 2L); `mc-host
-        /// run --threads T` sets it for every guest through MC_THREADS.
+        /// Application threads per node (how they share the node is
+        /// `--levels`); `mc-host run --threads T` sets it for every guest
+        /// through MC_THREADS.
         #[arg(long, env = "MC_THREADS", default_value_t = 1)]
         threads: u32,
         /// Named problem size: small (default), medium, or paper (seed 000
@@ -166,10 +168,10 @@ enum GuestCommand {
         /// Coherence unit in bytes: 8192 or 4096.
         #[arg(long, default_value_t = 8192)]
         page_size: u32,
-        /// Shared heap in KiB (default: what the problem needs, at least
-        /// 1024).
-        #[arg(long)]
-        heap_kib: Option<usize>,
+        /// Shared heap in KiB, 1 to 1048576 (default: what the problem
+        /// needs, at least 1024).
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=(cashmere::MAX_HEAP_BYTES as i64 >> 10)))]
+        heap_kib: Option<u32>,
         /// Do not let a sole-sharer home go Exclusive.
         #[arg(long)]
         no_exclusive: bool,
@@ -221,8 +223,8 @@ enum GuestCommand {
         /// Protocol levels (seed 000 s.3.2): 2, the threads of a node share
         /// its frames and protocol state (CSM-2L); 1, each thread is a
         /// protocol node of its own, sharing only the node's adapter
-        /// (CSM-1L: --threads T on N nodes is N x T protocol nodes, at most
-        /// 64).
+        /// (CSM-1L: --threads T on N nodes is N x T protocol nodes, as many
+        /// as the adapter's region table holds: 61 with 8 KiB pages).
         #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(1..=2))]
         levels: u8,
     },
@@ -367,7 +369,7 @@ fn read_homes(path: &std::path::Path) -> Result<cashmere::HomeAssignment, GuestE
 fn csm_main(
     cli: &GuestCli,
     mut p: csm::Params,
-    heap_kib: Option<usize>,
+    heap_kib: Option<u32>,
     json: Option<&std::path::Path>,
     record_homes: Option<&std::path::Path>,
 ) -> Result<(), GuestError> {
@@ -376,7 +378,8 @@ fn csm_main(
         .and_then(|n| n.parse().ok())
         .unwrap_or(1);
     p.heap_bytes = match heap_kib {
-        Some(k) => k << 10,
+        // Bounded by clap (1 KiB to cashmere::MAX_HEAP_BYTES).
+        Some(k) => k as usize * 1024,
         // Every node must agree on the heap; MC_NODES (set by `mc-host run`)
         // sizes the per-processor pools before the adapter says how many
         // nodes there are, and the heap is checked again below.

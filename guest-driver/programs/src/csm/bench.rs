@@ -53,11 +53,6 @@ impl CsmBenchRow {
     }
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
-    v[v.len() / 2]
-}
-
 fn time_us(iters: u32, mut f: impl FnMut() -> Result<(), CsmError>) -> Result<f64, CsmError> {
     let mut s = Vec::with_capacity(iters as usize);
     for _ in 0..iters {
@@ -65,7 +60,7 @@ fn time_us(iters: u32, mut f: impl FnMut() -> Result<(), CsmError>) -> Result<f6
         f()?;
         s.push(t.elapsed().as_secs_f64() * 1e6);
     }
-    Ok(median(s))
+    Ok(crate::bench::median(&mut s))
 }
 
 /// Every node runs this (at least two nodes); node 0 measures and returns

@@ -69,6 +69,12 @@ pub fn setup(csm: &Csm, n: usize, block: usize) -> Result<BlockedLu<Contiguous>,
 }
 
 pub fn footprint(n: usize, block: usize, page_size: u32, procs: usize) -> usize {
+    // Every element has a slot: past the largest heap that bound answers,
+    // without building tile tables as large as the matrix.
+    let lower = n.saturating_mul(n).saturating_mul(8);
+    if lower > cashmere::MAX_HEAP_BYTES {
+        return lower;
+    }
     let (_, _, layout) = layout(procs, n, block, page_size);
     HeapPlan::new(page_size)
         .array::<f64>(layout.elements(), true)

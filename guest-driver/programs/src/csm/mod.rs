@@ -200,6 +200,25 @@ impl Params {
             }
             .into());
         }
+        // Bounded before any size arithmetic: far past what a heap of
+        // cashmere::MAX_HEAP_BYTES holds, so a size that passes cannot
+        // overflow the footprint sums (which then refuse it by bytes).
+        for (what, v) in [
+            ("--size", self.size),
+            ("--rows", self.rows),
+            ("--cols", self.cols),
+        ] {
+            if v > problem::MAX_DIMENSION {
+                return Err(verify::SuiteError::Shape {
+                    app: self.app.name(),
+                    why: format!(
+                        "{what} {v} is past any Memory Channel heap (at most {})",
+                        problem::MAX_DIMENSION
+                    ),
+                }
+                .into());
+            }
+        }
         let mut p = problem::preset(self.app, self.preset.unwrap_or_default())
             .with_overrides(self.size, self.iters);
         if let Problem::Sor { rows, cols, .. } = &mut p {
@@ -208,18 +227,38 @@ impl Params {
                 *cols = self.cols;
             }
         }
+        if let Problem::Em3d { nodes, .. } = p {
+            if nodes < 2 {
+                return Err(verify::SuiteError::Shape {
+                    app: self.app.name(),
+                    why: format!("a graph of {nodes} node: at least 2 (an E and an H node)"),
+                }
+                .into());
+            }
+        }
         Ok(p)
     }
 
-    /// Shared heap bytes this run needs on `nodes` nodes.
+    /// Shared heap bytes this run needs on `nodes` nodes: refused past
+    /// [`cashmere::MAX_HEAP_BYTES`], which no cluster holds.
     pub fn heap_needed(&self, nodes: u32) -> Result<usize, AppError> {
-        let procs = (nodes * self.threads) as usize;
-        Ok(suite::heap_bytes(
-            self.app,
-            self.problem()?,
-            self.page_size,
-            procs,
-        ))
+        let procs = nodes as usize * self.threads as usize;
+        let problem = self.problem()?;
+        let bytes = suite::heap_bytes(self.app, problem, self.page_size, procs);
+        if bytes > cashmere::MAX_HEAP_BYTES {
+            return Err(verify::SuiteError::Shape {
+                app: self.app.name(),
+                why: format!(
+                    "{} on {procs} processors needs {} MiB of shared heap; \
+                     a Memory Channel address space holds at most {} MiB",
+                    problem.describe(),
+                    bytes >> 20,
+                    cashmere::MAX_HEAP_BYTES >> 20
+                ),
+            }
+            .into());
+        }
+        Ok(bytes)
     }
 
     pub fn config(&self) -> Config {
@@ -309,6 +348,17 @@ impl std::fmt::Display for Outcome {
     }
 }
 
+/// Aborts the run (every node sees it) if the thread holding it unwinds.
+struct AbortOnPanic<'a>(&'a Csm);
+
+impl Drop for AbortOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.abort();
+        }
+    }
+}
+
 enum AppData {
     W(wtest::WtestData),
     S(sor::SorData),
@@ -327,6 +377,20 @@ pub fn run(mc: &MemoryChannel, p: &Params) -> Result<Outcome, AppError> {
             // each city more several times as long.
             return Err(AppError::TspCities(cities));
         }
+    }
+    let procs = mc.nodes() as usize * p.threads as usize;
+    if matches!(p.app, App::Wtest | App::Test) && procs > wtest::MAX_PROCESSORS {
+        return Err(verify::SuiteError::Shape {
+            app: p.app.name(),
+            why: format!(
+                "{procs} processors ({} nodes x {} threads): it sets one bit per processor \
+                 in a 32-bit word, so at most {}",
+                mc.nodes(),
+                p.threads,
+                wtest::MAX_PROCESSORS
+            ),
+        }
+        .into());
     }
     let started = std::time::Instant::now();
     let summary = match problem {
@@ -446,6 +510,9 @@ fn run_node(
             std::thread::Builder::new()
                 .name(format!("csm-app{tid}"))
                 .spawn(move || {
+                    // A panic (a bug) must not leave the other threads,
+                    // here and on other nodes, waiting for this one.
+                    let _guard = AbortOnPanic(&csm);
                     let r = match (&*data, app) {
                         (AppData::W(d), App::Wtest) => wtest::wtest(&csm, d, tid, iters),
                         (AppData::W(d), _) => wtest::test(&csm, d, tid, iters),
@@ -512,4 +579,61 @@ fn run_node(
         breakdown: times,
         homes: csm.homes(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_heap_limit_is_the_largest_address_space() {
+        assert_eq!(
+            cashmere::MAX_HEAP_BYTES as u64,
+            firmware_model::config::MAX_ADDRESS_SPACE
+        );
+    }
+
+    #[test]
+    fn sizes_past_any_heap_are_refused_without_overflow() {
+        for app in [
+            App::Wtest,
+            App::Sor,
+            App::Gauss,
+            App::Clu,
+            App::Lu,
+            App::Em3d,
+        ] {
+            let mut p = Params::new(app, 64);
+            p.size = problem::MAX_DIMENSION + 1;
+            let e = p.problem().unwrap_err().to_string();
+            assert!(e.contains("past any Memory Channel heap"), "{e}");
+            p.size = problem::MAX_DIMENSION;
+            let e = p.heap_needed(64).unwrap_err().to_string();
+            assert!(e.contains("MiB of shared heap"), "{app:?}: {e}");
+        }
+        let mut p = Params::new(App::Sor, 1);
+        (p.rows, p.cols) = (usize::MAX, 4);
+        assert!(p.problem().is_err());
+    }
+
+    #[test]
+    fn fitting_sizes_are_sized_as_before() {
+        let mut p = Params::new(App::Wtest, 1);
+        p.size = 1 << 20;
+        // 4 MiB of elements and a page-aligned counter.
+        let bytes = p.heap_needed(1).unwrap();
+        assert!(
+            ((4 << 20) + 8..=(4 << 20) + 8192).contains(&bytes),
+            "{bytes}"
+        );
+    }
+
+    #[test]
+    fn an_em3d_graph_needs_both_sides() {
+        let mut p = Params::new(App::Em3d, 1);
+        p.size = 1;
+        assert!(p.problem().is_err());
+        p.size = 2;
+        assert!(p.problem().is_ok());
+    }
 }

@@ -294,6 +294,12 @@ impl Problem {
     }
 }
 
+/// The largest `--size`, `--rows` or `--cols`: 2^28, what wtest's smallest
+/// case (one processor of 4-byte elements) fits in a heap of
+/// [`cashmere::MAX_HEAP_BYTES`] (every other main dimension needs more per
+/// unit), and small enough that the footprint sums cannot overflow.
+pub const MAX_DIMENSION: usize = 1 << 28;
+
 /// Replays [`cashmere::Csm::alloc`]'s placement to tell how many heap bytes
 /// a sequence of allocations needs.
 #[derive(Clone, Debug)]

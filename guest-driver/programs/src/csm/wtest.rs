@@ -34,6 +34,10 @@ fn mismatch(check: &'static str, element: usize, got: u64, want: u64) -> AppErro
     }
 }
 
+/// Processors (nodes x threads) wtest and test can run on: one bit each in
+/// a 32-bit word (`csm::run` refuses more).
+pub const MAX_PROCESSORS: usize = 32;
+
 /// wtest: per round, owners write their partitions and everyone checks every
 /// element; then every thread visits every element and sets its own bit,
 /// partition by partition under that partition's lock (very fine-grain
@@ -41,7 +45,7 @@ fn mismatch(check: &'static str, element: usize, got: u64, want: u64) -> AppErro
 /// element checks made.
 pub fn wtest(csm: &Csm, d: &WtestData, tid: usize, rounds: u32) -> Result<u64, AppError> {
     let p = (csm.nodes() * csm.threads()) as usize;
-    assert!(p <= 32, "wtest sets one bit per thread");
+    assert!(p <= MAX_PROCESSORS, "wtest sets one bit per thread");
     let all = if p == 32 { u32::MAX } else { (1u32 << p) - 1 };
     let mine = tid * d.per..(tid + 1) * d.per;
     let mut checks = 0u64;
