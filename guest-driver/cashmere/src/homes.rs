@@ -42,7 +42,7 @@ pub enum HomesError {
         run: u64,
     },
     #[error("page {page}'s home is node {home}, but the cluster has {nodes} nodes")]
-    NoSuchNode { page: u32, home: u32, nodes: u32 },
+    NoSuchNode { page: u64, home: u64, nodes: u64 },
 }
 
 impl HomeAssignment {
@@ -85,9 +85,22 @@ impl HomeAssignment {
             let slot = ["nodes", "page_size", "pages"].iter().position(|k| *k == a);
             match slot {
                 Some(k) => {
-                    header[k] = Some(num(b)?);
+                    if header[k].is_some() {
+                        return Err(syntax(format!("{a} given twice")));
+                    }
+                    let v = num(b)?;
+                    // Bounded before the page table is allocated from it.
+                    let most = [
+                        crate::MAX_PROTOCOL_NODES as u64,
+                        8192,
+                        (crate::MAX_HEAP_BYTES / 4096) as u64,
+                    ][k];
+                    if v > most {
+                        return Err(syntax(format!("{a} {v}: at most {most}")));
+                    }
+                    header[k] = Some(v);
                     if k == 2 {
-                        homes = vec![None; num(b)? as usize];
+                        homes = vec![None; v as usize];
                     }
                 }
                 None => {
@@ -101,10 +114,15 @@ impl HomeAssignment {
                     }
                     if h >= nodes {
                         return Err(HomesError::NoSuchNode {
-                            page: p as u32,
-                            home: h as u32,
-                            nodes: nodes as u32,
+                            page: p,
+                            home: h,
+                            nodes,
                         });
+                    }
+                    if let Some(was) = homes[p as usize] {
+                        return Err(syntax(format!(
+                            "page {p} given twice (homes {was} and {h})"
+                        )));
                     }
                     homes[p as usize] = Some(h as u32);
                 }
@@ -192,6 +210,28 @@ mod tests {
         assert!(matches!(
             HomeAssignment::parse("nodes 2\npages 3\n"),
             Err(HomesError::Syntax { .. })
+        ));
+    }
+
+    #[test]
+    fn a_page_twice_a_header_twice_and_huge_headers_are_refused() {
+        let head = "nodes 2\npage_size 4096\npages 3\n";
+        let e = HomeAssignment::parse(&format!("{head}0 0\n0 1\n")).unwrap_err();
+        assert!(e.to_string().contains("page 0 given twice"), "{e}");
+        let e = HomeAssignment::parse(&format!("{head}pages 3\n")).unwrap_err();
+        assert!(e.to_string().contains("pages given twice"), "{e}");
+        for big in [
+            "nodes 65\n",
+            "page_size 4294967296\n",
+            "pages 4294967295\n",
+            "pages 18446744073709551615\n",
+        ] {
+            let e = HomeAssignment::parse(big).unwrap_err();
+            assert!(e.to_string().contains("at most"), "{big}: {e}");
+        }
+        assert!(matches!(
+            HomeAssignment::parse(&format!("{head}1 18446744073709551615\n")),
+            Err(HomesError::NoSuchNode { home: u64::MAX, .. })
         ));
     }
 }
