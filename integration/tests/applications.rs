@@ -164,6 +164,15 @@ fn impossible_sizes_and_shapes_are_refused_with_the_reason() {
             "65 threads per node: Cashmere runs 1 to 64",
         ),
         (&["wtest", "--heap-kib", "0"], "0 is not in 1..=1048576"),
+        // Outputs are checked before the run, not after it.
+        (
+            &["sor", "--json", "/nonexistent/dir/r.jsonl"],
+            "cannot append the run's record to /nonexistent/dir/r.jsonl",
+        ),
+        (
+            &["sor", "--record-homes", "/nonexistent/dir/homes"],
+            "its directory does not exist",
+        ),
     ];
     for (args, want) in cases {
         let mut guest = vec!["mc-guest", "csm"];

@@ -364,6 +364,46 @@ fn read_homes(path: &std::path::Path) -> Result<cashmere::HomeAssignment, GuestE
     })
 }
 
+/// Refuse output paths that cannot be written before the run, not after it
+/// (a paper-size run takes hours). Every node checks: node 0 writes, and
+/// before the adapter is open no node knows which it is.
+fn check_outputs(
+    json: Option<&std::path::Path>,
+    record_homes: Option<&std::path::Path>,
+) -> Result<(), GuestError> {
+    if let Some(path) = json {
+        // Appending creates the file; an empty JSON-lines file is valid.
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(|source| csm::record::RecordError::Write {
+                path: path.display().to_string(),
+                source,
+            })?;
+    }
+    if let Some(path) = record_homes {
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => std::path::Path::new("."),
+        };
+        let why = if path.is_dir() {
+            Some("is a directory")
+        } else if !dir.is_dir() {
+            Some("its directory does not exist")
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            return Err(GuestError::HomesFile {
+                path: path.to_path_buf(),
+                source: std::io::Error::other(why),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// `mc-guest csm`: size the heap (and a virtual guest's RAM) for the
 /// problem, run it, print the outcome, and append the record if asked.
 fn csm_main(
@@ -373,6 +413,7 @@ fn csm_main(
     json: Option<&std::path::Path>,
     record_homes: Option<&std::path::Path>,
 ) -> Result<(), GuestError> {
+    check_outputs(json, record_homes)?;
     let nodes: u32 = std::env::var("MC_NODES")
         .ok()
         .and_then(|n| n.parse().ok())
