@@ -241,9 +241,10 @@ fn link_down_loses_traffic_and_is_an_error_until_it_comes_back() {
         .transmit(Nanos(0), NodeId(0), addr(0, 0), 32, &mut sink)
         .unwrap();
     assert_eq!((s.deliveries, s.lost), (1, 1));
+    // Going down is an error, and so is each packet lost to the down link.
     let st = h.error_status(NodeId(2)).unwrap();
-    assert!(!st.link_up && st.network_errors == 1);
-    assert_eq!(h.cluster_error_count(), 1);
+    assert!(!st.link_up && st.network_errors == 2);
+    assert_eq!(h.cluster_error_count(), 2);
     h.apply_fault(Nanos(1), FaultCommand::LinkUp(NodeId(2)), &mut sink)
         .unwrap();
     let s = h
@@ -260,6 +261,33 @@ fn link_down_loses_traffic_and_is_an_error_until_it_comes_back() {
     assert_eq!((s.packets, s.deliveries, s.lost), (2, 0, 2));
     assert_eq!(h.last_seq(), before);
     assert_eq!(h.node_counters(NodeId(0)).unwrap().drops, 2);
+    assert_eq!(h.error_status(NodeId(0)).unwrap().network_errors, 3);
+}
+
+/// Seed 004's "save the count, write, check": a store lost while a link was
+/// down moves the count even when the count was saved after the link went
+/// down and the link is up again by the check.
+#[test]
+fn a_store_lost_to_a_down_link_moves_the_error_count() {
+    for down in [0u8, 2] {
+        let mut h = hub(3);
+        broadcast_page(&mut h, 0);
+        let mut sink = RecordingSink::new();
+        h.apply_fault(Nanos(0), FaultCommand::LinkDown(NodeId(down)), &mut sink)
+            .unwrap();
+        let saved = h.cluster_error_count();
+        let s = h
+            .transmit(Nanos(1), NodeId(0), addr(0, 0), 8, &mut sink)
+            .unwrap();
+        assert!(s.lost >= 1, "node {down} down: {s:?}");
+        h.apply_fault(Nanos(2), FaultCommand::LinkUp(NodeId(down)), &mut sink)
+            .unwrap();
+        assert!(h.error_status(NodeId(down)).unwrap().link_up);
+        assert!(
+            h.cluster_error_count() > saved,
+            "node {down}'s link: a lost store left the count at {saved}"
+        );
+    }
 }
 
 #[test]
