@@ -94,6 +94,55 @@ fn a_link_down_loses_traffic_and_shows_in_the_ack_check() {
     });
 }
 
+/// Seed 004's "save the count, write, check" across a link flap: the count
+/// is saved while the link is already down (its going down counted), the
+/// store is lost to it, and the link is back by the check. The check must
+/// still see the loss, whether the writer's link or a receiver's was down.
+#[test]
+fn a_store_lost_to_a_link_that_came_back_shows_in_the_ack_check() {
+    for down in [0u8, 1] {
+        for_each_delivery(&[4], |mode| {
+            let vc = VirtualCluster::start(config(mode));
+            let (mut g0, mut g1) = (vc.adapter(0), vc.adapter(1));
+            g0.set_pct(1, 1, PctEntry::transmit_broadcast().to_bits(), &[])
+                .unwrap();
+            let ack = g0
+                .map_receive(2, 1, PctEntry::ack_page().to_bits())
+                .unwrap();
+            let rx = g1.map_receive(1, 1, PctEntry::receive().to_bits()).unwrap();
+            vc.cluster
+                .apply_fault(FaultCommand::LinkDown(NodeId(down)))
+                .unwrap();
+            let saved = vc.cluster.snapshot().cluster_error_count;
+            g0.store(PAGE, b"lost").unwrap();
+            g0.flush().unwrap();
+            vc.cluster
+                .apply_fault(FaultCommand::LinkUp(NodeId(down)))
+                .unwrap();
+            ack.region().fill(0, 64, 0xff).unwrap();
+            g0.store(2 * PAGE, &[1]).unwrap();
+            let start = Instant::now();
+            while ack.load_u64(0).unwrap() == u64::MAX {
+                assert!(start.elapsed() < Duration::from_secs(5), "no ACK answer");
+                std::thread::yield_now();
+            }
+            let word = AdapterErrorStatus::from_word(u32::from_le_bytes(
+                ack.read_vec(4 * usize::from(down), 4)
+                    .unwrap()
+                    .try_into()
+                    .unwrap(),
+            ));
+            assert!(word.link_up, "node {down}: {word:?}");
+            assert_eq!(rx.read_vec(0, 4).unwrap(), vec![0u8; 4]);
+            let now = vc.cluster.snapshot().cluster_error_count;
+            assert!(
+                now > saved && word.network_errors >= 2,
+                "node {down}'s link: the lost store left the count at {now} (saved {saved}), {word:?}"
+            );
+        });
+    }
+}
+
 #[test]
 fn a_crashed_adapter_is_offline_until_it_rejoins() {
     for_each_delivery(&[3], |mode| {
