@@ -10,6 +10,7 @@ use firmware_model::{
 };
 use integration::delivery::for_each_delivery;
 use integration::{mc_host_run, VirtualCluster};
+use mc_driver::{Adapter, ReceiveFrames, VhostUserTransport};
 
 const PAGE: u64 = 8192;
 
@@ -50,9 +51,18 @@ fn dropped_packets_vanish_silently() {
     });
 }
 
-#[test]
-fn a_link_down_loses_traffic_and_shows_in_the_ack_check() {
-    for_each_delivery(&[2], |mode| {
+/// Node 0 broadcasts page 1, which node 1 receives, and checks errors
+/// through its ACK page (page 2).
+struct AckRig {
+    vc: VirtualCluster,
+    g0: Adapter<VhostUserTransport>,
+    ack: ReceiveFrames,
+    rx: ReceiveFrames,
+    _g1: Adapter<VhostUserTransport>,
+}
+
+impl AckRig {
+    fn start(mode: firmware_model::DeliveryMode) -> AckRig {
         let vc = VirtualCluster::start(config(mode));
         let (mut g0, mut g1) = (vc.adapter(0), vc.adapter(1));
         g0.set_pct(1, 1, PctEntry::transmit_broadcast().to_bits(), &[])
@@ -61,36 +71,54 @@ fn a_link_down_loses_traffic_and_shows_in_the_ack_check() {
             .map_receive(2, 1, PctEntry::ack_page().to_bits())
             .unwrap();
         let rx = g1.map_receive(1, 1, PctEntry::receive().to_bits()).unwrap();
-        vc.cluster
-            .apply_fault(FaultCommand::LinkDown(NodeId(1)))
-            .unwrap();
-        // Posted: the store, then the ACK query, whose answer proves the store
-        // was delivered or lost everywhere.
-        ack.region().fill(0, 64, 0xff).unwrap();
-        g0.store(PAGE, b"lost").unwrap();
-        g0.store(2 * PAGE, &[1]).unwrap();
+        AckRig {
+            vc,
+            g0,
+            ack,
+            rx,
+            _g1: g1,
+        }
+    }
+
+    fn fault(&self, f: FaultCommand) {
+        self.vc.cluster.apply_fault(f).unwrap();
+    }
+
+    /// Post an ACK query (ordered after every store before it) and return
+    /// every adapter's error status from its answer.
+    fn check(&mut self) -> Vec<AdapterErrorStatus> {
+        self.ack.region().fill(0, 64, 0xff).unwrap();
+        self.g0.store(2 * PAGE, &[1]).unwrap();
         let start = Instant::now();
-        while ack.load_u64(0).unwrap() == u64::MAX {
+        while self.ack.load_u64(0).unwrap() == u64::MAX {
             assert!(start.elapsed() < Duration::from_secs(5), "no ACK answer");
             std::thread::yield_now();
         }
-        let word = |i: usize| {
-            AdapterErrorStatus::from_word(u32::from_le_bytes(
-                ack.read_vec(4 * i, 4).unwrap().try_into().unwrap(),
-            ))
-        };
+        (0..3)
+            .map(|i| {
+                AdapterErrorStatus::from_word(u32::from_le_bytes(
+                    self.ack.read_vec(4 * i, 4).unwrap().try_into().unwrap(),
+                ))
+            })
+            .collect()
+    }
+}
+
+#[test]
+fn a_link_down_loses_traffic_and_shows_in_the_ack_check() {
+    for_each_delivery(&[2], |mode| {
+        let mut r = AckRig::start(mode);
+        r.fault(FaultCommand::LinkDown(NodeId(1)));
+        // Posted: the store, then the ACK query, whose answer proves the store
+        // was delivered or lost everywhere.
+        r.g0.store(PAGE, b"lost").unwrap();
+        let word = r.check()[1];
         // Going down, and the store lost to it: two errors at node 1.
-        assert!(
-            !word(1).link_up && word(1).network_errors == 2,
-            "{:?}",
-            word(1)
-        );
-        assert_eq!(rx.read_vec(0, 4).unwrap(), vec![0u8; 4]);
-        vc.cluster
-            .apply_fault(FaultCommand::LinkUp(NodeId(1)))
-            .unwrap();
-        g0.store(PAGE, b"sent").unwrap();
-        rx.wait_for(0, b"sent", Duration::from_secs(5)).unwrap();
+        assert!(!word.link_up && word.network_errors == 2, "{word:?}");
+        assert_eq!(r.rx.read_vec(0, 4).unwrap(), vec![0u8; 4]);
+        r.fault(FaultCommand::LinkUp(NodeId(1)));
+        r.g0.store(PAGE, b"sent").unwrap();
+        r.rx.wait_for(0, b"sent", Duration::from_secs(5)).unwrap();
     });
 }
 
@@ -102,39 +130,16 @@ fn a_link_down_loses_traffic_and_shows_in_the_ack_check() {
 fn a_store_lost_to_a_link_that_came_back_shows_in_the_ack_check() {
     for down in [0u8, 1] {
         for_each_delivery(&[4], |mode| {
-            let vc = VirtualCluster::start(config(mode));
-            let (mut g0, mut g1) = (vc.adapter(0), vc.adapter(1));
-            g0.set_pct(1, 1, PctEntry::transmit_broadcast().to_bits(), &[])
-                .unwrap();
-            let ack = g0
-                .map_receive(2, 1, PctEntry::ack_page().to_bits())
-                .unwrap();
-            let rx = g1.map_receive(1, 1, PctEntry::receive().to_bits()).unwrap();
-            vc.cluster
-                .apply_fault(FaultCommand::LinkDown(NodeId(down)))
-                .unwrap();
-            let saved = vc.cluster.snapshot().cluster_error_count;
-            g0.store(PAGE, b"lost").unwrap();
-            g0.flush().unwrap();
-            vc.cluster
-                .apply_fault(FaultCommand::LinkUp(NodeId(down)))
-                .unwrap();
-            ack.region().fill(0, 64, 0xff).unwrap();
-            g0.store(2 * PAGE, &[1]).unwrap();
-            let start = Instant::now();
-            while ack.load_u64(0).unwrap() == u64::MAX {
-                assert!(start.elapsed() < Duration::from_secs(5), "no ACK answer");
-                std::thread::yield_now();
-            }
-            let word = AdapterErrorStatus::from_word(u32::from_le_bytes(
-                ack.read_vec(4 * usize::from(down), 4)
-                    .unwrap()
-                    .try_into()
-                    .unwrap(),
-            ));
+            let mut r = AckRig::start(mode);
+            r.fault(FaultCommand::LinkDown(NodeId(down)));
+            let saved = r.vc.cluster.snapshot().cluster_error_count;
+            r.g0.store(PAGE, b"lost").unwrap();
+            r.g0.flush().unwrap();
+            r.fault(FaultCommand::LinkUp(NodeId(down)));
+            let word = r.check()[usize::from(down)];
             assert!(word.link_up, "node {down}: {word:?}");
-            assert_eq!(rx.read_vec(0, 4).unwrap(), vec![0u8; 4]);
-            let now = vc.cluster.snapshot().cluster_error_count;
+            assert_eq!(r.rx.read_vec(0, 4).unwrap(), vec![0u8; 4]);
+            let now = r.vc.cluster.snapshot().cluster_error_count;
             assert!(
                 now > saved && word.network_errors >= 2,
                 "node {down}'s link: the lost store left the count at {now} (saved {saved}), {word:?}"
