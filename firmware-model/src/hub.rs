@@ -325,9 +325,7 @@ impl Hub {
                 let a = &mut self.adapters[n.index()];
                 if a.status.link_up {
                     a.status.link_up = false;
-                    a.status.network_errors = a.status.network_errors.wrapping_add(1);
-                    a.counters.errors += 1;
-                    self.counters.errors += 1;
+                    self.count_error(n.index());
                     sink.event(&Event::LinkState {
                         node: n,
                         up: false,
@@ -623,15 +621,11 @@ impl Hub {
             }
             match self.faults.decide(src, receiver) {
                 Some(PacketFault::Drop) => {
-                    self.adapters[r].counters.drops += 1;
-                    self.counters.drops += 1;
+                    self.count_drop(r);
                     summary.lost += 1;
                 }
                 Some(PacketFault::Corrupt) => {
-                    let a = &mut self.adapters[r];
-                    a.status.network_errors = a.status.network_errors.wrapping_add(1);
-                    a.counters.errors += 1;
-                    self.counters.errors += 1;
+                    self.count_error(r);
                     summary.lost += 1;
                     sink.event(&Event::Error {
                         node: receiver,
@@ -673,11 +667,22 @@ impl Hub {
     /// pass over a store lost while the link was down when the count was
     /// saved after it went down and the link was back up by the check.
     fn lost_to_down_link(&mut self, n: usize) {
-        let a = &mut self.adapters[n];
-        a.counters.drops += 1;
-        a.counters.errors += 1;
-        a.status.network_errors = a.status.network_errors.wrapping_add(1);
+        self.count_drop(n);
+        self.count_error(n);
+    }
+
+    /// A packet lost without trace at node `n`.
+    fn count_drop(&mut self, n: usize) {
+        self.adapters[n].counters.drops += 1;
         self.counters.drops += 1;
+    }
+
+    /// A network error node `n`'s adapter detected: in its status word and
+    /// in the cluster error count.
+    fn count_error(&mut self, n: usize) {
+        let a = &mut self.adapters[n];
+        a.status.network_errors = a.status.network_errors.wrapping_add(1);
+        a.counters.errors += 1;
         self.counters.errors += 1;
     }
 
@@ -707,8 +712,7 @@ impl Hub {
             ..Default::default()
         };
         if !self.adapters[s].status.link_up {
-            self.adapters[s].counters.drops += 1;
-            self.counters.drops += 1;
+            self.count_drop(s);
             summary.lost = 1;
             return Ok(summary);
         }
