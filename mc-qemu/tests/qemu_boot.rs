@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use host::qemu::boot::{AdapterSpec, BootSpec};
-use host::qemu::{boot, build_image, find_qemu, CacheDir, GuestInputs};
+use mc_qemu::boot::{AdapterSpec, BootSpec};
+use mc_qemu::{boot, build_image, find_qemu, CacheDir, GuestInputs};
 
 const HELLO_C: &str = r#"
 #include <stdio.h>

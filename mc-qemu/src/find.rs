@@ -13,54 +13,10 @@ use std::time::{Duration, Instant};
 
 use log::{debug, info, warn};
 
-use super::{CacheDir, QemuError};
-
-/// The oldest QEMU whose `vhost-user-test-device-pci` is user-creatable.
-pub const MIN_VERSION: QemuVersion = QemuVersion {
-    major: 10,
-    minor: 2,
-    micro: 0,
-};
-
-/// A QEMU version, as printed by `qemu-system-x86_64 -version`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub struct QemuVersion {
-    pub major: u32,
-    pub minor: u32,
-    pub micro: u32,
-}
-
-impl fmt::Display for QemuVersion {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}.{}.{}", self.major, self.minor, self.micro)
-    }
-}
-
-impl QemuVersion {
-    /// Parse the output of `-version`: the first line reading
-    /// `QEMU emulator version X.Y[.Z] ...`.
-    pub fn parse(output: &str) -> Option<QemuVersion> {
-        const TAG: &str = "QEMU emulator version ";
-        let line = output.lines().find_map(|l| l.trim().strip_prefix(TAG))?;
-        let word = line.split_whitespace().next()?;
-        let mut parts = word.split('.');
-        let major = parts.next()?.parse().ok()?;
-        let minor = parts.next()?.parse().ok()?;
-        let micro = match parts.next() {
-            None => 0,
-            Some(p) => {
-                // "9.2.90" or a vendor tail like "3-dirty": take the leading digits.
-                let digits: String = p.chars().take_while(|c| c.is_ascii_digit()).collect();
-                digits.parse().ok()?
-            }
-        };
-        Some(QemuVersion {
-            major,
-            minor,
-            micro,
-        })
-    }
-}
+use crate::cache::CacheDir;
+use crate::error::{ErrorChain, QemuError};
+use crate::shell::shell_quote;
+use crate::version::{QemuVersion, MIN_VERSION};
 
 /// Where a QEMU was found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,7 +52,7 @@ impl Qemu {
     pub fn display_prefix(&self) -> String {
         std::iter::once(self.program.as_os_str())
             .chain(self.prefix_args.iter().map(|a| a.as_os_str()))
-            .map(|a| super::cmdline::shell_quote(&a.to_string_lossy()))
+            .map(|a| shell_quote(&a.to_string_lossy()))
             .collect::<Vec<_>>()
             .join(" ")
     }
@@ -229,6 +185,7 @@ pub fn find_qemu(explicit: Option<&Path>, cache: &CacheDir) -> Result<Qemu, Qemu
                 tried.push(format!("{label}: version {v} < {MIN_VERSION}"));
             }
             Err(e) => {
+                let e = ErrorChain(&e);
                 warn!("{label}: {e}");
                 tried.push(format!("{label}: {e}"));
             }
@@ -271,7 +228,7 @@ pub fn kvm_requested_by(value: Option<&str>) -> bool {
 /// The accelerator to try first. TCG unless `MC_KVM=1` asks for KVM and
 /// `/dev/kvm` can be opened read-write: KVM hangs Linux guests on this kind
 /// of machine, so the boot treats KVM as a probe and falls back to TCG when
-/// the guest is not ready in time (see [`super::boot::boot`]).
+/// the guest is not ready in time (see `boot::boot`).
 pub fn preferred_accel() -> Accel {
     let wanted = kvm_requested_by(std::env::var("MC_KVM").ok().as_deref());
     if !wanted {
@@ -297,59 +254,6 @@ pub fn preferred_accel() -> Accel {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn parses_debian_backports_version() {
-        let out = "QEMU emulator version 11.1.3 (Debian 1:11.1.3+ds-1~bpo13+1)\n\
-                   Copyright (c) 2003-2025 Fabrice Bellard and the QEMU Project developers\n";
-        assert_eq!(
-            QemuVersion::parse(out),
-            Some(QemuVersion {
-                major: 11,
-                minor: 1,
-                micro: 3
-            })
-        );
-    }
-
-    #[test]
-    fn parses_two_part_and_dev_versions() {
-        assert_eq!(
-            QemuVersion::parse("QEMU emulator version 10.2\n"),
-            Some(QemuVersion {
-                major: 10,
-                minor: 2,
-                micro: 0
-            })
-        );
-        assert_eq!(
-            QemuVersion::parse("QEMU emulator version 9.2.90 (v9.2.0-1234-gdeadbeef)"),
-            Some(QemuVersion {
-                major: 9,
-                minor: 2,
-                micro: 90
-            })
-        );
-    }
-
-    #[test]
-    fn rejects_garbage() {
-        assert_eq!(QemuVersion::parse(""), None);
-        assert_eq!(QemuVersion::parse("qemu 11.1"), None);
-        assert_eq!(QemuVersion::parse("QEMU emulator version eleven"), None);
-        assert_eq!(QemuVersion::parse("QEMU emulator version 11"), None);
-        assert_eq!(QemuVersion::parse("QEMU emulator version 11.x.1"), None);
-    }
-
-    #[test]
-    fn minimum_version_ordering() {
-        let v = |s: &str| QemuVersion::parse(&format!("QEMU emulator version {s}")).unwrap();
-        assert!(v("10.1.9") < MIN_VERSION);
-        assert!(v("10.0.2") < MIN_VERSION);
-        assert!(v("7.2.0") < MIN_VERSION);
-        assert!(v("10.2.0") >= MIN_VERSION);
-        assert!(v("11.1.3") >= MIN_VERSION);
-    }
 
     #[test]
     fn cached_root_runs_through_its_loader() {

@@ -12,9 +12,10 @@ use std::time::{Duration, Instant};
 
 use log::{debug, info, warn};
 
-use super::cmdline::kernel_cmdline;
-use super::find::{Accel, Qemu};
-use super::{tail_lines, QemuError};
+use crate::cmdline::kernel_cmdline;
+use crate::error::QemuError;
+use crate::find::{Accel, Qemu};
+use crate::shell::shell_quote;
 
 pub const READY_TAG: &str = "MC-GUEST-READY";
 pub const EXIT_TAG: &str = "MC-GUEST-EXIT";
@@ -73,11 +74,11 @@ pub struct BootSpec {
     pub kvm_probe_timeout: Duration,
     /// `quiet` on the kernel command line.
     pub quiet: bool,
-    /// The accelerator to try first (see [`super::find::preferred_accel`]).
+    /// The accelerator to try first (see [`crate::find::preferred_accel`]).
     pub accel: Accel,
     /// Run the command agent instead of `command` (`mc.agent=1`): its
     /// channel is the guest's second serial port, served by QEMU on this
-    /// Unix socket (see init.sh and [`super::cluster`]).
+    /// Unix socket (see init.sh and [`crate::cluster`]).
     pub agent_socket: Option<PathBuf>,
 }
 
@@ -260,6 +261,12 @@ pub fn parse_serial(serial: &str) -> Result<SerialState, QemuError> {
     Ok(st)
 }
 
+/// The last `n` lines of `text`.
+pub(crate) fn tail_lines(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
 fn read_lossy(p: &Path) -> String {
     fs::read(p)
         .map(|b| String::from_utf8_lossy(&b).into_owned())
@@ -286,7 +293,7 @@ fn boot_once(
         "starting: {} {}",
         qemu.display_prefix(),
         args.iter()
-            .map(|a| super::cmdline::shell_quote(&a.to_string_lossy()))
+            .map(|a| shell_quote(&a.to_string_lossy()))
             .collect::<Vec<_>>()
             .join(" ")
     );
@@ -369,7 +376,7 @@ fn boot_once(
 
 /// Boot one guest, run its command, and wait for QEMU to exit.
 ///
-/// Under KVM (only when asked for, see [`super::find::preferred_accel`]) the
+/// Under KVM (only when asked for, see [`crate::find::preferred_accel`]) the
 /// boot is a probe: if the guest is not ready within
 /// `spec.kvm_probe_timeout`, or QEMU fails before that, it boots again under
 /// TCG.

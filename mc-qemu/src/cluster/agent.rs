@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use super::state_dir::StateDir;
-use crate::qemu::cmdline::base64_encode;
-use crate::qemu::QemuError;
+use crate::error::QemuError;
+use crate::shell::base64_encode;
 
 /// What the guest's agent prints on the console once it serves commands.
 pub const AGENT_READY_TAG: &str = "MC-AGENT-READY";
@@ -18,27 +18,21 @@ pub const CMD_END_TAG: &str = "MC-CMD-END";
 /// Why a command on one guest gave no exit status.
 #[derive(Debug, thiserror::Error)]
 pub enum AgentError {
+    // The cause sits mid-sentence, before the advice: printed here, so not
+    // a `source()`.
     #[error(
-        "cannot reach the guest's command channel {} ({source}): is the cluster up?",
+        "cannot reach the guest's command channel {} ({cause}): is the cluster up?",
         socket.display()
     )]
-    Unreachable {
-        socket: PathBuf,
-        #[source]
-        source: io::Error,
-    },
-    #[error("setting up the command channel: {0}")]
+    Unreachable { socket: PathBuf, cause: io::Error },
+    #[error("setting up the command channel")]
     Setup(#[source] io::Error),
-    #[error("sending the command: {0}")]
+    #[error("sending the command")]
     Send(#[source] io::Error),
     #[error("the command channel closed (guest gone?)")]
     Closed,
-    #[error("no end of the command after {:.0} s ({source})", after.as_secs_f64())]
-    NoEnd {
-        after: Duration,
-        #[source]
-        source: io::Error,
-    },
+    #[error("no end of the command after {:.0} s ({cause})", after.as_secs_f64())]
+    NoEnd { after: Duration, cause: io::Error },
     #[error("malformed end line {0:?}")]
     MalformedEnd(String),
 }
@@ -63,7 +57,7 @@ fn run_one(
 ) -> Result<(i32, String), AgentError> {
     let mut s = UnixStream::connect(sock).map_err(|source| AgentError::Unreachable {
         socket: sock.to_path_buf(),
-        source,
+        cause: source,
     })?;
     s.set_read_timeout(Some(timeout))
         .map_err(AgentError::Setup)?;
@@ -80,7 +74,7 @@ fn run_one(
             Err(source) => {
                 return Err(AgentError::NoEnd {
                     after: start.elapsed(),
-                    source,
+                    cause: source,
                 })
             }
         }

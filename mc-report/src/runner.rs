@@ -13,11 +13,11 @@ use std::time::Instant;
 use clap::Args;
 use serde_json::{json, Value};
 
-use super::host_info::HostInfo;
-use super::matrix::{check_preset, parse_apps, parse_shapes, Matrix, RunSpec};
-use super::progress::Progress;
-use super::results;
-use super::ReportError;
+use crate::error::ReportError;
+use crate::host_info::HostInfo;
+use crate::matrix::{check_preset, parse_apps, parse_shapes, Matrix, RunSpec};
+use crate::progress::Progress;
+use crate::results;
 
 #[derive(Args, Debug, Clone)]
 pub struct RunMatrixArgs {

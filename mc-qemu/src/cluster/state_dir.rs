@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::qemu::QemuError;
+use crate::error::QemuError;
 
 const STATE_FILE: &str = "cluster.toml";
 

@@ -1,7 +1,7 @@
 //! Whether a guest program can run from the initramfs: a 64-bit x86 ELF
 //! without a program interpreter (static or static-pie).
 
-use super::guest_build::STATIC_BUILD_COMMAND;
+use crate::recipe::STATIC_BUILD_COMMAND;
 
 /// Why a guest program cannot run from the initramfs.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

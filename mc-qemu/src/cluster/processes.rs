@@ -5,7 +5,7 @@ use std::fs;
 use std::time::{Duration, Instant};
 
 use super::state_dir::{read_pid, StateDir};
-use crate::qemu::QemuError;
+use crate::error::QemuError;
 
 /// True if `pid` is a live process whose command line mentions `marker`
 /// (guards against a reused pid).

@@ -1,25 +1,20 @@
-//! Real QEMU guests: finding a QEMU that has the generic vhost-user device,
-//! building the guest boot image, and booting guests under TCG.
+//! Everything that can go wrong on the QEMU path, in one type.
 //!
-//! Set-up (QEMU, guest kernel, busybox) is done by `scripts/setup.sh`, which
-//! fills the cache directory ([`CacheDir`]) this module reads. See docs/qemu.md.
+//! Each variant prints its own words; a cause it keeps (`#[source]`) is not
+//! in its message but returned from `source()`, and [`ErrorChain`] (what
+//! `mc-host` prints errors with) names each cause once. A few variants
+//! elsewhere print their cause mid-sentence, before advice; those do not
+//! return it from `source()`.
 
-pub mod boot;
-pub mod cluster;
-pub mod cmdline;
-pub mod cpio;
-pub mod elf;
-pub mod find;
-pub mod guest_build;
-pub mod image;
-
+use std::error::Error;
+use std::fmt;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
-pub use boot::{boot, AdapterSpec, BootOutcome, BootSpec};
-pub use find::{find_qemu, Accel, Qemu, QemuSource, QemuVersion, MIN_VERSION};
-pub use image::{build_image, BuiltImage, GuestInputs};
+use crate::elf::ElfCheckError;
+use crate::guest_build::GuestBuildError;
+use crate::version::MIN_VERSION;
 
 /// The command that installs everything the QEMU path needs.
 pub const SETUP_COMMAND: &str = "scripts/setup.sh";
@@ -27,7 +22,7 @@ pub const SETUP_COMMAND: &str = "scripts/setup.sh";
 /// Everything that can go wrong on the QEMU path.
 #[derive(Debug, thiserror::Error)]
 pub enum QemuError {
-    #[error("{context}: {source}")]
+    #[error("{context}")]
     Io {
         context: String,
         #[source]
@@ -47,11 +42,11 @@ pub enum QemuError {
     MissingGuestFile { what: &'static str, path: PathBuf },
     #[error("guest binary {}: no such file", path.display())]
     NoGuestBinary { path: PathBuf },
-    #[error("guest binary {}: {source}", path.display())]
+    #[error("guest binary {}", path.display())]
     BadGuestBinary {
         path: PathBuf,
         #[source]
-        source: elf::ElfCheckError,
+        source: ElfCheckError,
     },
     #[error("program {}: no such file", path.display())]
     NoProgram { path: PathBuf },
@@ -61,11 +56,11 @@ pub enum QemuError {
         path.display()
     )]
     DynamicProgram { path: PathBuf },
-    #[error("program {}: {source}", path.display())]
+    #[error("program {}", path.display())]
     BadProgram {
         path: PathBuf,
         #[source]
-        source: elf::ElfCheckError,
+        source: ElfCheckError,
     },
     #[error("programs {first} and {second} would both be /bin/{name} in the image")]
     ProgramNameTwice {
@@ -99,13 +94,13 @@ pub enum QemuError {
         status: std::process::ExitStatus,
         log_tail: String,
     },
-    #[error("cluster state: {}: {source}", path.display())]
+    #[error("cluster state: {}", path.display())]
     ClusterRecord {
         path: PathBuf,
         #[source]
         source: toml::de::Error,
     },
-    #[error("cluster state: {0}")]
+    #[error("cluster state")]
     ClusterRecordWrite(#[source] toml::ser::Error),
     #[error("guest did not {stage} within {after:?}; last serial output:\n{serial_tail}")]
     Timeout {
@@ -114,7 +109,7 @@ pub enum QemuError {
         serial_tail: String,
     },
     #[error(transparent)]
-    GuestBuild(#[from] guest_build::GuestBuildError),
+    GuestBuild(#[from] GuestBuildError),
     #[error("guest printed a malformed line {line:?}")]
     GuestProtocol { line: String },
     #[error("QEMU exited ({status}) before the guest {stage}; QEMU said:\n{stderr}\nlast serial output:\n{serial_tail}")]
@@ -135,46 +130,51 @@ impl QemuError {
     }
 }
 
-/// The cache directory that `scripts/setup.sh` fills:
-/// `${MC_CACHE_DIR:-~/.cache/mc-emu}`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CacheDir(pub PathBuf);
+/// An error and its causes, `: `-separated, each once: what `mc-host`
+/// prints for a failed command and wherever an error is shown inline.
+///
+/// A cause whose text already ends the line is skipped: errors from other
+/// crates that both print and return their cause then read right too.
+pub struct ErrorChain<'a>(pub &'a (dyn Error + 'static));
 
-impl CacheDir {
-    /// `MC_CACHE_DIR`, else `$HOME/.cache/mc-emu`.
-    pub fn from_env() -> Result<Self, QemuError> {
-        if let Some(dir) = std::env::var_os("MC_CACHE_DIR").filter(|d| !d.is_empty()) {
-            return Ok(CacheDir(PathBuf::from(dir)));
+impl fmt::Display for ErrorChain<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut line = self.0.to_string();
+        let mut cause = self.0.source();
+        while let Some(c) = cause {
+            let text = c.to_string();
+            if !line.ends_with(&text) {
+                line.push_str(": ");
+                line.push_str(&text);
+            }
+            cause = c.source();
         }
-        match std::env::var_os("HOME").filter(|d| !d.is_empty()) {
-            Some(home) => Ok(CacheDir(Path::new(&home).join(".cache/mc-emu"))),
-            None => Err(QemuError::NoCacheDir),
-        }
-    }
-
-    /// The trixie root holding `usr/bin/qemu-system-x86_64`.
-    pub fn qemu_root(&self) -> PathBuf {
-        self.0.join("qemu-root")
-    }
-
-    /// The guest kernel image.
-    pub fn kernel(&self) -> PathBuf {
-        self.0.join("guest/vmlinuz")
-    }
-
-    /// The static busybox.
-    pub fn busybox(&self) -> PathBuf {
-        self.0.join("guest/busybox")
-    }
-
-    /// Default output directory of `mc-host image`.
-    pub fn image_dir(&self) -> PathBuf {
-        self.0.join("image")
+        f.write_str(&line)
     }
 }
 
-/// The last `n` lines of `text`.
-pub(crate) fn tail_lines(text: &str, n: usize) -> String {
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(n)..].join("\n")
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_chain_names_each_cause_once() {
+        let e = QemuError::io("reading x", io::Error::other("disk on fire"));
+        assert_eq!(e.to_string(), "reading x");
+        assert_eq!(ErrorChain(&e).to_string(), "reading x: disk on fire");
+        let bad = QemuError::BadGuestBinary {
+            path: PathBuf::from("/g"),
+            source: ElfCheckError::NotElf,
+        };
+        assert_eq!(
+            ErrorChain(&bad).to_string(),
+            "guest binary /g: not an ELF file"
+        );
+        // A foreign error that prints its cause and returns it too.
+        #[derive(Debug, thiserror::Error)]
+        #[error("outer: {0}")]
+        struct Doubled(#[source] io::Error);
+        let d = Doubled(io::Error::other("inner"));
+        assert_eq!(ErrorChain(&d).to_string(), "outer: inner");
+    }
 }

@@ -18,9 +18,11 @@ use flate2::Compression;
 use log::info;
 use sha2::{Digest, Sha256};
 
-use super::cpio::CpioWriter;
-use super::elf::check_static_elf;
-use super::{CacheDir, QemuError};
+use crate::cache::CacheDir;
+use crate::cpio::CpioWriter;
+use crate::elf::{check_static_elf, ElfCheckError};
+use crate::error::QemuError;
+use crate::image_record::{GUEST_FILE, PROGRAMS_FILE};
 
 /// The guest's `/init`.
 pub const INIT_SCRIPT: &str = include_str!("init.sh");
@@ -34,8 +36,6 @@ const IMAGE_FORMAT: &str = "mc-image v1";
 const KERNEL_FILE: &str = "vmlinuz";
 const INITRD_FILE: &str = "initramfs.cpio.gz";
 const KEY_FILE: &str = "image.key";
-const GUEST_FILE: &str = "image.guest";
-const PROGRAMS_FILE: &str = "image.programs";
 
 /// What goes into an image.
 #[derive(Debug, Clone)]
@@ -92,26 +92,6 @@ impl GuestInputs {
     }
 }
 
-/// The guest binary the image in `dir` was last built with, if any and if
-/// it still exists: `mc-host qemu-boot` rebuilds with it when an input
-/// (the init script, say) changed.
-pub fn recorded_guest_binary(dir: &Path) -> Option<PathBuf> {
-    let p = fs::read_to_string(dir.join(GUEST_FILE)).ok()?;
-    let p = PathBuf::from(p.trim());
-    (!p.as_os_str().is_empty() && p.is_file()).then_some(p)
-}
-
-/// The user programs the image in `dir` was last built with, those that
-/// still exist.
-pub fn recorded_programs(dir: &Path) -> Vec<PathBuf> {
-    fs::read_to_string(dir.join(PROGRAMS_FILE))
-        .unwrap_or_default()
-        .lines()
-        .map(PathBuf::from)
-        .filter(|p| p.is_file())
-        .collect()
-}
-
 /// A user program as it goes into the image: `/bin/<name>`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ImageProgram {
@@ -128,7 +108,7 @@ fn read_programs(paths: &[PathBuf]) -> Result<Vec<ImageProgram>, QemuError> {
         if data.starts_with(b"\x7fELF") {
             match check_static_elf(&data) {
                 Ok(()) => {}
-                Err(super::elf::ElfCheckError::Dynamic) => {
+                Err(ElfCheckError::Dynamic) => {
                     return Err(QemuError::DynamicProgram { path: p.clone() })
                 }
                 Err(source) => {
@@ -328,7 +308,8 @@ pub fn build_image(inputs: &GuestInputs, out_dir: &Path) -> Result<BuiltImage, Q
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::qemu::elf::tests::elf_with_phdrs;
+    use crate::elf::tests::elf_with_phdrs;
+    use crate::image_record::{recorded_guest_binary, recorded_programs};
 
     #[test]
     fn cache_key_changes_with_every_input() {

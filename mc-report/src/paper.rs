@@ -73,7 +73,7 @@ mod tests {
 
     #[test]
     fn every_app_has_paper_figures() {
-        for a in super::super::matrix::APPS {
+        for a in crate::matrix::APPS {
             assert!(table3(a).is_some() && table4_dms(a).is_some(), "{a}");
             assert_ne!(display_name(a), a);
         }

@@ -7,8 +7,8 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
-use super::matrix::{ClusterShape, APPS};
-use super::ReportError;
+use crate::error::ReportError;
+use crate::matrix::{ClusterShape, APPS};
 
 /// One line of a results file.
 #[derive(Clone, Debug, PartialEq)]

@@ -8,12 +8,11 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::agent::AGENT_READY_TAG;
-use super::process_alive;
-use super::processes::down;
+use super::processes::{down, process_alive};
 use super::state_dir::{read_lossy, read_pid, write_pid, QemuClusterRecord, StateDir};
-use crate::qemu::boot::{qemu_args, AdapterSpec, BootSpec};
-use crate::qemu::find::{Accel, Qemu};
-use crate::qemu::{tail_lines, QemuError};
+use crate::boot::{qemu_args, tail_lines, AdapterSpec, BootSpec};
+use crate::error::QemuError;
+use crate::find::{Accel, Qemu};
 
 /// How to bring a cluster up.
 #[derive(Debug, Clone)]

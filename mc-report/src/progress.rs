@@ -5,7 +5,7 @@
 use std::io::{IsTerminal, Write};
 use std::time::Instant;
 
-use super::matrix::RunSpec;
+use crate::matrix::RunSpec;
 
 pub struct Progress {
     total: usize,

@@ -7,8 +7,8 @@
 use std::fmt::Write;
 use std::path::Path;
 
-use super::paper;
-use super::results::{ResultSet, RunRecord};
+use crate::paper;
+use crate::results::{ResultSet, RunRecord};
 
 fn count(v: Option<u64>) -> String {
     v.map_or("n/a".to_string(), |v| v.to_string())

@@ -11,9 +11,10 @@ use std::path::{Path, PathBuf};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::paper;
-use super::results::ResultSet;
-use super::ReportError;
+use crate::error::ReportError;
+use crate::matrix::ClusterShape;
+use crate::paper;
+use crate::results::ResultSet;
 
 /// One bar of a grouped chart.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -327,7 +328,7 @@ fn group_names(set: &ResultSet) -> Vec<String> {
 }
 
 /// Series of the grouped charts: every variant on every configuration.
-fn series(set: &ResultSet) -> Vec<(String, crate::report::ClusterShape, String)> {
+fn series(set: &ResultSet) -> Vec<(String, ClusterShape, String)> {
     let mut out = Vec::new();
     for v in set.variants() {
         for s in set.shapes() {

@@ -20,24 +20,13 @@ use std::time::{Instant, SystemTime};
 
 use log::warn;
 
-use super::cmdline::shell_quote;
-use super::image::recorded_guest_binary;
+use crate::image_record::recorded_guest_binary;
+use crate::recipe::{STATIC_BUILD_COMMAND, STATIC_TARGET, STATIC_TARGET_DIR};
+use crate::shell::shell_quote;
 
 /// Names the checkout holding the mc-guest sources, overriding the one
 /// `mc-host` was compiled from.
 pub const WORKSPACE_ENV: &str = "MC_WORKSPACE";
-
-/// The target the static guest is built for (glibc, statically linked: no
-/// musl target is needed).
-pub const STATIC_TARGET: &str = "x86_64-unknown-linux-gnu";
-
-/// The target directory of the static build, relative to the workspace.
-pub const STATIC_TARGET_DIR: &str = "target/static";
-
-/// What [`GuestSources::build_command`] runs, for messages and docs.
-pub const STATIC_BUILD_COMMAND: &str = "RUSTFLAGS='-C target-feature=+crt-static' \
-     cargo build --release -p mc-guest --bin mc-guest \
-     --target x86_64-unknown-linux-gnu --target-dir target/static";
 
 /// The package manifest that marks a checkout of this project.
 const GUEST_MANIFEST: &str = "guest-driver/programs/Cargo.toml";
@@ -57,16 +46,16 @@ pub enum GuestBuildError {
         image_dir: PathBuf,
     },
     #[error(
-        "cannot run cargo ({}) to build the static mc-guest in {}: {source}; \
+        "cannot run cargo ({}) to build the static mc-guest in {}: {cause}; \
          install Rust (https://rustup.rs) or give --guest-binary PATH",
         program.to_string_lossy(),
         workspace.display()
     )]
+    // The cause sits before the advice: printed here, so not a `source()`.
     NoCargo {
         program: OsString,
         workspace: PathBuf,
-        #[source]
-        source: io::Error,
+        cause: io::Error,
     },
     #[error(
         "building the static mc-guest failed ({status}); cargo's output is above. \
@@ -101,7 +90,8 @@ pub struct GuestSources {
     pub cargo: OsString,
 }
 
-/// Where mc-host's own sources were at compile time: `<workspace>/host`.
+/// Where this crate's sources were at compile time (`<workspace>/mc-qemu`),
+/// compiled into mc-host.
 const COMPILED_FROM: &str = env!("CARGO_MANIFEST_DIR");
 
 impl GuestSources {
@@ -201,7 +191,7 @@ impl GuestSources {
                 return Err(GuestBuildError::NoCargo {
                     program: cmd.get_program().to_os_string(),
                     workspace: self.root.clone(),
-                    source,
+                    cause: source,
                 })
             }
         };
@@ -360,6 +350,7 @@ mod tests {
             ),
             "{shown}"
         );
+        assert_eq!(shown, STATIC_BUILD_COMMAND, "the recipe quoted in messages");
     }
 
     fn sources_with_cargo(cargo: &str) -> (tempfile::TempDir, GuestSources) {
@@ -377,7 +368,11 @@ mod tests {
         let e = s.ensure_static_guest(&mut |_| {}).unwrap_err();
         assert!(matches!(e, GuestBuildError::NoCargo { .. }), "{e}");
         assert!(e.to_string().contains("install Rust"), "{e}");
-        assert!(std::error::Error::source(&e).is_some());
+        assert!(e.to_string().contains("/nonexistent/cargo"), "{e}");
+        assert!(
+            std::error::Error::source(&e).is_none(),
+            "the cause is printed once"
+        );
         // A binary built earlier is used as it is.
         let bin = s.static_binary();
         fs::create_dir_all(bin.parent().unwrap()).unwrap();

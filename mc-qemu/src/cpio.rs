@@ -8,7 +8,7 @@
 
 use std::io::{self, Write};
 
-use super::QemuError;
+use crate::error::QemuError;
 
 const S_IFDIR: u32 = 0o040000;
 const S_IFREG: u32 = 0o100000;
