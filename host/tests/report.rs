@@ -111,7 +111,7 @@ fn run_resume_and_render_a_tiny_matrix() {
         let p = report.join(svg);
         let text = std::fs::read_to_string(&p).unwrap();
         assert!(
-            text.contains("host: ") && text.contains("CSM-DMS 1:2 (2L)"),
+            text.contains("host: ") && text.contains("CSM-DMS") && text.contains("1:2 (2L)"),
             "{svg}"
         );
         let ink = rasterise(&p);

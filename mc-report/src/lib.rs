@@ -6,7 +6,7 @@
 //! (Tables III and IV) and SVG charts (Figs. 1-6 style).
 //!
 //! Modules, leaves first: `matrix` (what to run), `paper` (the paper's
-//! figures), `host_info` (this machine), `error`, `progress`, `results`
+//! figures), `clock` (which clock the times come from and how that is said), `host_info` (this machine), `error`, `progress`, `results`
 //! (reading the file back), `runner` (one run, the matrix), `tables`
 //! (report.md), `charts` (SVG), `render` (both), `cli` (the subcommand).
 //! With the `raster` feature, `raster` turns a chart into pixels (tests).
@@ -15,6 +15,7 @@
 
 pub mod charts;
 pub mod cli;
+pub mod clock;
 pub mod error;
 pub mod host_info;
 pub mod matrix;

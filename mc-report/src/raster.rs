@@ -4,6 +4,16 @@
 
 use std::path::Path;
 
+/// Sans-serif families to draw `sans-serif` text with, the first installed.
+const SANS_SERIF: [&str; 6] = [
+    "Arial",
+    "Helvetica",
+    "Liberation Sans",
+    "DejaVu Sans",
+    "Noto Sans",
+    "FreeSans",
+];
+
 /// A chart that could not be read, parsed or drawn.
 #[derive(Debug, thiserror::Error)]
 pub enum RasterError {
@@ -69,7 +79,19 @@ pub fn rasterise(svg: &Path) -> Result<Raster, RasterError> {
         source,
     })?;
     let mut opt = resvg::usvg::Options::default();
-    opt.fontdb_mut().load_system_fonts();
+    let fonts = opt.fontdb_mut();
+    fonts.load_system_fonts();
+    // The charts ask for `sans-serif`, which fontdb maps to Arial unless
+    // told otherwise: take the first sans-serif family installed, as a
+    // browser would.
+    let installed = |name: &str| {
+        fonts
+            .faces()
+            .any(|f| f.families.iter().any(|(n, _)| n == name))
+    };
+    if let Some(family) = SANS_SERIF.iter().find(|f| installed(f)) {
+        fonts.set_sans_serif_family(*family);
+    }
     let tree = resvg::usvg::Tree::from_data(&data, &opt).map_err(|source| RasterError::Parse {
         path: svg.to_path_buf(),
         source,

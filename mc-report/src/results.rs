@@ -7,6 +7,7 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
+use crate::clock::TimeBasis;
 use crate::error::ReportError;
 use crate::matrix::{ClusterShape, APPS};
 
@@ -59,7 +60,8 @@ impl RunRecord {
     pub fn log(&self) -> Option<&str> {
         self.run("log").and_then(Value::as_str)
     }
-    fn time(&self, k: &str) -> Option<f64> {
+    /// A time the record carries under `times` (see [`TimeBasis`]).
+    pub fn time(&self, k: &str) -> Option<f64> {
         self.v.get("times")?.get(k)?.as_f64()
     }
     pub fn compute_s(&self) -> Option<f64> {
@@ -157,9 +159,22 @@ pub fn load(path: &Path) -> Result<Vec<RunRecord>, ReportError> {
         .collect()
 }
 
-/// The records a report shows: the latest of each run key.
+/// A run's speedup, or why it has none.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Speedup {
+    Value(f64),
+    Failed,
+    /// Wall-clock times with more application threads than cores.
+    Oversubscribed,
+    /// No sequential time or no time of the run.
+    NoBaseline,
+}
+
+/// The records a report shows: the latest of each run key, and the clock
+/// their times are read from.
 pub struct ResultSet {
     pub records: Vec<RunRecord>,
+    pub basis: TimeBasis,
 }
 
 impl ResultSet {
@@ -174,7 +189,20 @@ impl ResultSet {
                 None => records.push(r),
             }
         }
-        ResultSet { records }
+        ResultSet {
+            records,
+            basis: TimeBasis::default(),
+        }
+    }
+
+    /// The same records, their times read from `basis`.
+    pub fn with_basis(self, basis: TimeBasis) -> ResultSet {
+        ResultSet { basis, ..self }
+    }
+
+    /// A run's computation time on this set's clock.
+    pub fn compute_s(&self, r: &RunRecord) -> Option<f64> {
+        r.time(self.basis.compute_field())
     }
 
     /// (application, preset) pairs, in Table III's order.
@@ -246,19 +274,40 @@ impl ResultSet {
 
     /// The sequential program's time for an application and preset.
     pub fn sequential_s(&self, app: &str, preset: &str) -> Option<f64> {
-        self.baseline(app, preset)?.sequential_s()
+        self.baseline(app, preset)?
+            .time(self.basis.sequential_field())
     }
 
     /// seq / parallel computation time, unless oversubscribed or missing.
     pub fn speedup(&self, r: &RunRecord) -> Option<f64> {
-        if !r.ok() || r.oversubscribed() {
-            return None;
+        match self.speedup_of(r) {
+            Speedup::Value(v) => Some(v),
+            _ => None,
         }
-        Some(self.sequential_s(r.app(), &r.preset())? / r.compute_s()?)
+    }
+
+    /// A run's speedup, or why it has none: what tables and charts show.
+    pub fn speedup_of(&self, r: &RunRecord) -> Speedup {
+        if !r.ok() {
+            return Speedup::Failed;
+        }
+        if self.basis.host_bound() && r.oversubscribed() {
+            return Speedup::Oversubscribed;
+        }
+        match (self.sequential_s(r.app(), &r.preset()), self.compute_s(r)) {
+            (Some(seq), Some(t)) => Speedup::Value(seq / t),
+            _ => Speedup::NoBaseline,
+        }
     }
 
     pub fn failed(&self) -> Vec<&RunRecord> {
         self.records.iter().filter(|r| !r.ok()).collect()
+    }
+
+    /// What every table and chart says under it: the clock its times come
+    /// from, then the host.
+    pub fn time_line(&self) -> String {
+        format!("{}; {}", self.basis.label(), self.host_line())
     }
 
     /// The host line every table and chart carries.
@@ -328,5 +377,26 @@ mod tests {
         assert!(set
             .host_line()
             .contains("2 cores, 1-min load average 1.0-3.5"));
+    }
+
+    #[test]
+    fn the_clock_chooses_the_times_the_guard_and_the_label() {
+        let base = json!({"app":"sor","preset":"small","nodes":1,"threads":1,
+            "times":{"compute_s":1.0,"sequential_s":2.0,"sequential_predicted_s":1.5},
+            "run":{"key":"b","status":"ok","baseline":true,"host":{"cores":2}}});
+        let over = json!({"app":"sor","preset":"small","variant":"dms","nodes":4,"threads":1,
+            "times":{"compute_s":1.0,"predicted_s":0.5},
+            "run":{"key":"o","status":"ok","host":{"cores":2}}});
+        let wall = ResultSet::new(vec![rec(base), rec(over)]);
+        let shape = "4:1".parse().unwrap();
+        let r = wall.get("sor", "small", "dms", shape).unwrap().clone();
+        assert_eq!(wall.speedup_of(&r), Speedup::Oversubscribed);
+        assert_eq!(wall.compute_s(&r), Some(1.0));
+        assert!(wall.time_line().starts_with("times are wall-clock"));
+        let predicted = wall.with_basis(TimeBasis::Predicted);
+        assert_eq!(predicted.compute_s(&r), Some(0.5));
+        assert_eq!(predicted.speedup_of(&r), Speedup::Value(3.0));
+        assert!(predicted.time_line().starts_with("times are predicted"));
+        assert!(predicted.time_line().contains("host: 2 cores"));
     }
 }

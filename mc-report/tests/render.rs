@@ -2,7 +2,7 @@
 //! breakdown, oversubscribed and failed runs): the tables say what each run
 //! was, and every chart parses and rasterises to a picture with ink on it.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Parse `svg`, rasterise it, save it as PNG beside it, and return the
 /// share of pixels that are not white.
@@ -69,4 +69,47 @@ fn render_breakdowns_oversubscription_and_failures() {
     for f in &files[1..] {
         assert!(rasterise(f) > 0.01, "{}", f.display());
     }
+}
+
+/// The committed results (docs/report): ten applications, seven variants,
+/// four configurations. Their charts are small multiples a page wide, not
+/// strips: at most 1200 pixels across and 1400 down, each variant named
+/// once (in the legend), the clock and the host said under each chart.
+#[test]
+fn the_committed_results_render_to_charts_a_page_wide() {
+    let results = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/report/results.jsonl");
+    let dir = tempfile::tempdir().unwrap();
+    let files = mc_report::render(&results, dir.path()).unwrap();
+    let md = std::fs::read_to_string(&files[0]).unwrap();
+    assert!(
+        md.contains("times are wall-clock, on the host that ran them"),
+        "{md}"
+    );
+    for f in &files[1..] {
+        let text = std::fs::read_to_string(f).unwrap();
+        let r = mc_report::raster::rasterise(f).unwrap();
+        let (w, h) = r.size();
+        assert!(w <= 1200 && h <= 1400, "{}: {w} x {h}", f.display());
+        assert!(r.inked() > 0.05, "{}", f.display());
+        assert!(text.contains("host: "), "{}", f.display());
+        if !f.ends_with("breakdown.svg") {
+            for v in ["CSM-DMS", "CSM-MS-Mg", "CSM-None-Mg"] {
+                assert_eq!(
+                    text.lines().filter(|l| l.trim() == v).count(),
+                    1,
+                    "{}: {v} named more than once",
+                    f.display()
+                );
+            }
+        }
+        for app in ["Barnes", "Water-Spatial"] {
+            assert!(
+                text.lines().any(|l| l.trim() == app),
+                "{}: no {app} panel",
+                f.display()
+            );
+        }
+    }
+    let speedup = std::fs::read_to_string(dir.path().join("speedup.svg")).unwrap();
+    assert!(speedup.contains("times are wall-clock"));
 }
