@@ -1,6 +1,10 @@
 //! How an `mc-host` command fails, and the exit status each failure gives:
 //! 2 for a command line that asks for something impossible, 1 for anything
 //! that went wrong while doing what it asked.
+//!
+//! A variant's message leaves out the cause it keeps (`#[source]`,
+//! `#[from]`): `main` prints the error with
+//! [`ErrorChain`](mc_qemu::error::ErrorChain), which names each cause once.
 
 use std::fmt;
 use std::io;
@@ -8,10 +12,10 @@ use std::path::PathBuf;
 use std::process::ExitStatus;
 
 use firmware_model::FaultSyntaxError;
-use host::qemu::guest_build::GuestBuildError;
-use host::qemu::QemuError;
-use host::report::ReportError;
 use mc_device::DeviceError;
+use mc_qemu::guest_build::GuestBuildError;
+use mc_qemu::QemuError;
+use mc_report::ReportError;
 
 use crate::cluster_args::ClusterArgsError;
 use crate::control::{ControlError, ControlServerError};
@@ -37,7 +41,7 @@ pub enum CliError {
     // What went wrong while doing it (exit status 1).
     #[error(transparent)]
     Control(#[from] ControlError),
-    #[error("control socket: {0}")]
+    #[error("control socket")]
     ControlServer(#[from] ControlServerError),
     #[error(transparent)]
     Qemu(#[from] QemuError),
@@ -45,15 +49,15 @@ pub enum CliError {
     Demo(#[from] DemoError),
     #[error(transparent)]
     Device(#[from] DeviceError),
-    #[error("cannot create a socket directory: {0}")]
+    #[error("cannot create a socket directory")]
     SocketDir(#[source] io::Error),
-    #[error("cannot install the Ctrl-C handler: {0}")]
+    #[error("cannot install the Ctrl-C handler")]
     CtrlC(#[from] ctrlc::Error),
-    #[error("finding mc-host: {0}")]
+    #[error("finding mc-host")]
     CurrentExe(#[source] io::Error),
     #[error("the backend has no socket for node {0}")]
     NoNodeSocket(u8),
-    #[error("cannot start {}: {source}", program.display())]
+    #[error("cannot start {}", program.display())]
     StartGuest {
         program: PathBuf,
         #[source]

@@ -18,7 +18,7 @@ pub enum ClusterArgsError {
     SeedContradictsPlan { given: u64, plan: u64 },
     #[error(transparent)]
     Config(#[from] ConfigError),
-    #[error("fault plan: {command}: {source}")]
+    #[error("fault plan: {command}")]
     Schedule {
         command: FaultCommand,
         #[source]

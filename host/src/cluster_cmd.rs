@@ -1,5 +1,5 @@
 //! `mc-host cluster up|run|status|down`: a cluster of QEMU guests on one
-//! backend. The logic is in `host::qemu::cluster`; see docs/qemu.md.
+//! backend. The logic is in `mc_qemu::cluster`; see docs/qemu.md.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -7,14 +7,16 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand};
-use host::qemu::cluster::{self, StateDir, UpOptions};
-use host::qemu::cmdline::shell_join;
-use host::qemu::guest_build::default_guest_binary;
-use host::qemu::{build_image, find_qemu, CacheDir, GuestInputs, QemuError};
+use mc_qemu::cluster::{self, StateDir, UpOptions};
+use mc_qemu::error::ErrorChain;
+use mc_qemu::guest_build::default_guest_binary;
+use mc_qemu::shell::shell_join;
+use mc_qemu::{build_image, find_qemu, CacheDir, GuestInputs, QemuError};
 
+use crate::cli_error::CliError;
 use crate::cluster_args::{parse_size, ClusterArgs};
+use crate::control::request;
 use crate::qemu_cmd::GuestImageArgs;
-use crate::CliError;
 
 #[derive(Args, Debug)]
 pub struct ClusterCmd {
@@ -177,7 +179,7 @@ fn run_cmd(st: &StateDir, a: &ClusterRunArgs) -> Result<(), CliError> {
             (None, e) => {
                 failed += 1;
                 match e {
-                    Some(e) => eprintln!("node {}: {e}", r.node),
+                    Some(e) => eprintln!("node {}: {}", r.node, ErrorChain(e)),
                     None => eprintln!("node {}: no result", r.node),
                 }
             }
@@ -231,9 +233,9 @@ fn status(st: &StateDir) -> Result<(), CliError> {
             if p.alive { "running" } else { "NOT RUNNING" }
         );
     }
-    match crate::control::request(&st.socket_dir(), "stats") {
+    match request(&st.socket_dir(), "stats") {
         Ok(s) => print!("{s}"),
-        Err(e) => println!("backend counters unavailable: {e}"),
+        Err(e) => println!("backend counters unavailable: {}", ErrorChain(&e)),
     }
     Ok(())
 }

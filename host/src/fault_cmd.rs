@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use clap::Args;
 
+use crate::cli_error::CliError;
 use crate::control::request;
-use crate::CliError;
 
 #[derive(Args, Debug)]
 pub struct FaultArgs {

@@ -19,28 +19,29 @@ use serde::Deserialize;
 /// the line.
 #[derive(Debug, thiserror::Error)]
 pub enum FaultPlanError {
-    #[error("{}: {source}", path.display())]
+    #[error("{}", path.display())]
     Read {
         path: std::path::PathBuf,
         #[source]
         source: std::io::Error,
     },
-    #[error("{name}:{}: {}", line.map(|l| format!(" line {l}")).unwrap_or_default(), source.message())]
+    #[error("{name}:{}: {}", line.map(|l| format!(" line {l}")).unwrap_or_default(), cause.message())]
     Toml {
         name: String,
         line: Option<usize>,
         // Boxed: a toml error is large, and this one travels up the CLI.
-        #[source]
-        source: Box<toml::de::Error>,
+        // Its message is printed above (its line, not its snippet), so it
+        // is not a `source()`.
+        cause: Box<toml::de::Error>,
     },
-    #[error("{name}: line {line}: at: {source}")]
+    #[error("{name}: line {line}: at")]
     At {
         name: String,
         line: usize,
         #[source]
         source: FaultSyntaxError,
     },
-    #[error("{name}: line {line}: do: {source}")]
+    #[error("{name}: line {line}: do")]
     Do {
         name: String,
         line: usize,
@@ -81,7 +82,7 @@ impl FaultPlan {
         let file: PlanFile = toml::from_str(text).map_err(|source| FaultPlanError::Toml {
             name: name.to_string(),
             line: source.span().map(|s| line_of(text, s)),
-            source: Box::new(source),
+            cause: Box::new(source),
         })?;
         let mut timeline = Vec::new();
         for f in file.fault {
@@ -118,6 +119,8 @@ impl FaultPlan {
 
 #[cfg(test)]
 mod tests {
+    use mc_qemu::error::ErrorChain;
+
     use super::*;
 
     #[test]
@@ -146,11 +149,11 @@ mod tests {
         )
         .unwrap_err();
         assert!(matches!(e, FaultPlanError::Do { line: 4, .. }), "{e:?}");
-        let e = e.to_string();
+        let e = ErrorChain(&e).to_string();
         assert!(e.starts_with("plan.toml: line 4: do: unknown fault"), "{e}");
         let e = FaultPlan::parse("[[fault]]\nat = \"soon\"\ndo = \"clear\"\n", "p").unwrap_err();
         assert!(matches!(e, FaultPlanError::At { line: 2, .. }), "{e:?}");
-        assert!(e.to_string().contains("line 2: at:"), "{e}");
+        assert!(ErrorChain(&e).to_string().contains("line 2: at: "), "{e}");
         let e = FaultPlan::parse("seed = \"x\"\n", "p").unwrap_err();
         assert!(
             matches!(e, FaultPlanError::Toml { line: Some(1), .. }),

@@ -15,7 +15,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-pub use cli_error::CliError;
+use cli_error::CliError;
+use mc_qemu::error::ErrorChain;
 
 /// Memory Channel cluster emulator: host-side commands.
 #[derive(Parser, Debug)]
@@ -56,7 +57,7 @@ enum McHostCommand {
     /// Seed 000's tables and charts from the emulator: `run` a matrix of
     /// applications x variants x configurations into a results file,
     /// `render` it into report.md and SVG charts.
-    Report(host::report::ReportArgs),
+    Report(mc_report::ReportArgs),
 }
 
 fn main() -> ExitCode {
@@ -86,7 +87,7 @@ fn main() -> ExitCode {
         McHostCommand::Image(args) => qemu_cmd::image(&args).map_err(CliError::from),
         McHostCommand::QemuCheck(args) => qemu_cmd::check(&args).map_err(CliError::from),
         McHostCommand::Cluster(args) => cluster_cmd::run(&args),
-        McHostCommand::Report(args) => host::report::run(&args).map_err(CliError::from),
+        McHostCommand::Report(args) => mc_report::run(&args).map_err(CliError::from),
         McHostCommand::QemuBoot(args) => match qemu_cmd::qemu_boot(&args) {
             Ok(0) => Ok(()),
             Ok(status) => Err(CliError::GuestCommand(status)),
@@ -96,7 +97,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("mc-host: error: {e}");
+            eprintln!("mc-host: error: {}", ErrorChain(&e));
             ExitCode::from(e.exit_code())
         }
     }

@@ -4,11 +4,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
-use host::qemu::boot::{qemu_args, AdapterSpec, BootSpec};
-use host::qemu::cmdline::shell_join;
-use host::qemu::find::preferred_accel;
-use host::qemu::image::{recorded_guest_binary, recorded_programs};
-use host::qemu::{boot, build_image, find_qemu, CacheDir, GuestInputs, QemuError};
+use mc_qemu::boot::{qemu_args, AdapterSpec, BootSpec};
+use mc_qemu::find::preferred_accel;
+use mc_qemu::image_record::{recorded_guest_binary, recorded_programs};
+use mc_qemu::shell::{shell_join, shell_quote};
+use mc_qemu::{boot, build_image, find_qemu, CacheDir, GuestInputs, QemuError};
 
 /// `mc-host image`
 #[derive(Args, Debug)]
@@ -190,7 +190,7 @@ pub fn qemu_boot(args: &BootArgs) -> Result<i32, QemuError> {
         let a = qemu_args(&spec, spec.accel)?;
         let words: Vec<String> = a
             .iter()
-            .map(|w| host::qemu::cmdline::shell_quote(&w.to_string_lossy()))
+            .map(|w| shell_quote(&w.to_string_lossy()))
             .collect();
         println!("{} {}", qemu.display_prefix(), words.join(" "));
         return Ok(0);

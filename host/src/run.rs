@@ -19,10 +19,10 @@ use firmware_model::NodeId;
 use log::warn;
 use mc_device::{Cluster, ClusterOptions};
 
+use crate::cli_error::CliError;
 use crate::cli_error::{GuestFailure, StopReason};
 use crate::cluster_args::{schedule_plan, ClusterArgs};
 use crate::control::{format_snapshot, ControlServer};
-use crate::CliError;
 
 #[derive(Args, Debug)]
 pub struct RunArgs {

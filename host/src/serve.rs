@@ -12,8 +12,8 @@ use std::sync::Arc;
 use crate::cluster_args::schedule_plan;
 use crate::control::{format_snapshot, ControlServer, CONTROL_SOCKET};
 
+use crate::cli_error::CliError;
 use crate::cluster_args::ClusterArgs;
-use crate::CliError;
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {

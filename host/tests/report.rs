@@ -1,13 +1,14 @@
 //! `mc-host report`: `run` then `render` end to end on a tiny matrix (runs
 //! recorded, a second `run` skips them, report.md has both tables, every
-//! SVG parses and rasterises to a picture with ink on it), and rendering of
-//! records this machine cannot produce yet (a time breakdown, oversubscribed
-//! and failed runs).
+//! SVG parses and rasterises to a picture with ink on it). Rendering alone
+//! is tested in mc-report/tests/render.rs.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use host::report::results::{load, ResultSet};
+use mc_qemu::error::ErrorChain;
+use mc_report::raster::rasterise as rasterise_chart;
+use mc_report::results::{load, ResultSet};
 
 fn mc_host(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_mc-host"))
@@ -19,28 +20,10 @@ fn mc_host(args: &[&str]) -> std::process::Output {
 /// Parse `svg`, rasterise it, save it as PNG beside it, and return the
 /// share of pixels that are not white.
 fn rasterise(svg: &Path) -> f64 {
-    let data = std::fs::read(svg).expect("read the SVG");
-    let mut opt = resvg::usvg::Options::default();
-    opt.fontdb_mut().load_system_fonts();
-    let tree = resvg::usvg::Tree::from_data(&data, &opt)
-        .unwrap_or_else(|e| panic!("{} does not parse: {e}", svg.display()));
-    let size = tree.size().to_int_size();
-    let mut pixmap = resvg::tiny_skia::Pixmap::new(size.width(), size.height()).expect("pixmap");
-    pixmap.fill(resvg::tiny_skia::Color::WHITE);
-    resvg::render(
-        &tree,
-        resvg::tiny_skia::Transform::default(),
-        &mut pixmap.as_mut(),
-    );
-    pixmap
-        .save_png(svg.with_extension("png"))
+    let r = rasterise_chart(svg).unwrap_or_else(|e| panic!("{}", ErrorChain(&e)));
+    r.save_png(&svg.with_extension("png"))
         .expect("save the PNG");
-    let px = pixmap.pixels();
-    let inked = px
-        .iter()
-        .filter(|p| p.red() < 240 || p.green() < 240 || p.blue() < 240)
-        .count();
-    inked as f64 / px.len() as f64
+    r.inked()
 }
 
 /// The mc-guest beside mc-host, built if need be (as cargo test does not).
@@ -128,68 +111,10 @@ fn run_resume_and_render_a_tiny_matrix() {
         let p = report.join(svg);
         let text = std::fs::read_to_string(&p).unwrap();
         assert!(
-            text.contains("host: ") && text.contains("CSM-DMS 1:2 (2L)"),
+            text.contains("host: ") && text.contains("CSM-DMS") && text.contains("1:2 (2L)"),
             "{svg}"
         );
         let ink = rasterise(&p);
         assert!(ink > 0.01, "{svg}: only {ink} of it is drawn");
-    }
-}
-
-/// Records as a later Cashmere writes them (a breakdown) and as an
-/// oversubscribed host gives them.
-#[test]
-fn render_breakdowns_oversubscription_and_failures() {
-    let dir = tempfile::tempdir().unwrap();
-    let results = dir.path().join("r.jsonl");
-    let host = r#""host":{"cores":2,"load_before":[1.5,1,1],"load_after":[2.5,1,1]}"#;
-    let mut lines = vec![format!(
-        r#"{{"schema":1,"app":"lu","preset":"small","problem":{{"n":120,"block":16}},"nodes":1,"threads":1,"variant":"dms","delivery":"eager","link":"unthrottled","page_size":8192,"heap_bytes":122880,"times":{{"compute_s":0.1,"sequential_s":0.08}},"stats":{{"total":{{}}}},"run":{{"key":"b","status":"ok","baseline":true,{host}}}}}"#
-    )];
-    for (key, nodes, threads, variant, compute, transfers) in [
-        ("a", 2, 1, "dms", 0.05, 40),
-        ("c", 4, 1, "dms", 0.09, 90),
-        ("d", 2, 1, "ms-mg", 0.04, 30),
-    ] {
-        lines.push(format!(
-            r#"{{"schema":1,"app":"lu","preset":"small","problem":{{"n":120,"block":16}},"nodes":{nodes},"threads":{threads},"variant":"{variant}","delivery":"eager","link":"unthrottled","page_size":8192,"counters_until":"compute_end","times":{{"compute_s":{compute}}},"stats":{{"total":{{"page_transfers":{transfers},"diffs":7,"diff_bytes":1000,"write_notices_sent":3,"messages_sent":{transfers},"migrations":5}}}},"breakdown":{{"total":{{"user":0.03,"protocol":0.01,"comm_wait":0.005,"messages":0.005}}}},"run":{{"key":"{key}","status":"ok",{host}}}}}"#
-        ));
-    }
-    lines.push(format!(
-        r#"{{"schema":1,"app":"lu","preset":"small","nodes":2,"threads":2,"variant":"dms","run":{{"key":"f","status":"failed","log":"/x.log",{host}}}}}"#
-    ));
-    std::fs::write(&results, lines.join("\n") + "\n").unwrap();
-    let out = dir.path().join("out");
-    let files = host::report::render(&results, &out).unwrap();
-    let names: Vec<String> = files
-        .iter()
-        .map(|f| f.file_name().unwrap().to_string_lossy().into_owned())
-        .collect();
-    assert_eq!(
-        names,
-        ["report.md", "speedup.svg", "data.svg", "breakdown.svg"]
-    );
-    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
-    assert!(
-        md.contains("| 2:1 | 2:1 | 1L | CSM-DMS | 0.050 | 1.60 | 40 | 7 | 3 | 5 | 40 |"),
-        "{md}"
-    );
-    assert!(
-        md.contains("| 4:1 | 4:1 | 1L | CSM-DMS | 0.090 | oversubscribed |"),
-        "{md}"
-    );
-    assert!(md.contains("CSM-MS-Mg"), "{md}");
-    assert!(md.contains("failed") && md.contains("/x.log"), "{md}");
-    let speedup = std::fs::read_to_string(out.join("speedup.svg")).unwrap();
-    assert!(speedup.contains("oversubscribed") && speedup.contains("failed"));
-    let breakdown = std::fs::read_to_string(out.join("breakdown.svg")).unwrap();
-    for c in ["user", "protocol", "comm_wait", "messages"] {
-        assert!(
-            breakdown.contains(c),
-            "{c} missing from the breakdown chart"
-        );
-    }
-    for f in &files[1..] {
-        assert!(rasterise(f) > 0.01, "{}", f.display());
     }
 }

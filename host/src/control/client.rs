@@ -5,23 +5,26 @@ use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::CONTROL_SOCKET;
+/// The socket's file name in the cluster's socket directory (the server
+/// listens where clients look).
+pub const CONTROL_SOCKET: &str = "control.sock";
 
 /// Why a request to a running cluster got no answer, or a refusal.
 #[derive(Debug, thiserror::Error)]
 pub enum ControlError {
     #[error(
-        "cannot reach a running cluster at {} ({source}): is `mc-host serve --socket-dir {}` running?",
+        "cannot reach a running cluster at {} ({cause}): is `mc-host serve --socket-dir {}` running?",
         path.display(),
         dir.display()
     )]
+    // The cause sits mid-sentence, before the advice: printed here, so not
+    // a `source()`.
     Unreachable {
         path: PathBuf,
         dir: PathBuf,
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
-    #[error("control socket {}: {source}", path.display())]
+    #[error("control socket {}", path.display())]
     Io {
         path: PathBuf,
         #[source]
@@ -41,7 +44,7 @@ pub fn request(dir: &Path, req: &str) -> Result<String, ControlError> {
     let mut stream = UnixStream::connect(&path).map_err(|source| ControlError::Unreachable {
         path: path.clone(),
         dir: dir.to_path_buf(),
-        source,
+        cause: source,
     })?;
     let io = |source| ControlError::Io {
         path: path.clone(),

@@ -15,12 +15,9 @@ mod report;
 mod requests;
 mod server;
 
-pub use client::{request, ControlError};
+pub use client::{request, ControlError, CONTROL_SOCKET};
 pub use report::format_snapshot;
 pub use server::{ControlServer, ControlServerError};
-
-/// The socket's file name in the cluster's socket directory.
-pub const CONTROL_SOCKET: &str = "control.sock";
 
 #[cfg(test)]
 mod tests {

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use firmware_model::{FaultCommand, FaultSyntaxError, ModelError};
 use mc_device::Cluster;
+use mc_qemu::error::ErrorChain;
 
 use super::report::{format_snapshot, format_status};
 
@@ -32,7 +33,7 @@ pub(super) fn handle(stream: UnixStream, cluster: &Cluster) -> std::io::Result<(
     let reply = answer(line.trim(), cluster);
     match reply {
         Ok(text) => writeln!(out, "{text}ok"),
-        Err(e) => writeln!(out, "error: {e}"),
+        Err(e) => writeln!(out, "error: {}", ErrorChain(&e)),
     }
 }
 

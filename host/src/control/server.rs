@@ -10,23 +10,23 @@ use log::warn;
 use mc_device::Cluster;
 use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 
+use super::client::CONTROL_SOCKET;
 use super::event_handler::ControlSocketHandler;
-use super::CONTROL_SOCKET;
 
 /// Why the control socket cannot be served.
 #[derive(Debug, thiserror::Error)]
 pub enum ControlServerError {
-    #[error("cannot listen on {}: {source}", path.display())]
+    #[error("cannot listen on {}", path.display())]
     Listen {
         path: PathBuf,
         #[source]
         source: std::io::Error,
     },
-    #[error("cannot create its stop eventfd: {0}")]
+    #[error("cannot create its stop eventfd")]
     EventFd(#[source] std::io::Error),
-    #[error("cannot wait on its file descriptors: {0}")]
+    #[error("cannot wait on its file descriptors")]
     EventManager(#[from] event_manager::Error),
-    #[error("cannot start its thread: {0}")]
+    #[error("cannot start its thread")]
     Thread(#[source] std::io::Error),
 }
 

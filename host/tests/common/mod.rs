@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use host::qemu::{find_qemu, CacheDir, GuestInputs};
+use mc_qemu::{find_qemu, CacheDir, GuestInputs};
 
 pub const MC_HOST: &str = env!("CARGO_BIN_EXE_mc-host");
 

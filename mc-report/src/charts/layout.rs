@@ -1,0 +1,232 @@
+//! The page every chart is drawn on: a width that fits a page (about 1100
+//! pixels), the title, one legend above the panels where it covers no data,
+//! a grid of panels (three to a row), and the notes under them. Also the
+//! colours and the text sizes, so that every chart looks alike.
+
+use std::path::Path;
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+use crate::error::ReportError;
+
+/// The page width in pixels.
+pub const WIDTH: u32 = 1120;
+/// Panels in a row.
+const COLUMNS: usize = 3;
+const TITLE_PX: u32 = 36;
+const LEGEND_ROW_PX: u32 = 22;
+const NOTE_PX: u32 = 17;
+const SIDE_PX: i32 = 16;
+
+pub const FONT: &str = "sans-serif";
+
+/// Colours for series, in order: tab10, then six more. Seven protocol
+/// variants stay clearly apart.
+pub const PALETTE: [RGBColor; 16] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+    RGBColor(188, 189, 34),
+    RGBColor(23, 190, 207),
+    RGBColor(0, 0, 128),
+    RGBColor(128, 0, 0),
+    RGBColor(0, 128, 128),
+    RGBColor(255, 215, 0),
+    RGBColor(85, 107, 47),
+    RGBColor(0, 0, 0),
+];
+
+/// Grey for what is not data: bands behind bars that have no number.
+pub const BAND: RGBColor = RGBColor(236, 236, 236);
+pub const INK: RGBColor = RGBColor(60, 60, 60);
+
+/// Series `s`'s look: filled in its colour; past the palette, hollow, so
+/// that no two series look alike.
+pub fn series_style(s: usize) -> ShapeStyle {
+    let color = PALETTE[s % PALETTE.len()];
+    if s < PALETTE.len() {
+        color.filled()
+    } else {
+        color.stroke_width(2)
+    }
+}
+
+/// A drawing error as the report's error for the chart at `path`.
+pub fn chart_err(path: &Path) -> impl Fn(&dyn std::fmt::Display) -> ReportError + '_ {
+    move |x| ReportError::Chart {
+        path: path.to_path_buf(),
+        message: x.to_string(),
+    }
+}
+
+/// About how wide `text` is at `size` pixels in a sans-serif font.
+pub fn text_px(text: &str, size: u32) -> i32 {
+    (text.chars().count() as f64 * f64::from(size) * 0.56).ceil() as i32
+}
+
+/// A y-axis label with as many decimals as the axis' ticks (about six up
+/// to `ymax`) need to differ.
+pub fn axis_label(v: f64, ymax: f64) -> String {
+    let step = ymax / 6.0;
+    let decimals = if step >= 1.0 || step <= 0.0 {
+        0
+    } else {
+        (-step.log10()).ceil().clamp(0.0, 6.0) as usize
+    };
+    format!("{v:.decimals$}")
+}
+
+/// The top of the axis for values up to `max`: some room above the
+/// tallest bar, and 1 when there is nothing to show.
+pub fn y_top(max: f64) -> f64 {
+    if max > 0.0 {
+        max * 1.15
+    } else {
+        1.0
+    }
+}
+
+/// Legend entries: a swatch style and a name.
+pub type LegendEntry = (ShapeStyle, String);
+
+/// Rows of legend entries that fit the page width.
+fn legend_rows(entries: &[LegendEntry], lead: &str) -> Vec<Vec<usize>> {
+    let mut rows: Vec<Vec<usize>> = vec![Vec::new()];
+    let mut x = SIDE_PX + text_px(lead, 13) + 10;
+    for (i, (_, name)) in entries.iter().enumerate() {
+        let w = 18 + text_px(name, 13) + 18;
+        if x + w > WIDTH as i32 - SIDE_PX && !rows.last().is_some_and(Vec::is_empty) {
+            rows.push(Vec::new());
+            x = SIDE_PX + text_px(lead, 13) + 10;
+        }
+        rows.last_mut().expect("a row").push(i);
+        x += w;
+    }
+    rows
+}
+
+/// The page of one figure, split into its parts.
+pub struct Page<'a> {
+    pub root: DrawingArea<SVGBackend<'a>, Shift>,
+    /// One area per panel, row by row.
+    pub cells: Vec<DrawingArea<SVGBackend<'a>, Shift>>,
+    notes: DrawingArea<SVGBackend<'a>, Shift>,
+}
+
+impl<'a> Page<'a> {
+    /// Lay out a page at `path` for `panels` panels of `panel_px` height,
+    /// with a title, a legend (`lead`, then the entries) and `notes` lines.
+    pub fn new(
+        path: &'a Path,
+        title: &str,
+        lead: &str,
+        legend: &[LegendEntry],
+        panels: usize,
+        panel_px: u32,
+        notes: usize,
+    ) -> Result<Page<'a>, ReportError> {
+        let e = chart_err(path);
+        let rows = legend_rows(legend, lead);
+        let header = TITLE_PX + rows.len() as u32 * LEGEND_ROW_PX + 10;
+        // Always three columns: panels keep one size, however many there are.
+        let columns = COLUMNS;
+        let grid_rows = panels.div_ceil(columns).max(1);
+        let grid = grid_rows as u32 * panel_px;
+        let footer = notes as u32 * NOTE_PX + 14;
+        let root = SVGBackend::new(path, (WIDTH, header + grid + footer)).into_drawing_area();
+        root.fill(&WHITE).map_err(|x| e(&x))?;
+        let (head, rest) = root.split_vertically(header);
+        let (grid_area, notes_area) = rest.split_vertically(grid);
+        head.draw_text(
+            title,
+            &TextStyle::from((FONT, 20).into_font())
+                .color(&BLACK)
+                .pos(Pos::new(HPos::Left, VPos::Top)),
+            (SIDE_PX, 8),
+        )
+        .map_err(|x| e(&x))?;
+        let label = TextStyle::from((FONT, 13).into_font())
+            .color(&INK)
+            .pos(Pos::new(HPos::Left, VPos::Center));
+        for (r, row) in rows.iter().enumerate() {
+            let y = TITLE_PX as i32 + r as i32 * LEGEND_ROW_PX as i32 + LEGEND_ROW_PX as i32 / 2;
+            let mut x = SIDE_PX;
+            if r == 0 {
+                head.draw_text(lead, &label, (x, y)).map_err(|x| e(&x))?;
+            }
+            x += text_px(lead, 13) + 10;
+            for &i in row {
+                let (style, name) = &legend[i];
+                head.draw(&Rectangle::new([(x, y - 6), (x + 12, y + 6)], *style))
+                    .map_err(|x| e(&x))?;
+                head.draw_text(name, &label, (x + 18, y))
+                    .map_err(|x| e(&x))?;
+                x += 18 + text_px(name, 13) + 18;
+            }
+        }
+        let grid_area = grid_area.margin(0, 0, 4, 4);
+        let mut cells = grid_area.split_evenly((grid_rows, columns));
+        cells.truncate(panels);
+        Ok(Page {
+            root,
+            cells,
+            notes: notes_area,
+        })
+    }
+
+    /// Whether panel `i` starts a row (it carries the y axis' name).
+    pub fn first_in_row(&self, i: usize) -> bool {
+        i % COLUMNS == 0
+    }
+
+    /// Write the notes under the panels and the file.
+    pub fn finish(self, path: &Path, notes: &[String]) -> Result<(), ReportError> {
+        let e = chart_err(path);
+        let style = TextStyle::from((FONT, 12).into_font())
+            .color(&INK)
+            .pos(Pos::new(HPos::Left, VPos::Top));
+        for (i, n) in notes.iter().enumerate() {
+            self.notes
+                .draw_text(n, &style, (SIDE_PX, 6 + i as i32 * NOTE_PX as i32))
+                .map_err(|x| e(&x))?;
+        }
+        self.root.present().map_err(|x| e(&x))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_legend_wraps_within_the_page() {
+        let entries: Vec<LegendEntry> = (0..28)
+            .map(|i| (series_style(i), format!("CSM-None-Mg {i}:2 (2L)")))
+            .collect();
+        let rows = legend_rows(&entries, "variant:");
+        assert!(rows.len() > 1);
+        assert_eq!(rows.iter().map(Vec::len).sum::<usize>(), 28);
+        let short: Vec<LegendEntry> = (0..7)
+            .map(|i| (series_style(i), "CSM-DMS".into()))
+            .collect();
+        assert_eq!(legend_rows(&short, "variant:").len(), 1);
+    }
+
+    #[test]
+    fn axes_have_room_above_the_tallest_bar() {
+        assert_eq!(y_top(0.0), 1.0);
+        assert!(y_top(2.0) > 2.0);
+        assert_eq!(axis_label(0.5, 1.15), "0.5");
+        assert_eq!(axis_label(12.0, 30.0), "12");
+        // Tiny speedups still get labels that differ.
+        assert_eq!(axis_label(0.005, 0.02), "0.005");
+        assert_ne!(axis_label(0.005, 0.02), axis_label(0.01, 0.02));
+    }
+}

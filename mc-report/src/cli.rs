@@ -1,0 +1,47 @@
+//! The `mc-host report` subcommand's arguments, and what each runs.
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+
+use crate::error::ReportError;
+use crate::render::render;
+use crate::runner;
+
+/// `mc-host report ...`.
+#[derive(Args, Debug)]
+pub struct ReportArgs {
+    #[command(subcommand)]
+    pub command: ReportCommand,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ReportCommand {
+    /// Run every application x variant x configuration (and one sequential
+    /// baseline per application), appending each run's record to the
+    /// results file; runs already recorded there are skipped.
+    Run(runner::RunMatrixArgs),
+    /// Write report.md and the SVG charts from a results file.
+    Render(RenderArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct RenderArgs {
+    /// The results file (JSON lines) `report run` wrote.
+    pub results: PathBuf,
+    /// Where report.md and the charts go (created if need be).
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
+/// Run `mc-host report ARGS`.
+pub fn run(args: &ReportArgs) -> Result<(), ReportError> {
+    match &args.command {
+        ReportCommand::Run(a) => runner::run_matrix(a),
+        ReportCommand::Render(a) => render(&a.results, &a.out).map(|files| {
+            for f in files {
+                println!("{}", f.display());
+            }
+        }),
+    }
+}

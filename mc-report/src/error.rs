@@ -1,0 +1,57 @@
+//! Why `mc-host report` failed. A cause a variant keeps (`#[source]`) is
+//! returned from `source()`, not printed in its message: `mc-host` prints
+//! the chain, each cause once.
+
+use std::path::PathBuf;
+
+use crate::matrix::MatrixError;
+
+/// Why `mc-host report` failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error(transparent)]
+    Matrix(#[from] MatrixError),
+    #[error("{}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}: line {line}", path.display())]
+    Parse {
+        path: PathBuf,
+        line: usize,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("cannot start {}", program.display())]
+    Spawn {
+        program: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("finding mc-host")]
+    CurrentExe(#[source] std::io::Error),
+    #[error("chart {}: {message}", path.display())]
+    Chart { path: PathBuf, message: String },
+    #[error("{failed} of {runs} runs failed (logs in {})", logs.display())]
+    RunsFailed {
+        failed: usize,
+        runs: usize,
+        logs: PathBuf,
+    },
+    #[error("{} holds no runs", path.display())]
+    NoRuns { path: PathBuf },
+}
+
+impl ReportError {
+    /// True when the command line asked for something impossible.
+    pub fn is_usage(&self) -> bool {
+        matches!(self, ReportError::Matrix(_))
+    }
+
+    pub(crate) fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> ReportError {
+        let path = path.into();
+        move |source| ReportError::Io { path, source }
+    }
+}

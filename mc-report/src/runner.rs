@@ -1,0 +1,243 @@
+//! Running the matrix: each run is a child `mc-host run ... -- mc-guest
+//! csm ... --json FILE`, its output in a log file of its own; the guest's
+//! record is completed with how the run went and on what host, and
+//! appended to the results file (JSON lines). Runs whose key already has a
+//! successful record there are skipped, so an interrupted matrix resumes.
+
+use std::collections::HashSet;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use clap::Args;
+use serde_json::{json, Value};
+
+use crate::error::ReportError;
+use crate::host_info::HostInfo;
+use crate::matrix::{check_preset, parse_apps, parse_shapes, Matrix, RunSpec};
+use crate::progress::Progress;
+use crate::results;
+
+#[derive(Args, Debug, Clone)]
+pub struct RunMatrixArgs {
+    /// Applications, comma-separated, or `all` (the ten of seed 000 Table III).
+    #[arg(long)]
+    pub apps: String,
+    /// Protocol variants, comma-separated, passed to `mc-guest csm` as
+    /// `--variant` (default: mc-guest's own, CSM-DMS).
+    #[arg(long)]
+    pub variants: Option<String>,
+    /// Cluster shapes NODES:THREADS, comma-separated (2:2 is 2 nodes of 2
+    /// threads: the paper's 4:2, run with the two-level protocol); add /1L
+    /// for the one-level protocol, each thread its own protocol node
+    /// (2:2/1L; seed 000 Fig. 1 compares the two).
+    #[arg(long, default_value = "2:1,2:2,4:1")]
+    pub config: String,
+    /// Problem size preset: small, medium or paper (default: mc-guest's, small).
+    #[arg(long)]
+    pub preset: Option<String>,
+    /// The results file (JSON lines), appended to.
+    #[arg(long)]
+    pub results: PathBuf,
+    /// Where each run's log goes (default: RESULTS.logs/).
+    #[arg(long)]
+    pub logs: Option<PathBuf>,
+    /// Delivery mode of every run: eager or skewed.
+    #[arg(long, default_value = "eager")]
+    pub delivery: String,
+    /// Seed of skewed delivery.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Link timing of every run: unthrottled, mc1 or mc2.
+    #[arg(long, default_value = "unthrottled")]
+    pub link: String,
+    /// Seconds before a run is stopped.
+    #[arg(long, default_value_t = 1800)]
+    pub timeout: u64,
+    /// Skip the sequential baselines (speedups then need them from an
+    /// earlier matrix in the same file).
+    #[arg(long)]
+    pub no_baselines: bool,
+}
+
+impl RunMatrixArgs {
+    pub fn matrix(&self) -> Result<Matrix, ReportError> {
+        Ok(Matrix {
+            apps: parse_apps(&self.apps)?,
+            variants: self.variants.as_ref().map(|v| {
+                v.split(',')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(String::from)
+                    .collect()
+            }),
+            shapes: parse_shapes(&self.config)?,
+            preset: self.preset.as_deref().map(check_preset).transpose()?,
+            delivery: self.delivery.clone(),
+            seed: self.seed,
+            link: self.link.clone(),
+            baselines: !self.no_baselines,
+        })
+    }
+
+    fn logs_dir(&self) -> PathBuf {
+        self.logs.clone().unwrap_or_else(|| {
+            let mut p = self.results.clone().into_os_string();
+            p.push(".logs");
+            PathBuf::from(p)
+        })
+    }
+}
+
+fn absolute(p: &Path) -> PathBuf {
+    std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
+}
+
+/// Append `record` to the results file as one line.
+pub fn append(path: &Path, record: &Value) -> Result<(), ReportError> {
+    let mut line = record.to_string();
+    line.push('\n');
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(ReportError::io(path))?;
+    f.write_all(line.as_bytes()).map_err(ReportError::io(path))
+}
+
+/// What became of one run.
+pub struct RunOutcome {
+    pub ok: bool,
+    pub wall_s: f64,
+    pub record: Value,
+}
+
+/// Run `spec` with `mc_host`, its output to a log in `logs`.
+pub fn run_one(
+    mc_host: &Path,
+    spec: &RunSpec,
+    logs: &Path,
+    timeout_s: u64,
+) -> Result<RunOutcome, ReportError> {
+    let stem = spec.file_stem();
+    let log_path = logs.join(format!("{stem}.log"));
+    let json_path = absolute(&logs.join(format!("{stem}.json")));
+    let _ = std::fs::remove_file(&json_path);
+    let log = std::fs::File::create(&log_path).map_err(ReportError::io(&log_path))?;
+    let err_log = log.try_clone().map_err(ReportError::io(&log_path))?;
+    let host_args = spec.host_args(timeout_s);
+    let guest_args = spec.guest_args(&json_path);
+    {
+        let mut l = &log;
+        let _ = writeln!(
+            l,
+            "$ {} {} -- {}",
+            mc_host.display(),
+            host_args.join(" "),
+            guest_args.join(" ")
+        );
+    }
+    let before = HostInfo::now();
+    let t = Instant::now();
+    let status = Command::new(mc_host)
+        .args(&host_args)
+        .arg("--")
+        .args(&guest_args)
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(err_log)
+        .status()
+        .map_err(|source| ReportError::Spawn {
+            program: mc_host.to_path_buf(),
+            source,
+        })?;
+    let wall_s = t.elapsed().as_secs_f64();
+    let after = HostInfo::now();
+    let guest_record: Option<Value> = std::fs::read_to_string(&json_path)
+        .ok()
+        .and_then(|t| t.lines().last().and_then(|l| serde_json::from_str(l).ok()));
+    let ok = status.success() && guest_record.is_some();
+    let run = json!({
+        "key": spec.key(),
+        "status": if ok { "ok" } else { "failed" },
+        "exit_code": status.code(),
+        "log": absolute(&log_path).display().to_string(),
+        "wall_s": wall_s,
+        "baseline": spec.baseline,
+        "config": spec.shape.to_string(),
+        "requested_variant": spec.variant,
+        "host": {
+            "cores": before.cores,
+            "load_before": before.load,
+            "load_after": after.load,
+        },
+    });
+    let record = match (ok, guest_record) {
+        (true, Some(mut v)) => {
+            if let Some(o) = v.as_object_mut() {
+                o.insert("run".into(), run);
+            }
+            v
+        }
+        _ => json!({
+            "schema": 1,
+            "app": spec.app,
+            "preset": spec.preset,
+            "variant": spec.variant,
+            "nodes": spec.shape.nodes,
+            "threads": spec.shape.threads,
+            "levels": if spec.shape.levels() == "1L" { 1 } else { 2 },
+            "processors": spec.shape.processors(),
+            "delivery": spec.delivery,
+            "link": spec.link,
+            "run": run,
+        }),
+    };
+    Ok(RunOutcome { ok, wall_s, record })
+}
+
+/// `report run`: every run of the matrix not yet in the results file.
+pub fn run_matrix(args: &RunMatrixArgs) -> Result<(), ReportError> {
+    let matrix = args.matrix()?;
+    let runs = matrix.runs();
+    let done: HashSet<String> = if args.results.exists() {
+        results::load(&args.results)?
+            .iter()
+            .filter(|r| r.ok())
+            .filter_map(|r| r.key().map(String::from))
+            .collect()
+    } else {
+        HashSet::new()
+    };
+    let logs = args.logs_dir();
+    std::fs::create_dir_all(&logs).map_err(ReportError::io(&logs))?;
+    if let Some(dir) = args.results.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(ReportError::io(dir))?;
+    }
+    let mc_host = std::env::current_exe().map_err(ReportError::CurrentExe)?;
+    let mut progress = Progress::new(runs.len());
+    let mut failed = 0;
+    for spec in &runs {
+        if done.contains(&spec.key()) {
+            progress.skipped(spec);
+            continue;
+        }
+        progress.start(spec);
+        let o = run_one(&mc_host, spec, &logs, args.timeout)?;
+        append(&args.results, &o.record)?;
+        let compute = o.record["times"]["compute_s"].as_f64();
+        progress.finished(spec, o.ok, o.wall_s, compute);
+        if !o.ok {
+            failed += 1;
+        }
+    }
+    if failed > 0 {
+        return Err(ReportError::RunsFailed {
+            failed,
+            runs: runs.len(),
+            logs,
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,190 @@
+//! report.md: seed 000 Table III (applications, sizes, sequential times)
+//! and Table IV (per protocol variant: execution time, speedup, page
+//! transfers, diffs, write notices, migrations, messages, data volume;
+//! cluster totals) as measured here, next to the paper's figures, with the
+//! host under every table.
+
+use std::fmt::Write;
+use std::path::Path;
+
+use crate::paper;
+use crate::results::{ResultSet, RunRecord, Speedup};
+
+fn count(v: Option<u64>) -> String {
+    v.map_or("n/a".to_string(), |v| v.to_string())
+}
+
+fn secs(v: Option<f64>) -> String {
+    match v {
+        None => "n/a".to_string(),
+        Some(v) if v < 0.01 => format!("{v:.4}"),
+        Some(v) => format!("{v:.3}"),
+    }
+}
+
+fn mib(b: Option<u64>) -> String {
+    b.map_or("n/a".to_string(), |b| {
+        format!("{:.2} MiB", b as f64 / (1 << 20) as f64)
+    })
+}
+
+/// Speedup, or why there is none.
+fn speedup(set: &ResultSet, r: &RunRecord) -> String {
+    match set.speedup_of(r) {
+        Speedup::Value(s) => format!("{s:.2}"),
+        Speedup::Failed => "failed".into(),
+        Speedup::Oversubscribed => "oversubscribed".into(),
+        Speedup::NoBaseline => "n/a (no baseline)".into(),
+    }
+}
+
+fn table3(set: &ResultSet, out: &mut String) {
+    let _ = writeln!(
+        out,
+        "## Table III: applications, problem sizes, sequential times\n"
+    );
+    let _ = writeln!(
+        out,
+        "| application | preset | problem | shared data | sequential here (s) | paper: problem | paper: sequential (s) |"
+    );
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|");
+    for (app, preset) in set.apps() {
+        let base = set.baseline(&app, &preset);
+        let any = base.or_else(|| {
+            set.records
+                .iter()
+                .find(|r| r.app() == app && r.preset() == preset)
+        });
+        let (paper_size, paper_s) = paper::table3(&app).map_or(("?", None), |(s, t)| (s, Some(t)));
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            paper::display_name(&app),
+            preset,
+            any.map_or("?".to_string(), RunRecord::problem),
+            mib(any.and_then(RunRecord::footprint_bytes)),
+            secs(set.sequential_s(&app, &preset)),
+            paper_size,
+            secs(paper_s)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\nSequential: the application without Cashmere (plain vectors), timed on node 0 of a 1-node run; \
+         the paper's on a 600 MHz Alpha 21164A. Shared data: what the problem allocates in Cashmere's heap \
+         (the paper's megabytes are its data sizes).\n\n*{}*\n",
+        set.time_line()
+    );
+}
+
+fn table4(set: &ResultSet, out: &mut String) {
+    let _ = writeln!(
+        out,
+        "## Table IV: execution time and protocol counters per variant (cluster totals)\n"
+    );
+    for (app, preset) in set.apps() {
+        let _ = writeln!(out, "### {} ({preset})\n", paper::display_name(&app));
+        let _ = writeln!(
+            out,
+            "| config | paper's notation | protocol | variant | time (s) | speedup | page transfers | diffs | write notices | migrations | messages | data (KiB) |"
+        );
+        let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|---|");
+        let mut rows = 0;
+        for v in set.variants() {
+            for s in set.shapes() {
+                let Some(r) = set.get(&app, &preset, &v, s) else {
+                    continue;
+                };
+                rows += 1;
+                let dagger = if r.ok() && !r.counters_at_compute_end() {
+                    " (+)"
+                } else {
+                    ""
+                };
+                let _ = writeln!(
+                    out,
+                    "| {s} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {}{dagger} |",
+                    s.paper(),
+                    s.levels(),
+                    paper::variant_name(&v),
+                    secs(set.compute_s(r)),
+                    speedup(set, r),
+                    count(r.stat("page_transfers")),
+                    count(r.stat("diffs")),
+                    count(r.stat("write_notices_sent")),
+                    count(r.stat("migrations")),
+                    count(r.stat("messages_sent")),
+                    r.data_bytes()
+                        .map_or("n/a".to_string(), |b| format!("{:.1}", b as f64 / 1024.0)),
+                );
+            }
+        }
+        if rows == 0 {
+            let _ = writeln!(out, "| (no runs) |||||||||||");
+        }
+        if let Some((sp, pt, d)) = paper::table4_dms(&app) {
+            let _ = writeln!(
+                out,
+                "\nPaper, CSM-DMS at 32 processors (32:4): speedup {sp}, page transfers {pt}K, diffs {d}K."
+            );
+        }
+        let _ = writeln!(out, "\n*{}*\n", set.time_line());
+    }
+    let _ = writeln!(
+        out,
+        "Config is NODES:THREADS; the paper writes processors:processors-per-node. 1L: one thread per \
+         node, or each thread its own protocol node (NODES:THREADS/1L; Cashmere-1L); 2L: several \
+         threads sharing a node's memory. Time: the timed computation \
+         (after initialisation, before verification), slowest node. Speedup: the sequential time of \
+         Table III over that time; \"oversubscribed\" where nodes x threads exceeds the host's cores \
+         (the virtual nodes, their protocol threads and the hub then share the cores, so the figure \
+         would measure the host, not Cashmere). Page transfers: pages fetched from a remote home. \
+         Write notices: sent. Messages: request messages sent (page fetches). Data: page transfers x \
+         page size + diff bytes. Counters run from Cashmere's start to the end of the computation; \
+         (+) marks runs whose counters also include verification (the program keeps no end-of-\
+         computation snapshot). Migrations: homes that moved to a writer (the -Mg variants and ADB; 0 \
+         elsewhere).\n"
+    );
+}
+
+/// The whole report.md.
+pub fn report_md(set: &ResultSet, results: &Path, charts: &[String]) -> String {
+    let mut out = String::new();
+    let runs = set.records.len();
+    let failed = set.failed().len();
+    let _ = writeln!(
+        out,
+        "# Cashmere on the emulated Memory Channel: seed 000's tables, measured\n\n\
+         From `{}`: {runs} runs ({failed} failed). Generated by `mc-host report render`.\n\n*{}*\n",
+        results.display(),
+        set.time_line()
+    );
+    table3(set, &mut out);
+    table4(set, &mut out);
+    let _ = writeln!(out, "## Charts\n");
+    for c in charts {
+        let _ = writeln!(out, "![{c}]({c})\n");
+    }
+    if !charts.iter().any(|c| c.starts_with("breakdown")) {
+        let _ = writeln!(
+            out,
+            "No time breakdown (seed 000 Figs. 2-3): the records carry none (they come from runs \
+             without `mc-guest csm --stats`).\n"
+        );
+    }
+    if failed > 0 {
+        let _ = writeln!(out, "## Runs that failed\n");
+        for r in set.failed() {
+            let _ = writeln!(
+                out,
+                "- {} {} {} {}: log `{}`",
+                r.app(),
+                r.preset(),
+                r.variant(),
+                r.shape().map_or("?".into(), |s| s.to_string()),
+                r.log().unwrap_or("?")
+            );
+        }
+    }
+    out
+}
