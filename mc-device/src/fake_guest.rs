@@ -12,7 +12,6 @@ use vhost_user_backend::{VringRwLock, VringT};
 use vm_memory::{Bytes, GuestAddress, GuestAddressSpace, GuestMemoryAtomic, GuestMemoryMmap};
 
 use crate::memory::Mem;
-use crate::node::RegisteredFifo;
 use crate::state::DeviceState;
 
 pub(crate) const RAM: usize = 4 << 20;
@@ -23,6 +22,16 @@ pub(crate) const FRAME_BASE: u64 = 0x100000;
 pub(crate) const FIFO_GPA: u64 = 0x300000;
 pub(crate) const FIFO_SLOTS: u32 = 1024;
 pub(crate) const PAGE: u64 = 8192;
+
+/// The fake guests' FIFO layout.
+pub(crate) fn fifo_layout() -> abi::fifo::Layout {
+    abi::fifo::Layout::new(FIFO_SLOTS).unwrap()
+}
+
+/// Node `n` of a rig.
+pub(crate) fn id(n: usize) -> NodeId {
+    NodeId(u8::try_from(n).unwrap())
+}
 
 pub(crate) fn ring_base(q: u16) -> u64 {
     0x1000 + u64::from(q) * 0x3000
@@ -169,8 +178,7 @@ impl FakeGuest {
     /// Post `header` and `data` as a record of `slots` slots (which a test
     /// may make disagree with the header).
     pub(crate) fn post_raw(&mut self, header: &[u8], data: &[u8], slots: u64) -> u64 {
-        let f = RegisteredFifo::new(FIFO_GPA, FIFO_SLOTS);
-        let to_end = f.slots_to_end(self.tail);
+        let to_end = fifo_layout().slots_to_end(self.tail);
         if slots > to_end && slots <= u64::from(FIFO_SLOTS) {
             let pad = TxRecordHeader::pad(to_end);
             self.write_record(&pad.to_bytes(), &[], to_end);
@@ -179,18 +187,18 @@ impl FakeGuest {
     }
 
     fn write_record(&mut self, header: &[u8], data: &[u8], slots: u64) -> u64 {
-        let f = RegisteredFifo::new(FIFO_GPA, FIFO_SLOTS);
+        let f = fifo_layout();
         let at = self.tail;
         let mem = self.mem();
-        let slot = f.slot_gpa(at);
-        let room = (f.slots_to_end(at) * abi::fifo::SLOT_SIZE as u64) as usize;
+        let slot = FIFO_GPA + f.slot_offset(at) as u64;
+        let room = usize::try_from(f.slots_to_end(at)).unwrap() * abi::fifo::SLOT_SIZE;
         let mut bytes = header.to_vec();
         bytes.extend_from_slice(data);
         bytes.truncate(room);
         mem.write_slice(&bytes, GuestAddress(slot)).unwrap();
         mem.store(
-            abi::fifo::tag(at, FIFO_SLOTS),
-            GuestAddress(f.tag_gpa(at)),
+            f.tag(at),
+            GuestAddress(FIFO_GPA + f.tag_offset(at) as u64),
             std::sync::atomic::Ordering::Release,
         )
         .unwrap();
@@ -313,7 +321,9 @@ impl Rig {
             abi::CTRL_QUEUE,
             &[(req, bytes.len() as u32, false), (resp, 16, true)],
         );
-        self.st.process_ctrl(node);
+        // Ordered after the stores before it: the hub takes them first.
+        while self.pump() > 0 {}
+        self.st.process_ctrl(id(node));
         let g = &mut self.guests[node];
         let done = g.reap(abi::CTRL_QUEUE);
         assert_eq!(done.len(), 1);
@@ -342,7 +352,7 @@ impl Rig {
         );
         assert_eq!(r.status, Status::Ok as u32, "{r:?}");
         self.model
-            .set_pct(NodeId(node as u8), firmware_model::PageNumber(page), entry)
+            .set_pct(id(node), firmware_model::PageNumber(page), entry)
             .unwrap();
         frames
     }
@@ -359,7 +369,7 @@ impl Rig {
             let _ = self.shadow.store(
                 &mut self.model,
                 Nanos(0),
-                NodeId(node as u8),
+                id(node),
                 GlobalAddr(*addr),
                 data,
             );

@@ -5,12 +5,12 @@
 //! on random inputs and on every saved input in `../fuzz/regressions`.
 
 use firmware_model::abi;
-use firmware_model::PctEntry;
+use firmware_model::{NodeId, PctEntry};
 use std::os::fd::AsRawFd;
 
 use vm_memory::{Bytes, GuestAddress};
 
-use crate::fake_guest::{Rig, FIFO_GPA, FIFO_SLOTS, RAM};
+use crate::fake_guest::{fifo_layout, Rig, FIFO_GPA, FIFO_SLOTS, RAM};
 
 /// A cluster of two fake guests: node 0 transmits page 2, node 1 receives it.
 fn rig() -> Rig {
@@ -91,15 +91,15 @@ pub fn transmit_records(data: &[u8]) {
     let mut rig = rig();
     let before = untouchable(&rig);
     let (count, body) = data.split_first().unwrap_or((&0, &[]));
-    let f = crate::node::RegisteredFifo::new(FIFO_GPA, FIFO_SLOTS);
+    let f = fifo_layout();
     let g = &rig.guests[0];
     let mem = g.mem();
-    mem.write_slice(body, GuestAddress(f.slot_gpa(0)))
+    mem.write_slice(body, GuestAddress(FIFO_GPA + f.slot_offset(0) as u64))
         .unwrap_or_default();
     for p in 0..u64::from(*count) {
         mem.store(
-            abi::fifo::tag(p, FIFO_SLOTS),
-            GuestAddress(f.tag_gpa(p)),
+            f.tag(p),
+            GuestAddress(FIFO_GPA + f.tag_offset(p) as u64),
             std::sync::atomic::Ordering::Release,
         )
         .unwrap_or_default();
@@ -119,7 +119,7 @@ pub fn control_commands(data: &[u8]) {
     let mut rig = rig();
     let before = untouchable(&rig);
     post_chain(&mut rig, abi::CTRL_QUEUE, data);
-    rig.st.process_ctrl(0);
+    rig.st.process_ctrl(NodeId(0));
     assert_eq!(
         rig.guests[0].reap(abi::CTRL_QUEUE).len(),
         1,
@@ -141,7 +141,7 @@ pub fn register_writes(data: &[u8]) {
     while i + 4 <= data.len() {
         let offset = u32::from(data[i]) * 2;
         let size = u32::from(data[i + 1]);
-        let regs = rig.st.registers(0).to_bytes();
+        let regs = rig.st.registers(NodeId(0)).to_bytes();
         let got = crate::vhost_user::config_slice(&regs, offset, size);
         assert_eq!(got.len(), size as usize);
         if data[i + 2] % 2 == 0 {
@@ -151,7 +151,7 @@ pub fn register_writes(data: &[u8]) {
                 .error_status(firmware_model::NodeId(0))
                 .map(|s| s.protection_errors);
             rig.st
-                .refuse_config_write(0, offset, usize::from(data[i + 3]));
+                .refuse_config_write(NodeId(0), offset, usize::from(data[i + 3]));
             let after = rig
                 .st
                 .hub
@@ -162,7 +162,7 @@ pub fn register_writes(data: &[u8]) {
         i += 4;
     }
     assert_eq!(
-        rig.st.registers(0).node_id,
+        rig.st.registers(NodeId(0)).node_id,
         0,
         "a refused write changed a register"
     );

@@ -4,6 +4,7 @@
 //! not wholly inside guest RAM is refused, never partly written.
 
 use firmware_model::config::MAX_PAYLOAD_LIMIT;
+use firmware_model::NodeId;
 use vm_memory::{Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap};
 
 pub(crate) type Mem = GuestMemoryMmap<()>;
@@ -12,6 +13,16 @@ pub(crate) type MemGuard = vm_memory::GuestMemoryLoadGuard<Mem>;
 
 /// A contiguous run of guest-physical memory.
 pub(crate) type Piece = (u64, u32);
+
+/// Every node's guest memory for one pass of the hub, taken once at its
+/// start (`DeviceState::memory_snapshot`); `None` where no guest is attached.
+pub(crate) struct Mems(pub(crate) Vec<Option<MemGuard>>);
+
+impl Mems {
+    pub(crate) fn get(&self, node: NodeId) -> Option<&MemGuard> {
+        self.0.get(node.index()).and_then(Option::as_ref)
+    }
+}
 
 /// `len` bytes at `gpa` lie wholly inside guest RAM.
 pub(crate) fn range_ok(mem: &Mem, gpa: u64, len: usize) -> bool {

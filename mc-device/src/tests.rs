@@ -396,8 +396,8 @@ fn bad_input_is_refused_and_touches_nothing() {
         "a frame of node 0 changed"
     );
     // 10. A config write to a read-only register.
-    rig.st.refuse_config_write(0, 0x08, 4);
-    assert_eq!(rig.st.registers(0).node_id, 0);
+    rig.st.refuse_config_write(id(0), 0x08, 4);
+    assert_eq!(rig.st.registers(id(0)).node_id, 0);
 
     // Receivers' frames are untouched by all of it.
     for (k, n) in (1..3).enumerate() {
@@ -442,7 +442,7 @@ fn bad_input_is_refused_and_touches_nothing() {
 #[test]
 fn register_file_reports_the_cluster() {
     let rig = Rig::new(4);
-    let r = rig.st.registers(2);
+    let r = rig.st.registers(id(2));
     assert_eq!(
         (r.node_id, r.nodes, r.page_size, r.max_payload),
         (2, 4, 8192, 32)
