@@ -152,6 +152,9 @@ impl Cluster {
             cluster.sockets.push(path);
         }
         let s = shared.clone();
+        // The hub says when it runs (its thread id stored), so that
+        // `hub_thread_id` is known once `start` returns.
+        let (running, started) = std::sync::mpsc::sync_channel(1);
         cluster.hub_thread = Some(
             std::thread::Builder::new()
                 .name("mc-hub".into())
@@ -159,10 +162,12 @@ impl Cluster {
                     // SAFETY: gettid takes no arguments and cannot fail.
                     s.hub_tid
                         .store(unsafe { libc::gettid() }, Ordering::Release);
+                    let _ = running.send(());
                     crate::hub_loop::run(s)
                 })
                 .map_err(DeviceError::Thread)?,
         );
+        let _ = started.recv();
         info!(
             "cluster up: {} nodes, {} MiB, {} B pages, link {}, {} delivery, sockets in {}",
             opts.config.nodes,
@@ -184,8 +189,9 @@ impl Cluster {
         self.sockets.get(node.index()).map(PathBuf::as_path)
     }
 
-    /// The hub thread's kernel thread id, once it runs: where its CPU time is
-    /// accounted (`/proc/self/task/<tid>/stat`, `schedstat`).
+    /// The hub thread's kernel thread id (known once [`Cluster::start`] has
+    /// returned): where its CPU time is accounted
+    /// (`/proc/self/task/<tid>/stat`, `schedstat`).
     pub fn hub_thread_id(&self) -> Option<i32> {
         Some(self.shared.hub_tid.load(Ordering::Acquire)).filter(|t| *t > 0)
     }

@@ -4,7 +4,7 @@
 use firmware_model::abi::{
     self, status_of, CtrlRequest, CtrlResponse, Status, FRAME_SIZE, STATUS_PAGE_SIZE,
 };
-use firmware_model::{NodeId, PageNumber, PctEntry};
+use firmware_model::{saturating_u32, NodeId, PageNumber, PctEntry};
 use log::Level;
 use virtio_queue::DescriptorChain;
 use vm_memory::{Bytes, GuestAddress};
@@ -82,7 +82,7 @@ impl DeviceState {
             let resp = match c.defect {
                 Some(s) => CtrlResponse::error(s, 0),
                 None => {
-                    let mut req = vec![0u8; c.readable_len as usize];
+                    let mut req = vec![0u8; usize::try_from(c.readable_len).unwrap_or(0)];
                     if scatter_read(mem, &c.readable, 0, &mut req) {
                         match CtrlRequest::decode(&req) {
                             Ok(r) => self.execute(id, mem, r),
@@ -106,7 +106,7 @@ impl DeviceState {
             q.add_used(
                 c.head,
                 if written {
-                    abi::CTRL_RESPONSE_SIZE as u32
+                    saturating_u32(abi::CTRL_RESPONSE_SIZE as u64)
                 } else {
                     0
                 },
@@ -139,16 +139,25 @@ impl DeviceState {
                 let per_page = (self.hub.config().page_size / FRAME_SIZE) as usize;
                 if entry.receive {
                     if frames.len() != count as usize * per_page {
-                        return CtrlResponse::error(Status::Malformed, frames.len() as u32);
+                        return CtrlResponse::error(
+                            Status::Malformed,
+                            saturating_u32(frames.len() as u64),
+                        );
                     }
                     for (k, f) in frames.iter().enumerate() {
                         if f % u64::from(FRAME_SIZE) != 0 || !range_ok(mem, *f, FRAME_SIZE as usize)
                         {
-                            return CtrlResponse::error(Status::BadAddress, k as u32);
+                            return CtrlResponse::error(
+                                Status::BadAddress,
+                                saturating_u32(k as u64),
+                            );
                         }
                     }
                 } else if !frames.is_empty() {
-                    return CtrlResponse::error(Status::Malformed, frames.len() as u32);
+                    return CtrlResponse::error(
+                        Status::Malformed,
+                        saturating_u32(frames.len() as u64),
+                    );
                 }
                 for k in 0..count {
                     let page = first_page + k;

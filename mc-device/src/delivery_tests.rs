@@ -3,6 +3,9 @@
 //! its global order at every moment; an ACK answer only after every earlier
 //! packet everywhere) and link timing.
 
+// Test patterns and small test indices wrap or fit by construction.
+#![allow(clippy::cast_possible_truncation)]
+
 use std::time::{Duration, Instant};
 
 use firmware_model::abi::{fifo, StatusPage, STATUS_PAGE_SIZE};

@@ -22,6 +22,8 @@
 //! cluster.shutdown();
 //! ```
 
+#![deny(clippy::cast_possible_truncation)]
+
 mod chain;
 mod cluster;
 mod control;
@@ -51,7 +53,7 @@ mod fake_guest;
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub mod fuzz;
-#[cfg(any(test, feature = "fuzzing"))]
-mod raw_frontend;
+#[cfg(any(test, feature = "test-rig"))]
+pub mod test_rig;
 #[cfg(test)]
 mod tests;

@@ -27,15 +27,18 @@ pub(crate) fn serve_node(backend: Arc<NodeBackend>, mut listener: Listener) {
     while !shared.shutdown.load(Ordering::Acquire) {
         backend.rearm_exit_event();
         let mem = GuestMemoryAtomic::new(GuestMemoryMmap::new());
-        let mut daemon = match VhostUserDaemon::new(format!("mc-{}", Node(node)), backend.clone(), mem)
-        {
-            Ok(d) => d,
-            Err(e) => {
-                error!("{}: cannot create the vhost-user daemon: {e}; retrying", Node(node));
-                std::thread::sleep(RETRY);
-                continue;
-            }
-        };
+        let mut daemon =
+            match VhostUserDaemon::new(format!("mc-{}", Node(node)), backend.clone(), mem) {
+                Ok(d) => d,
+                Err(e) => {
+                    error!(
+                        "{}: cannot create the vhost-user daemon: {e}; retrying",
+                        Node(node)
+                    );
+                    std::thread::sleep(RETRY);
+                    continue;
+                }
+            };
         if let Err(e) = daemon.start(&mut listener) {
             if shared.shutdown.load(Ordering::Acquire) {
                 break;

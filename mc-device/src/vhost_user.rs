@@ -141,7 +141,10 @@ impl VhostUserBackend for NodeBackend {
                 node.vrings = None;
                 node.log(
                     Level::Error,
-                    format_args!("guest memory refused, disconnecting this guest: {e}"),
+                    format_args!(
+                        "guest memory refused, disconnecting this guest: {}",
+                        crate::error::Chain(&e)
+                    ),
                 );
                 Err(io::Error::new(io::ErrorKind::InvalidInput, e))
             }

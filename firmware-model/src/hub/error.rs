@@ -5,7 +5,6 @@ use crate::fault::FaultError;
 use crate::pct::PctError;
 use crate::types::{GlobalAddr, NodeId, PageNumber};
 
-
 /// Anything the model refuses. Nothing is changed by a refused request except,
 /// where a guest's store is at fault, that adapter's protection error count.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

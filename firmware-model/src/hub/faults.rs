@@ -2,8 +2,8 @@
 //! membership changes a crash or rejoin announces.
 
 use crate::fault::{FaultCommand, FaultError};
-use crate::status::AdapterErrorStatus;
 use crate::sink::{DeliverySink, ErrorKind, Event};
+use crate::status::AdapterErrorStatus;
 use crate::types::Nanos;
 
 use super::{Hub, ModelError, ScheduledFault};
@@ -136,5 +136,4 @@ impl Hub {
             });
         }
     }
-
 }

@@ -2,8 +2,8 @@
 //! receives each packet, when, and what a fault or a down link does to it;
 //! a store the PCT forbids is refused as a protection error.
 
-use crate::packet::{split_store, Packet};
 use crate::fault::PacketFault;
+use crate::packet::{split_store, Packet};
 use crate::pct::Destination;
 use crate::sink::{Delivery, DeliverySink, ErrorKind, Event};
 use crate::types::{saturating_u32, GlobalAddr, Nanos, NodeId, PageNumber};
@@ -304,5 +304,4 @@ impl Hub {
         a.counters.errors += 1;
         self.counters.errors += 1;
     }
-
 }

@@ -238,7 +238,6 @@ impl Hub {
     pub fn stalled_until(&self) -> Nanos {
         self.clock.stalled_until()
     }
-
 }
 
 #[cfg(test)]

@@ -180,8 +180,10 @@ impl TxFifo {
         }
         self.commit(at)?;
         if pad > 0 {
-            self.mem
-                .write(self.layout.slot_offset(from), &TxRecordHeader::pad(pad).to_bytes())?;
+            self.mem.write(
+                self.layout.slot_offset(from),
+                &TxRecordHeader::pad(pad).to_bytes(),
+            )?;
             self.commit(from)?;
         }
         self.ring_if_asked()?;

@@ -67,7 +67,11 @@ impl DmaDelivery<'_> {
         let (Some(src_mem), Some(dst_mem)) = (self.mems.get(self.src), self.mems.get(r)) else {
             return;
         };
-        let Some(frames) = self.nodes.get(r.index()).and_then(|n| n.frames.get(run.page)) else {
+        let Some(frames) = self
+            .nodes
+            .get(r.index())
+            .and_then(|n| n.frames.get(run.page))
+        else {
             // The model only delivers to receive-enabled pages, and the device
             // binds frames before enabling receive; nothing to write otherwise.
             return;

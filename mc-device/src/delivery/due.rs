@@ -84,7 +84,8 @@ impl DeviceState {
                 bytes,
                 ..
             } => {
-                let (Some(mem), Some(frames)) = (mems.get(r), self.nodes[r.index()].frames.get(page))
+                let (Some(mem), Some(frames)) =
+                    (mems.get(r), self.nodes[r.index()].frames.get(page))
                 else {
                     // Unbound meanwhile: the receive mapping is gone.
                     return;

@@ -5,6 +5,7 @@
 use std::collections::VecDeque;
 
 use firmware_model::abi::{self, EventRecord, EVENT_SIZE};
+use firmware_model::saturating_u32;
 use vm_memory::{Bytes, GuestAddress};
 
 use super::{NodeState, RingDefect};
@@ -116,7 +117,8 @@ impl NodeState {
                 .mem
                 .write_slice(&rec.to_bytes(), GuestAddress(gpa))
                 .is_ok();
-            q.add_used(c.head, if written { EVENT_SIZE as u32 } else { 0 });
+            let len = if written { EVENT_SIZE as u64 } else { 0 };
+            q.add_used(c.head, saturating_u32(len));
         }
         let waiting = self.events.waiting() > 0;
         if let Err(e) = q.signal() {
