@@ -29,6 +29,8 @@ impl Rate {
     /// A rate from a probability in 0.0 ..= 1.0, rounded to the nearest ppm.
     pub fn from_probability(p: f64) -> Result<Rate, FaultError> {
         if p.is_finite() && (0.0..=1.0).contains(&p) {
+            // In 0 ..= 1e6 (checked above): no truncation.
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
             Ok(Rate((p * 1e6).round() as u32))
         } else {
             Err(FaultError::Rate(p))
@@ -314,6 +316,8 @@ pub fn parse_duration(s: &str) -> Result<Nanos, FaultSyntaxError> {
     if !v.is_finite() || v < 0.0 || v * mult > 1e18 {
         return Err(FaultSyntaxError(format!("{s:?} is out of range")));
     }
+    // In 0 ..= 1e18 (checked above): no truncation.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     Ok(Nanos((v * mult).round() as u64))
 }
 

@@ -22,6 +22,7 @@
 //! assert_eq!((sent.packets, sent.deliveries), (1, 2));
 //! ```
 #![forbid(unsafe_code)]
+#![deny(clippy::cast_possible_truncation)]
 
 pub mod abi;
 pub mod config;
@@ -50,4 +51,4 @@ pub use sink::{AckReport, Delivery, DeliverySink, ErrorKind, Event, RecordingSin
 pub use skew::{DeliveryMode, SkewParams, UnknownDeliveryMode};
 pub use status::AdapterErrorStatus;
 pub use timing::{LinkTiming, UnknownLinkPreset};
-pub use types::{GlobalAddr, Nanos, NodeId, NodeSet, PageNumber};
+pub use types::{rem_u32, saturating_u32, GlobalAddr, Nanos, NodeId, NodeSet, PageNumber};

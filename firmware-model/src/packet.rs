@@ -26,11 +26,11 @@ pub struct Packet {
 
 impl Packet {
     pub fn page(&self, page_size: u32) -> PageNumber {
-        PageNumber((self.addr.0 / u64::from(page_size)) as u32)
+        PageNumber(crate::saturating_u32(self.addr.0 / u64::from(page_size)))
     }
 
     pub fn page_offset(&self, page_size: u32) -> u32 {
-        (self.addr.0 % u64::from(page_size)) as u32
+        crate::rem_u32(self.addr.0, page_size)
     }
 }
 
@@ -49,7 +49,11 @@ pub fn split_store(
         }
         let block_end = (cur / block + 1) * block;
         let piece_end = block_end.min(end);
-        let piece = (cur, (piece_end - cur) as u32, (cur - addr.0) as u32);
+        let piece = (
+            cur,
+            crate::saturating_u32(piece_end - cur),
+            crate::saturating_u32(cur - addr.0),
+        );
         cur = piece_end;
         Some((GlobalAddr(piece.0), piece.1, piece.2))
     })

@@ -265,7 +265,7 @@ impl PageControlTable {
     }
 
     pub fn pages(&self) -> u32 {
-        self.entries.len() as u32
+        crate::saturating_u32(self.entries.len() as u64)
     }
 
     fn check_page(&self, page: PageNumber) -> Result<usize, PctError> {
@@ -308,7 +308,7 @@ impl PageControlTable {
             .filter_map(|(i, w)| {
                 PctEntry::from_bits(*w)
                     .ok()
-                    .map(|e| (PageNumber(i as u32), e))
+                    .map(|e| (PageNumber(crate::saturating_u32(i as u64)), e))
             })
     }
 }

@@ -73,10 +73,10 @@ impl ShadowCluster {
         (0..len as u64)
             .map(|i| {
                 let a = addr.0 + i;
-                let page = PageNumber((a / ps) as u32);
+                let page = PageNumber(crate::saturating_u32(a / ps));
                 self.pages
                     .get(&(node, page))
-                    .map_or(0, |p| p[(a % ps) as usize])
+                    .map_or(0, |p| p[usize::try_from(a % ps).unwrap_or(usize::MAX)])
             })
             .collect()
     }

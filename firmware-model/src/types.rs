@@ -11,6 +11,22 @@ impl NodeId {
     pub fn index(self) -> usize {
         usize::from(self.0)
     }
+
+    /// Every node of a cluster of `nodes` adapters, in order.
+    pub fn all(nodes: u8) -> impl Iterator<Item = NodeId> + Clone {
+        (0..nodes).map(NodeId)
+    }
+}
+
+/// `x % m`: always below `m`, so it fits in a `u32`.
+pub fn rem_u32(x: u64, m: u32) -> u32 {
+    u32::try_from(x % u64::from(m.max(1))).unwrap_or(u32::MAX)
+}
+
+/// `x` as a `u32`, or `u32::MAX` when it does not fit (a page number or a
+/// length past every limit, which the checks after it then refuse).
+pub fn saturating_u32(x: u64) -> u32 {
+    u32::try_from(x).unwrap_or(u32::MAX)
 }
 
 impl fmt::Display for NodeId {

@@ -17,6 +17,7 @@ use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 
 use crate::device::{relock, Device};
 use crate::error::DeviceError;
+use crate::node::Node;
 use crate::server::serve_node;
 use crate::socket_dir::{clear_socket_path, DirLock};
 use crate::state::DeviceState;
@@ -76,6 +77,7 @@ pub struct FaultStatus {
 /// A running cluster. Dropping it shuts it down and removes its sockets.
 pub struct Cluster {
     shared: Arc<Device>,
+    nodes: u8,
     sockets: Vec<PathBuf>,
     /// Duplicates of the listening sockets, shut down to unblock `accept` at
     /// exit. Owned here so the numbers cannot be reused by another socket
@@ -106,7 +108,7 @@ impl Cluster {
         let shared = Arc::new(Device {
             start,
             state: Mutex::new(state),
-            connections: Mutex::new((0..opts.config.nodes).map(|_| None).collect()),
+            connections: Mutex::new(NodeId::all(opts.config.nodes).map(|_| None).collect()),
             wake: EventFd::new(EFD_NONBLOCK).map_err(DeviceError::EventFd)?,
             shutdown: AtomicBool::new(false),
             spin: opts.spin,
@@ -115,14 +117,15 @@ impl Cluster {
         });
         let mut cluster = Cluster {
             shared: shared.clone(),
+            nodes: opts.config.nodes,
             sockets: Vec::new(),
             listen_fds: Vec::new(),
             hub_thread: None,
             servers: Vec::new(),
             dir_lock: Some(dir_lock),
         };
-        for node in 0..usize::from(opts.config.nodes) {
-            let path = opts.socket_dir.join(format!("node{node}.sock"));
+        for node in NodeId::all(opts.config.nodes) {
+            let path = opts.socket_dir.join(format!("{}.sock", Node(node)));
             clear_socket_path(&path)?;
             let listener = Listener::new(&path, false).map_err(|source| DeviceError::Listen {
                 path: path.clone(),
@@ -142,13 +145,16 @@ impl Cluster {
             let backend =
                 Arc::new(NodeBackend::new(node, shared.clone()).map_err(DeviceError::EventFd)?);
             let t = std::thread::Builder::new()
-                .name(format!("mc-node{node}"))
+                .name(format!("mc-{}", Node(node)))
                 .spawn(move || serve_node(backend, listener))
                 .map_err(DeviceError::Thread)?;
             cluster.servers.push(t);
             cluster.sockets.push(path);
         }
         let s = shared.clone();
+        // The hub says when it runs (its thread id stored), so that
+        // `hub_thread_id` is known once `start` returns.
+        let (running, started) = std::sync::mpsc::sync_channel(1);
         cluster.hub_thread = Some(
             std::thread::Builder::new()
                 .name("mc-hub".into())
@@ -156,10 +162,12 @@ impl Cluster {
                     // SAFETY: gettid takes no arguments and cannot fail.
                     s.hub_tid
                         .store(unsafe { libc::gettid() }, Ordering::Release);
+                    let _ = running.send(());
                     crate::hub_loop::run(s)
                 })
                 .map_err(DeviceError::Thread)?,
         );
+        let _ = started.recv();
         info!(
             "cluster up: {} nodes, {} MiB, {} B pages, link {}, {} delivery, sockets in {}",
             opts.config.nodes,
@@ -173,7 +181,7 @@ impl Cluster {
     }
 
     pub fn nodes(&self) -> u8 {
-        self.sockets.len() as u8
+        self.nodes
     }
 
     /// The vhost-user socket of `node`.
@@ -181,8 +189,9 @@ impl Cluster {
         self.sockets.get(node.index()).map(PathBuf::as_path)
     }
 
-    /// The hub thread's kernel thread id, once it runs: where its CPU time is
-    /// accounted (`/proc/self/task/<tid>/stat`, `schedstat`).
+    /// The hub thread's kernel thread id (known once [`Cluster::start`] has
+    /// returned): where its CPU time is accounted
+    /// (`/proc/self/task/<tid>/stat`, `schedstat`).
     pub fn hub_thread_id(&self) -> Option<i32> {
         Some(self.shared.hub_tid.load(Ordering::Acquire)).filter(|t| *t > 0)
     }
@@ -212,16 +221,15 @@ impl Cluster {
 
     pub fn snapshot(&self) -> ClusterSnapshot {
         let st = self.shared.lock();
-        let nodes = (0..st.nodes.len())
-            .map(|i| {
-                let id = NodeId(i as u8);
-                NodeSnapshot {
-                    node: id,
-                    connected: st.nodes[i].mem.is_some(),
-                    connections: st.nodes[i].connections,
-                    status: st.hub.error_status(id).unwrap_or_default(),
-                    counters: st.hub.node_counters(id).unwrap_or_default(),
-                }
+        let nodes = st
+            .nodes
+            .iter()
+            .map(|n| NodeSnapshot {
+                node: n.id,
+                connected: n.mem.is_some(),
+                connections: n.connections,
+                status: st.hub.error_status(n.id).unwrap_or_default(),
+                counters: st.hub.node_counters(n.id).unwrap_or_default(),
             })
             .collect();
         ClusterSnapshot {

@@ -2,41 +2,44 @@
 //! queries and reset (docs/device.md section 14, "Control requests").
 
 use firmware_model::abi::{
-    self, fifo, status_of, CtrlRequest, CtrlResponse, Status, FRAME_SIZE, STATUS_PAGE_SIZE,
+    self, status_of, CtrlRequest, CtrlResponse, Status, FRAME_SIZE, STATUS_PAGE_SIZE,
 };
-use std::sync::atomic::Ordering;
-
-use firmware_model::{NodeId, PageNumber, PctEntry};
+use firmware_model::{saturating_u32, NodeId, PageNumber, PctEntry};
+use log::Level;
 use virtio_queue::DescriptorChain;
-use vm_memory::{Bytes, GuestAddress, GuestAddressSpace, GuestMemoryBackend};
+use vm_memory::{Bytes, GuestAddress};
 
 use crate::chain::{split_chain, status_str};
 use crate::memory::{range_ok, scatter_read, MemGuard};
-use crate::node::RegisteredFifo;
-use crate::ring_access::ServedQueue;
+use crate::node::ServedQueue;
 use crate::state::DeviceState;
 
 /// Largest readable part of a control request (a full SET_PCT with frames).
 const MAX_CTRL_BYTES: u64 = abi::MAX_CTRL_REQUEST_BYTES as u64;
 
 impl DeviceState {
-    /// Serve node `i`'s control queue (only once its driver configured it,
-    /// and not while it is broken: ring_access.rs). Every store already
-    /// committed in the node's transmit FIFO is taken first: a control
-    /// request is ordered after the stores before it, as the real adapter's
-    /// register writes come after earlier posted writes on the PCI bus (a
-    /// region detached right after a store still sends that store).
-    pub(crate) fn process_ctrl(&mut self, i: usize) {
-        self.take_committed_stores(i);
-        let Some(q) = self.served_queue(i, abi::CTRL_QUEUE) else {
-            return;
+    /// Serve `id`'s control queue (only once its driver configured it, and
+    /// not while it is broken: node/queues.rs). A request is ordered after the
+    /// stores committed before it: the caller has waited for the hub to take
+    /// them (transmit/progress.rs).
+    pub(crate) fn process_ctrl(&mut self, id: NodeId) {
+        let q = match self.nodes[id.index()].served_queue(abi::CTRL_QUEUE) {
+            Ok(Some(q)) => q,
+            Ok(None) => return,
+            Err(d) => {
+                self.queue_broken(id, abi::CTRL_QUEUE, d);
+                self.refresh_status_pages();
+                return;
+            }
         };
         loop {
             let (chains, defect) = q.chains(usize::MAX);
-            self.serve_ctrl_chains(i, &q, chains);
+            self.serve_ctrl_chains(id, &q, chains);
             if let Some(d) = defect {
-                q.signal();
-                self.break_queue(i, abi::CTRL_QUEUE, d);
+                self.signal(id, &q);
+                if let Some(d) = self.nodes[id.index()].break_queue(abi::CTRL_QUEUE, d) {
+                    self.queue_broken(id, abi::CTRL_QUEUE, d);
+                }
                 self.refresh_status_pages();
                 return;
             }
@@ -46,13 +49,19 @@ impl DeviceState {
                 break;
             }
         }
-        q.signal();
+        self.signal(id, &q);
         self.refresh_status_pages();
+    }
+
+    fn signal(&mut self, id: NodeId, q: &ServedQueue) {
+        if let Err(e) = q.signal() {
+            self.nodes[id.index()].log(Level::Warn, format_args!("{e}"));
+        }
     }
 
     fn serve_ctrl_chains(
         &mut self,
-        i: usize,
+        id: NodeId,
         q: &ServedQueue,
         chains: Vec<DescriptorChain<MemGuard>>,
     ) {
@@ -65,7 +74,7 @@ impl DeviceState {
             else {
                 q.add_used(c.head, 0);
                 self.guest_error(
-                    i,
+                    id,
                     format_args!("control request without a 16-byte writable response"),
                 );
                 continue;
@@ -73,10 +82,10 @@ impl DeviceState {
             let resp = match c.defect {
                 Some(s) => CtrlResponse::error(s, 0),
                 None => {
-                    let mut req = vec![0u8; c.readable_len as usize];
+                    let mut req = vec![0u8; usize::try_from(c.readable_len).unwrap_or(0)];
                     if scatter_read(mem, &c.readable, 0, &mut req) {
                         match CtrlRequest::decode(&req) {
-                            Ok(r) => self.execute(i, mem, r),
+                            Ok(r) => self.execute(id, mem, r),
                             Err(s) => CtrlResponse::error(s, 0),
                         }
                     } else {
@@ -87,7 +96,7 @@ impl DeviceState {
             if resp.status != Status::Ok as u32 {
                 let what = status_str(resp.status);
                 self.guest_error(
-                    i,
+                    id,
                     format_args!("control request refused: {what} (detail {})", resp.detail),
                 );
             }
@@ -97,7 +106,7 @@ impl DeviceState {
             q.add_used(
                 c.head,
                 if written {
-                    abi::CTRL_RESPONSE_SIZE as u32
+                    saturating_u32(abi::CTRL_RESPONSE_SIZE as u64)
                 } else {
                     0
                 },
@@ -105,8 +114,8 @@ impl DeviceState {
         }
     }
 
-    fn execute(&mut self, i: usize, mem: &MemGuard, req: CtrlRequest) -> CtrlResponse {
-        let id = NodeId(i as u8);
+    fn execute(&mut self, id: NodeId, mem: &MemGuard, req: CtrlRequest) -> CtrlResponse {
+        let i = id.index();
         let pages = self.hub.config().page_count();
         match req {
             CtrlRequest::SetPct {
@@ -130,16 +139,25 @@ impl DeviceState {
                 let per_page = (self.hub.config().page_size / FRAME_SIZE) as usize;
                 if entry.receive {
                     if frames.len() != count as usize * per_page {
-                        return CtrlResponse::error(Status::Malformed, frames.len() as u32);
+                        return CtrlResponse::error(
+                            Status::Malformed,
+                            saturating_u32(frames.len() as u64),
+                        );
                     }
                     for (k, f) in frames.iter().enumerate() {
                         if f % u64::from(FRAME_SIZE) != 0 || !range_ok(mem, *f, FRAME_SIZE as usize)
                         {
-                            return CtrlResponse::error(Status::BadAddress, k as u32);
+                            return CtrlResponse::error(
+                                Status::BadAddress,
+                                saturating_u32(k as u64),
+                            );
                         }
                     }
                 } else if !frames.is_empty() {
-                    return CtrlResponse::error(Status::Malformed, frames.len() as u32);
+                    return CtrlResponse::error(
+                        Status::Malformed,
+                        saturating_u32(frames.len() as u64),
+                    );
                 }
                 for k in 0..count {
                     let page = first_page + k;
@@ -170,14 +188,13 @@ impl DeviceState {
             },
             CtrlRequest::SetStatusPage { gpa } => {
                 if gpa == 0 {
-                    self.nodes[i].status_page = None;
+                    self.nodes[i].status.register(None);
                     return CtrlResponse::ok(0, 0);
                 }
                 if gpa % 8 != 0 || !range_ok(mem, gpa, STATUS_PAGE_SIZE) {
                     return CtrlResponse::error(Status::BadAddress, 0);
                 }
-                self.nodes[i].status_page = Some(gpa);
-                self.nodes[i].last_status = None;
+                self.nodes[i].status.register(Some(gpa));
                 // Written in full before the answer, so the driver can read it
                 // as soon as the request completes.
                 self.refresh_status_pages();
@@ -190,63 +207,10 @@ impl DeviceState {
             CtrlRequest::Reset => {
                 let _ = self.hub.reset_adapter(id);
                 self.nodes[i].frames.clear();
-                self.nodes[i].fifo = None;
+                self.forget_tx_fifo(id);
                 CtrlResponse::ok(0, 0)
             }
-            CtrlRequest::SetTxFifo { gpa, slots } => self.set_tx_fifo(i, mem, gpa, slots),
-        }
-    }
-}
-
-impl DeviceState {
-    /// Register (or with `gpa == 0` forget) node `i`'s transmit FIFO. It must
-    /// be 4096-aligned and lie in one piece of guest RAM. The device clears
-    /// the tag array and the header, so a ring used before commits nothing.
-    fn set_tx_fifo(&mut self, i: usize, mem: &MemGuard, gpa: u64, slots: u32) -> CtrlResponse {
-        if gpa == 0 {
-            self.nodes[i].fifo = None;
-            return CtrlResponse::ok(0, 0);
-        }
-        if !fifo::valid_slots(slots) {
-            return CtrlResponse::error(Status::Malformed, slots);
-        }
-        let bytes = fifo::bytes(slots);
-        if gpa % 4096 != 0 || mem.get_slice(GuestAddress(gpa), bytes).is_err() {
-            return CtrlResponse::error(Status::BadAddress, 0);
-        }
-        let clear = vec![0u8; fifo::slots_offset(slots)];
-        if mem.write_slice(&clear, GuestAddress(gpa)).is_err() {
-            return CtrlResponse::error(Status::BadAddress, 0);
-        }
-        let _ = mem.store(
-            fifo::State::Running as u32,
-            GuestAddress(gpa + fifo::header::STATE as u64),
-            Ordering::Release,
-        );
-        self.nodes[i].fifo = Some(RegisteredFifo::new(gpa, slots));
-        CtrlResponse::ok(0, 0)
-    }
-}
-
-impl DeviceState {
-    /// Take every record committed in node `i`'s FIFO now (bounded: at most
-    /// one ring's worth, so a guest that keeps posting cannot hold this).
-    pub(crate) fn take_committed_stores(&mut self, i: usize) {
-        let Some(slots) = self.nodes[i].fifo.map(|f| u64::from(f.slots)) else {
-            return;
-        };
-        let mems: Vec<_> = self
-            .nodes
-            .iter()
-            .map(|n| n.mem.as_ref().map(GuestAddressSpace::memory))
-            .collect();
-        let mut taken = 0u64;
-        while taken < slots {
-            let n = self.process_fifo(i, &mems) as u64;
-            if n == 0 {
-                break;
-            }
-            taken += n;
+            CtrlRequest::SetTxFifo { gpa, slots } => self.register_tx_fifo(id, mem, gpa, slots),
         }
     }
 }

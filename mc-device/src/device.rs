@@ -78,6 +78,6 @@ impl Device {
 
     /// Model time now, without taking the lock.
     pub(crate) fn now(&self) -> Nanos {
-        Nanos(self.start.elapsed().as_nanos() as u64)
+        Nanos(u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX))
     }
 }

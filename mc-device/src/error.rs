@@ -1,4 +1,5 @@
-//! Errors at the crate boundary.
+//! Errors at the crate boundary. Each keeps its cause as its `source()` and
+//! does not repeat it in its message: a printer walks the chain once.
 
 use std::io;
 use std::path::PathBuf;
@@ -8,21 +9,21 @@ use firmware_model::ModelError;
 /// Why a cluster could not be started or driven.
 #[derive(Debug, thiserror::Error)]
 pub enum DeviceError {
-    #[error("invalid cluster: {0}")]
+    #[error("invalid cluster")]
     Model(#[from] ModelError),
-    #[error("socket directory {path}: {source}")]
+    #[error("socket directory {path}")]
     SocketDir {
         path: PathBuf,
         #[source]
         source: io::Error,
     },
-    #[error("cannot listen on {path}: {source}")]
+    #[error("cannot listen on {path}")]
     Listen {
         path: PathBuf,
         #[source]
         source: vhost::vhost_user::Error,
     },
-    #[error("cannot keep a handle on the socket {path}: {source}")]
+    #[error("cannot keep a handle on the socket {path}")]
     ListenFd {
         path: PathBuf,
         #[source]
@@ -32,7 +33,7 @@ pub enum DeviceError {
         "socket directory {dir} is in use by another backend ({holder}); stop it first, or use another socket directory"
     )]
     InUse { dir: PathBuf, holder: String },
-    #[error("cannot lock the socket directory with {path}: {source}")]
+    #[error("cannot lock the socket directory with {path}")]
     Lock {
         path: PathBuf,
         #[source]
@@ -44,14 +45,29 @@ pub enum DeviceError {
         "{path} is a live socket (something accepts connections on it): refusing to take it over"
     )]
     SocketLive { path: PathBuf },
-    #[error("cannot check or clear the socket path {path}: {source}")]
+    #[error("cannot check or clear the socket path {path}")]
     SocketPath {
         path: PathBuf,
         #[source]
         source: io::Error,
     },
-    #[error("cannot start a thread: {0}")]
+    #[error("cannot start a thread")]
     Thread(#[source] io::Error),
-    #[error("cannot create an eventfd: {0}")]
+    #[error("cannot create an eventfd")]
     EventFd(#[source] io::Error),
+}
+
+/// An error and its causes, one after the other (`a: b: c`), for log lines.
+pub(crate) struct Chain<'a>(pub(crate) &'a (dyn std::error::Error + 'static));
+
+impl std::fmt::Display for Chain<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut cause = self.0.source();
+        while let Some(c) = cause {
+            write!(f, ": {c}")?;
+            cause = c.source();
+        }
+        Ok(())
+    }
 }

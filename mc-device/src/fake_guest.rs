@@ -1,7 +1,7 @@
-//! Fake guests for tests and fuzzing: each with its own `GuestMemoryMmap`,
-//! split rings laid out in it the way a driver would, and the backend's queue
-//! handlers driven directly, with the model (`ShadowCluster`) alongside as the
-//! oracle.
+//! Fake guests for tests and fuzzing: each with its own guest RAM and split
+//! rings laid out in it the way a driver would (the shared rigs, test_rig/),
+//! and the backend's queue handlers driven directly, with the model
+//! (`ShadowCluster`) alongside as the oracle.
 
 // Fuzz builds (feature "fuzzing") use only part of the harness the tests use.
 #![cfg_attr(not(test), allow(dead_code))]
@@ -9,11 +9,11 @@
 use firmware_model::abi::{self, CtrlRequest, CtrlResponse, Status, TxRecordHeader};
 use firmware_model::{ClusterConfig, GlobalAddr, Hub, Nanos, NodeId, PctEntry, ShadowCluster};
 use vhost_user_backend::{VringRwLock, VringT};
-use vm_memory::{Bytes, GuestAddress, GuestAddressSpace, GuestMemoryAtomic, GuestMemoryMmap};
+use vm_memory::{Bytes, GuestAddress, GuestAddressSpace, GuestMemoryAtomic};
 
 use crate::memory::Mem;
-use crate::node::RegisteredFifo;
 use crate::state::DeviceState;
+use crate::test_rig::{Backing, GuestRam, SplitRing};
 
 pub(crate) const RAM: usize = 4 << 20;
 pub(crate) const QSIZE: u16 = 64;
@@ -24,89 +24,25 @@ pub(crate) const FIFO_GPA: u64 = 0x300000;
 pub(crate) const FIFO_SLOTS: u32 = 1024;
 pub(crate) const PAGE: u64 = 8192;
 
+/// The fake guests' FIFO layout.
+pub(crate) fn fifo_layout() -> abi::fifo::Layout {
+    abi::fifo::Layout::new(FIFO_SLOTS).unwrap()
+}
+
+/// Node `n` of a rig.
+pub(crate) fn id(n: usize) -> NodeId {
+    NodeId(u8::try_from(n).unwrap())
+}
+
 pub(crate) fn ring_base(q: u16) -> u64 {
     0x1000 + u64::from(q) * 0x3000
 }
 
-/// The driver side of one split ring, written straight into guest memory.
-pub(crate) struct Ring {
-    q: u16,
-    next_desc: u16,
-    avail_idx: u16,
-    used_seen: u16,
-}
-
-impl Ring {
-    pub(crate) fn desc(&self) -> u64 {
-        ring_base(self.q)
-    }
-    pub(crate) fn avail(&self) -> u64 {
-        ring_base(self.q) + 0x400
-    }
-    pub(crate) fn used(&self) -> u64 {
-        ring_base(self.q) + 0x1000
-    }
-
-    /// Post a chain of (gpa, len, device-writable) buffers.
-    pub(crate) fn post(&mut self, mem: &Mem, bufs: &[(u64, u32, bool)]) -> u16 {
-        let head = self.next_desc;
-        for (k, &(gpa, len, w)) in bufs.iter().enumerate() {
-            let i = (self.next_desc + k as u16) % QSIZE;
-            let last = k + 1 == bufs.len();
-            let flags: u16 = (if last { 0 } else { 1 }) | (if w { 2 } else { 0 });
-            let next = (i + 1) % QSIZE;
-            let d = self.desc() + 16 * u64::from(i);
-            mem.write_obj(gpa, GuestAddress(d)).unwrap();
-            mem.write_obj(len, GuestAddress(d + 8)).unwrap();
-            mem.write_obj(flags, GuestAddress(d + 12)).unwrap();
-            mem.write_obj(next, GuestAddress(d + 14)).unwrap();
-        }
-        self.next_desc = (self.next_desc + bufs.len() as u16) % QSIZE;
-        let slot = self.avail() + 4 + 2 * u64::from(self.avail_idx % QSIZE);
-        mem.write_obj(head, GuestAddress(slot)).unwrap();
-        self.avail_idx = self.avail_idx.wrapping_add(1);
-        mem.write_obj(self.avail_idx, GuestAddress(self.avail() + 2))
-            .unwrap();
-        head
-    }
-
-    /// Write descriptor `i` verbatim (to build loops and other broken chains)
-    /// and make `head` available.
-    pub(crate) fn post_raw(&mut self, mem: &Mem, descs: &[(u16, u64, u32, u16, u16)], head: u16) {
-        for &(i, gpa, len, flags, next) in descs {
-            let d = self.desc() + 16 * u64::from(i % QSIZE);
-            mem.write_obj(gpa, GuestAddress(d)).unwrap();
-            mem.write_obj(len, GuestAddress(d + 8)).unwrap();
-            mem.write_obj(flags, GuestAddress(d + 12)).unwrap();
-            mem.write_obj(next, GuestAddress(d + 14)).unwrap();
-        }
-        let slot = self.avail() + 4 + 2 * u64::from(self.avail_idx % QSIZE);
-        mem.write_obj(head, GuestAddress(slot)).unwrap();
-        self.avail_idx = self.avail_idx.wrapping_add(1);
-        mem.write_obj(self.avail_idx, GuestAddress(self.avail() + 2))
-            .unwrap();
-    }
-
-    /// Completions not yet seen: (head, written length).
-    pub(crate) fn reap(&mut self, mem: &Mem) -> Vec<(u32, u32)> {
-        let idx: u16 = mem.read_obj(GuestAddress(self.used() + 2)).unwrap();
-        let mut out = Vec::new();
-        while self.used_seen != idx {
-            let e = self.used() + 4 + 8 * u64::from(self.used_seen % QSIZE);
-            out.push((
-                mem.read_obj(GuestAddress(e)).unwrap(),
-                mem.read_obj(GuestAddress(e + 4)).unwrap(),
-            ));
-            self.used_seen = self.used_seen.wrapping_add(1);
-        }
-        out
-    }
-}
-
 pub(crate) struct FakeGuest {
+    ram: GuestRam,
     atomic: GuestMemoryAtomic<Mem>,
     vrings: Vec<VringRwLock>,
-    pub(crate) rings: Vec<Ring>,
+    pub(crate) rings: Vec<SplitRing>,
     next_buf: u64,
     next_frame: u64,
     /// The driver's next FIFO position.
@@ -126,26 +62,22 @@ pub(crate) struct FifoHeader {
 
 impl FakeGuest {
     pub(crate) fn new() -> Self {
-        let mem: Mem = GuestMemoryMmap::from_ranges(&[(GuestAddress(0), RAM)]).unwrap();
-        let atomic = GuestMemoryAtomic::new(mem);
+        let ram = GuestRam::new(RAM, 0, Backing::Sealable).unwrap();
+        let atomic = ram.atomic();
         let mut vrings = Vec::new();
         let mut rings = Vec::new();
-        for q in 0..abi::NUM_QUEUES as u16 {
+        for q in 0..u16::try_from(abi::NUM_QUEUES).unwrap() {
             let v = VringRwLock::new(atomic.clone(), abi::MAX_QUEUE_SIZE).unwrap();
-            let r = Ring {
-                q,
-                next_desc: 0,
-                avail_idx: 0,
-                used_seen: 0,
-            };
+            let r = SplitRing::packed_at(&ram, ring_base(q), QSIZE);
             v.set_queue_size(QSIZE);
-            v.set_queue_info(r.desc(), r.avail(), r.used()).unwrap();
+            v.set_queue_info(r.desc, r.avail, r.used).unwrap();
             v.set_queue_ready(true);
             v.set_enabled(true);
             vrings.push(v);
             rings.push(r);
         }
         FakeGuest {
+            ram,
             atomic,
             vrings,
             rings,
@@ -160,7 +92,7 @@ impl FakeGuest {
     pub(crate) fn post_record(&mut self, addr: u64, data: &[u8]) -> u64 {
         let h = TxRecordHeader {
             addr,
-            len: data.len() as u32,
+            len: u32::try_from(data.len()).unwrap(),
             flags: 0,
         };
         self.post_raw(&h.to_bytes(), data, TxRecordHeader::slots(h.len))
@@ -169,8 +101,7 @@ impl FakeGuest {
     /// Post `header` and `data` as a record of `slots` slots (which a test
     /// may make disagree with the header).
     pub(crate) fn post_raw(&mut self, header: &[u8], data: &[u8], slots: u64) -> u64 {
-        let f = RegisteredFifo::new(FIFO_GPA, FIFO_SLOTS);
-        let to_end = f.slots_to_end(self.tail);
+        let to_end = fifo_layout().slots_to_end(self.tail);
         if slots > to_end && slots <= u64::from(FIFO_SLOTS) {
             let pad = TxRecordHeader::pad(to_end);
             self.write_record(&pad.to_bytes(), &[], to_end);
@@ -179,18 +110,18 @@ impl FakeGuest {
     }
 
     fn write_record(&mut self, header: &[u8], data: &[u8], slots: u64) -> u64 {
-        let f = RegisteredFifo::new(FIFO_GPA, FIFO_SLOTS);
+        let f = fifo_layout();
         let at = self.tail;
         let mem = self.mem();
-        let slot = f.slot_gpa(at);
-        let room = (f.slots_to_end(at) * abi::fifo::SLOT_SIZE as u64) as usize;
+        let slot = FIFO_GPA + f.slot_offset(at) as u64;
+        let room = usize::try_from(f.slots_to_end(at)).unwrap() * abi::fifo::SLOT_SIZE;
         let mut bytes = header.to_vec();
         bytes.extend_from_slice(data);
         bytes.truncate(room);
         mem.write_slice(&bytes, GuestAddress(slot)).unwrap();
         mem.store(
-            abi::fifo::tag(at, FIFO_SLOTS),
-            GuestAddress(f.tag_gpa(at)),
+            f.tag(at),
+            GuestAddress(FIFO_GPA + f.tag_offset(at) as u64),
             std::sync::atomic::Ordering::Release,
         )
         .unwrap();
@@ -224,13 +155,26 @@ impl FakeGuest {
     }
 
     pub(crate) fn post(&mut self, q: u16, bufs: &[(u64, u32, bool)]) -> u16 {
-        let mem = self.atomic.memory();
-        self.rings[q as usize].post(&mem, bufs)
+        self.rings[usize::from(q)].post(&self.ram, bufs)
+    }
+
+    /// Write descriptors verbatim (loops, broken chains) and make `head`
+    /// available on queue `q`.
+    pub(crate) fn post_raw_chain(
+        &mut self,
+        q: u16,
+        descs: &[(u16, u64, u32, u16, u16)],
+        head: u16,
+    ) {
+        let r = &mut self.rings[usize::from(q)];
+        for &(i, gpa, len, flags, next) in descs {
+            r.write_desc(&self.ram, i, gpa, len, flags, next);
+        }
+        r.make_available(&self.ram, head);
     }
 
     pub(crate) fn reap(&mut self, q: u16) -> Vec<(u32, u32)> {
-        let mem = self.atomic.memory();
-        self.rings[q as usize].reap(&mem)
+        self.rings[usize::from(q)].reap(&self.ram)
     }
 
     pub(crate) fn alloc(&mut self, len: usize) -> u64 {
@@ -280,7 +224,7 @@ impl Rig {
             st,
             guests,
             model: Hub::new(config).unwrap(),
-            shadow: ShadowCluster::new(PAGE as u32),
+            shadow: ShadowCluster::new(u32::try_from(PAGE).unwrap()),
         };
         for n in 0..rig.guests.len() {
             let r = rig.ctrl(
@@ -311,9 +255,14 @@ impl Rig {
         g.mem().write_slice(bytes, GuestAddress(req)).unwrap();
         g.post(
             abi::CTRL_QUEUE,
-            &[(req, bytes.len() as u32, false), (resp, 16, true)],
+            &[
+                (req, u32::try_from(bytes.len()).unwrap(), false),
+                (resp, 16, true),
+            ],
         );
-        self.st.process_ctrl(node);
+        // Ordered after the stores before it: the hub takes them first.
+        while self.pump() > 0 {}
+        self.st.process_ctrl(id(node));
         let g = &mut self.guests[node];
         let done = g.reap(abi::CTRL_QUEUE);
         assert_eq!(done.len(), 1);
@@ -342,7 +291,7 @@ impl Rig {
         );
         assert_eq!(r.status, Status::Ok as u32, "{r:?}");
         self.model
-            .set_pct(NodeId(node as u8), firmware_model::PageNumber(page), entry)
+            .set_pct(id(node), firmware_model::PageNumber(page), entry)
             .unwrap();
         frames
     }
@@ -356,13 +305,9 @@ impl Rig {
         }
         while self.pump() > 0 {}
         for (addr, data) in records {
-            let _ = self.shadow.store(
-                &mut self.model,
-                Nanos(0),
-                NodeId(node as u8),
-                GlobalAddr(*addr),
-                data,
-            );
+            let _ = self
+                .shadow
+                .store(&mut self.model, Nanos(0), id(node), GlobalAddr(*addr), data);
         }
         self.guests[node].fifo_header()
     }

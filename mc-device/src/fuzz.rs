@@ -5,12 +5,12 @@
 //! on random inputs and on every saved input in `../fuzz/regressions`.
 
 use firmware_model::abi;
-use firmware_model::PctEntry;
+use firmware_model::{NodeId, PctEntry};
 use std::os::fd::AsRawFd;
 
 use vm_memory::{Bytes, GuestAddress};
 
-use crate::fake_guest::{Rig, FIFO_GPA, FIFO_SLOTS, RAM};
+use crate::fake_guest::{fifo_layout, Rig, FIFO_GPA, FIFO_SLOTS, RAM};
 
 /// A cluster of two fake guests: node 0 transmits page 2, node 1 receives it.
 fn rig() -> Rig {
@@ -25,7 +25,8 @@ fn untouchable(rig: &Rig) -> Vec<u8> {
     let mut ram = rig.guests[1].ram();
     if let Some(frames) = rig.st.nodes[1].frames.get(2) {
         for (gpa, len) in frames {
-            ram[*gpa as usize..(*gpa + u64::from(*len)) as usize].fill(0);
+            let start = usize::try_from(*gpa).unwrap();
+            ram[start..start + *len as usize].fill(0);
         }
     }
     ram
@@ -50,11 +51,15 @@ fn post_chain(rig: &mut Rig, queue: u16, data: &[u8]) {
         if n == 0 {
             break;
         }
-        descs.push((buf + off as u64, n as u32, false));
+        descs.push((buf + off as u64, u32::try_from(n).unwrap(), false));
         off += n;
     }
     if off < body.len() {
-        descs.push((buf + off as u64, (body.len() - off) as u32, false));
+        descs.push((
+            buf + off as u64,
+            u32::try_from(body.len() - off).unwrap(),
+            false,
+        ));
     }
     match shape[3] % 8 {
         // A descriptor anywhere: outside RAM, over the rings, at the end of RAM.
@@ -91,15 +96,15 @@ pub fn transmit_records(data: &[u8]) {
     let mut rig = rig();
     let before = untouchable(&rig);
     let (count, body) = data.split_first().unwrap_or((&0, &[]));
-    let f = crate::node::RegisteredFifo::new(FIFO_GPA, FIFO_SLOTS);
+    let f = fifo_layout();
     let g = &rig.guests[0];
     let mem = g.mem();
-    mem.write_slice(body, GuestAddress(f.slot_gpa(0)))
+    mem.write_slice(body, GuestAddress(FIFO_GPA + f.slot_offset(0) as u64))
         .unwrap_or_default();
     for p in 0..u64::from(*count) {
         mem.store(
-            abi::fifo::tag(p, FIFO_SLOTS),
-            GuestAddress(f.tag_gpa(p)),
+            f.tag(p),
+            GuestAddress(FIFO_GPA + f.tag_offset(p) as u64),
             std::sync::atomic::Ordering::Release,
         )
         .unwrap_or_default();
@@ -119,7 +124,7 @@ pub fn control_commands(data: &[u8]) {
     let mut rig = rig();
     let before = untouchable(&rig);
     post_chain(&mut rig, abi::CTRL_QUEUE, data);
-    rig.st.process_ctrl(0);
+    rig.st.process_ctrl(NodeId(0));
     assert_eq!(
         rig.guests[0].reap(abi::CTRL_QUEUE).len(),
         1,
@@ -141,7 +146,7 @@ pub fn register_writes(data: &[u8]) {
     while i + 4 <= data.len() {
         let offset = u32::from(data[i]) * 2;
         let size = u32::from(data[i + 1]);
-        let regs = rig.st.registers(0).to_bytes();
+        let regs = rig.st.registers(NodeId(0)).to_bytes();
         let got = crate::vhost_user::config_slice(&regs, offset, size);
         assert_eq!(got.len(), size as usize);
         if data[i + 2] % 2 == 0 {
@@ -151,7 +156,7 @@ pub fn register_writes(data: &[u8]) {
                 .error_status(firmware_model::NodeId(0))
                 .map(|s| s.protection_errors);
             rig.st
-                .refuse_config_write(0, offset, usize::from(data[i + 3]));
+                .refuse_config_write(NodeId(0), offset, usize::from(data[i + 3]));
             let after = rig
                 .st
                 .hub
@@ -162,7 +167,7 @@ pub fn register_writes(data: &[u8]) {
         i += 4;
     }
     assert_eq!(
-        rig.st.registers(0).node_id,
+        rig.st.registers(NodeId(0)).node_id,
         0,
         "a refused write changed a register"
     );
@@ -261,26 +266,28 @@ fn le(words: &[u64], sizes: &[usize]) -> Vec<u8> {
 /// file, a file that can still shrink), must leave no memory it accepted able
 /// to shrink, and must keep serving both nodes.
 pub fn vhost_user_sequence(data: &[u8]) {
-    use crate::raw_frontend::{req, RamKind, RawFrontend, RawRam};
+    use crate::test_rig::frontend::req;
+    use crate::test_rig::{Backing, GuestRam, Hostile};
     use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 
     let (cluster, dir) = socket_cluster();
     let mut input = Input(data.iter());
-    let mut fe = RawFrontend::connect(&dir.join("node0.sock")).expect("backend gone");
+    let mut fe = Hostile::connect(&dir.join("node0.sock")).expect("backend gone");
     let kicks: Vec<EventFd> = (0..3)
         .map(|_| EventFd::new(EFD_NONBLOCK).expect("eventfd"))
         .collect();
     // The files of the table the backend accepted last.
-    let mut table: Vec<RawRam> = Vec::new();
+    let mut table: Vec<GuestRam> = Vec::new();
     for _ in 0..MAX_REQUESTS {
         if input.done() || !fe.is_open() {
             break;
         }
         let op = input.u8();
-        let q = u64::from(input.u8() % 4); // 3: no such queue
+        let qi = usize::from(input.u8() % 4); // 3: no such queue
+        let q = qi as u64;
         match op % 16 {
             0 => {
-                fe.request(req::GET_FEATURES, &[], &[]);
+                fe.raw(req::GET_FEATURES, &[], &[]);
             }
             1 => {
                 let v = match input.u8() % 3 {
@@ -288,20 +295,20 @@ pub fn vhost_user_sequence(data: &[u8]) {
                     1 => (1 << 32) | (1 << 30),
                     _ => input.u64(),
                 };
-                fe.request(req::SET_FEATURES, &v.to_le_bytes(), &[]);
+                fe.raw(req::SET_FEATURES, &v.to_le_bytes(), &[]);
             }
             2 => {
-                fe.request(req::SET_OWNER, &[], &[]);
+                fe.raw(req::SET_OWNER, &[], &[]);
             }
             3 => {
-                fe.request(req::GET_PROTOCOL_FEATURES, &[], &[]);
+                fe.raw(req::GET_PROTOCOL_FEATURES, &[], &[]);
                 // MQ | CONFIG, the same with REPLY_ACK, or anything.
                 let v = match input.u8() % 3 {
                     0 => 0x201,
                     1 => 0x209,
                     _ => input.u64(),
                 };
-                fe.request(req::SET_PROTOCOL_FEATURES, &v.to_le_bytes(), &[]);
+                fe.raw(req::SET_PROTOCOL_FEATURES, &v.to_le_bytes(), &[]);
             }
             4 => {
                 let regions = 1 + usize::from(input.u8() % 2);
@@ -311,13 +318,13 @@ pub fn vhost_user_sequence(data: &[u8]) {
                 for r in 0..regions {
                     let b = input.u8();
                     let kind = [
-                        RamKind::Sealable,
-                        RamKind::Sealed,
-                        RamKind::Unsealable,
-                        RamKind::PlainFile,
+                        Backing::Sealable,
+                        Backing::Sealed,
+                        Backing::Unsealable,
+                        Backing::PlainFile,
                     ][usize::from(b % 4)];
                     let len = (1 + usize::from(b >> 2) % 4) << 16;
-                    let Ok(ram) = RawRam::new(len, kind) else {
+                    let Ok(ram) = GuestRam::new(len, 0, kind) else {
                         continue;
                     };
                     let len = len as u64;
@@ -328,15 +335,15 @@ pub fn vhost_user_sequence(data: &[u8]) {
                         _ => (len, 0),
                     };
                     could_fault |= offset + size > len
-                        || matches!(kind, RamKind::Unsealable | RamKind::PlainFile);
+                        || matches!(kind, Backing::Unsealable | Backing::PlainFile);
                     let gpa = ((r as u64) << 24) + (u64::from(input.u8() % 4) << 20);
                     body.extend(le(&[gpa, size, ram.host_addr(0), offset], &[8; 4]));
                     rams.push(ram);
                 }
-                let fds: Vec<_> = rams.iter().map(RawRam::fd).collect();
-                body[..4].copy_from_slice(&(fds.len() as u32).to_le_bytes());
+                let fds: Vec<_> = rams.iter().map(GuestRam::fd).collect();
+                body[..4].copy_from_slice(&u32::try_from(fds.len()).unwrap_or(0).to_le_bytes());
                 body.truncate(8 + 32 * fds.len());
-                if fe.request(req::SET_MEM_TABLE, &body, &fds) {
+                if fe.raw(req::SET_MEM_TABLE, &body, &fds) {
                     assert!(
                         !could_fault,
                         "a memory table that could raise SIGBUS was accepted"
@@ -349,7 +356,7 @@ pub fn vhost_user_sequence(data: &[u8]) {
             }
             5 => {
                 let num = [16, 64, 1024, 0, 1, 2000, 3][usize::from(input.u8() % 7)];
-                fe.request(req::SET_VRING_NUM, &le(&[q, num], &[4, 4]), &[]);
+                fe.raw(req::SET_VRING_NUM, &le(&[q, num], &[4, 4]), &[]);
             }
             6 => {
                 let addr = |input: &mut Input<'_>| match (input.u8(), table.len()) {
@@ -360,11 +367,11 @@ pub fn vhost_user_sequence(data: &[u8]) {
                 };
                 let (desc, used, avail) = (addr(&mut input), addr(&mut input), addr(&mut input));
                 let body = le(&[q, 0, desc, used, avail, 0], &[4, 4, 8, 8, 8, 8]);
-                fe.request(req::SET_VRING_ADDR, &body, &[]);
+                fe.raw(req::SET_VRING_ADDR, &body, &[]);
             }
             7 => {
                 let base = u64::from(input.u16());
-                fe.request(req::SET_VRING_BASE, &le(&[q, base], &[4, 4]), &[]);
+                fe.raw(req::SET_VRING_BASE, &le(&[q, base], &[4, 4]), &[]);
             }
             8 | 9 => {
                 let code = if op % 16 == 8 {
@@ -372,39 +379,42 @@ pub fn vhost_user_sequence(data: &[u8]) {
                 } else {
                     req::SET_VRING_CALL
                 };
-                let fd = kicks[q as usize % 3].as_raw_fd();
+                let fd = kicks[qi % 3].as_raw_fd();
                 if input.u8() % 4 == 0 {
                     // "No descriptor" flag.
-                    fe.request(code, &(q | 0x100).to_le_bytes(), &[]);
+                    fe.raw(code, &(q | 0x100).to_le_bytes(), &[]);
                 } else {
-                    fe.request(code, &q.to_le_bytes(), &[fd]);
+                    fe.raw(code, &q.to_le_bytes(), &[fd]);
                 }
             }
             10 => {
                 let on = u64::from(input.u8() % 2);
-                fe.request(req::SET_VRING_ENABLE, &le(&[q, on], &[4, 4]), &[]);
+                fe.raw(req::SET_VRING_ENABLE, &le(&[q, on], &[4, 4]), &[]);
             }
             11 => {
-                fe.request(req::GET_VRING_BASE, &le(&[q, 0], &[4, 4]), &[]);
+                fe.raw(req::GET_VRING_BASE, &le(&[q, 0], &[4, 4]), &[]);
             }
             12 => {
-                let _ = kicks[q as usize % 3].write(1);
+                let _ = kicks[qi % 3].write(1);
                 // Give the vring worker a moment to take it.
                 std::thread::sleep(std::time::Duration::from_micros(200));
             }
             13 => {
                 // A store into guest RAM: an index, a descriptor field, anything.
                 let (at, v) = (usize::from(input.u16()) * 2, input.u16());
-                if let Some(ram) = table.get(q as usize % table.len().max(1)) {
-                    ram.write_u16(at % ram.len(), v);
+                if let Some(ram) = table.get(qi % table.len().max(1)) {
+                    let at = (at % ram.len()) as u64;
+                    if ram.holds(at, 2) {
+                        ram.write_u16(at, v);
+                    }
                 }
             }
             14 => {
                 let n = table.len().max(1);
-                if let Some(ram) = table.get_mut(q as usize % n) {
+                if let Some(ram) = table.get(qi % n) {
                     let half = ram.len() / 2;
                     assert!(
-                        ram.shrink(half).is_err(),
+                        ram.set_file_len(half as u64).is_err(),
                         "guest memory the backend uses was shrunk under it"
                     );
                 }
@@ -417,8 +427,8 @@ pub fn vhost_user_sequence(data: &[u8]) {
                     req::SET_CONFIG
                 };
                 let mut body = le(&[offset, size, 0], &[4, 4, 4]);
-                body.resize(12 + size as usize, 0xa5);
-                fe.request(code, &body, &[]);
+                body.resize(12 + usize::try_from(size).unwrap(), 0xa5);
+                fe.raw(code, &body, &[]);
             }
         }
     }

@@ -9,6 +9,11 @@
 
 use std::time::{Duration, Instant};
 
+use firmware_model::NodeId;
+use log::warn;
+
+use crate::node::Node;
+
 /// Guest-caused lines logged per node in one interval.
 pub(crate) const BURST: u32 = 20;
 /// The rate-limiting interval.
@@ -76,6 +81,14 @@ impl GuestLogLimit {
         let n = std::mem::take(&mut self.suppressed);
         (n > 0).then_some(n)
     }
+}
+
+/// Say that `lines` guest-caused lines of `node` were left out.
+pub(crate) fn report_suppressed(node: NodeId, lines: u64) {
+    warn!(
+        "{}: {lines} more guest-caused messages suppressed (at most {BURST} per {INTERVAL:?} are logged)",
+        Node(node)
+    );
 }
 
 #[cfg(test)]

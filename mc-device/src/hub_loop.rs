@@ -31,6 +31,7 @@ use vmm_sys_util::epoll::{ControlOperation, Epoll, EpollEvent, EventSet};
 use vmm_sys_util::timerfd::TimerFd;
 
 use crate::device::Device;
+use crate::node::Node;
 use crate::state::DeviceState;
 
 /// Sleep at most this long, so a shutdown request is seen.
@@ -90,17 +91,13 @@ impl DeviceState {
     /// queued item (delivery, lagging error count, fault) is due.
     pub(crate) fn pass(&mut self) -> (usize, Option<Nanos>) {
         self.advance();
-        let mems: Vec<_> = self
-            .nodes
-            .iter()
-            .map(|n| n.mem.as_ref().map(vm_memory::GuestAddressSpace::memory))
-            .collect();
+        let mems = self.memory_snapshot();
         let mut work = 0;
-        for i in 0..self.nodes.len() {
-            work += self.process_fifo(i, &mems);
+        for id in self.node_ids() {
+            work += self.take_from_fifo(id, &mems);
         }
+        let (done, next_delivery) = self.deliver_due(self.now(), &mems);
         drop(mems);
-        let (done, next_delivery) = self.deliver_due(self.now());
         work += done;
         let next_error = self.next_error_visible();
         if work > 0 || next_error.is_some_and(|t| t <= self.now()) {
@@ -182,7 +179,7 @@ impl Sleeper {
                 Ok(()) => {
                     self.kicks.insert(i, fd);
                 }
-                Err(e) => debug!("node{i}: cannot watch the transmit kick: {e}"),
+                Err(e) => debug!("{}: cannot watch the transmit kick: {e}", Node(node.id)),
             }
         }
     }

@@ -22,25 +22,24 @@
 //! cluster.shutdown();
 //! ```
 
+#![deny(clippy::cast_possible_truncation)]
+
 mod chain;
 mod cluster;
 mod control;
 mod delivery;
 mod device;
-mod due;
 mod error;
-mod events;
 mod guarded_vring;
 mod guest_log;
 mod hub_loop;
 mod mem_table;
 mod memory;
 mod node;
-mod ring_access;
 mod server;
 mod socket_dir;
 mod state;
-mod status_page;
+mod status;
 mod transmit;
 mod vhost_user;
 
@@ -54,7 +53,7 @@ mod fake_guest;
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub mod fuzz;
-#[cfg(any(test, feature = "fuzzing"))]
-mod raw_frontend;
+#[cfg(any(test, feature = "test-rig"))]
+pub mod test_rig;
 #[cfg(test)]
 mod tests;

@@ -32,8 +32,8 @@ pub(crate) enum MemTableError {
     #[error("region {index} (guest-physical {gpa:#x}) has no file behind it")]
     NoFile { index: usize, gpa: u64 },
     #[error(
-        "region {index} (guest-physical {gpa:#x}): its file cannot be sealed against shrinking \
-         ({source}); share guest RAM as a sealable memfd (QEMU: memory-backend-memfd, which seals by default)"
+        "region {index} (guest-physical {gpa:#x}): its file cannot be sealed against shrinking; \
+         share guest RAM as a sealable memfd (QEMU: memory-backend-memfd, which seals by default)"
     )]
     Unsealable {
         index: usize,
@@ -41,7 +41,7 @@ pub(crate) enum MemTableError {
         #[source]
         source: io::Error,
     },
-    #[error("region {index} (guest-physical {gpa:#x}): cannot read its file's size: {source}")]
+    #[error("region {index} (guest-physical {gpa:#x}): cannot read its file's size")]
     Stat {
         index: usize,
         gpa: u64,
@@ -138,7 +138,7 @@ mod tests {
     /// vhost-user daemon maps it (nothing is touched).
     fn table(file: &File, offset: u64, size: u64) -> Mem {
         let fo = FileOffset::new(file.try_clone().unwrap(), offset);
-        let region = MmapRegion::from_file(fo, size as usize).unwrap();
+        let region = MmapRegion::from_file(fo, usize::try_from(size).unwrap()).unwrap();
         Mem::from_regions(vec![GuestRegionMmap::new(
             region,
             GuestAddress(0x4000_0000),

@@ -4,6 +4,7 @@
 //! not wholly inside guest RAM is refused, never partly written.
 
 use firmware_model::config::MAX_PAYLOAD_LIMIT;
+use firmware_model::{saturating_u32, NodeId};
 use vm_memory::{Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap};
 
 pub(crate) type Mem = GuestMemoryMmap<()>;
@@ -12,6 +13,16 @@ pub(crate) type MemGuard = vm_memory::GuestMemoryLoadGuard<Mem>;
 
 /// A contiguous run of guest-physical memory.
 pub(crate) type Piece = (u64, u32);
+
+/// Every node's guest memory for one pass of the hub, taken once at its
+/// start (`DeviceState::memory_snapshot`); `None` where no guest is attached.
+pub(crate) struct Mems(pub(crate) Vec<Option<MemGuard>>);
+
+impl Mems {
+    pub(crate) fn get(&self, node: NodeId) -> Option<&MemGuard> {
+        self.0.get(node.index()).and_then(Option::as_ref)
+    }
+}
 
 /// `len` bytes at `gpa` lie wholly inside guest RAM.
 pub(crate) fn range_ok(mem: &Mem, gpa: u64, len: usize) -> bool {
@@ -72,7 +83,8 @@ impl Iterator for Runs<'_> {
                 continue;
             }
             let n = (plen - self.off).min(self.len);
-            let piece = (gpa + self.off, n as u32);
+            // At most `plen`, a u32.
+            let piece = (gpa + self.off, saturating_u32(n));
             self.off = 0;
             self.len -= n;
             return Some(piece);
@@ -82,9 +94,10 @@ impl Iterator for Runs<'_> {
 }
 
 /// Bytes from `off` to the next packet boundary (packets are cut at multiples
-/// of `packet` in global address space, so in page offsets too).
-fn to_boundary(off: u64, packet: u64) -> u64 {
-    packet - off % packet
+/// of `packet` in global address space, so in page offsets too), at most
+/// `rest`.
+fn to_boundary(off: u64, packet: u64, rest: usize) -> usize {
+    usize::try_from(packet - off % packet).map_or(rest, |b| b.min(rest))
 }
 
 /// Copy `len` bytes from guest `src` to guest `dst` packet by packet, front
@@ -111,7 +124,7 @@ pub(crate) fn copy_between(
     ) {
         let mut done = 0usize;
         while done < len {
-            let n = (to_boundary(dst_off + done as u64, packet) as usize).min(len - done);
+            let n = to_boundary(dst_off + done as u64, packet, len - done);
             match (s.subslice(done, n), d.subslice(done, n)) {
                 (Ok(a), Ok(b)) => a.copy_to_volatile_slice(b),
                 _ => return false,
@@ -127,9 +140,7 @@ pub(crate) fn copy_between(
     let mut buf = [0u8; MAX_PAYLOAD_LIMIT as usize];
     let mut done = 0usize;
     while done < len {
-        let n = (to_boundary(dst_off + done as u64, packet) as usize)
-            .min(len - done)
-            .min(buf.len());
+        let n = to_boundary(dst_off + done as u64, packet, len - done).min(buf.len());
         let o = done as u64;
         if src
             .read_slice(&mut buf[..n], GuestAddress(src_gpa + o))
@@ -177,18 +188,18 @@ pub(crate) fn scatter_copy(
     let (mut pa, mut pb) = (a.next(), b.next());
     let mut done = 0u64;
     while let (Some((ga, la)), Some((gb, lb))) = (pa, pb) {
-        let n = u64::from(la.min(lb));
+        let n = la.min(lb);
         if !copy_between(src_mem, ga, dst_mem, gb, n as usize, dst_off + done, packet) {
             return false;
         }
-        done += n;
-        pa = if u64::from(la) > n {
-            Some((ga + n, la - n as u32))
+        done += u64::from(n);
+        pa = if la > n {
+            Some((ga + u64::from(n), la - n))
         } else {
             a.next()
         };
-        pb = if u64::from(lb) > n {
-            Some((gb + n, lb - n as u32))
+        pb = if lb > n {
+            Some((gb + u64::from(n), lb - n))
         } else {
             b.next()
         };
@@ -208,7 +219,7 @@ pub(crate) fn scatter_write(mem: &Mem, dst: &[Piece], off: u64, data: &[u8], pac
     for (gpa, n) in r {
         let mut k = 0usize;
         while k < n as usize {
-            let m = (to_boundary(off + (done + k) as u64, packet) as usize).min(n as usize - k);
+            let m = to_boundary(off + (done + k) as u64, packet, n as usize - k);
             if mem
                 .write_slice(&data[done + k..done + k + m], GuestAddress(gpa + k as u64))
                 .is_err()

@@ -11,6 +11,7 @@ use vhost_user_backend::VhostUserDaemon;
 use vm_memory::{GuestMemoryAtomic, GuestMemoryMmap};
 
 use crate::device::relock;
+use crate::node::Node;
 use crate::vhost_user::NodeBackend;
 
 /// How long to wait before trying again when a connection cannot be set up
@@ -26,27 +27,30 @@ pub(crate) fn serve_node(backend: Arc<NodeBackend>, mut listener: Listener) {
     while !shared.shutdown.load(Ordering::Acquire) {
         backend.rearm_exit_event();
         let mem = GuestMemoryAtomic::new(GuestMemoryMmap::new());
-        let mut daemon = match VhostUserDaemon::new(format!("mc-node{node}"), backend.clone(), mem)
-        {
-            Ok(d) => d,
-            Err(e) => {
-                error!("node{node}: cannot create the vhost-user daemon: {e}; retrying");
-                std::thread::sleep(RETRY);
-                continue;
-            }
-        };
+        let mut daemon =
+            match VhostUserDaemon::new(format!("mc-{}", Node(node)), backend.clone(), mem) {
+                Ok(d) => d,
+                Err(e) => {
+                    error!(
+                        "{}: cannot create the vhost-user daemon: {e}; retrying",
+                        Node(node)
+                    );
+                    std::thread::sleep(RETRY);
+                    continue;
+                }
+            };
         if let Err(e) = daemon.start(&mut listener) {
             if shared.shutdown.load(Ordering::Acquire) {
                 break;
             }
-            warn!("node{node}: accepting a guest failed: {e}");
+            warn!("{}: accepting a guest failed: {e}", Node(node));
             std::thread::sleep(RETRY);
             continue;
         }
         if shared.shutdown.load(Ordering::Acquire) {
             break;
         }
-        if let Some(slot) = relock(&shared.connections).get_mut(node) {
+        if let Some(slot) = relock(&shared.connections).get_mut(node.index()) {
             *slot = daemon.shutdown_handle();
         }
         if shared.shutdown.load(Ordering::Acquire) {
@@ -55,28 +59,27 @@ pub(crate) fn serve_node(backend: Arc<NodeBackend>, mut listener: Listener) {
         }
         {
             let mut st = shared.lock();
-            st.nodes[node].connections += 1;
-            let n = st.nodes[node].connections;
+            let n = &mut st.nodes[node.index()];
+            n.connections += 1;
+            let count = n.connections;
             // Anyone who can reach the socket can connect: rate-limited.
-            st.guest_log(
-                node,
+            n.log(
                 Level::Info,
-                format_args!("guest connected (connection {n})"),
+                format_args!("guest connected (connection {count})"),
             );
         }
         let ended = daemon.wait();
-        if let Some(slot) = relock(&shared.connections).get_mut(node) {
+        if let Some(slot) = relock(&shared.connections).get_mut(node.index()) {
             *slot = None;
         }
         drop(daemon);
+        // Stores the guest committed before it left still go (posted writes).
+        shared.wait_for_committed_stores(node);
         let mut st = shared.lock();
+        let n = &mut st.nodes[node.index()];
         match ended {
-            Ok(()) => st.guest_log(node, Level::Info, format_args!("guest disconnected")),
-            Err(e) => st.guest_log(
-                node,
-                Level::Info,
-                format_args!("guest connection ended: {e}"),
-            ),
+            Ok(()) => n.log(Level::Info, format_args!("guest disconnected")),
+            Err(e) => n.log(Level::Info, format_args!("guest connection ended: {e}")),
         }
         st.disconnected(node);
     }

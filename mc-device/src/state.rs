@@ -1,27 +1,31 @@
 //! The device state every adapter's work is done on: the hub (the model),
-//! each adapter's device-side state, the deliveries not yet due, and the
-//! cluster clock. One mutex guards it all; the hub thread and the vhost-user
-//! workers take it for short, bounded pieces of work (transmit.rs, due.rs,
-//! control.rs, events.rs, status_page.rs), and nobody sleeps holding it.
+//! each adapter's device-side state (node/), the deliveries not yet due
+//! (delivery/), and the cluster clock. One mutex guards it all (device.rs);
+//! the hub thread and the vhost-user workers take it for short, bounded
+//! pieces of work, and nobody sleeps or waits holding it.
+//!
+//! What needs both the hub and a node is done here, by calling the node's
+//! own methods (which never call back): a guest's error counted by the model
+//! and raised as an event, events routed to the nodes they concern, faults.
 
 use std::fmt;
 use std::time::Instant;
 
-use firmware_model::{FaultCommand, Hub, ModelError, Nanos, NodeId};
-use log::{log, warn, Level};
+use firmware_model::abi::EventRecord;
+use firmware_model::{Event, FaultCommand, Hub, ModelError, Nanos, NodeId};
+use log::{info, Level};
 
-use crate::delivery::{EventCollector, PendingCopy, PendingQueue};
-use crate::guest_log::{BURST, INTERVAL};
-use crate::memory::Piece;
-use crate::node::NodeState;
+use crate::delivery::{Deliveries, DmaFailure, EventCollector, PendingCopy};
+use crate::guest_log::report_suppressed;
+use crate::memory::{Mems, Piece};
+use crate::node::{queue_name, EventsFlushed, NodeState, RingDefect};
 
 pub(crate) struct DeviceState {
     pub(crate) hub: Hub,
+    /// Per node, by `NodeId::index`.
     pub(crate) nodes: Vec<NodeState>,
-    /// Per receiver: deliveries, ACK answers and events not yet due.
-    pub(crate) pending: Vec<PendingQueue>,
-    /// Per sender: bytes of its stores waiting in `pending`.
-    pub(crate) queued_bytes: Vec<usize>,
+    /// Deliveries, ACK answers and events not yet due, per receiver.
+    pub(crate) deliveries: Deliveries,
     /// The cluster error count when status-page lags were last handed out.
     pub(crate) noted_errors: u64,
     /// Buffers the transmit path reuses from store to store.
@@ -32,12 +36,12 @@ pub(crate) struct DeviceState {
 
 impl DeviceState {
     pub(crate) fn new(hub: Hub) -> DeviceState {
-        let n = usize::from(hub.nodes());
         let pages = hub.config().page_count();
         DeviceState {
-            nodes: (0..n).map(|_| NodeState::new(pages)).collect(),
-            pending: (0..n).map(|_| PendingQueue::default()).collect(),
-            queued_bytes: vec![0; n],
+            nodes: NodeId::all(hub.nodes())
+                .map(|id| NodeState::new(id, pages))
+                .collect(),
+            deliveries: Deliveries::new(hub.nodes()),
             noted_errors: 0,
             copies_scratch: Vec::new(),
             pieces_scratch: Vec::new(),
@@ -47,32 +51,139 @@ impl DeviceState {
     }
 
     pub(crate) fn now(&self) -> Nanos {
-        Nanos(self.start.elapsed().as_nanos() as u64)
+        Nanos(u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX))
+    }
+
+    /// Every node, in order (an iterator that does not borrow the state).
+    pub(crate) fn node_ids(&self) -> impl Iterator<Item = NodeId> + Clone {
+        NodeId::all(self.hub.nodes())
+    }
+
+    /// Every node's guest memory, taken once for one pass of work.
+    pub(crate) fn memory_snapshot(&self) -> Mems {
+        Mems(self.nodes.iter().map(NodeState::memory).collect())
     }
 
     /// A guest did something wrong: log it (rate-limited), count a protection
     /// error for its adapter and raise an error event.
-    pub(crate) fn guest_error(&mut self, node: usize, what: fmt::Arguments<'_>) {
-        self.guest_log(node, Level::Warn, what);
-        let mut sink = EventCollector::default();
-        let now = self.now();
-        let _ = self
-            .hub
-            .report_protection_error(now, NodeId(node as u8), &mut sink);
-        self.dispatch(sink.events);
+    pub(crate) fn guest_error(&mut self, id: NodeId, what: fmt::Arguments<'_>) {
+        self.protection_error(id, what);
+        self.flush_events(id);
     }
 
-    /// Log a line a guest caused, within its node's allowance (guest_log.rs).
-    pub(crate) fn guest_log(&mut self, node: usize, level: Level, what: fmt::Arguments<'_>) {
-        let Some(n) = self.nodes.get_mut(node) else {
+    /// The first half of [`Self::guest_error`]: logged and counted, its event
+    /// queued for the node but not yet handed out.
+    fn protection_error(&mut self, id: NodeId, what: fmt::Arguments<'_>) {
+        let Some(node) = self.nodes.get_mut(id.index()) else {
             return;
         };
-        let v = n.log_limit.admit(Instant::now());
-        if let Some(k) = v.suppressed_before {
-            report_suppressed(node, k);
+        node.log(Level::Warn, what);
+        let mut sink = EventCollector::default();
+        let now = self.now();
+        let _ = self.hub.report_protection_error(now, id, &mut sink);
+        for e in &sink.events {
+            self.queue_event(e);
         }
-        if v.log {
-            log!(level, "node{node}: {what}");
+    }
+
+    /// Queue each event for the adapter it concerns and hand out what fits in
+    /// the posted event buffers.
+    pub(crate) fn dispatch(&mut self, events: Vec<Event>) {
+        if events.is_empty() {
+            return;
+        }
+        let mut touched = 0u64;
+        for e in &events {
+            if let Some(n) = self.queue_event(e) {
+                touched |= 1 << n.0;
+            }
+        }
+        for id in self.node_ids() {
+            if touched & (1 << id.0) != 0 {
+                self.flush_events(id);
+            }
+        }
+    }
+
+    /// Queue `e` for its node (if a guest is there to read it); returns that node.
+    fn queue_event(&mut self, e: &Event) -> Option<NodeId> {
+        match (e.node(), EventRecord::from_event(e)) {
+            (Some(n), Some(rec)) => {
+                let node = self.nodes.get_mut(n.index())?;
+                node.mem.as_ref()?;
+                node.events.push(rec);
+                Some(n)
+            }
+            _ => {
+                if let Event::FaultApplied { command, at } = e {
+                    info!("fault applied at {:.3} ms: {command}", at.0 as f64 / 1e6);
+                }
+                None
+            }
+        }
+    }
+
+    /// Hand out `id`'s pending events, and report what was wrong with its
+    /// buffers: those reports' own events are handed out in one more round,
+    /// whose complaints are counted but not flushed again (so a driver that
+    /// keeps posting unusable buffers cannot keep this going).
+    pub(crate) fn flush_events(&mut self, id: NodeId) {
+        for round in 0..2 {
+            let Some(node) = self.nodes.get_mut(id.index()) else {
+                return;
+            };
+            let flushed = node.flush_events();
+            if !self.report_events_flushed(id, flushed) || round == 1 {
+                return;
+            }
+        }
+    }
+
+    /// Count and log what a flush found wrong; true if anything was.
+    fn report_events_flushed(&mut self, id: NodeId, f: EventsFlushed) -> bool {
+        let mut any = false;
+        if let Some(e) = f.signal {
+            self.nodes[id.index()].log(Level::Warn, format_args!("{e}"));
+        }
+        if f.unusable > 0 {
+            let bad = f.unusable;
+            self.protection_error(
+                id,
+                format_args!(
+                    "{bad} event buffer(s) unusable (need one writable buffer of {} bytes)",
+                    firmware_model::abi::EVENT_SIZE
+                ),
+            );
+            any = true;
+        }
+        if let Some(d) = f.defect {
+            self.protection_error(
+                id,
+                format_args!("{}", BrokenQueue(firmware_model::abi::EVENT_QUEUE, d)),
+            );
+            any = true;
+        }
+        any
+    }
+
+    /// The driver broke `id`'s queue `q` (reported once: the node knows).
+    pub(crate) fn queue_broken(&mut self, id: NodeId, q: u16, defect: RingDefect) {
+        self.guest_error(id, format_args!("{}", BrokenQueue(q, defect)));
+    }
+
+    /// DMA into a receiver's frames failed: its memory changed under a bound
+    /// frame. Logged within that node's allowance.
+    pub(crate) fn report_dma_failures(&mut self, failures: &[DmaFailure]) {
+        for f in failures {
+            if let Some(node) = self.nodes.get_mut(f.node.index()) {
+                node.log(
+                    Level::Warn,
+                    format_args!(
+                        "DMA of {} bytes to page {} failed (guest memory changed?)",
+                        f.len, f.page
+                    ),
+                );
+            }
         }
     }
 
@@ -83,22 +194,61 @@ impl DeviceState {
             return;
         }
         let now = Instant::now();
-        for (i, n) in self.nodes.iter_mut().enumerate() {
+        for n in &mut self.nodes {
             if let Some(k) = n.log_limit.summary_due(now) {
-                report_suppressed(i, k);
+                report_suppressed(n.id, k);
             }
         }
     }
 
-    /// A guest went away: send the stores it had committed (posted writes
-    /// already on their way leave the adapter even when the program that
-    /// made them is gone), then reset its adapter and forget its memory and
-    /// whatever was still on its way to it.
-    pub(crate) fn disconnected(&mut self, i: usize) {
-        self.take_committed_stores(i);
-        let _ = self.hub.reset_adapter(NodeId(i as u8));
-        self.nodes[i].forget_guest();
-        self.drop_pending(i);
+    /// `id`'s guest sent a new memory table (checked: mem_table.rs).
+    pub(crate) fn memory_table_changed(
+        &mut self,
+        id: NodeId,
+        mem: vm_memory::GuestMemoryAtomic<crate::memory::Mem>,
+    ) {
+        let lost = self.nodes[id.index()]
+            .frames
+            .uncovered(&vm_memory::GuestAddressSpace::memory(&mem));
+        self.nodes[id.index()].mem = Some(mem);
+        for page in lost {
+            self.unbind_lost_page(id, page);
+        }
+    }
+
+    /// A page whose receive frames the guest's memory no longer holds stops
+    /// receiving, as after a reset: receive (and what needs it: interrupt,
+    /// ACK) is turned off in its PCT entry and its frames are unbound, with
+    /// an error event for the driver.
+    fn unbind_lost_page(&mut self, id: NodeId, page: u32) {
+        let p = firmware_model::PageNumber(page);
+        if let Ok(e) = self.hub.pct_entry(id, p) {
+            let off = firmware_model::PctEntry {
+                receive: false,
+                interrupt: false,
+                ack: false,
+                ..e
+            };
+            let _ = self.hub.set_pct(id, p, off);
+        }
+        self.nodes[id.index()].frames.unbind(page);
+        self.guest_error(
+            id,
+            format_args!(
+                "the new memory table leaves out the receive frames of page {page}: \
+                 the page no longer receives until it is programmed again"
+            ),
+        );
+    }
+
+    /// A guest went away (the stores it had committed were taken first:
+    /// posted writes already on their way leave the adapter even when the
+    /// program that made them is gone): reset its adapter and forget its
+    /// memory and whatever was still on its way to it.
+    pub(crate) fn disconnected(&mut self, id: NodeId) {
+        let _ = self.hub.reset_adapter(id);
+        self.nodes[id.index()].forget_guest();
+        self.deliveries.drop_for(id);
     }
 
     /// Apply a fault now (control socket, fault plans).
@@ -113,7 +263,7 @@ impl DeviceState {
                 if let Some(node) = self.nodes.get_mut(n.index()) {
                     node.frames.clear();
                 }
-                self.drop_pending(n.index());
+                self.deliveries.drop_for(n);
             }
         }
         self.dispatch(sink.events);
@@ -139,18 +289,25 @@ impl DeviceState {
     }
 
     /// A guest wrote the read-only register file.
-    pub(crate) fn refuse_config_write(&mut self, node: usize, offset: u32, len: usize) {
+    pub(crate) fn refuse_config_write(&mut self, id: NodeId, offset: u32, len: usize) {
         self.guest_error(
-            node,
+            id,
             format_args!("write of {len} bytes to read-only register offset {offset:#x} refused"),
         );
         self.refresh_status_pages();
     }
 }
 
-fn report_suppressed(node: usize, lines: u64) {
-    warn!(
-        "node{node}: {lines} more guest-caused messages suppressed (at most {BURST} per {:?} are logged)",
-        INTERVAL
-    );
+/// The line that says a driver broke a queue.
+struct BrokenQueue(u16, RingDefect);
+
+impl fmt::Display for BrokenQueue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} queue broken, no longer served until the driver resets it: {}",
+            queue_name(self.0),
+            self.1
+        )
+    }
 }

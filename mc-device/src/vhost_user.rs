@@ -5,6 +5,7 @@ use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd};
 use std::sync::Arc;
 
 use firmware_model::abi::{self, CONFIG_SIZE};
+use firmware_model::NodeId;
 use log::{debug, warn, Level};
 use vhost::vhost_user::message::{VhostUserProtocolFeatures, VhostUserVirtioFeatures};
 use vhost_user_backend::VhostUserBackend;
@@ -21,6 +22,7 @@ use crate::device::Device;
 use crate::guarded_vring::GuardedVring;
 use crate::mem_table::check_mem_table;
 use crate::memory::Mem;
+use crate::node::Node;
 
 /// `size` bytes of the register file from `offset`, zero past its end: QEMU
 /// rejects a reply of any other length.
@@ -38,7 +40,7 @@ pub(crate) fn config_slice(regs: &[u8; CONFIG_SIZE], offset: u32, size: u32) -> 
 
 /// The vhost-user backend of node `node`.
 pub(crate) struct NodeBackend {
-    pub(crate) node: usize,
+    pub(crate) node: NodeId,
     pub(crate) shared: Arc<Device>,
     /// The event that stops a connection's vring worker thread: one for the
     /// node's lifetime, owned here (see `exit_event`).
@@ -46,7 +48,7 @@ pub(crate) struct NodeBackend {
 }
 
 impl NodeBackend {
-    pub(crate) fn new(node: usize, shared: Arc<Device>) -> io::Result<NodeBackend> {
+    pub(crate) fn new(node: NodeId, shared: Arc<Device>) -> io::Result<NodeBackend> {
         Ok(NodeBackend {
             node,
             shared,
@@ -84,7 +86,7 @@ impl VhostUserBackend for NodeBackend {
     }
 
     fn acked_features(&self, features: u64) {
-        debug!("node{}: features acked {features:#x}", self.node);
+        debug!("{}: features acked {features:#x}", Node(self.node));
     }
 
     fn protocol_features(&self) -> VhostUserProtocolFeatures {
@@ -95,8 +97,8 @@ impl VhostUserBackend for NodeBackend {
 
     fn set_event_idx(&self, enabled: bool) {
         debug!(
-            "node{}: EVENT_IDX {}",
-            self.node,
+            "{}: EVENT_IDX {}",
+            Node(self.node),
             if enabled { "on" } else { "off" }
         );
     }
@@ -125,7 +127,7 @@ impl VhostUserBackend for NodeBackend {
         let mut st = self.shared.lock();
         match checked {
             Ok(()) => {
-                st.nodes[self.node].mem = Some(GuestMemoryAtomic::from(table));
+                st.memory_table_changed(self.node, GuestMemoryAtomic::from(table));
                 Ok(())
             }
             Err(e) => {
@@ -134,12 +136,15 @@ impl VhostUserBackend for NodeBackend {
                 if let Ok(g) = mem.lock() {
                     g.replace(Mem::new());
                 }
-                st.nodes[self.node].mem = None;
-                st.nodes[self.node].vrings = None;
-                st.guest_log(
-                    self.node,
+                let node = &mut st.nodes[self.node.index()];
+                node.mem = None;
+                node.vrings = None;
+                node.log(
                     Level::Error,
-                    format_args!("guest memory refused, disconnecting this guest: {e}"),
+                    format_args!(
+                        "guest memory refused, disconnecting this guest: {}",
+                        crate::error::Chain(&e)
+                    ),
                 );
                 Err(io::Error::new(io::ErrorKind::InvalidInput, e))
             }
@@ -153,7 +158,7 @@ impl VhostUserBackend for NodeBackend {
         let notifier = match self.exit.try_clone() {
             Ok(n) => n,
             Err(e) => {
-                warn!("node{}: cannot duplicate the exit event: {e}", self.node);
+                warn!("{}: cannot duplicate the exit event: {e}", Node(self.node));
                 return None;
             }
         };
@@ -171,12 +176,12 @@ impl VhostUserBackend for NodeBackend {
     /// VHOST_USER_GET_VRING_BASE stopped ring `queue_index`: the driver is
     /// re-initialising it, so a queue it broke is served again once restarted.
     fn stop_vring(&self, queue_index: u32) -> io::Result<()> {
-        self.shared.lock().nodes[self.node].ring_stopped(queue_index);
+        self.shared.lock().nodes[self.node.index()].ring_stopped(queue_index);
         Ok(())
     }
 
     fn reset_device(&self) {
-        self.shared.lock().nodes[self.node].broken_queues = 0;
+        self.shared.lock().nodes[self.node.index()].broken_queues = 0;
     }
 
     /// Kicks. Control and event queues are served here. A kick on the
@@ -194,9 +199,14 @@ impl VhostUserBackend for NodeBackend {
         if evset != EventSet::IN {
             return Ok(());
         }
+        if device_event == abi::CTRL_QUEUE {
+            // Ordered after this node's earlier stores, waited for without
+            // the device lock (transmit/progress.rs).
+            self.shared.wait_for_committed_stores(self.node);
+        }
         {
             let mut st = self.shared.lock();
-            let node = &mut st.nodes[self.node];
+            let node = &mut st.nodes[self.node.index()];
             if node.vrings.is_none() {
                 node.vrings = Some(vrings.iter().map(|v| v.0.clone()).collect());
             }

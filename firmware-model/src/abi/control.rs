@@ -68,7 +68,7 @@ impl CtrlRequest {
                 b.extend_from_slice(&first_page.to_le_bytes());
                 b.extend_from_slice(&count.to_le_bytes());
                 b.extend_from_slice(&entry.to_le_bytes());
-                b.extend_from_slice(&(frames.len() as u32).to_le_bytes());
+                b.extend_from_slice(&crate::saturating_u32(frames.len() as u64).to_le_bytes());
                 for f in frames {
                     b.extend_from_slice(&f.to_le_bytes());
                 }

@@ -32,6 +32,7 @@ pub use transmit::*;
 pub const VIRTIO_ID: u32 = 45;
 /// PCI ids the guest sees: virtio vendor, modern device id 0x1040 + virtio id.
 pub const PCI_VENDOR_ID: u16 = 0x1af4;
+#[allow(clippy::cast_possible_truncation)] // 45 fits
 pub const PCI_DEVICE_ID: u16 = 0x1040 + VIRTIO_ID as u16;
 
 /// Virtqueues, in order.

@@ -52,7 +52,9 @@ impl TxRecordHeader {
     pub fn pad(slots: u64) -> TxRecordHeader {
         TxRecordHeader {
             addr: 0,
-            len: (slots.max(1) * fifo::SLOT_SIZE as u64 - TX_RECORD_HEADER_SIZE as u64) as u32,
+            len: crate::saturating_u32(
+                slots.max(1) * fifo::SLOT_SIZE as u64 - TX_RECORD_HEADER_SIZE as u64,
+            ),
             flags: fifo::FLAG_PAD,
         }
     }
@@ -142,10 +144,66 @@ pub mod fifo {
         slots.is_power_of_two() && (MIN_SLOTS..=MAX_SLOTS).contains(&slots)
     }
 
+    /// Where each part of a FIFO lies, as byte offsets from its first byte:
+    /// the address arithmetic the driver and the device share.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct Layout {
+        slots: u32,
+    }
+
+    impl Layout {
+        /// The layout of a ring of `slots` slots, if the device accepts that size.
+        pub fn new(slots: u32) -> Option<Layout> {
+            valid_slots(slots).then_some(Layout { slots })
+        }
+
+        pub fn slots(self) -> u32 {
+            self.slots
+        }
+
+        /// Bytes of the whole FIFO ([`bytes`]).
+        pub fn bytes(self) -> usize {
+            bytes(self.slots)
+        }
+
+        /// The slot that position `position` names.
+        pub fn index(self, position: u64) -> u32 {
+            crate::rem_u32(position, self.slots)
+        }
+
+        /// Offset of the tag of the slot at `position`.
+        pub fn tag_offset(self, position: u64) -> usize {
+            HEADER_SIZE + 4 * self.index(position) as usize
+        }
+
+        /// Offset of the slot at `position` (its record header).
+        pub fn slot_offset(self, position: u64) -> usize {
+            slots_offset(self.slots) + SLOT_SIZE * self.index(position) as usize
+        }
+
+        /// Offset of the data of a record starting at `position`.
+        pub fn data_offset(self, position: u64) -> usize {
+            self.slot_offset(position) + super::TX_RECORD_HEADER_SIZE
+        }
+
+        /// Slots from `position` to the end of the ring (a record never wraps).
+        pub fn slots_to_end(self, position: u64) -> u64 {
+            u64::from(self.slots - self.index(position))
+        }
+
+        /// The tag that commits a record starting at `position` ([`tag`]).
+        pub fn tag(self, position: u64) -> u32 {
+            tag(position, self.slots)
+        }
+    }
+
     /// The tag that commits a record starting at `position`: its lap plus
     /// one, so zeroed memory commits nothing and a tag left from an earlier
     /// lap does not match.
     pub fn tag(position: u64, slots: u32) -> u32 {
-        ((position / u64::from(slots.max(1))) as u32).wrapping_add(1)
+        // The lap's low 32 bits: a tag only has to differ from the last lap's.
+        #[allow(clippy::cast_possible_truncation)]
+        let lap = (position / u64::from(slots.max(1))) as u32;
+        lap.wrapping_add(1)
     }
 }

@@ -48,6 +48,8 @@ const WAIT_POLICY: BackoffPolicy = BackoffPolicy::DEFAULT;
 pub struct TxFifo {
     mem: DmaRegion,
     slots: u32,
+    /// Where each slot and tag is (firmware_model::abi owns the arithmetic).
+    layout: fifo::Layout,
     /// Next free position: the reservation counter the node's threads share.
     reserved: AtomicU64,
     /// Refusals already reported by [`TxFifo::flush`].
@@ -73,13 +75,14 @@ impl TxFifo {
         doorbell: Arc<dyn Doorbell>,
         timeout: Duration,
     ) -> Result<TxFifo> {
-        if !fifo::valid_slots(slots) {
+        let Some(layout) = fifo::Layout::new(slots) else {
             return Err(Error::FifoSize { slots });
-        }
+        };
         let mem = mem.sub(0, fifo::bytes(slots))?;
         Ok(TxFifo {
             mem,
             slots,
+            layout,
             reserved: AtomicU64::new(0),
             refusals_seen: AtomicU64::new(0),
             doorbell,
@@ -170,15 +173,17 @@ impl TxFifo {
                 Err(now) => from = now,
             }
         };
-        let off = self.slot_offset(at);
+        let off = self.layout.slot_offset(at);
         self.mem.write(off, &header.to_bytes())?;
         if !data.is_empty() {
             self.mem.write(off + TX_RECORD_HEADER_SIZE, data)?;
         }
         self.commit(at)?;
         if pad > 0 {
-            self.mem
-                .write(self.slot_offset(from), &TxRecordHeader::pad(pad).to_bytes())?;
+            self.mem.write(
+                self.layout.slot_offset(from),
+                &TxRecordHeader::pad(pad).to_bytes(),
+            )?;
             self.commit(from)?;
         }
         self.ring_if_asked()?;
@@ -187,9 +192,9 @@ impl TxFifo {
 
     /// Write the tag that commits the record at `position`.
     fn commit(&self, position: u64) -> Result<()> {
-        let tag = fifo::tag(position, self.slots);
+        let tag = self.layout.tag(position);
         self.mem
-            .atomic_u32(self.tag_offset(position))?
+            .atomic_u32(self.layout.tag_offset(position))?
             .store(tag.to_le(), Ordering::Release);
         Ok(())
     }
@@ -268,23 +273,23 @@ impl TxFifo {
             len: data.len() as u32,
             flags: 0,
         };
-        let off = self.slot_offset(at);
+        let off = self.layout.slot_offset(at);
         self.mem.write(off, &header.to_bytes())?;
         self.mem.write(off + TX_RECORD_HEADER_SIZE, data)?;
         if let Some(slots) = pad {
             self.mem.write(
-                self.slot_offset(from),
+                self.layout.slot_offset(from),
                 &TxRecordHeader::pad(slots).to_bytes(),
             )?;
         }
         // Last to first, as post_group commits.
         self.mem
-            .atomic_u32(self.tag_offset(at))?
-            .store(fifo::tag(at, self.slots).to_le(), Ordering::Release);
+            .atomic_u32(self.layout.tag_offset(at))?
+            .store(self.layout.tag(at).to_le(), Ordering::Release);
         if pad.is_some() {
             self.mem
-                .atomic_u32(self.tag_offset(from))?
-                .store(fifo::tag(from, self.slots).to_le(), Ordering::Release);
+                .atomic_u32(self.layout.tag_offset(from))?
+                .store(self.layout.tag(from).to_le(), Ordering::Release);
         }
         self.ring_if_asked()?;
         Ok(end)
@@ -310,7 +315,7 @@ impl TxFifo {
             }
         };
         for p in &plan {
-            let off = self.slot_offset(p.position);
+            let off = self.layout.slot_offset(p.position);
             self.mem.write(off, &p.header.to_bytes())?;
             if !p.data.is_empty() {
                 self.mem.write(off + TX_RECORD_HEADER_SIZE, p.data)?;
@@ -442,15 +447,6 @@ impl TxFifo {
             });
         }
         Ok(())
-    }
-
-    fn tag_offset(&self, position: u64) -> usize {
-        fifo::HEADER_SIZE + 4 * (position % u64::from(self.slots)) as usize
-    }
-
-    fn slot_offset(&self, position: u64) -> usize {
-        fifo::slots_offset(self.slots)
-            + fifo::SLOT_SIZE * (position % u64::from(self.slots)) as usize
     }
 }
 

@@ -1,74 +1,29 @@
-//! Deliveries: the hub's decisions performed as DMA into the receivers' RAM.
-//!
-//! For each packet the model names the receiver, page and offset, the range of
-//! the sender's store, and when it is due. A delivery due now, to a receiver
-//! with nothing older still waiting, is copied straight from the sender's
-//! transmit FIFO into the receiver's bound frame: one copy, no buffer. Any
-//! other (due later: link timing, a hub stall, skewed delivery) is copied out
-//! of the FIFO into that receiver's [`PendingQueue`] and performed when due, in
-//! the receiver's global order. Every copy goes packet by packet, front to
-//! back, so a receiver that sees a packet also sees every earlier one (seed
+//! Deliveries due now, performed as the hub decides them: for each packet
+//! the model names the receiver, page and offset, the range of the sender's
+//! store, and when it is due. One due now, to a receiver with nothing older
+//! still waiting, is copied straight from the sender's transmit FIFO into the
+//! receiver's bound frame: one copy, no buffer. Any other (due later: link
+//! timing, a hub stall, skewed delivery) is copied out of the FIFO into that
+//! receiver's queue ([`Deliveries`]). Every copy goes packet by packet, front
+//! to back, so a receiver that sees a packet also sees every earlier one (seed
 //! 000 s.2.2: "all messages from a single source will be observed in the
 //! order sent").
 //!
 //! Nothing here sleeps or waits: the hub thread decides when to look again.
 
-use std::collections::VecDeque;
+use firmware_model::{AckReport, Delivery, DeliverySink, ErrorKind, Event, Nanos, NodeId};
 
-use firmware_model::{AckReport, Delivery, DeliverySink, ErrorKind, Event, Nanos};
-use log::warn;
-
-use crate::memory::{scatter_copy, scatter_read, MemGuard, Piece};
+use super::{Deliveries, Pending, PendingItem};
+use crate::memory::{scatter_copy, scatter_read, Mems, Piece};
 use crate::node::NodeState;
 
-/// Something due at one receiver.
-#[derive(Debug)]
-pub(crate) enum Pending {
-    /// Packet data, already copied out of the sender's FIFO.
-    Data {
-        page: u32,
-        page_offset: u32,
-        bytes: Box<[u8]>,
-        /// The sender, whose queued bytes this counts against.
-        src: usize,
-    },
-    /// The answer to an ACK-page store (at the writer).
-    Ack(AckReport),
-    /// An event for this receiver's driver (a page written, a CRC discard).
-    Event(Event),
-}
-
-#[derive(Debug)]
-pub(crate) struct PendingItem {
-    pub(crate) at: Nanos,
-    /// Position in the global order (for events: at most that of their
-    /// packet), so an ACK answer waits for every earlier item everywhere.
-    pub(crate) seq: u64,
-    pub(crate) what: Pending,
-}
-
-/// One receiver's deliveries that are not due yet, in its global order.
-#[derive(Debug, Default)]
-pub(crate) struct PendingQueue {
-    pub(crate) items: VecDeque<PendingItem>,
-}
-
-impl PendingQueue {
-    pub(crate) fn is_empty(&self) -> bool {
-        self.items.is_empty()
-    }
-
-    pub(crate) fn front(&self) -> Option<&PendingItem> {
-        self.items.front()
-    }
-
-    pub(crate) fn pop(&mut self) -> Option<PendingItem> {
-        self.items.pop_front()
-    }
-
-    fn push(&mut self, item: PendingItem) {
-        self.items.push_back(item);
-    }
+/// A DMA into a receiver's frames that failed (its memory changed under a
+/// bound frame), for the device state to report on that node's behalf.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct DmaFailure {
+    pub(crate) node: NodeId,
+    pub(crate) page: u32,
+    pub(crate) len: u64,
 }
 
 /// Consecutive packets for one receiver, copied as one front-to-back run.
@@ -84,19 +39,18 @@ pub(crate) struct PendingCopy {
 pub(crate) struct DmaDelivery<'a> {
     pub(crate) now: Nanos,
     /// Each node's guest memory for this pass (None: no guest connected).
-    pub(crate) mems: &'a [Option<MemGuard>],
+    pub(crate) mems: &'a Mems,
     /// Every node's device state (for the frames bound to each page).
     pub(crate) nodes: &'a [NodeState],
-    pub(crate) queues: &'a mut [PendingQueue],
-    /// Bytes each sender has waiting in queues (backpressure).
-    pub(crate) queued_bytes: &'a mut [usize],
+    pub(crate) queues: &'a mut Deliveries,
     /// Sender and the guest-physical runs holding the store's data.
-    pub(crate) src: usize,
+    pub(crate) src: NodeId,
     pub(crate) src_data: &'a [Piece],
     /// Events due now, for the caller to dispatch.
     pub(crate) events: &'a mut Vec<Event>,
     pub(crate) packet: u32,
-    pub(crate) failed: u32,
+    /// DMA that failed, for the caller to report.
+    pub(crate) failures: &'a mut Vec<DmaFailure>,
     /// Per receiver: packets due now, not yet copied (the caller's buffer,
     /// reused from store to store).
     pub(crate) runs: &'a mut Vec<Option<PendingCopy>>,
@@ -106,16 +60,18 @@ pub(crate) struct DmaDelivery<'a> {
 
 impl DmaDelivery<'_> {
     /// Copy receiver `r`'s run of packets due now, if any.
-    fn flush(&mut self, r: usize) {
-        let Some(run) = self.runs.get_mut(r).and_then(Option::take) else {
+    fn flush(&mut self, r: NodeId) {
+        let Some(run) = self.runs.get_mut(r.index()).and_then(Option::take) else {
             return;
         };
-        let (Some(Some(src_mem)), Some(Some(dst_mem))) =
-            (self.mems.get(self.src), self.mems.get(r))
+        let (Some(src_mem), Some(dst_mem)) = (self.mems.get(self.src), self.mems.get(r)) else {
+            return;
+        };
+        let Some(frames) = self
+            .nodes
+            .get(r.index())
+            .and_then(|n| n.frames.get(run.page))
         else {
-            return;
-        };
-        let Some(frames) = self.nodes.get(r).and_then(|n| n.frames.get(run.page)) else {
             // The model only delivers to receive-enabled pages, and the device
             // binds frames before enabling receive; nothing to write otherwise.
             return;
@@ -130,17 +86,17 @@ impl DmaDelivery<'_> {
             u64::from(run.len),
             self.packet,
         ) {
-            self.failed += 1;
-            warn!(
-                "node{r}: DMA of {} bytes to page {} failed (guest memory changed?)",
-                run.len, run.page
-            );
+            self.failures.push(DmaFailure {
+                node: r,
+                page: run.page,
+                len: u64::from(run.len),
+            });
         }
     }
 
     /// Perform every copy still pending. Call once the store is done.
     pub(crate) fn finish(&mut self) {
-        for r in 0..self.runs.len() {
+        for r in NodeId::all(u8::try_from(self.runs.len()).unwrap_or(u8::MAX)) {
             self.flush(r);
         }
         self.runs.clear();
@@ -148,24 +104,22 @@ impl DmaDelivery<'_> {
 
     /// Deliveries to `r` go through its queue from now on in this store:
     /// something older is waiting there, or this one is not due yet.
-    fn must_queue(&self, r: usize, at: Nanos) -> bool {
-        at > self.now || self.queues.get(r).is_some_and(|q| !q.is_empty())
+    fn must_queue(&self, r: NodeId, at: Nanos) -> bool {
+        at > self.now || !self.queues.is_empty(r)
     }
 
-    fn enqueue(&mut self, r: usize, item: PendingItem) {
+    fn enqueue(&mut self, r: NodeId, item: PendingItem) {
         self.flush(r);
-        if let Some(q) = self.queues.get_mut(r) {
-            q.push(item);
-        }
+        self.queues.push(r, item);
     }
 }
 
 impl DeliverySink for DmaDelivery<'_> {
     fn deliver(&mut self, d: &Delivery) {
-        let r = d.receiver.index();
+        let r = d.receiver;
         self.seq = d.packet.seq;
         if self.must_queue(r, d.at) {
-            let Some(Some(src_mem)) = self.mems.get(self.src) else {
+            let Some(src_mem) = self.mems.get(self.src) else {
                 return;
             };
             let mut bytes = vec![0u8; d.packet.len as usize].into_boxed_slice();
@@ -175,11 +129,8 @@ impl DeliverySink for DmaDelivery<'_> {
                 u64::from(d.packet.store_offset),
                 &mut bytes,
             ) {
-                self.failed += 1;
+                // The sender's own FIFO, checked when the record was taken.
                 return;
-            }
-            if let Some(q) = self.queued_bytes.get_mut(self.src) {
-                *q += bytes.len();
             }
             let src = self.src;
             self.enqueue(
@@ -197,10 +148,11 @@ impl DeliverySink for DmaDelivery<'_> {
             );
             return;
         }
-        if r >= self.runs.len() {
-            self.runs.resize(r + 1, None);
+        let i = r.index();
+        if i >= self.runs.len() {
+            self.runs.resize(i + 1, None);
         }
-        if let Some(run) = self.runs[r].as_mut() {
+        if let Some(run) = self.runs[i].as_mut() {
             if run.page == d.page.0
                 && run.page_offset + run.len == d.page_offset
                 && run.store_offset + run.len == d.packet.store_offset
@@ -210,7 +162,7 @@ impl DeliverySink for DmaDelivery<'_> {
             }
         }
         self.flush(r);
-        self.runs[r] = Some(PendingCopy {
+        self.runs[i] = Some(PendingCopy {
             page: d.page.0,
             page_offset: d.page_offset,
             store_offset: d.packet.store_offset,
@@ -223,7 +175,7 @@ impl DeliverySink for DmaDelivery<'_> {
     /// writer's status page up to date.
     fn ack(&mut self, a: &AckReport) {
         self.enqueue(
-            a.writer.index(),
+            a.writer,
             PendingItem {
                 at: a.at,
                 seq: a.seq,
@@ -239,7 +191,7 @@ impl DeliverySink for DmaDelivery<'_> {
                 node,
                 kind: ErrorKind::Crc,
                 at,
-            } => Some((node.index(), at)),
+            } => Some((node, at)),
             _ => None,
         };
         match at_receiver {
@@ -261,19 +213,5 @@ impl DeliverySink for DmaDelivery<'_> {
             }
             None => self.events.push(*e),
         }
-    }
-}
-
-/// A sink for operations that move no data (faults, protection errors).
-#[derive(Default)]
-pub(crate) struct EventCollector {
-    pub(crate) events: Vec<Event>,
-}
-
-impl DeliverySink for EventCollector {
-    fn deliver(&mut self, _: &Delivery) {}
-    fn ack(&mut self, _: &AckReport) {}
-    fn event(&mut self, e: &Event) {
-        self.events.push(*e);
     }
 }

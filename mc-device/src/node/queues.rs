@@ -29,13 +29,12 @@ use std::fmt;
 use std::sync::atomic::Ordering;
 
 use firmware_model::abi;
-use log::warn;
 use vhost_user_backend::{VringRwLock, VringT};
 use virtio_queue::{DescriptorChain, QueueOwnedT, QueueT};
 use vm_memory::GuestAddressSpace;
 
+use super::NodeState;
 use crate::memory::{range_ok, MemGuard};
-use crate::state::DeviceState;
 
 /// How a driver broke a queue.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -118,7 +117,6 @@ fn check(vring: &VringRwLock, mem: &MemGuard) -> Result<(), RingDefect> {
 pub(crate) struct ServedQueue {
     pub(crate) vring: VringRwLock,
     pub(crate) mem: MemGuard,
-    node: usize,
     queue: u16,
 }
 
@@ -178,71 +176,69 @@ impl ServedQueue {
         let _ = s.get_queue_mut().disable_notification(&*self.mem);
     }
 
-    /// Interrupt the driver if it asked for it (EVENT_IDX `used_event`).
-    pub(crate) fn signal(&self) {
+    /// Interrupt the driver if it asked for it (EVENT_IDX `used_event`). A
+    /// saturated call eventfd is no error: the driver has an interrupt
+    /// pending.
+    pub(crate) fn signal(&self) -> std::io::Result<()> {
         let needed = {
             let mut s = self.vring.get_mut();
-            s.get_queue_mut().needs_notification(&*self.mem)
+            // The used_event word is in RAM (checked), so this cannot fail.
+            s.get_queue_mut()
+                .needs_notification(&*self.mem)
+                .unwrap_or(false)
         };
-        match needed {
-            Ok(true) => match self.vring.signal_used_queue() {
-                // A saturated call eventfd: the driver has an interrupt pending.
-                Err(e) if e.kind() != std::io::ErrorKind::WouldBlock => warn!(
-                    "node{}: cannot signal the {} queue: {e}",
-                    self.node,
-                    queue_name(self.queue)
-                ),
-                _ => {}
-            },
-            Ok(false) => {}
-            // The used_event word is in RAM (checked), so this cannot happen.
-            Err(_) => {}
+        if !needed {
+            return Ok(());
+        }
+        match self.vring.signal_used_queue() {
+            Err(e) if e.kind() != std::io::ErrorKind::WouldBlock => Err(std::io::Error::new(
+                e.kind(),
+                format!("cannot signal the {} queue: {e}", queue_name(self.queue)),
+            )),
+            _ => Ok(()),
         }
     }
 }
 
-impl DeviceState {
-    /// Node `i`'s queue `q`, if the device may serve it now (see the module
-    /// documentation). A queue found broken here is marked so and not served.
-    pub(crate) fn served_queue(&mut self, i: usize, q: u16) -> Option<ServedQueue> {
-        let node = &self.nodes[i];
-        if node.broken_queues & (1 << q) != 0 {
-            return None;
+impl NodeState {
+    /// Queue `q`, if the device may serve it now (see the module
+    /// documentation). A queue found broken here is marked so and not served;
+    /// `Err` says how, the first time only, for the caller to report.
+    pub(crate) fn served_queue(&mut self, q: u16) -> Result<Option<ServedQueue>, RingDefect> {
+        if self.broken_queues & (1 << q) != 0 {
+            return Ok(None);
         }
-        let (Some(vrings), Some(atomic)) = (node.vrings.as_ref(), node.mem.as_ref()) else {
-            return None;
+        let (Some(vrings), Some(atomic)) = (self.vrings.as_ref(), self.mem.as_ref()) else {
+            return Ok(None);
         };
-        let vring = vrings.get(usize::from(q))?.clone();
+        let Some(vring) = vrings.get(usize::from(q)).cloned() else {
+            return Ok(None);
+        };
         if !configured(&vring) {
-            return None;
+            return Ok(None);
         }
         let mem = atomic.memory();
         if let Err(defect) = check(&vring, &mem) {
-            self.break_queue(i, q, defect);
-            return None;
+            return match self.break_queue(q, defect) {
+                Some(d) => Err(d),
+                None => Ok(None),
+            };
         }
-        Some(ServedQueue {
+        Ok(Some(ServedQueue {
             vring,
             mem,
-            node: i,
             queue: q,
-        })
+        }))
     }
 
-    /// The driver broke node `i`'s queue `q`: stop serving it until the ring is
-    /// re-initialised, and say so once.
-    pub(crate) fn break_queue(&mut self, i: usize, q: u16, defect: RingDefect) {
-        let node = &mut self.nodes[i];
-        if node.broken_queues & (1 << q) != 0 {
-            return;
+    /// The driver broke queue `q`: stop serving it until the ring is
+    /// re-initialised. Returns the defect if the queue was not broken before
+    /// (so it is reported once).
+    pub(crate) fn break_queue(&mut self, q: u16, defect: RingDefect) -> Option<RingDefect> {
+        if self.broken_queues & (1 << q) != 0 {
+            return None;
         }
-        node.broken_queues |= 1 << q;
-        self.guest_error(
-            i,
-            format_args!(
-                "{} queue broken, no longer served until the driver resets it: {defect}",
-                queue_name(q)
-            ),
-        );
+        self.broken_queues |= 1 << q;
+        Some(defect)
     }
 }

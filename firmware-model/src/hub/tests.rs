@@ -1,5 +1,6 @@
 use super::*;
 use crate::shadow::ShadowCluster;
+use crate::sink::{ErrorKind, Event};
 use crate::sink::{RecordingSink, SinkRecord};
 use crate::timing::LinkTiming;
 
