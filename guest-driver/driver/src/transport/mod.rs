@@ -6,6 +6,8 @@
 //!   vhost-user to the backend's socket as QEMU does, its RAM a shared memfd.
 //! - [`pci::PciTransport`]: a user-space driver inside a QEMU guest: BARs
 //!   through sysfs, hugepage DMA memory, GPAs from `/proc/self/pagemap`.
+//!
+//! The crate's `open` module chooses between them (a socket or PCI).
 
 pub mod pci;
 pub mod vhost_user;
