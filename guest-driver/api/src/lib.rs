@@ -61,6 +61,8 @@ pub use join::{Coherence, Resync};
 pub use lock::LockSet;
 /// The one way the guest side waits (re-exported for the layers above).
 pub use mc_driver::backoff;
+/// How a program prints an error with each of its causes once.
+pub use mc_driver::Chain;
 pub use membership::HostList;
 pub use open::OpenOptions;
 pub use port::{McPort, ReceiveMemory};
