@@ -9,7 +9,6 @@ use firmware_model::abi::Status;
 use firmware_model::{NodeId, NodeSet};
 
 use crate::layout::Layout;
-use crate::table::TableKind;
 
 /// Errors of the Memory Channel API.
 #[derive(Debug, thiserror::Error)]
@@ -328,5 +327,21 @@ mod tests {
             .downcast_ref::<mc_driver::Error>()
             .expect("of the driver");
         assert_eq!(driver.status(), Some(Status::Offline));
+    }
+}
+
+/// The two tables.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TableKind {
+    Region,
+    LockSet,
+}
+
+impl std::fmt::Display for TableKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            TableKind::Region => "region",
+            TableKind::LockSet => "lock-set",
+        })
     }
 }
