@@ -15,12 +15,12 @@ use crate::layout::Layout;
 pub enum McError {
     /// The adapter driver failed: transport, queues, DMA memory, or a
     /// control request (a PCT entry, the status page) the device refused.
-    #[error("adapter driver: {0}")]
+    #[error("adapter driver")]
     Driver(#[from] mc_driver::Error),
     /// The device refused a store (the transmit completion's status).
     #[error("the adapter refused the request: {status} (detail {detail})")]
     Refused { status: Status, detail: u32 },
-    #[error("cannot start the late-join thread: {0}")]
+    #[error("cannot start the late-join thread")]
     JoinThread(#[source] std::io::Error),
     #[error("no region with {0}")]
     NoSuchRegion(RegionRef),

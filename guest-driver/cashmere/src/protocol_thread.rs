@@ -34,7 +34,11 @@ const MEMBERSHIP_EVERY: Duration = Duration::from_millis(20);
 /// Log a protocol failure, tell the other nodes, and keep it for the
 /// application threads' next call.
 fn report_failure(node: &Node, e: Arc<CsmError>) {
-    log::error!("node{}: cashmere protocol thread: {e}", node.me);
+    log::error!(
+        "node{}: cashmere protocol thread: {}",
+        node.me,
+        mc_api::Chain(&e)
+    );
     node.sync.abort();
     *node.failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
 }

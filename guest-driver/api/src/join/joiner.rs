@@ -61,7 +61,10 @@ impl Manager {
                 PctEntry::DISABLED,
                 &[],
             ) {
-                warn!("node{me}: unmapping the resync window: {e}");
+                warn!(
+                    "node{me}: unmapping the resync window: {}",
+                    crate::Chain(&e)
+                );
             }
             r?
         };

@@ -125,7 +125,10 @@ impl Manager {
                     return;
                 }
                 Err(e) => {
-                    warn!("node{me}: probing this node's PCT after a membership change: {e}");
+                    warn!(
+                        "node{me}: probing this node's PCT after a membership change: {}",
+                        crate::Chain(&e)
+                    );
                     self.not_before = now + RETRY;
                     return;
                 }
@@ -134,7 +137,10 @@ impl Manager {
             if rejoined {
                 self.last_activity = Instant::now();
                 if let Err(e) = self.join(host) {
-                    warn!("node{me}: catching up after rejoining: {e}; trying again");
+                    warn!(
+                        "node{me}: catching up after rejoining: {}; trying again",
+                        crate::Chain(&e)
+                    );
                     self.probe_pending = true;
                     self.not_before = Instant::now() + RETRY;
                 }

@@ -64,7 +64,7 @@ impl Manager {
             Ok(true) => {}
             Ok(false) => return,
             Err(e) => {
-                warn!("node{me}: the serve lock: {e}");
+                warn!("node{me}: the serve lock: {}", crate::Chain(&e));
                 self.not_before = now + RETRY;
                 return;
             }
@@ -76,11 +76,14 @@ impl Manager {
             Ok(())
         };
         if let Err(e) = &r {
-            warn!("node{me}: serving join request {seq} of node {j}: {e}");
+            warn!(
+                "node{me}: serving join request {seq} of node {j}: {}",
+                crate::Chain(e)
+            );
             self.not_before = Instant::now() + RETRY;
         }
         if let Err(e) = lock.release(host.node()) {
-            warn!("node{me}: releasing the serve lock: {e}");
+            warn!("node{me}: releasing the serve lock: {}", crate::Chain(&e));
         }
     }
 
@@ -102,7 +105,10 @@ impl Manager {
             PctEntry::DISABLED,
             &[],
         ) {
-            warn!("node{me}: unmapping the resync window: {e}");
+            warn!(
+                "node{me}: unmapping the resync window: {}",
+                crate::Chain(&e)
+            );
         }
         let (rounds, sent) = r?;
         // Ordered after every retransmission: the joiner sees it last.

@@ -168,7 +168,11 @@ impl StoreData<'_> {
 impl Drop for TxRegion {
     fn drop(&mut self) {
         if let Err(e) = self.host.detach(&self.entry, true) {
-            warn!("detaching region {} (transmit): {e}", self.entry.id);
+            warn!(
+                "detaching region {} (transmit): {}",
+                self.entry.id,
+                crate::Chain(&e)
+            );
         }
     }
 }
@@ -265,7 +269,11 @@ impl RxRegion {
 impl Drop for RxRegion {
     fn drop(&mut self) {
         if let Err(e) = self.host.detach(&self.entry, false) {
-            warn!("detaching region {} (receive): {e}", self.entry.id);
+            warn!(
+                "detaching region {} (receive): {}",
+                self.entry.id,
+                crate::Chain(&e)
+            );
         }
     }
 }

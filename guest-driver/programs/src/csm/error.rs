@@ -11,7 +11,7 @@ use super::verify;
 pub enum AppError {
     #[error(transparent)]
     Csm(#[from] CsmError),
-    #[error("cannot start an application thread: {0}")]
+    #[error("cannot start an application thread")]
     Spawn(#[source] std::io::Error),
     #[error("an application thread panicked")]
     Panicked,
