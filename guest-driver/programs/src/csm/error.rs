@@ -2,7 +2,6 @@
 
 use cashmere::CsmError;
 
-use super::params::MAX_TSP_CITIES;
 use super::verify;
 
 /// Why a Cashmere program failed: Cashmere did, or the result is wrong (each
@@ -15,10 +14,8 @@ pub enum AppError {
     Spawn(#[source] std::io::Error),
     #[error("an application thread panicked")]
     Panicked,
-    #[error(
-        "tsp of {0} cities: 3 to {MAX_TSP_CITIES} (each city more multiplies the time by 4-7)"
-    )]
-    TspCities(usize),
+    #[error("tsp of {cities} cities: 3 to {max} (each city more multiplies the time by 4-7)")]
+    TspCities { cities: usize, max: usize },
     /// wtest or test read a wrong value.
     #[error("{check}: element {element} is {got:#x}, expected {want:#x}")]
     Wtest {

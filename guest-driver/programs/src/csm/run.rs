@@ -89,7 +89,10 @@ pub fn run(mc: &MemoryChannel, p: &Params) -> Result<Outcome, AppError> {
         if !(3..=MAX_TSP_CITIES).contains(&cities) {
             // Branch and bound is exponential: 14 cities take seconds,
             // each city more several times as long.
-            return Err(AppError::TspCities(cities));
+            return Err(AppError::TspCities {
+                cities,
+                max: MAX_TSP_CITIES,
+            });
         }
     }
     let procs = mc.nodes() as usize * p.threads as usize;
