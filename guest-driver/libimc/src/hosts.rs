@@ -25,7 +25,8 @@ pub unsafe extern "C" fn imc_kill(host: *const c_char, pid: libc::pid_t, sig: c_
             format!("imc_kill: {sig} is not a signal number"),
         );
     }
-    // SAFETY: the caller passes a NUL-terminated string.
+    // SAFETY: `host` is not NULL (checked above) and the caller promises a
+    // NUL-terminated string (# Safety), which CStr only reads.
     let host = unsafe { CStr::from_ptr(host) }
         .to_string_lossy()
         .into_owned();
@@ -85,7 +86,9 @@ pub unsafe extern "C" fn imc_gethosts(
         for (o, b) in out.iter_mut().zip(name.bytes().take(IMC_HOSTNAMELEN - 1)) {
             *o = b as c_char;
         }
-        // SAFETY: i < IMC_MAXHOSTS entries, which the caller provides.
+        // SAFETY: `names` is not NULL (checked above), `i` is below
+        // IMC_MAXHOSTS (`take`), and the caller provides that many writable
+        // names (# Safety).
         unsafe { *names.add(i) = out };
     }
     IMC_SUCCESS

@@ -151,7 +151,8 @@ impl Relay {
         let mut seq = self.sending.lock().unwrap_or_else(|p| p.into_inner());
         *seq += 1;
         let s = *seq;
-        // SAFETY: getuid/geteuid only return this process's ids.
+        // SAFETY: getuid and geteuid take no arguments, cannot fail and touch no
+        // memory: they only return this process's ids.
         let (ruid, euid) = unsafe { (libc::getuid(), libc::geteuid()) };
         let mut req = [0u8; REQUEST_BYTES];
         req[0..4].copy_from_slice(&dest.to_le_bytes());
