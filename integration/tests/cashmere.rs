@@ -117,7 +117,7 @@ const MESSAGE_VARIANTS: usize = 4;
 /// variant added there must be added here (and so be verified).
 #[test]
 fn the_tests_cover_every_variant_offered() {
-    let offered: Vec<&str> = mc_guest::csm::ProtocolVariant::all()
+    let offered: Vec<&str> = mc_guest::csm::CsmVariant::all()
         .iter()
         .map(|v| v.name())
         .collect();
@@ -244,7 +244,7 @@ fn wtest_in_process_moves_pages_between_nodes() {
 #[test]
 fn one_level_threads_of_one_node_share_pages_through_the_network() {
     for levels in [cashmere::Levels::One, cashmere::Levels::Two] {
-        for variant in [csm::ProtocolVariant::Dms, csm::ProtocolVariant::None] {
+        for variant in [csm::CsmVariant::Dms, csm::CsmVariant::None] {
             let vc = VirtualCluster::start(ClusterConfig::new(1));
             let outs = vc.on_every_node(move |mc| {
                 let mut p = Params::new(App::Wtest, 2);

@@ -5,9 +5,10 @@
 
 use std::time::Duration;
 
-use crate::channel::{wait_for, MemoryChannel};
+use crate::channel::MemoryChannel;
 use crate::error::{McError, WaitFor};
 use crate::join::adapter_offline;
+use crate::node::wait_for;
 use crate::region::{RxRegion, Sharing, TxRegion};
 
 /// A named barrier for all cluster members.
@@ -49,7 +50,7 @@ impl Barrier {
             // An adapter that went offline (it crashed) is out of the
             // cluster: nobody sees this node's arrival and it sees nobody's,
             // so the wait could only time out.
-            if adapter_offline(mc) {
+            if adapter_offline(mc.node()) {
                 return Some(Err(McError::Offline));
             }
             let members = mc.members_mask();

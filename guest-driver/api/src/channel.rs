@@ -1,103 +1,84 @@
-//! The node's handle on the API ([`MemoryChannel`]) and the state its threads
-//! share: the adapter, the control pages, the coherent arena and the ACK page,
-//! and the one way the API waits for the device or another node.
+//! The node's handle on the API ([`MemoryChannel`]): the public face of the
+//! parts, each of which owns its own state. `Inner` holds the node (the
+//! adapter and the shared memory, `node`), the tables' bookkeeping
+//! (`table`), the threads' local locks (`lock`) and the local attachments
+//! (`region`), and hands each part what it asks for through that part's
+//! own narrow trait (`LockHost`, `RegionHost`, `JoinHost`). The handles a
+//! part returns (lock sets, regions) and the late-join thread hold the same
+//! `Inner`, so the API stays open while any of them lives.
 //!
-//! What the handle does lives in the module named for it: `open` (bring-up
-//! and rendezvous), `store` (the store path), `error_count`, `events`,
-//! `membership`, `table`, `region`, `lock`, `join` (late join).
+//! Bring-up is `open`; what each call does lives in the part named for it.
 
-use std::sync::atomic::AtomicU32;
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::sync::atomic::{fence, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 
-use firmware_model::abi::{EventRecord, Registers};
+use firmware_model::abi::Registers;
 use firmware_model::NodeId;
-use mc_driver::backoff::poll_until;
 
-use crate::error::{McError, WaitFor};
-use crate::join::JoinState;
+use crate::error::McError;
+use crate::error_count::ErrorCheck;
+use crate::events::{EventSignal, Notification};
+use crate::join::{Coherence, JoinHost, Resync, Window};
 use crate::layout::Layout;
-use crate::lock::LocalLocks;
-use crate::pct_log::RecordingPort;
-use crate::port::{McPort, ReceiveMemory, StorePath};
-use crate::region::Attachments;
-use crate::table::WrittenGenerations;
-
-/// How long cluster operations wait before they report a timeout.
-pub(crate) const OP_TIMEOUT: Duration = Duration::from_secs(30);
+use crate::lock::{self, LocalLocks, LockHost, LockSet};
+use crate::membership::HostList;
+use crate::node::Node;
+use crate::region::{self, Attachments, RegionHost, RxRegion, Sharing, TxRegion};
+use crate::table::{Permissions, RegionEntry, Table, Tables};
 
 /// What a node's threads share behind a [`MemoryChannel`].
 pub(crate) struct Inner {
-    pub(crate) port: Mutex<RecordingPort>,
-    /// Posted stores: every thread uses it at once, outside `port`'s lock.
-    pub(crate) stores: Arc<dyn StorePath>,
-    pub(crate) regs: Registers,
-    pub(crate) layout: Layout,
-    pub(crate) me: u32,
-    /// The control pages (meta page, tables, lock arrays), received by every
-    /// node.
-    pub(crate) control: Box<dyn ReceiveMemory>,
-    /// The coherent arena, received by every node.
-    pub(crate) arena: Arc<dyn ReceiveMemory>,
-    /// This node's ACK page.
-    pub(crate) ack: Box<dyn ReceiveMemory>,
-    /// Serialises this node's threads on the meta lock.
-    pub(crate) meta: Mutex<()>,
-    /// Serialises this node's threads on the ACK page.
-    pub(crate) ack_slot: Mutex<()>,
-    /// Which slot of the ACK page the next check uses: each check has its own
-    /// slot, so a late answer to an earlier check cannot be taken for its own.
-    pub(crate) ack_seq: AtomicU32,
-    pub(crate) reliable: bool,
-    pub(crate) attachments: Attachments,
-    pub(crate) events: Mutex<Vec<EventRecord>>,
-    pub(crate) lock_state: LocalLocks,
-    pub(crate) join: JoinState,
-    /// The table generations this node wrote last (read your own writes).
-    pub(crate) tables_written: WrittenGenerations,
+    node: Node,
+    tables: Tables,
+    locks: LocalLocks,
+    attachments: Attachments,
 }
 
 impl Inner {
-    /// The state of a node whose adapter's bring-up (`open`) has mapped the
-    /// control pages, the arena and the ACK page.
-    pub(crate) fn new(
-        port: RecordingPort,
-        regs: Registers,
-        layout: Layout,
-        control: Box<dyn ReceiveMemory>,
-        arena: Arc<dyn ReceiveMemory>,
-        ack: Box<dyn ReceiveMemory>,
-        reliable: bool,
-    ) -> Inner {
+    pub(crate) fn new(node: Node) -> Inner {
         Inner {
-            stores: port.store_path(),
-            port: Mutex::new(port),
-            regs,
-            layout,
-            me: regs.node_id,
-            control,
-            arena,
-            ack,
-            meta: Mutex::new(()),
-            ack_slot: Mutex::new(()),
-            ack_seq: AtomicU32::new(0),
-            reliable,
+            node,
+            tables: Tables::default(),
+            locks: LocalLocks::default(),
             attachments: Attachments::default(),
-            events: Mutex::new(Vec::new()),
-            lock_state: LocalLocks::default(),
-            join: JoinState::new(),
-            tables_written: WrittenGenerations::default(),
         }
     }
 }
 
-impl Drop for Inner {
-    /// The last handle is gone: hand what is still queued to the hub, so a
-    /// program that ends right after its last store does not lose it.
-    fn drop(&mut self) {
-        if let Err(e) = self.stores.flush() {
-            log::warn!("node{}: closing the Memory Channel API: {e}", self.me);
-        }
+impl LockHost for Inner {
+    fn node(&self) -> &Node {
+        &self.node
+    }
+    fn tables(&self) -> &Tables {
+        &self.tables
+    }
+    fn local_locks(&self) -> &LocalLocks {
+        &self.locks
+    }
+}
+
+impl RegionHost for Inner {
+    fn node(&self) -> &Node {
+        &self.node
+    }
+    fn tables(&self) -> &Tables {
+        &self.tables
+    }
+    fn attachments(&self) -> &Attachments {
+        &self.attachments
+    }
+}
+
+impl JoinHost for Inner {
+    fn node(&self) -> &Node {
+        &self.node
+    }
+    fn tables(&self) -> &Tables {
+        &self.tables
+    }
+    fn local_locks(&self) -> &LocalLocks {
+        &self.locks
     }
 }
 
@@ -105,114 +86,276 @@ impl Drop for Inner {
 /// the node may use it.
 #[derive(Clone)]
 pub struct MemoryChannel {
-    pub(crate) inner: Arc<Inner>,
+    inner: Arc<Inner>,
 }
 
 impl MemoryChannel {
+    pub(crate) fn from_inner(inner: Arc<Inner>) -> MemoryChannel {
+        MemoryChannel { inner }
+    }
+
+    /// The node, for the parts of the API above the handle (bring-up,
+    /// barriers).
+    pub(crate) fn node(&self) -> &Node {
+        &self.inner.node
+    }
+
+    /// This handle's state, as the late-join thread holds it.
+    pub(crate) fn join_host(&self) -> Arc<dyn JoinHost> {
+        self.inner.clone()
+    }
+
+    fn lock_host(&self) -> Arc<dyn LockHost> {
+        self.inner.clone()
+    }
+
+    fn region_host(&self) -> Arc<dyn RegionHost> {
+        self.inner.clone()
+    }
+
     pub fn node_id(&self) -> NodeId {
-        NodeId(self.inner.me as u8)
+        NodeId(self.node().me as u8)
     }
 
     pub fn nodes(&self) -> u32 {
-        self.inner.regs.nodes
+        self.node().regs.nodes
     }
 
     pub fn registers(&self) -> Registers {
-        self.inner.regs
+        self.node().regs
     }
 
     pub fn layout(&self) -> Layout {
-        self.inner.layout
+        self.node().layout
     }
 
     /// How many regions the cluster's region table holds (allocated by
     /// anyone, this program included).
     pub fn region_table_capacity(&self) -> u32 {
-        crate::table::Table::<crate::table::RegionEntry>::capacity(
-            self.inner.layout.page_size as usize,
-        ) as u32
+        Table::<RegionEntry>::capacity(self.node().layout.page_size as usize) as u32
     }
 
     /// Whether this handle retries each store until it went through clean
     /// (`OpenOptions::reliable`).
     pub fn is_reliable(&self) -> bool {
-        self.inner.reliable
+        self.node().reliable
     }
 
-    /// The adapter, for one request at a time.
-    pub(crate) fn port(&self) -> MutexGuard<'_, RecordingPort> {
-        self.inner.port.lock().unwrap_or_else(|p| p.into_inner())
+    // The store path (`store`).
+
+    /// The write barrier (the Alpha's `mb`, seed 004 Figure 6): stores queued
+    /// after it reach the network after those queued before it, and this
+    /// thread's own loads and stores are not moved across it. The transmit
+    /// FIFO already keeps a node's stores in order, so this costs a CPU
+    /// fence and no wait.
+    pub fn fence(&self) {
+        fence(Ordering::SeqCst);
     }
-}
 
-/// Wait (the common backoff) until `f` yields a value: the device or another
-/// node is about to write. `what` names it in the timeout error.
-pub(crate) fn wait_for<T>(
-    what: WaitFor,
-    timeout: Duration,
-    f: impl FnMut() -> Option<T>,
-) -> Result<T, McError> {
-    poll_until(timeout, f).ok_or(McError::Timeout {
-        after: timeout,
-        waiting_for: what,
-    })
-}
+    /// Wait until every store this node queued before the call has been
+    /// handed to the hub: for a program that must not end with stores in
+    /// flight. It does not mean they arrived anywhere; an ACK-page check
+    /// ([`MemoryChannel::check_errors`]) proves that. Reports a store the
+    /// adapter refused since the last flush ([`McError::Refused`]).
+    pub fn flush(&self) -> Result<(), McError> {
+        self.node().flush()
+    }
 
-/// How long a wait for this node's own store gives it before asking whether
-/// it was lost, when the cluster error count has moved meanwhile.
-const LOSS_CHECK_AFTER_ERROR: Duration = Duration::from_millis(2);
-/// ... and when it has not (a store dropped without trace counts no error).
-const LOSS_CHECK_AFTER: Duration = Duration::from_millis(250);
-/// How long one such ACK query may take (it is lost while the link is down:
-/// the wait then goes on and asks again later).
-const LOSS_QUERY_TIMEOUT: Duration = Duration::from_secs(1);
+    // Error detection (`error_count`).
 
-/// Wait until `f` sees a store of this node's own come back by loopback.
-///
-/// Memory Channel does not retransmit (seed 004, Error Management): a store
-/// the network corrupts is discarded by the receiver, which counts an error;
-/// a dropped one is simply gone. So a loopback that has not come back is
-/// either late or lost, and the ACK page tells which: its answer lands only
-/// once everything this node queued before the query has reached every
-/// adapter. A store still missing after that answer will never come, and
-/// the wait ends at once with [`McError::Lost`] instead of after
-/// [`OP_TIMEOUT`]. The query is made soon after the cluster error count
-/// moves, and now and then otherwise.
-pub(crate) fn wait_for_loopback<T>(
-    mc: &MemoryChannel,
-    what: WaitFor,
-    mut f: impl FnMut() -> Option<T>,
-) -> Result<T, McError> {
-    let start = Instant::now();
-    let errors_before = mc.error_count();
-    let mut asked_at = start;
-    loop {
-        if let Some(v) = poll_until(LOSS_CHECK_AFTER_ERROR, &mut f) {
-            return Ok(v);
-        }
-        let errors_now = mc.error_count();
-        // Each poll above lasted LOSS_CHECK_AFTER_ERROR already.
-        if errors_now != errors_before || asked_at.elapsed() >= LOSS_CHECK_AFTER {
-            asked_at = Instant::now();
-            // Only a query that was answered proves anything; one lost to a
-            // link that is down, or refused by an adapter that crashed, is
-            // asked again later (`f` notices a crash by itself).
-            if let Ok(Some(())) = mc.ack_round_trip(LOSS_QUERY_TIMEOUT, |_, _, _| ()) {
-                if let Some(v) = f() {
-                    return Ok(v);
-                }
-                return Err(McError::Lost {
-                    waiting_for: what,
-                    errors_before,
-                    errors_now: mc.error_count(),
-                });
-            }
-        }
-        if start.elapsed() >= OP_TIMEOUT {
-            return Err(McError::Timeout {
-                after: OP_TIMEOUT,
-                waiting_for: what,
-            });
-        }
+    /// The cluster error count: one load from the status page (imc_rderrcnt).
+    /// Not guaranteed current for errors on remote nodes; see
+    /// [`MemoryChannel::check_errors`].
+    pub fn error_count(&self) -> u64 {
+        self.node().error_count()
+    }
+
+    /// Read every adapter's error status through this node's ACK page
+    /// (imc_ckerrcnt). The ACK is ordered after every store this node made
+    /// before it, and its answer lands only once every one of them has
+    /// reached every adapter: "save count, write, check" detects any error in
+    /// between, and a check that returns proves arrival. A store the adapter
+    /// refused is reported as [`McError::Refused`].
+    pub fn check_errors(&self) -> Result<ErrorCheck, McError> {
+        self.node().check_errors()
+    }
+
+    /// [`MemoryChannel::check_errors`], giving up after `timeout` (the query is
+    /// lost while this node's link is down).
+    pub fn check_errors_within(&self, timeout: Duration) -> Result<ErrorCheck, McError> {
+        self.node().check_errors_within(timeout)
+    }
+
+    // Membership (`membership`).
+
+    /// Current cluster members (bit i = node i), from the status page.
+    pub fn members_mask(&self) -> u64 {
+        self.node().members_mask()
+    }
+
+    /// Cluster members and the membership epoch (imc_gethosts).
+    pub fn hosts(&self) -> HostList {
+        self.node().hosts()
+    }
+
+    /// Membership changes seen since the last call: (epoch, members).
+    pub fn membership_changes(&self) -> Vec<(u64, u64)> {
+        self.node().membership_changes()
+    }
+
+    // Events (`events`).
+
+    /// What a thread blocks on until the adapter delivers an event (a store
+    /// into a region attached with `notify`, a membership change): the
+    /// interrupt of seed 004's interrupt-on-receive regions. `None` where the
+    /// driver has no such signal (PCI in a QEMU guest: no interrupts reach a
+    /// user-space driver), and the caller must poll.
+    pub fn event_signal(&self) -> Result<Option<EventSignal>, McError> {
+        self.node().event_signal()
+    }
+
+    /// Take the page-written notifications of `rx` that have arrived, without
+    /// waiting. This also re-arms the adapter's signal.
+    pub fn take_notifications(&self, rx: &RxRegion) -> Vec<Notification> {
+        self.node().take_notifications(rx.pages())
+    }
+
+    /// Wait for a store into `rx` (attached with `notify`).
+    pub fn wait_notification(
+        &self,
+        rx: &RxRegion,
+        timeout: Duration,
+    ) -> Result<Notification, McError> {
+        self.node().wait_notification(rx.pages(), timeout)
+    }
+
+    // Lock sets (`lock`).
+
+    /// Allocate (or find) the set of `count` cluster spinlocks under `key`
+    /// (imc_lkalloc). `exclusive`: fail if it exists. `creator`: if this call
+    /// creates the set, it returns holding lock 0, so the creator can
+    /// initialise shared data before anyone else gets in.
+    pub fn lock_alloc(
+        &self,
+        key: u32,
+        count: u32,
+        exclusive: bool,
+        creator: bool,
+    ) -> Result<LockSet, McError> {
+        lock::alloc(&self.lock_host(), key, count, exclusive, creator)
+    }
+
+    // Regions (`region`).
+
+    /// Allocate `size` bytes of Memory Channel space under cluster-wide `key`,
+    /// or find the region another node allocated under it (imc_asalloc). A
+    /// coherent region is received by every node from the start, so a node that
+    /// attaches late sees its current contents.
+    pub fn region_alloc(&self, key: u32, size: u64, coherent: bool) -> Result<u32, McError> {
+        region::alloc(self.node(), &self.inner.tables, key, size, coherent)
+    }
+
+    /// [`MemoryChannel::region_alloc`] with permissions for the other nodes
+    /// (they apply if this call creates the region).
+    pub fn region_alloc_with(
+        &self,
+        key: u32,
+        size: u64,
+        coherent: bool,
+        permissions: Permissions,
+    ) -> Result<u32, McError> {
+        region::alloc_with(
+            self.node(),
+            &self.inner.tables,
+            key,
+            size,
+            coherent,
+            permissions,
+        )
+    }
+
+    /// The id of the region allocated under `key`.
+    pub fn region_lookup(&self, key: u32) -> Result<u32, McError> {
+        region::lookup(self.node(), &self.inner.tables, key)
+    }
+
+    /// Deallocate region `id` (imc_asdealloc). Refused while any node has it
+    /// attached.
+    pub fn region_dealloc(&self, id: u32) -> Result<(), McError> {
+        region::dealloc(self.node(), &self.inner.tables, id)
+    }
+
+    /// Attach region `id` for transmit (imc_asattach with IMC_TRANSMIT). With
+    /// `loopback`, this node's writes also reach its own receive mapping.
+    pub fn attach_transmit(
+        &self,
+        id: u32,
+        sharing: Sharing,
+        loopback: bool,
+    ) -> Result<TxRegion, McError> {
+        region::attach_transmit(&self.region_host(), id, sharing, loopback)
+    }
+
+    /// Attach region `id` for transmit to one node only (Memory Channel 2's
+    /// point-to-point mode): other nodes' receive mappings see nothing. Only
+    /// ordinary regions: a coherent region goes to every node by definition.
+    pub fn attach_transmit_to(
+        &self,
+        id: u32,
+        sharing: Sharing,
+        dest: NodeId,
+    ) -> Result<TxRegion, McError> {
+        region::attach_transmit_to(&self.region_host(), id, sharing, dest)
+    }
+
+    /// Attach region `id` for receive (imc_asattach with IMC_RECEIVE). With
+    /// `notify`, every store into it raises a notification
+    /// ([`MemoryChannel::wait_notification`]).
+    pub fn attach_receive(
+        &self,
+        id: u32,
+        sharing: Sharing,
+        notify: bool,
+    ) -> Result<RxRegion, McError> {
+        region::attach_receive(&self.region_host(), id, sharing, notify)
+    }
+
+    // Late join (`join`, `coherence`).
+
+    /// Whether this node's copy of the control pages and the coherent arena is
+    /// up to date, or its adapter is offline, or it rejoined and is catching up.
+    pub fn coherence(&self) -> Coherence {
+        self.node().coherence.coherence()
+    }
+
+    /// Wait until this node is coherent again after its adapter crashed and
+    /// rejoined: a surviving member has retransmitted the control pages and
+    /// the coherent arena (seed 004, "Late Join"). Returns at once on a node
+    /// that is coherent. Waits also while the adapter is still offline.
+    /// Lock and table operations wait by themselves while the node catches up
+    /// (and fail with [`McError::Offline`] while it is offline); reads of
+    /// coherent regions do not, so call this before trusting them.
+    pub fn wait_coherent(&self, timeout: Duration) -> Result<(), McError> {
+        self.node().coherence.wait(timeout, true)
+    }
+
+    /// How many times this node caught up after a rejoin.
+    pub fn rejoins(&self) -> u64 {
+        self.node().coherence.rejoins()
+    }
+
+    /// The last catch-up after a rejoin, if any.
+    pub fn last_resync(&self) -> Option<Resync> {
+        self.node().coherence.last()
+    }
+
+    /// This node's copy of the coherent state: control pages, then the arena.
+    /// For tests and diagnostics (every coherent node holds the same bytes once
+    /// the cluster is quiet).
+    pub fn coherent_snapshot(&self) -> Vec<u8> {
+        let l = self.node().layout;
+        let mut v = vec![0u8; l.resync_pages() as usize * l.page_size as usize];
+        Window::of(self.node()).read(0, &mut v);
+        v
     }
 }

@@ -9,19 +9,18 @@ use firmware_model::abi::Status;
 use firmware_model::{NodeId, NodeSet};
 
 use crate::layout::Layout;
-use crate::table::TableKind;
 
 /// Errors of the Memory Channel API.
 #[derive(Debug, thiserror::Error)]
 pub enum McError {
     /// The adapter driver failed: transport, queues, DMA memory, or a
     /// control request (a PCT entry, the status page) the device refused.
-    #[error("adapter driver: {0}")]
+    #[error("adapter driver")]
     Driver(#[from] mc_driver::Error),
     /// The device refused a store (the transmit completion's status).
     #[error("the adapter refused the request: {status} (detail {detail})")]
     Refused { status: Status, detail: u32 },
-    #[error("cannot start the late-join thread: {0}")]
+    #[error("cannot start the late-join thread")]
     JoinThread(#[source] std::io::Error),
     #[error("no region with {0}")]
     NoSuchRegion(RegionRef),
@@ -328,5 +327,21 @@ mod tests {
             .downcast_ref::<mc_driver::Error>()
             .expect("of the driver");
         assert_eq!(driver.status(), Some(Status::Offline));
+    }
+}
+
+/// The two tables.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TableKind {
+    Region,
+    LockSet,
+}
+
+impl std::fmt::Display for TableKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            TableKind::Region => "region",
+            TableKind::LockSet => "lock-set",
+        })
     }
 }

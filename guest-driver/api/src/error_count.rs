@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use firmware_model::AdapterErrorStatus;
 
-use crate::channel::{wait_for, MemoryChannel, OP_TIMEOUT};
 use crate::error::{McError, WaitFor};
+use crate::node::{wait_for, Node, OP_TIMEOUT};
 use crate::port::{McPort, ReceiveMemory};
 
 /// Result of an ACK-page check (imc_ckerrcnt).
@@ -31,11 +31,11 @@ impl ErrorCheck {
     }
 }
 
-impl MemoryChannel {
+impl Node {
     /// The cluster error count: one load from the status page (imc_rderrcnt).
     /// Not guaranteed current for errors on remote nodes; see
     /// [`MemoryChannel::check_errors`].
-    pub fn error_count(&self) -> u64 {
+    pub(crate) fn error_count(&self) -> u64 {
         self.port().cluster_error_count()
     }
 
@@ -45,25 +45,25 @@ impl MemoryChannel {
     /// reached every adapter: "save count, write, check" detects any error in
     /// between, and a check that returns proves arrival. A store the adapter
     /// refused is reported as [`McError::Refused`].
-    pub fn check_errors(&self) -> Result<ErrorCheck, McError> {
+    pub(crate) fn check_errors(&self) -> Result<ErrorCheck, McError> {
         self.check_errors_within(OP_TIMEOUT)
     }
 
     /// [`MemoryChannel::check_errors`], giving up after `timeout` (the query is
     /// lost while this node's link is down).
-    pub fn check_errors_within(&self, timeout: Duration) -> Result<ErrorCheck, McError> {
+    pub(crate) fn check_errors_within(&self, timeout: Duration) -> Result<ErrorCheck, McError> {
         let Some(statuses) = self.ack_round_trip(timeout, |ack, base, n| {
             (0..n)
                 .map(|i| AdapterErrorStatus::from_word(ack.load_u32(base + 4 * i)))
                 .collect()
         })?
         else {
-            self.inner.stores.flush()?;
+            self.stores.flush()?;
             return Err(McError::Offline);
         };
         // Everything before the query has been taken by now: a store the
         // adapter refused meanwhile is reported here too.
-        self.inner.stores.flush()?;
+        self.stores.flush()?;
         Ok(ErrorCheck {
             count: self.error_count(),
             statuses,
@@ -81,29 +81,25 @@ impl MemoryChannel {
         timeout: Duration,
         read: impl FnOnce(&dyn ReceiveMemory, usize, usize) -> T,
     ) -> Result<Option<T>, McError> {
-        let _slot = self
-            .inner
-            .ack_slot
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        let l = self.inner.layout;
-        let n = self.inner.regs.nodes as usize;
+        let _slot = self.ack_slot.lock().unwrap_or_else(|p| p.into_inner());
+        let l = self.layout;
+        let n = self.regs.nodes as usize;
         let slots = (l.page_size as usize / (4 * n)).max(1);
-        let seq = self.inner.ack_seq.fetch_add(1, Ordering::Relaxed) as usize;
+        let seq = self.ack_seq.fetch_add(1, Ordering::Relaxed) as usize;
         let base = (seq % slots) * 4 * n;
         // Words never have bits 24..29 set, so all-ones marks "not yet answered".
-        self.inner.ack.write_local(base, &vec![0xff; 4 * n]);
-        let addr = l.page_addr(l.ack_page(self.inner.me)) + base as u64;
-        let generation = self.inner.join.generation();
-        self.inner.stores.post(&[(addr, &[1])])?;
-        let ack = &self.inner.ack;
+        self.ack.write_local(base, &vec![0xff; 4 * n]);
+        let addr = l.page_addr(l.ack_page(self.me)) + base as u64;
+        let generation = self.coherence.generation();
+        self.stores.post(&[(addr, &[1])])?;
+        let ack = &self.ack;
         let answered = wait_for(WaitFor::AckAnswer, timeout, || {
             if (0..n).all(|i| ack.load_u32(base + 4 * i) != u32::MAX) {
                 Some(true)
             } else {
                 // The adapter crashed (and maybe rejoined with an empty PCT)
                 // since the query was posted: it was refused, no answer comes.
-                (self.inner.join.generation() != generation).then_some(false)
+                (self.coherence.generation() != generation).then_some(false)
             }
         })?;
         Ok(answered.then(|| read(&**ack, base, n)))

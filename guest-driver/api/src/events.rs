@@ -9,10 +9,9 @@ use firmware_model::abi::event_type;
 use firmware_model::NodeId;
 use mc_driver::transport::CallSignal;
 
-use crate::channel::{wait_for, MemoryChannel};
 use crate::error::{McError, WaitFor};
+use crate::node::{wait_for, Node};
 use crate::port::McPort;
-use crate::region::RxRegion;
 
 /// A page written event on an interrupt-on-receive region.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -21,13 +20,12 @@ pub struct Notification {
     pub source: NodeId,
 }
 
-impl MemoryChannel {
+impl Node {
     /// Events from the device, kept until someone asks for them.
     pub(crate) fn pump_events(&self) {
         let new = self.port().poll_events();
         if !new.is_empty() {
-            self.inner
-                .events
+            self.events
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .extend(new);
@@ -39,7 +37,7 @@ impl MemoryChannel {
     /// interrupt of seed 004's interrupt-on-receive regions. `None` where the
     /// driver has no such signal (PCI in a QEMU guest: no interrupts reach a
     /// user-space driver), and the caller must poll.
-    pub fn event_signal(&self) -> Result<Option<EventSignal>, McError> {
+    pub(crate) fn event_signal(&self) -> Result<Option<EventSignal>, McError> {
         Ok(self
             .port()
             .event_signal()?
@@ -48,10 +46,9 @@ impl MemoryChannel {
 
     /// Take the page-written notifications of `rx` that have arrived, without
     /// waiting. This also re-arms the adapter's signal.
-    pub fn take_notifications(&self, rx: &RxRegion) -> Vec<Notification> {
-        let (first, pages) = rx.pages();
+    pub(crate) fn take_notifications(&self, (first, pages): (u32, u32)) -> Vec<Notification> {
         self.pump_events();
-        let mut ev = self.inner.events.lock().unwrap_or_else(|p| p.into_inner());
+        let mut ev = self.events.lock().unwrap_or_else(|p| p.into_inner());
         let mut taken = Vec::new();
         ev.retain(|e| {
             let mine = e.kind == event_type::PAGE_WRITTEN
@@ -68,15 +65,14 @@ impl MemoryChannel {
     }
 
     /// Wait for a store into `rx` (attached with `notify`).
-    pub fn wait_notification(
+    pub(crate) fn wait_notification(
         &self,
-        rx: &RxRegion,
+        (first, pages): (u32, u32),
         timeout: Duration,
     ) -> Result<Notification, McError> {
-        let (first, pages) = rx.pages();
         wait_for(WaitFor::Notification, timeout, || {
             self.pump_events();
-            let mut ev = self.inner.events.lock().unwrap_or_else(|p| p.into_inner());
+            let mut ev = self.events.lock().unwrap_or_else(|p| p.into_inner());
             let pos = ev.iter().position(|e| {
                 e.kind == event_type::PAGE_WRITTEN
                     && (first..first + pages).contains(&(e.v0 as u32))

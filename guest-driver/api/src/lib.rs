@@ -21,19 +21,26 @@
 //! no side channel between nodes. A node whose adapter crashed and rejoined is
 //! brought up to date by a surviving member (`join`).
 //!
-//! Files, one job each: `channel` (the handle and the state its threads
-//! share), `open` (bring-up and start-up rendezvous), `store` (the store
-//! path), `error_count`, `events`, `membership`, `table` (the region and
-//! lock-set tables in Memory Channel space), `region` (allocation by key,
-//! attach/detach, the region handles), `lock` (lock sets) over `spinlock`
-//! (the cluster spinlock protocol), `barrier`, `join` (late join), `pct_log`
-//! (the record of PCT entries a rejoin programs again), `port` (what the API
-//! needs from a driver) and `adapter_port` (that, for `mc_driver`), `layout`,
-//! `error`.
+//! Files, one job each, bottom up: `node` (the adapter and the memory every
+//! part shares, and the one way the API waits) with what a node does by
+//! itself: `store` (the store path), `error_count`, `events`, `membership`,
+//! and `coherence` (where the node stands after a rejoin); `spinlock` (the
+//! cluster spinlock protocol); the parts that own state of their own, each
+//! handed a node or asking for what it needs through a narrow trait:
+//! `table` (the region and lock-set tables in Memory Channel space),
+//! `lock` (lock sets), `region` (allocation by key, attach/detach, the
+//! region handles), `join` (late join); then `channel` (the handle,
+//! [`MemoryChannel`], which composes them), `open` (bring-up and start-up
+//! rendezvous) and `barrier`. Beside them: `pct_log` (the record of PCT
+//! entries a rejoin programs again), `port` (what the API needs from a
+//! driver) and `adapter_port` (that, for `mc_driver`), `layout`, `error`.
+
+#![forbid(unsafe_code)]
 
 mod adapter_port;
 mod barrier;
 mod channel;
+mod coherence;
 mod error;
 mod error_count;
 mod events;
@@ -41,6 +48,7 @@ mod join;
 pub mod layout;
 mod lock;
 mod membership;
+mod node;
 mod open;
 mod pct_log;
 pub mod port;
@@ -52,15 +60,17 @@ pub mod table;
 pub use adapter_port::AdapterPort;
 pub use barrier::Barrier;
 pub use channel::MemoryChannel;
+pub use coherence::{Coherence, Resync};
 pub use error::{Conflict, Direction, McError, RegionArea, RegionRef, Shortage, WaitFor};
 pub use error_count::ErrorCheck;
 pub use events::{EventSignal, Notification};
 /// A node's number, as [`MemoryChannel::attach_transmit_to`] takes it.
 pub use firmware_model::NodeId;
-pub use join::{Coherence, Resync};
 pub use lock::LockSet;
 /// The one way the guest side waits (re-exported for the layers above).
 pub use mc_driver::backoff;
+/// How a program prints an error with each of its causes once.
+pub use mc_driver::Chain;
 pub use membership::HostList;
 pub use open::OpenOptions;
 pub use port::{McPort, ReceiveMemory};

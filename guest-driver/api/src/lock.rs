@@ -4,13 +4,13 @@
 //! protocol (`spinlock`) per lock.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::thread::ThreadId;
 
-use crate::channel::MemoryChannel;
 use crate::error::{McError, Shortage};
+use crate::node::Node;
 use crate::spinlock::ClusterLock;
-use crate::table::{first_fit, LockSetEntry};
+use crate::table::{first_fit, LockSetEntry, Tables};
 
 /// Threads of this node that hold (or are acquiring) each lock: the local
 /// test-and-set that comes before the cluster protocol.
@@ -56,15 +56,24 @@ impl LocalLocks {
     }
 }
 
+/// What lock sets need of the node they belong to: the node, its tables and
+/// its threads' local locks (the handle, `MemoryChannel`, provides them; a
+/// lock set keeps the node's API open while it lives).
+pub(crate) trait LockHost: Send + Sync {
+    fn node(&self) -> &Node;
+    fn tables(&self) -> &Tables;
+    fn local_locks(&self) -> &LocalLocks;
+}
+
 /// A set of cluster spinlocks (imc_lkalloc). Cheap to share between threads.
 pub struct LockSet {
-    mc: MemoryChannel,
+    host: Arc<dyn LockHost>,
     entry: LockSetEntry,
 }
 
 impl LockSet {
-    pub(crate) fn new(mc: MemoryChannel, entry: LockSetEntry) -> Self {
-        LockSet { mc, entry }
+    fn new(host: Arc<dyn LockHost>, entry: LockSetEntry) -> Self {
+        LockSet { host, entry }
     }
 
     pub fn id(&self) -> u32 {
@@ -89,16 +98,16 @@ impl LockSet {
         }
         Ok(ClusterLock {
             offset: self
-                .mc
-                .inner
+                .host
+                .node()
                 .layout
                 .lock_offset(self.entry.first_lock + index),
         })
     }
 
-    pub(crate) fn mark_held(&self, index: u32) {
+    fn mark_held(&self, index: u32) {
         if let Ok(l) = self.lock(index) {
-            self.mc.inner.lock_state.set_owner(l.offset);
+            self.host.local_locks().set_owner(l.offset);
         }
     }
 
@@ -106,13 +115,13 @@ impl LockSet {
     /// `creator`, lock 0 is held).
     pub fn holds(&self, index: u32) -> bool {
         self.lock(index)
-            .is_ok_and(|l| self.mc.inner.lock_state.held(l.offset))
+            .is_ok_and(|l| self.host.local_locks().held(l.offset))
     }
 
     /// Acquire lock `index`, spinning until it is free (imc_lkacquire).
     pub fn acquire(&self, index: u32) -> Result<(), McError> {
         let l = self.lock(index)?;
-        let local = &self.mc.inner.lock_state;
+        let local = &self.host.local_locks();
         loop {
             match local.try_take(l.offset) {
                 Err(()) => {
@@ -125,7 +134,7 @@ impl LockSet {
                 Ok(false) => std::thread::yield_now(),
             }
         }
-        match l.acquire(&self.mc, false) {
+        match l.acquire(self.host.node(), false) {
             Ok(_) => Ok(()),
             Err(e) => {
                 local.give_back(l.offset);
@@ -137,7 +146,7 @@ impl LockSet {
     /// One attempt: true if lock `index` is now held.
     pub fn try_acquire(&self, index: u32) -> Result<bool, McError> {
         let l = self.lock(index)?;
-        let local = &self.mc.inner.lock_state;
+        let local = &self.host.local_locks();
         match local.try_take(l.offset) {
             Err(()) => {
                 return Err(McError::AlreadyHeld {
@@ -148,7 +157,7 @@ impl LockSet {
             Ok(false) => return Ok(false),
             Ok(true) => {}
         }
-        match l.acquire(&self.mc, true) {
+        match l.acquire(self.host.node(), true) {
             Ok(true) => Ok(true),
             Ok(false) => {
                 local.give_back(l.offset);
@@ -165,14 +174,14 @@ impl LockSet {
     /// hold is an error.
     pub fn release(&self, index: u32) -> Result<(), McError> {
         let l = self.lock(index)?;
-        let local = &self.mc.inner.lock_state;
+        let local = &self.host.local_locks();
         if !local.held(l.offset) {
             return Err(McError::NotHeld {
                 set: self.entry.id,
                 index,
             });
         }
-        l.release(&self.mc)?;
+        l.release(self.host.node())?;
         local.give_back(l.offset);
         Ok(())
     }
@@ -180,85 +189,83 @@ impl LockSet {
     /// Deallocate the set (imc_lkdealloc): it disappears when the last node
     /// that allocated it deallocates it.
     pub fn dealloc(self) -> Result<(), McError> {
-        self.mc.dealloc_lockset(self.entry.id)
+        dealloc(self.host.node(), self.host.tables(), self.entry.id)
     }
 }
 
-impl MemoryChannel {
-    /// Allocate (or find) the set of `count` cluster spinlocks under `key`
-    /// (imc_lkalloc). `exclusive`: fail if it exists. `creator`: if this call
-    /// creates the set, it returns holding lock 0, so the creator can
-    /// initialise shared data before anyone else gets in.
-    pub fn lock_alloc(
-        &self,
-        key: u32,
-        count: u32,
-        exclusive: bool,
-        creator: bool,
-    ) -> Result<LockSet, McError> {
-        if count == 0 {
-            return Err(McError::EmptyLockSet);
-        }
-        let l = self.inner.layout;
-        let me = self.inner.me;
-        let (entry, created) = self.with_locksets(|t| {
-            if let Some(e) = t.by_key(key).copied() {
-                if exclusive {
-                    return Err(McError::LockSetExists(key));
-                }
-                if e.count != count {
-                    return Err(McError::LockSetSize {
-                        key,
-                        count: e.count,
-                        wanted: count,
-                    });
-                }
-                let e2 = t.by_id_mut(e.id).map(|x| {
-                    x.attached |= 1 << me;
-                    *x
+/// Allocate (or find) the set of `count` cluster spinlocks under `key`
+/// (imc_lkalloc). `exclusive`: fail if it exists. `creator`: if this call
+/// creates the set, it returns holding lock 0, so the creator can
+/// initialise shared data before anyone else gets in.
+pub(crate) fn alloc(
+    host: &Arc<dyn LockHost>,
+    key: u32,
+    count: u32,
+    exclusive: bool,
+    creator: bool,
+) -> Result<LockSet, McError> {
+    if count == 0 {
+        return Err(McError::EmptyLockSet);
+    }
+    let node = host.node();
+    let l = node.layout;
+    let me = node.me;
+    let (entry, created) = host.tables().with_locksets(node, |t| {
+        if let Some(e) = t.by_key(key).copied() {
+            if exclusive {
+                return Err(McError::LockSetExists(key));
+            }
+            if e.count != count {
+                return Err(McError::LockSetSize {
+                    key,
+                    count: e.count,
+                    wanted: count,
                 });
-                return Ok(((e2.unwrap_or(e), false), true));
             }
-            let mut used: Vec<(u32, u32)> =
-                t.entries.iter().map(|e| (e.first_lock, e.count)).collect();
-            let first = first_fit(&mut used, 0, l.lock_capacity(), count)
-                .ok_or(McError::NoSpace(Shortage::Locks(count)))?;
-            let id = t.next_id;
-            t.next_id += 1;
-            let e = LockSetEntry {
-                key,
-                id,
-                first_lock: first,
-                count,
-                creator: me as u8,
-                attached: 1 << me,
-            };
-            t.entries.push(e);
-            if creator {
-                // Taken before the table update is visible: nobody can get in first.
-                let lock0 = ClusterLock {
-                    offset: l.lock_offset(first),
-                };
-                lock0.acquire(self, false)?;
-            }
-            Ok(((e, true), true))
-        })?;
-        let set = LockSet::new(self.clone(), entry);
-        if created && creator {
-            set.mark_held(0);
+            let e2 = t.by_id_mut(e.id).map(|x| {
+                x.attached |= 1 << me;
+                *x
+            });
+            return Ok(((e2.unwrap_or(e), false), true));
         }
-        Ok(set)
+        let mut used: Vec<(u32, u32)> = t.entries.iter().map(|e| (e.first_lock, e.count)).collect();
+        let first = first_fit(&mut used, 0, l.lock_capacity(), count)
+            .ok_or(McError::NoSpace(Shortage::Locks(count)))?;
+        let id = t.next_id;
+        t.next_id += 1;
+        let e = LockSetEntry {
+            key,
+            id,
+            first_lock: first,
+            count,
+            creator: me as u8,
+            attached: 1 << me,
+        };
+        t.entries.push(e);
+        if creator {
+            // Taken before the table update is visible: nobody can get in first.
+            let lock0 = ClusterLock {
+                offset: l.lock_offset(first),
+            };
+            lock0.acquire(node, false)?;
+        }
+        Ok(((e, true), true))
+    })?;
+    let set = LockSet::new(host.clone(), entry);
+    if created && creator {
+        set.mark_held(0);
     }
+    Ok(set)
+}
 
-    fn dealloc_lockset(&self, id: u32) -> Result<(), McError> {
-        let me = self.inner.me;
-        self.with_locksets(|t| {
-            let e = t.by_id_mut(id).ok_or(McError::NoSuchLockSet(id))?;
-            e.attached &= !(1 << me);
-            if e.attached == 0 {
-                t.entries.retain(|e| e.id != id);
-            }
-            Ok(((), true))
-        })
-    }
+fn dealloc(node: &Node, tables: &Tables, id: u32) -> Result<(), McError> {
+    let me = node.me;
+    tables.with_locksets(node, |t| {
+        let e = t.by_id_mut(id).ok_or(McError::NoSuchLockSet(id))?;
+        e.attached &= !(1 << me);
+        if e.attached == 0 {
+            t.entries.retain(|e| e.id != id);
+        }
+        Ok(((), true))
+    })
 }

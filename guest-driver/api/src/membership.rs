@@ -4,7 +4,7 @@
 use firmware_model::abi::event_type;
 use firmware_model::NodeId;
 
-use crate::channel::MemoryChannel;
+use crate::node::Node;
 use crate::port::McPort;
 
 /// Members of the cluster (imc_gethosts).
@@ -14,19 +14,19 @@ pub struct HostList {
     pub members: Vec<NodeId>,
 }
 
-impl MemoryChannel {
+impl Node {
     /// Current cluster members (bit i = node i), from the status page.
-    pub fn members_mask(&self) -> u64 {
+    pub(crate) fn members_mask(&self) -> u64 {
         let m = self.port().status().members;
         if m == 0 {
-            self.inner.regs.members
+            self.regs.members
         } else {
             m
         }
     }
 
     /// Cluster members and the membership epoch (imc_gethosts).
-    pub fn hosts(&self) -> HostList {
+    pub(crate) fn hosts(&self) -> HostList {
         let s = self.port().status();
         HostList {
             epoch: s.membership_epoch,
@@ -38,9 +38,9 @@ impl MemoryChannel {
     }
 
     /// Membership changes seen since the last call: (epoch, members).
-    pub fn membership_changes(&self) -> Vec<(u64, u64)> {
+    pub(crate) fn membership_changes(&self) -> Vec<(u64, u64)> {
         self.pump_events();
-        let mut ev = self.inner.events.lock().unwrap_or_else(|p| p.into_inner());
+        let mut ev = self.events.lock().unwrap_or_else(|p| p.into_inner());
         let mut out = Vec::new();
         ev.retain(|e| {
             if e.kind == event_type::MEMBERSHIP {

@@ -12,6 +12,7 @@ use crate::channel::{Inner, MemoryChannel};
 use crate::error::{McError, WaitFor};
 use crate::join;
 use crate::layout::{Layout, ARENA_PAGE, CONTROL_PAGES, HELLO};
+use crate::node::Node;
 use crate::pct_log::RecordingPort;
 use crate::port::{McPort, ReceiveMemory};
 
@@ -73,19 +74,10 @@ impl MemoryChannel {
         port.set_pct(ARENA_PAGE, layout.arena_pages, coherent, &arena.frames())?;
         let ack = port.alloc_receive(1)?;
         port.set_pct(layout.ack_page(me), 1, PctEntry::ack_page(), &ack.frames())?;
-        let mc = MemoryChannel {
-            inner: Arc::new(Inner::new(
-                port,
-                regs,
-                layout,
-                control,
-                arena,
-                ack,
-                opts.reliable,
-            )),
-        };
+        let node = Node::new(port, regs, layout, control, arena, ack, opts.reliable);
+        let mc = MemoryChannel::from_inner(Arc::new(Inner::new(node)));
         mc.rendezvous(opts.rendezvous_timeout)?;
-        join::start(&mc)?;
+        join::start(&mc.join_host())?;
         info!("node{me}: Memory Channel API open ({} nodes)", regs.nodes);
         Ok(mc)
     }
@@ -94,7 +86,7 @@ impl MemoryChannel {
     /// from, until every member reports every member. A node that maps the
     /// control pages late would otherwise miss writes made before it listened.
     fn rendezvous(&self, timeout: Duration) -> Result<(), McError> {
-        let me = self.inner.me;
+        let me = self.node().me;
         let start = Instant::now();
         let mut said = Duration::ZERO;
         loop {
@@ -103,11 +95,11 @@ impl MemoryChannel {
             let members = self.members_mask();
             let mut seen = 1u64 << me;
             let mut all_full = true;
-            for n in 0..self.inner.regs.nodes {
+            for n in 0..self.node().regs.nodes {
                 if members & (1 << n) == 0 {
                     continue;
                 }
-                let w = self.inner.control.load_u64(HELLO + 8 * n as usize);
+                let w = self.node().control.load_u64(HELLO + 8 * n as usize);
                 if w != 0 {
                     seen |= 1 << n;
                 }
@@ -120,10 +112,10 @@ impl MemoryChannel {
             } else {
                 seen
             };
-            let was = self.inner.control.load_u64(HELLO + 8 * me as usize);
+            let was = self.node().control.load_u64(HELLO + 8 * me as usize);
             if was != mine || !all_full {
-                self.store(
-                    self.inner.layout.page_addr(0) + (HELLO + 8 * me as usize) as u64,
+                self.node().store(
+                    self.node().layout.page_addr(0) + (HELLO + 8 * me as usize) as u64,
                     &mine.to_le_bytes(),
                 )?;
             }

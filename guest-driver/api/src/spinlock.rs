@@ -13,8 +13,8 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::channel::{wait_for_loopback, MemoryChannel, OP_TIMEOUT};
 use crate::error::{McError, WaitFor};
+use crate::node::{wait_for_loopback, Node, OP_TIMEOUT};
 
 static TICKET: AtomicU32 = AtomicU32::new(1);
 
@@ -33,19 +33,18 @@ pub(crate) struct ClusterLock {
 }
 
 impl ClusterLock {
-    fn my_entry(&self, mc: &MemoryChannel) -> (usize, u64) {
-        let me = mc.inner.me as usize;
+    fn my_entry(&self, node: &Node) -> (usize, u64) {
+        let me = node.me as usize;
         let off = self.offset + 4 * me;
-        (off, mc.inner.layout.page_addr(0) + off as u64)
+        (off, node.layout.page_addr(0) + off as u64)
     }
 
     /// The cluster half of acquiring: returns false only for `try_once` on
     /// contention.
-    pub(crate) fn acquire(&self, mc: &MemoryChannel, try_once: bool) -> Result<bool, McError> {
-        let inner = &*mc.inner;
-        let c = &inner.control;
-        let me = inner.me;
-        let (mine, addr) = self.my_entry(mc);
+    pub(crate) fn acquire(&self, node: &Node, try_once: bool) -> Result<bool, McError> {
+        let c = &node.control;
+        let me = node.me;
+        let (mine, addr) = self.my_entry(node);
         let mut backoff_us: u64 = 2;
         let mut rng = (u64::from(me) + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)
             ^ Instant::now().elapsed().as_nanos() as u64;
@@ -54,32 +53,33 @@ impl ClusterLock {
             // After a rejoin this node's copy of the arrays is stale until it
             // has caught up; a thread that got past here before the crash
             // sees the generation move and starts over.
-            inner.join.gate(OP_TIMEOUT)?;
-            let generation = inner.join.generation();
+            node.coherence.gate(OP_TIMEOUT)?;
+            let generation = node.coherence.generation();
             let t = ticket();
-            mc.store(addr, &t.to_le_bytes())?;
+            node.store(addr, &t.to_le_bytes())?;
             // The entry is read back from this node's own copy: its store is
             // posted, and only its loopback, ordered after every store before
             // it, says what the others had written first. A node that leaves
             // the cluster meanwhile never sees it come back (the store was
             // refused): it stops waiting and starts over below.
-            let back = wait_for_loopback(mc, WaitFor::LockEntry, || {
+            let back = wait_for_loopback(node, WaitFor::LockEntry, || {
                 if c.load_u32(mine) == t {
                     Some(true)
                 } else {
-                    (inner.join.generation() != generation).then_some(false)
+                    (node.coherence.generation() != generation).then_some(false)
                 }
             })?;
-            let members = mc.members_mask();
+            let members = node.members_mask();
             let contended = back
-                && (0..inner.layout.nodes)
+                && (0..node.layout.nodes)
                     .filter(|&n| n != me && members & (1 << n) != 0)
                     .any(|n| c.load_u32(self.offset + 4 * n as usize) != 0);
-            let stale = !back || inner.join.generation() != generation || !inner.join.is_coherent();
+            let stale =
+                !back || node.coherence.generation() != generation || !node.coherence.is_coherent();
             if !contended && !stale {
                 return Ok(true);
             }
-            mc.store(addr, &0u32.to_le_bytes())?;
+            node.store(addr, &0u32.to_le_bytes())?;
             if stale {
                 continue;
             }
@@ -105,8 +105,8 @@ impl ClusterLock {
         }
     }
 
-    pub(crate) fn release(&self, mc: &MemoryChannel) -> Result<(), McError> {
-        let (_, addr) = self.my_entry(mc);
-        mc.store(addr, &0u32.to_le_bytes())
+    pub(crate) fn release(&self, node: &Node) -> Result<(), McError> {
+        let (_, addr) = self.my_entry(node);
+        node.store(addr, &0u32.to_le_bytes())
     }
 }

@@ -14,17 +14,15 @@
 
 use std::time::{Duration, Instant};
 
-use std::sync::atomic::{fence, Ordering};
-
-use crate::channel::{MemoryChannel, OP_TIMEOUT};
 use crate::error::{McError, WaitFor};
+use crate::node::{Node, OP_TIMEOUT};
 
 /// Bytes per checked piece of a reliable store.
 pub const RELIABLE_CHUNK: usize = 128;
 /// How long a reliable store waits for its ACK answer before sending again.
 const RELIABLE_ACK_WAIT: Duration = Duration::from_millis(50);
 
-impl MemoryChannel {
+impl Node {
     pub(crate) fn store(&self, addr: u64, data: &[u8]) -> Result<(), McError> {
         self.store_batch(&[(addr, data)])
     }
@@ -32,26 +30,17 @@ impl MemoryChannel {
     /// One store through the driver's allocation-free path (reliable mode:
     /// as [`MemoryChannel::store`]).
     pub(crate) fn store_one(&self, addr: u64, data: &[u8]) -> Result<(), McError> {
-        if self.inner.reliable {
+        if self.reliable {
             return self.reliable_store(&[(addr, data)]);
         }
-        self.inner.stores.post_one(addr, data)
+        self.stores.post_one(addr, data)
     }
 
     pub(crate) fn store_batch(&self, records: &[(u64, &[u8])]) -> Result<(), McError> {
-        if self.inner.reliable {
+        if self.reliable {
             return self.reliable_store(records);
         }
-        self.inner.stores.post(records)
-    }
-
-    /// The write barrier (the Alpha's `mb`, seed 004 Figure 6): stores queued
-    /// after it reach the network after those queued before it, and this
-    /// thread's own loads and stores are not moved across it. The transmit
-    /// FIFO already keeps a node's stores in order, so this costs a CPU
-    /// fence and no wait.
-    pub fn fence(&self) {
-        fence(Ordering::SeqCst);
+        self.stores.post(records)
     }
 
     /// Wait until every store this node queued before the call has been
@@ -59,8 +48,8 @@ impl MemoryChannel {
     /// flight. It does not mean they arrived anywhere; an ACK-page check
     /// ([`MemoryChannel::check_errors`]) proves that. Reports a store the
     /// adapter refused since the last flush ([`McError::Refused`]).
-    pub fn flush(&self) -> Result<(), McError> {
-        self.inner.stores.flush()
+    pub(crate) fn flush(&self) -> Result<(), McError> {
+        self.stores.flush()
     }
 
     /// Save the count, write, check, and write again until the check is clean.
@@ -74,7 +63,7 @@ impl MemoryChannel {
                 let mut attempt = 0u32;
                 loop {
                     let saved = self.error_count();
-                    self.inner.stores.post(&[(at, piece)])?;
+                    self.stores.post(&[(at, piece)])?;
                     match self.check_errors_within(RELIABLE_ACK_WAIT) {
                         Ok(c) if c.count == saved && c.all_healthy(self.members_mask()) => break,
                         Ok(_) | Err(McError::Timeout { .. }) => {}

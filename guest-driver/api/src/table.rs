@@ -16,11 +16,13 @@
 
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 
-use crate::channel::{wait_for_loopback, MemoryChannel, OP_TIMEOUT};
+/// Which table (named in errors).
+pub use crate::error::TableKind;
 use crate::error::{McError, Shortage, WaitFor};
 use crate::layout::{
     LOCKSET_TABLE_PAGE, LOCKSET_TOGGLE, META_LOCK, REGION_TABLE_PAGE, REGION_TOGGLE,
 };
+use crate::node::{wait_for_loopback, Node, OP_TIMEOUT};
 use crate::spinlock::ClusterLock;
 
 const MAGIC: u32 = u32::from_le_bytes(*b"MCTB");
@@ -87,22 +89,6 @@ pub struct LockSetEntry {
     pub count: u32,
     pub creator: u8,
     pub attached: u64,
-}
-
-/// The two tables.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TableKind {
-    Region,
-    LockSet,
-}
-
-impl std::fmt::Display for TableKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            TableKind::Region => "region",
-            TableKind::LockSet => "lock-set",
-        })
-    }
 }
 
 /// Fixed-size encoding of a table entry.
@@ -277,7 +263,7 @@ impl<E: TableEntry> Table<E> {
 /// The table generations this node wrote last, one per table: its own reads
 /// wait until its copy shows them.
 #[derive(Debug, Default)]
-pub(crate) struct WrittenGenerations {
+struct WrittenGenerations {
     region: AtomicU64,
     lockset: AtomicU64,
 }
@@ -293,7 +279,7 @@ impl WrittenGenerations {
 
     /// After a catch-up this node's copy is the cluster's: a write it made
     /// before its adapter crashed may never have gone out.
-    pub(crate) fn forget(&self) {
+    fn forget(&self) {
         self.region.store(0, Ordering::Release);
         self.lockset.store(0, Ordering::Release);
     }
@@ -315,21 +301,35 @@ pub fn first_fit(used: &mut [(u32, u32)], start: u32, end: u32, want: u32) -> Op
     (end.saturating_sub(cur) >= want && cur < end).then_some(cur)
 }
 
-impl MemoryChannel {
+/// The region and lock-set tables as this node reads and updates them: the
+/// one owner of the generations this node wrote last (read your own writes).
+#[derive(Default)]
+pub(crate) struct Tables {
+    written: WrittenGenerations,
+}
+
+impl Tables {
+    /// After a catch-up this node's copy is the cluster's: a write it made
+    /// before its adapter crashed may never have gone out.
+    pub(crate) fn forget_written(&self) {
+        self.written.forget();
+    }
+
     fn read_table<E: TableEntry>(
         &self,
+        node: &Node,
         toggle: usize,
         page: u32,
     ) -> Result<(u64, Table<E>), McError> {
         // A node catching up after a rejoin has stale tables.
-        self.inner.join.gate(OP_TIMEOUT)?;
-        let ps = self.inner.layout.page_size as usize;
-        let c = &self.inner.control;
+        node.coherence.gate(OP_TIMEOUT)?;
+        let ps = node.layout.page_size as usize;
+        let c = &node.control;
         // This node's last update of the table, posted, may still be on its
         // way back to its own copy.
-        let mine = self.inner.tables_written.of(toggle).load(Ordering::Acquire);
+        let mine = self.written.of(toggle).load(Ordering::Acquire);
         if c.load_u64(toggle) < mine {
-            wait_for_loopback(self, WaitFor::OwnTableUpdate(E::KIND), || {
+            wait_for_loopback(node, WaitFor::OwnTableUpdate(E::KIND), || {
                 (c.load_u64(toggle) >= mine).then_some(())
             })?;
         }
@@ -350,8 +350,8 @@ impl MemoryChannel {
     }
 
     /// The region table as this node's copy holds it now.
-    pub(crate) fn region_table(&self) -> Result<Table<RegionEntry>, McError> {
-        self.read_table(REGION_TOGGLE, REGION_TABLE_PAGE)
+    pub(crate) fn region_table(&self, node: &Node) -> Result<Table<RegionEntry>, McError> {
+        self.read_table(node, REGION_TOGGLE, REGION_TABLE_PAGE)
             .map(|(_, t)| t)
     }
 
@@ -359,22 +359,20 @@ impl MemoryChannel {
     /// toggle; total order makes the copy visible everywhere before the toggle.
     fn write_table<E: TableEntry>(
         &self,
+        node: &Node,
         toggle: usize,
         page: u32,
         gen: u64,
         t: &Table<E>,
     ) -> Result<(), McError> {
-        let l = self.inner.layout;
+        let l = node.layout;
         let new_gen = gen + 1;
         let bytes = t.encode(l.page_size as usize)?;
         let copy_addr = l.page_addr(page + (new_gen & 1) as u32);
         let toggle_addr = l.page_addr(0) + toggle as u64;
         let g = new_gen.to_le_bytes();
-        self.store_batch(&[(copy_addr, &bytes), (toggle_addr, &g)])?;
-        self.inner
-            .tables_written
-            .of(toggle)
-            .fetch_max(new_gen, Ordering::AcqRel);
+        node.store_batch(&[(copy_addr, &bytes), (toggle_addr, &g)])?;
+        self.written.of(toggle).fetch_max(new_gen, Ordering::AcqRel);
         Ok(())
     }
 
@@ -382,38 +380,41 @@ impl MemoryChannel {
     /// says it changed.
     pub(crate) fn with_regions<T>(
         &self,
+        node: &Node,
         f: impl FnOnce(&mut Table<RegionEntry>) -> Result<(T, bool), McError>,
     ) -> Result<T, McError> {
-        self.with_table(REGION_TOGGLE, REGION_TABLE_PAGE, f)
+        self.with_table(node, REGION_TOGGLE, REGION_TABLE_PAGE, f)
     }
 
     /// Run `f` on the lock-set table under the meta lock, as
-    /// [`MemoryChannel::with_regions`].
+    /// [`Tables::with_regions`].
     pub(crate) fn with_locksets<T>(
         &self,
+        node: &Node,
         f: impl FnOnce(&mut Table<LockSetEntry>) -> Result<(T, bool), McError>,
     ) -> Result<T, McError> {
-        self.with_table(LOCKSET_TOGGLE, LOCKSET_TABLE_PAGE, f)
+        self.with_table(node, LOCKSET_TOGGLE, LOCKSET_TABLE_PAGE, f)
     }
 
     fn with_table<E: TableEntry, T>(
         &self,
+        node: &Node,
         toggle: usize,
         page: u32,
         f: impl FnOnce(&mut Table<E>) -> Result<(T, bool), McError>,
     ) -> Result<T, McError> {
-        let _local = self.inner.meta.lock().unwrap_or_else(|p| p.into_inner());
+        let _local = node.meta.lock().unwrap_or_else(|p| p.into_inner());
         let meta = ClusterLock { offset: META_LOCK };
-        meta.acquire(self, false)?;
+        meta.acquire(node, false)?;
         let r = (|| {
-            let (gen, mut t) = self.read_table::<E>(toggle, page)?;
+            let (gen, mut t) = self.read_table::<E>(node, toggle, page)?;
             let (v, changed) = f(&mut t)?;
             if changed {
-                self.write_table(toggle, page, gen, &t)?;
+                self.write_table(node, toggle, page, gen, &t)?;
             }
             Ok(v)
         })();
-        meta.release(self)?;
+        meta.release(node)?;
         r
     }
 }

@@ -9,9 +9,9 @@ use mc_api::McError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CsmError {
-    #[error("Memory Channel: {0}")]
+    #[error("Memory Channel")]
     Mc(#[from] McError),
-    #[error("{0}")]
+    #[error(transparent)]
     Io(#[from] std::io::Error),
     /// A node wrote the abort word, or left the cluster (its adapter
     /// crashed): nobody waits for it any longer.
@@ -38,7 +38,7 @@ pub enum CsmError {
     #[error("incoming diff for page {page}, which has no twin")]
     NoTwin { page: u32 },
     /// The node's protocol thread stopped on this error; the node is out.
-    #[error("protocol thread failed: {0}")]
+    #[error("protocol thread failed")]
     ProtocolThread(#[source] Arc<CsmError>),
     /// The error that stopped this node's barrier, as each of its threads
     /// sees it: the one that took the node through the cluster barrier and
@@ -94,7 +94,7 @@ pub enum CsmError {
     #[error("this node's own stores did not come back in {after:?}")]
     NoEcho { after: Duration },
     /// The imposed home assignment does not fit this run.
-    #[error("imposed homes: {0}")]
+    #[error("imposed homes")]
     Homes(#[from] crate::homes::HomesError),
 }
 
@@ -148,7 +148,9 @@ mod tests {
             CsmError::ProtocolThread(lost.clone()),
         ] {
             assert!(
-                e.to_string().contains("node 2 failed or left the cluster"),
+                mc_api::Chain(&e)
+                    .to_string()
+                    .contains("node 2 failed or left the cluster"),
                 "{e}"
             );
         }

@@ -16,6 +16,7 @@ use std::sync::atomic::Ordering;
 use crate::messages::{Request, DENIED, WITH_PAGE};
 use crate::node::Node;
 use crate::seams::DirectoryState;
+use crate::sigsegv::FaultHandler;
 use crate::state::{PageState, ProtocolState};
 use crate::times::{self, Activity};
 use crate::vm::Prot;
@@ -239,5 +240,24 @@ impl Node {
             self.fetch(st, home, Request::Page(p), out)?;
         }
         Ok(())
+    }
+}
+
+/// The SIGSEGV handler resolves faults in the node's heap through this.
+impl FaultHandler for Node {
+    fn heap_view(&self) -> (usize, usize) {
+        (self.heap.app_base() as usize, self.heap.len())
+    }
+
+    fn resolve_fault(&self, offset: usize) -> Result<(), CsmError> {
+        Node::resolve_fault(self, offset)
+    }
+
+    fn abandon(&self) {
+        self.sync.abort();
+    }
+
+    fn node_id(&self) -> u32 {
+        self.me
     }
 }

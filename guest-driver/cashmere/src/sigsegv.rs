@@ -34,11 +34,30 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::Once;
 
-use crate::node::Node;
+use crate::error::CsmError;
+
+/// What the handler needs from whoever owns a heap: where its application
+/// view is, and how to resolve a fault in it. (A node of Cashmere; the
+/// handler knows nothing else of it.)
+pub(crate) trait FaultHandler: Sync {
+    /// The application view: its first byte's address and its length.
+    fn heap_view(&self) -> (usize, usize);
+    /// Resolve a fault at byte `offset` of the view, on the faulting thread.
+    fn resolve_fault(&self, offset: usize) -> Result<(), CsmError>;
+    /// The fault cannot be resolved: tell the other nodes, who would wait
+    /// for this one, before the process aborts.
+    fn abandon(&self);
+    /// Which node this is, for the last words.
+    fn node_id(&self) -> u32;
+}
+
+/// A registered handler: a thin pointer to it, so that it fits an
+/// `AtomicPtr` slot.
+struct Registration(*const (dyn FaultHandler + 'static));
 
 /// Heaps (nodes) one process can hold at once.
 pub const MAX_HEAPS: usize = 64;
-static HEAPS: [AtomicPtr<Node>; MAX_HEAPS] =
+static HEAPS: [AtomicPtr<Registration>; MAX_HEAPS] =
     [const { AtomicPtr::new(std::ptr::null_mut()) }; MAX_HEAPS];
 static INSTALL: Once = Once::new();
 static mut OLD: std::mem::MaybeUninit<libc::sigaction> = std::mem::MaybeUninit::uninit();
@@ -47,17 +66,19 @@ extern "C" fn on_segv(_sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut 
     // SAFETY: the kernel passes a valid siginfo for SA_SIGINFO handlers.
     let addr = unsafe { (*info).si_addr() } as usize;
     for h in HEAPS.iter() {
-        let n = h.load(Ordering::Acquire);
-        if n.is_null() {
+        let r = h.load(Ordering::Acquire);
+        if r.is_null() {
             continue;
         }
-        // SAFETY: a registered node stays alive until it is unregistered
-        // (its Drop), which happens after its application threads are done.
-        let node = unsafe { &*n };
-        let base = node.heap.app_base() as usize;
-        if addr >= base && addr < base + node.heap.len() {
-            if let Err(e) = node.resolve_fault(addr - base) {
-                fail(node, addr - base, &e);
+        // SAFETY: a registration and the handler it points at stay alive
+        // until it is unregistered (the node's Drop), which happens after
+        // its application threads, the only ones that fault in its heap,
+        // are done.
+        let handler = unsafe { &*(*r).0 };
+        let (base, len) = handler.heap_view();
+        if addr >= base && addr < base + len {
+            if let Err(e) = handler.resolve_fault(addr - base) {
+                fail(handler, addr - base, &e);
             }
             return;
         }
@@ -74,14 +95,15 @@ extern "C" fn on_segv(_sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut 
 }
 
 /// The fault cannot be resolved: the access cannot be retried. Tell the
-/// others, say why, abort.
-fn fail(node: &Node, offset: usize, e: &crate::CsmError) -> ! {
-    node.sync.abort();
+/// others, say why (the error and its causes), abort.
+fn fail(handler: &dyn FaultHandler, offset: usize, e: &CsmError) -> ! {
+    handler.abandon();
     let mut line = StackLine::default();
     let _ = writeln!(
         line,
-        "cashmere: node{}: the fault at heap offset {offset:#x} cannot be resolved: {e}",
-        node.me
+        "cashmere: node{}: the fault at heap offset {offset:#x} cannot be resolved: {}",
+        handler.node_id(),
+        mc_api::Chain(e)
     );
     // SAFETY: write(2) and abort(3) are async-signal-safe; the buffer is
     // ours and `len` bytes long.
@@ -129,20 +151,29 @@ fn install() {
     });
 }
 
-/// Route faults in `node`'s heap to it. Returns the registration index.
-pub(crate) fn register(node: &Node) -> Option<usize> {
+/// Route faults in `handler`'s heap to it. Returns the registration index.
+/// The caller keeps `handler` alive until it calls [`unregister`].
+pub(crate) fn register(handler: &(dyn FaultHandler + 'static)) -> Option<usize> {
     install();
-    let p = node as *const Node as *mut Node;
+    let r = Box::into_raw(Box::new(Registration(handler)));
     for (i, h) in HEAPS.iter().enumerate() {
-        if h.compare_exchange(std::ptr::null_mut(), p, Ordering::AcqRel, Ordering::Relaxed)
+        if h.compare_exchange(std::ptr::null_mut(), r, Ordering::AcqRel, Ordering::Relaxed)
             .is_ok()
         {
             return Some(i);
         }
     }
+    // SAFETY: `r` was made above by Box::into_raw and published nowhere.
+    drop(unsafe { Box::from_raw(r) });
     None
 }
 
 pub(crate) fn unregister(index: usize) {
-    HEAPS[index].store(std::ptr::null_mut(), Ordering::Release);
+    let r = HEAPS[index].swap(std::ptr::null_mut(), Ordering::AcqRel);
+    if !r.is_null() {
+        // SAFETY: made by Box::into_raw in `register`; the swap took it out
+        // of the table, and no handler runs in this heap any more (see
+        // `on_segv`).
+        drop(unsafe { Box::from_raw(r) });
+    }
 }

@@ -9,7 +9,9 @@
 //!   and a PCI user-space driver inside a QEMU guest);
 //! - [`fifo`]: the transmit FIFO: posted stores from any thread, no lock;
 //! - [`adapter`]: the adapter driver: bring-up, control requests, events,
-//!   status page, receive frames.
+//!   status page, receive frames;
+//! - [`open`]: choosing the transport (a socket or PCI) and bringing the
+//!   adapter up on it, for every program in a guest.
 //!
 //! The guest-visible interface is `firmware_model::abi`; docs/device.md
 //! describes it.
@@ -24,6 +26,7 @@ pub mod backoff;
 pub mod dma;
 pub mod error;
 pub mod fifo;
+pub mod open;
 #[cfg(test)]
 mod test_device;
 pub mod transport;
@@ -31,8 +34,9 @@ pub mod virtqueue;
 
 pub use adapter::{Adapter, AdapterOptions, ReceiveFrames, StatusView, MIN_FIFO_SLOTS};
 pub use dma::{DmaAllocator, DmaBacking, DmaError, DmaRegion, HugepageMemory, MemfdMemory};
-pub use error::{Error, Result};
+pub use error::{Chain, Error, Result};
 pub use fifo::{Refusal, Store, TxFifo};
+pub use open::{open_adapter, OpenError, TransportChoice};
 pub use transport::pci::{PciError, PciOptions, PciTransport};
 pub use transport::vhost_user::{VhostUserOptions, VhostUserTransport};
 pub use transport::{CallSignal, Transport, TransportError};

@@ -3,31 +3,20 @@
 //! names its vhost-user socket in `MC_SOCKET`; without it the adapter's PCI
 //! function is driven from user space (as root in a QEMU guest).
 //!
-//! The C library reaches the driver only here, to bring the adapter up;
-//! every Memory Channel operation goes through `mc-api`.
+//! The C library reaches the driver only here, to bring the adapter up
+//! (`mc_driver::open_adapter`, as `mc-guest` does); every Memory Channel
+//! operation goes through `mc-api`.
 
 use std::path::PathBuf;
 
 use mc_api::{AdapterPort, McError, MemoryChannel, OpenOptions};
-use mc_driver::{
-    Adapter, AdapterOptions, PciOptions, PciTransport, Transport, VhostUserOptions,
-    VhostUserTransport,
-};
+use mc_driver::{open_adapter, OpenError, TransportChoice};
 
 /// Why the Memory Channel could not be opened.
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
-    #[error("{}: {source}", socket.display())]
-    VhostUser {
-        socket: PathBuf,
-        #[source]
-        source: mc_driver::Error,
-    },
-    #[error("{source} (no MC_SOCKET in the environment, so the PCI adapter was tried)")]
-    Pci {
-        #[source]
-        source: mc_driver::Error,
-    },
+    #[error(transparent)]
+    Open(#[from] OpenError),
     #[error(transparent)]
     Adapter(#[from] mc_driver::Error),
     #[error(transparent)]
@@ -59,9 +48,7 @@ fn env_number<T: std::str::FromStr>(name: &str, default: T) -> T {
 impl ConnectOptions {
     pub fn from_env() -> ConnectOptions {
         ConnectOptions {
-            socket: std::env::var_os("MC_SOCKET")
-                .filter(|s| !s.is_empty())
-                .map(PathBuf::from),
+            socket: TransportChoice::socket_or_env(None),
             ram_mib: env_number("MC_RAM_MIB", 64),
             dma_mib: env_number("MC_DMA_MIB", 16),
             reliable: std::env::var("MC_RELIABLE")
@@ -79,35 +66,11 @@ impl ConnectOptions {
 /// Open the adapter and the API (the start-up rendezvous waits for every
 /// node of the cluster to do the same).
 pub fn open(opts: &ConnectOptions) -> Result<MemoryChannel, ConnectError> {
-    let t: Box<dyn Transport> = match &opts.socket {
-        Some(socket) => {
-            let o = VhostUserOptions {
-                ram_size: opts.ram_mib << 20,
-                ..Default::default()
-            };
-            Box::new(VhostUserTransport::connect(socket, &o).map_err(|e| {
-                ConnectError::VhostUser {
-                    socket: socket.clone(),
-                    source: e.into(),
-                }
-            })?)
-        }
-        None => {
-            let o = PciOptions {
-                dma_size: opts.dma_mib << 20,
-                ..Default::default()
-            };
-            Box::new(PciTransport::open(&o).map_err(|e| ConnectError::Pci { source: e.into() })?)
-        }
-    };
-    // Spin only briefly before yielding: guests and the hub share the cores.
-    let adapter = Adapter::new(
-        t,
-        AdapterOptions {
-            spin: 64,
-            ..Default::default()
-        },
-    )?;
+    let adapter = open_adapter(&TransportChoice {
+        socket: opts.socket.clone(),
+        ram_bytes: opts.ram_mib << 20,
+        dma_bytes: opts.dma_mib << 20,
+    })?;
     let port = AdapterPort::new(adapter)?;
     let api = OpenOptions {
         arena_bytes: opts.arena_kib << 10,

@@ -54,7 +54,8 @@ pub unsafe extern "C" fn imc_ckerrcnt(errors: *mut c_int) -> c_int {
     if now == saved {
         return IMC_SUCCESS;
     }
-    // SAFETY: as above.
+    // SAFETY: `errors` was checked non-NULL above, and the caller promises
+    // (# Safety) that it points to a writable int.
     unsafe { *errors = now };
     failure(
         IMC_ERRORS,
@@ -80,7 +81,8 @@ pub unsafe extern "C" fn imc_perror(s: *const c_char, code: c_int) {
     let prefix = if s.is_null() {
         String::new()
     } else {
-        // SAFETY: the caller passes a NUL-terminated string.
+        // SAFETY: `s` is not NULL (checked above) and the caller promises a
+        // NUL-terminated string (# Safety), which CStr only reads.
         format!("{}: ", unsafe { CStr::from_ptr(s) }.to_string_lossy())
     };
     let detail = last_failure();

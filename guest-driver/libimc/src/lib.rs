@@ -13,13 +13,14 @@
 //! environment), `library` (the process's state: the open channel, its
 //! allocations, attachments and lock sets), `regions` (imc_as*), `locks`
 //! (imc_lk*), `errcount` (imc_rderrcnt, imc_ckerrcnt, imc_perror),
-//! `relay` (the command relay: imc_kill, and the host names of
-//! imc_gethosts), `plain` (plain stores into transmit regions: the fault
+//! `relay` (the command relay: signals and host names between nodes),
+//! `hosts` (imc_kill, imc_gethosts, over the relay), `plain` (plain stores into transmit regions: the fault
 //! and single-step handlers, imc_write).
 
 mod abi;
 mod connect;
 mod errcount;
+mod hosts;
 mod library;
 mod locks;
 mod plain;
@@ -49,7 +50,7 @@ pub(crate) fn failure(code: c_int, detail: impl Into<String>) -> c_int {
 
 /// Record an API error and return its code.
 pub(crate) fn api_failure(e: &McError) -> c_int {
-    failure(abi::code_of(e), e.to_string())
+    failure(abi::code_of(e), mc_driver::Chain(e).to_string())
 }
 
 /// This thread's last failure detail.

@@ -59,7 +59,8 @@ pub unsafe extern "C" fn imc_lkalloc(
         }
     };
     let id = set.id();
-    // SAFETY: checked non-NULL above.
+    // SAFETY: `nlocks` and `lock_id` were both checked non-NULL at the top,
+    // and the caller promises they point to writable ints (# Safety).
     unsafe {
         *nlocks = set.count() as c_int;
         *lock_id = id as c_int;

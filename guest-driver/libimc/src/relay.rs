@@ -17,8 +17,10 @@
 //! signal, pid, real and effective uid of the sender, then the sequence
 //! number, last, so a receiver that sees it has the rest), answers at 6144
 //! (16 bytes per node: status, then the sequence number it answers).
+//!
+//! The C calls that use it (imc_kill, imc_gethosts) are in `hosts`.
 
-use std::ffi::{c_char, c_int, CStr};
+use std::ffi::{c_char, c_int};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -26,7 +28,6 @@ use mc_api::{McError, MemoryChannel, RxRegion, Sharing, TxRegion};
 
 use crate::abi::*;
 use crate::connect::ConnectOptions;
-use crate::library::library;
 use crate::{api_failure, failure};
 
 /// The reserved key of the relay page ("IMCR").
@@ -130,7 +131,7 @@ impl Relay {
     }
 
     /// The names of `members`, waiting a while for any not yet published.
-    fn names(&self, members: &[u32]) -> Vec<(u32, String)> {
+    pub(crate) fn names(&self, members: &[u32]) -> Vec<(u32, String)> {
         let start = Instant::now();
         loop {
             let names: Vec<(u32, Option<String>)> =
@@ -146,11 +147,12 @@ impl Relay {
     }
 
     /// Send `sig` to `pid` on node `dest` and wait for the agent's answer.
-    fn kill(&self, dest: u32, pid: i32, sig: i32) -> c_int {
+    pub(crate) fn kill(&self, dest: u32, pid: i32, sig: i32) -> c_int {
         let mut seq = self.sending.lock().unwrap_or_else(|p| p.into_inner());
         *seq += 1;
         let s = *seq;
-        // SAFETY: getuid/geteuid only return this process's ids.
+        // SAFETY: getuid and geteuid take no arguments, cannot fail and touch no
+        // memory: they only return this process's ids.
         let (ruid, euid) = unsafe { (libc::getuid(), libc::geteuid()) };
         let mut req = [0u8; REQUEST_BYTES];
         req[0..4].copy_from_slice(&dest.to_le_bytes());
@@ -217,7 +219,7 @@ fn serve(page: &Page, me: u32, nodes: usize) {
             ans[0..4].copy_from_slice(&(status as u32).to_le_bytes());
             ans[8..16].copy_from_slice(&seq.to_le_bytes());
             if let Err(e) = page.tx.write(ANSWERS + ANSWER_BYTES * s, &ans) {
-                log::warn!("libimc relay: answering node{s}: {e}");
+                log::warn!("libimc relay: answering node{s}: {}", mc_driver::Chain(&e));
             }
         }
         std::thread::sleep(if last.elapsed() < BUSY_FOR {
@@ -265,88 +267,4 @@ fn deliver(pid: i32, sig: i32, ruid: u32, euid: u32) -> c_int {
         Some(libc::EINVAL) => IMC_EINVAL,
         _ => IMC_MCERROR,
     }
-}
-
-/// Send signal `sig` to process `pid` on the member named `host`.
-///
-/// # Safety
-/// `host` must be NULL or a NUL-terminated string.
-#[no_mangle]
-pub unsafe extern "C" fn imc_kill(host: *const c_char, pid: libc::pid_t, sig: c_int) -> c_int {
-    if host.is_null() || pid <= 0 {
-        return failure(
-            IMC_BADPARM,
-            "imc_kill: host NULL or pid not positive (one process only)",
-        );
-    }
-    if !(0..=64).contains(&sig) {
-        return failure(
-            IMC_EINVAL,
-            format!("imc_kill: {sig} is not a signal number"),
-        );
-    }
-    // SAFETY: the caller passes a NUL-terminated string.
-    let host = unsafe { CStr::from_ptr(host) }
-        .to_string_lossy()
-        .into_owned();
-    let lib = match library() {
-        Ok(l) => l,
-        Err(c) => return c,
-    };
-    let members = lib.members();
-    let by_number = host
-        .strip_prefix("node")
-        .and_then(|n| n.parse::<u32>().ok())
-        .filter(|n| members.contains(n));
-    let dest = by_number.or_else(|| {
-        lib.relay
-            .names(&members)
-            .into_iter()
-            .find(|(_, name)| *name == host)
-            .map(|(n, _)| n)
-    });
-    match dest {
-        Some(n) => lib.relay.kill(n, pid, sig),
-        None => failure(IMC_BADHOST, format!("no cluster member is named {host:?}")),
-    }
-}
-
-/// The members now in the cluster and their host names, in node order.
-///
-/// # Safety
-/// `nhosts` must be NULL or point to a writable int; `names` NULL or point
-/// to `IMC_MAXHOSTS` writable names.
-#[no_mangle]
-pub unsafe extern "C" fn imc_gethosts(
-    nhosts: *mut c_int,
-    names: *mut [c_char; IMC_HOSTNAMELEN],
-) -> c_int {
-    if nhosts.is_null() {
-        return failure(IMC_BADPARM, "imc_gethosts: nhosts is NULL");
-    }
-    let lib = match library() {
-        Ok(l) => l,
-        Err(c) => return c,
-    };
-    let members = lib.members();
-    // SAFETY: checked non-NULL; the caller promises it is writable.
-    unsafe { *nhosts = members.len() as c_int };
-    if names.is_null() {
-        return IMC_SUCCESS;
-    }
-    for (i, (_, name)) in lib
-        .relay
-        .names(&members)
-        .into_iter()
-        .enumerate()
-        .take(IMC_MAXHOSTS)
-    {
-        let mut out = [0 as c_char; IMC_HOSTNAMELEN];
-        for (o, b) in out.iter_mut().zip(name.bytes().take(IMC_HOSTNAMELEN - 1)) {
-            *o = b as c_char;
-        }
-        // SAFETY: i < IMC_MAXHOSTS entries, which the caller provides.
-        unsafe { *names.add(i) = out };
-    }
-    IMC_SUCCESS
 }

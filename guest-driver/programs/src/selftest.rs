@@ -19,7 +19,7 @@ const KEY_P2P: u32 = 0x5e1f_0007;
 pub enum SelftestError {
     #[error("check {check:?} failed: {why}")]
     Check { check: &'static str, why: String },
-    #[error("check {check:?}: {source}")]
+    #[error("check {check:?}")]
     Api {
         check: &'static str,
         #[source]

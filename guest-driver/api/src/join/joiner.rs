@@ -10,8 +10,8 @@ use firmware_model::{AdapterErrorStatus, NodeId, PctEntry};
 use log::{debug, info, warn};
 
 use super::notice::{status, Manager, POLL_BUSY};
+use super::JoinHost;
 use super::{Coherence, Resync, BATCH};
-use crate::channel::MemoryChannel;
 use crate::error::McError;
 use crate::layout::{JOIN_DONE, JOIN_REQUEST, META_LOCK, SERVE_LOCK};
 
@@ -19,11 +19,11 @@ use crate::layout::{JOIN_DONE, JOIN_REQUEST, META_LOCK, SERVE_LOCK};
 const REPOST: Duration = Duration::from_secs(5);
 
 impl Manager {
-    pub(super) fn join(&mut self, mc: &MemoryChannel) -> Result<(), McError> {
-        let inner = &*mc.inner;
+    pub(super) fn join(&mut self, host: &Arc<dyn JoinHost>) -> Result<(), McError> {
+        let inner = host.node();
         let (me, l) = (self.me, inner.layout);
         let t0 = Instant::now();
-        if inner.join.set(Coherence::CatchingUp) == Coherence::Coherent {
+        if inner.coherence.set(Coherence::CatchingUp) == Coherence::Coherent {
             warn!(
                 "node{me}: the adapter crashed and rejoined (epoch {}): catching up",
                 self.epoch
@@ -32,15 +32,15 @@ impl Manager {
             info!("node{me}: rejoined (epoch {}): catching up", self.epoch);
         }
         // 1. Receive again, as before the crash.
-        mc.port().replay()?;
+        host.node().port().replay()?;
         // This node serves nobody while it catches up; a serve lock entry it
         // left set when it crashed would block every member.
-        mc.store(
+        host.node().store(
             Self::meta_addr(&l, SERVE_LOCK + 4 * me as usize),
             &0u32.to_le_bytes(),
         )?;
         let bytes = u64::from(l.resync_pages()) * u64::from(l.page_size);
-        let others = mc.members_mask() & !(1u64 << me);
+        let others = host.node().members_mask() & !(1u64 << me);
         let server = if others == 0 {
             warn!("node{me}: no other member to catch up from: keeping this node's copy");
             None
@@ -48,25 +48,28 @@ impl Manager {
             // 2. The window aliases control pages and arena here.
             let mut frames = inner.control.frames();
             frames.extend(inner.arena.frames());
-            mc.port().set_pct_transient(
+            host.node().port().set_pct_transient(
                 l.resync_first(),
                 l.resync_pages(),
                 PctEntry::receive(),
                 &frames,
             )?;
-            let r = self.request_and_wait(mc);
-            if let Err(e) = mc.port().set_pct_transient(
+            let r = self.request_and_wait(host);
+            if let Err(e) = host.node().port().set_pct_transient(
                 l.resync_first(),
                 l.resync_pages(),
                 PctEntry::DISABLED,
                 &[],
             ) {
-                warn!("node{me}: unmapping the resync window: {e}");
+                warn!(
+                    "node{me}: unmapping the resync window: {}",
+                    crate::Chain(&e)
+                );
             }
             r?
         };
-        repair_own_lock_entries(mc)?;
-        inner.tables_written.forget();
+        repair_own_lock_entries(host)?;
+        host.tables().forget_written();
         let report = Resync {
             epoch: self.epoch,
             server,
@@ -78,13 +81,13 @@ impl Manager {
             server.map_or("nobody".to_string(), |s| format!("node {}", s.0)),
             report.elapsed
         );
-        inner.join.finish(report);
+        inner.coherence.finish(report);
         Ok(())
     }
 
     /// 3. Post the request; wait for the answer. Returns the server.
-    fn request_and_wait(&mut self, mc: &MemoryChannel) -> Result<Option<NodeId>, McError> {
-        let inner = &*mc.inner;
+    fn request_and_wait(&mut self, host: &Arc<dyn JoinHost>) -> Result<Option<NodeId>, McError> {
+        let inner = host.node();
         let (me, l) = (self.me, inner.layout);
         let c = &inner.control;
         let req_off = JOIN_REQUEST + 8 * me as usize;
@@ -96,7 +99,10 @@ impl Manager {
             .max(c.load_u64(done_off) >> 8)
             + 1;
         let seq = self.seq;
-        let post = || mc.store(Self::meta_addr(&l, req_off), &seq.to_le_bytes());
+        let post = || {
+            host.node()
+                .store(Self::meta_addr(&l, req_off), &seq.to_le_bytes())
+        };
         post()?;
         debug!("node{me}: join request {seq} posted");
         let start = Instant::now();
@@ -106,10 +112,10 @@ impl Manager {
             if done >> 8 >= seq {
                 return Ok(Some(NodeId((done & 0xff) as u8)));
             }
-            if Arc::strong_count(&mc.inner) <= 1 {
+            if Arc::strong_count(host) <= 1 {
                 return Err(McError::Closed);
             }
-            if let Some(st) = status(mc) {
+            if let Some(st) = status(host.node()) {
                 if !AdapterErrorStatus::from_word(st.error_status).online {
                     return Err(McError::Offline);
                 }
@@ -137,8 +143,8 @@ impl Manager {
 /// now it is a member again, an entry left set when it crashed would block the
 /// lock forever. Runs before the node is coherent again, so no thread of this
 /// node is in the lock protocol past the entry check (see `lock.rs`).
-fn repair_own_lock_entries(mc: &MemoryChannel) -> Result<(), McError> {
-    let inner = &*mc.inner;
+fn repair_own_lock_entries(host: &Arc<dyn JoinHost>) -> Result<(), McError> {
+    let inner = host.node();
     let (me, l) = (inner.me as usize, inner.layout);
     let c = &inner.control;
     let mut offsets = Vec::new();
@@ -153,7 +159,7 @@ fn repair_own_lock_entries(mc: &MemoryChannel) -> Result<(), McError> {
     }
     for i in 0..l.lock_capacity() {
         let off = l.lock_offset(i);
-        if c.load_u32(off + 4 * me) != 0 && !inner.lock_state.held(off) {
+        if c.load_u32(off + 4 * me) != 0 && !host.local_locks().held(off) {
             offsets.push(off + 4 * me);
         }
     }
@@ -168,7 +174,7 @@ fn repair_own_lock_entries(mc: &MemoryChannel) -> Result<(), McError> {
             .map(|&o| (l.page_addr(0) + o as u64, &zero[..]))
             .collect();
         for batch in records.chunks(BATCH) {
-            mc.store_batch(batch)?;
+            host.node().store_batch(batch)?;
         }
     }
     drop(meta);

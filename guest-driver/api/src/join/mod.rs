@@ -39,64 +39,32 @@
 //!
 //! Files, by role: `notice` (the management thread: noticing a crash and a
 //! rejoin), `joiner` (catching up), `server` (retransmitting to a joiner),
-//! `state` (where a node stands, for its threads), `window` (control pages
-//! and arena as one byte range).
+//! `window` (control pages and arena as one byte range). Where a node stands
+//! (for its threads) is `crate::coherence`, which the joiner moves.
 
 mod joiner;
 mod notice;
 mod server;
-mod state;
 mod window;
 
+pub use crate::coherence::{Coherence, Resync};
 pub(crate) use notice::{adapter_offline, start};
-pub(crate) use state::JoinState;
-pub use state::{Coherence, Resync};
 pub(crate) use window::Window;
 
-use std::time::Duration;
-
-use crate::channel::MemoryChannel;
-use crate::error::McError;
+use crate::lock::LocalLocks;
+use crate::node::Node;
+use crate::table::Tables;
 
 /// Records per transmit batch: the port is free for the node's own threads in
 /// between.
 const BATCH: usize = 32;
 
-impl MemoryChannel {
-    /// Whether this node's copy of the control pages and the coherent arena is
-    /// up to date, or its adapter is offline, or it rejoined and is catching up.
-    pub fn coherence(&self) -> Coherence {
-        self.inner.join.coherence()
-    }
-
-    /// Wait until this node is coherent again after its adapter crashed and
-    /// rejoined: a surviving member has retransmitted the control pages and
-    /// the coherent arena (seed 004, "Late Join"). Returns at once on a node
-    /// that is coherent. Waits also while the adapter is still offline.
-    /// Lock and table operations wait by themselves while the node catches up
-    /// (and fail with [`McError::Offline`] while it is offline); reads of
-    /// coherent regions do not, so call this before trusting them.
-    pub fn wait_coherent(&self, timeout: Duration) -> Result<(), McError> {
-        self.inner.join.wait(timeout, true)
-    }
-
-    /// How many times this node caught up after a rejoin.
-    pub fn rejoins(&self) -> u64 {
-        self.inner.join.rejoins()
-    }
-
-    /// The last catch-up after a rejoin, if any.
-    pub fn last_resync(&self) -> Option<Resync> {
-        self.inner.join.last()
-    }
-
-    /// This node's copy of the coherent state: control pages, then the arena.
-    /// For tests and diagnostics (every coherent node holds the same bytes once
-    /// the cluster is quiet).
-    pub fn coherent_snapshot(&self) -> Vec<u8> {
-        let l = self.inner.layout;
-        let mut v = vec![0u8; l.resync_pages() as usize * l.page_size as usize];
-        Window::of(&self.inner).read(0, &mut v);
-        v
-    }
+/// What the management thread needs of its node: the node, its tables (to
+/// forget this node's own writes after a catch-up) and its threads' local
+/// locks (to repair lock entries left set by a crash). The thread holds it
+/// weakly and ends when the node's last handle is gone.
+pub(crate) trait JoinHost: Send + Sync {
+    fn node(&self) -> &Node;
+    fn tables(&self) -> &Tables;
+    fn local_locks(&self) -> &LocalLocks;
 }

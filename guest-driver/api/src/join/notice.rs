@@ -18,10 +18,10 @@ use firmware_model::abi::{Status, StatusPage};
 use firmware_model::AdapterErrorStatus;
 use log::{debug, warn};
 
-use super::Coherence;
-use crate::channel::{wait_for_loopback, MemoryChannel};
+use super::{Coherence, JoinHost};
 use crate::error::{McError, WaitFor};
 use crate::layout::{Layout, JOIN_MARK};
+use crate::node::{wait_for_loopback, Node};
 use crate::port::McPort;
 
 /// How long to back off after a failed join or serve.
@@ -35,19 +35,18 @@ const BUSY_FOR: Duration = Duration::from_secs(1);
 
 /// Start the management thread of a node whose API just opened. It holds only
 /// a weak reference and ends when the last handle is dropped.
-pub(crate) fn start(mc: &MemoryChannel) -> Result<(), McError> {
-    let weak = Arc::downgrade(&mc.inner);
-    let me = mc.inner.me;
-    let epoch = mc.port().status().membership_epoch;
+pub(crate) fn start(host: &Arc<dyn JoinHost>) -> Result<(), McError> {
+    let weak = Arc::downgrade(host);
+    let me = host.node().me;
+    let epoch = host.node().port().status().membership_epoch;
     std::thread::Builder::new()
         .name(format!("mc-join{me}"))
         .spawn(move || {
             let mut m = Manager::new(me, epoch);
             loop {
-                let Some(inner) = weak.upgrade() else { break };
-                let mc = MemoryChannel { inner };
-                m.step(&mc);
-                drop(mc);
+                let Some(host) = weak.upgrade() else { break };
+                m.step(&host);
+                drop(host);
                 std::thread::sleep(if m.last_activity.elapsed() < BUSY_FOR {
                     POLL_BUSY
                 } else {
@@ -94,12 +93,14 @@ impl Manager {
         l.page_addr(0) + offset as u64
     }
 
-    fn step(&mut self, mc: &MemoryChannel) {
-        let inner = &*mc.inner;
+    fn step(&mut self, host: &Arc<dyn JoinHost>) {
+        let inner = host.node();
         let me = self.me;
-        let Some(st) = status(mc) else { return };
+        let Some(st) = status(host.node()) else {
+            return;
+        };
         if !AdapterErrorStatus::from_word(st.error_status).online {
-            if inner.join.set(Coherence::Offline) != Coherence::Offline {
+            if inner.coherence.set(Coherence::Offline) != Coherence::Offline {
                 warn!("node{me}: adapter offline: out of the cluster until it rejoins");
                 self.last_activity = Instant::now();
             }
@@ -116,15 +117,18 @@ impl Manager {
             self.last_activity = Instant::now();
         }
         let now = Instant::now();
-        if (self.probe_pending || !inner.join.is_coherent()) && now >= self.not_before {
-            let rejoined = match Self::adapter_is_fresh(mc) {
-                Ok(fresh) => fresh || !inner.join.is_coherent(),
+        if (self.probe_pending || !inner.coherence.is_coherent()) && now >= self.not_before {
+            let rejoined = match Self::adapter_is_fresh(host) {
+                Ok(fresh) => fresh || !inner.coherence.is_coherent(),
                 Err(McError::Driver(e)) if e.status() == Some(Status::Offline) => {
-                    inner.join.set(Coherence::Offline);
+                    inner.coherence.set(Coherence::Offline);
                     return;
                 }
                 Err(e) => {
-                    warn!("node{me}: probing this node's PCT after a membership change: {e}");
+                    warn!(
+                        "node{me}: probing this node's PCT after a membership change: {}",
+                        crate::Chain(&e)
+                    );
                     self.not_before = now + RETRY;
                     return;
                 }
@@ -132,39 +136,43 @@ impl Manager {
             self.probe_pending = false;
             if rejoined {
                 self.last_activity = Instant::now();
-                if let Err(e) = self.join(mc) {
-                    warn!("node{me}: catching up after rejoining: {e}; trying again");
+                if let Err(e) = self.join(host) {
+                    warn!(
+                        "node{me}: catching up after rejoining: {}; trying again",
+                        crate::Chain(&e)
+                    );
                     self.probe_pending = true;
                     self.not_before = Instant::now() + RETRY;
                 }
                 return;
             }
         }
-        if inner.join.is_coherent() && now >= self.not_before {
-            self.serve_pending(mc);
+        if inner.coherence.is_coherent() && now >= self.not_before {
+            self.serve_pending(host);
         }
     }
 
     /// Whether the adapter is a fresh one: page 0 (the meta page) is mapped
     /// for transmit from `open` on, and a rejoined adapter's PCT is empty.
-    fn adapter_is_fresh(mc: &MemoryChannel) -> Result<bool, McError> {
-        Ok(mc.port().pct_entry(0)?.transmit.is_none())
+    fn adapter_is_fresh(host: &Arc<dyn JoinHost>) -> Result<bool, McError> {
+        Ok(host.node().port().pct_entry(0)?.transmit.is_none())
     }
 
     /// Store a marker (page 0: broadcast, loopback) and wait until it comes
     /// back: everything ordered before it is then in this node's copy. If
     /// this node's adapter crashes meanwhile, the marker (refused) never
     /// comes back: [`McError::Offline`], and the next step notices the rest.
-    pub(super) fn marker(&mut self, mc: &MemoryChannel) -> Result<(), McError> {
+    pub(super) fn marker(&mut self, host: &Arc<dyn JoinHost>) -> Result<(), McError> {
         self.mark += 1;
         let v = self.mark;
-        let l = mc.inner.layout;
+        let l = host.node().layout;
         let off = JOIN_MARK + 8 * self.me as usize;
         let epoch = self.epoch;
-        mc.store(Self::meta_addr(&l, off), &v.to_le_bytes())?;
-        let c = &mc.inner.control;
+        host.node()
+            .store(Self::meta_addr(&l, off), &v.to_le_bytes())?;
+        let c = &host.node().control;
         let mut polls = 0u32;
-        let back = wait_for_loopback(mc, WaitFor::JoinMarker, || {
+        let back = wait_for_loopback(host.node(), WaitFor::JoinMarker, || {
             if c.load_u64(off) == v {
                 return Some(true);
             }
@@ -172,10 +180,10 @@ impl Manager {
             // and then (the status page takes the port lock).
             polls = polls.wrapping_add(1);
             let left = polls % 64 == 0
-                && status(mc).is_some_and(|st| {
+                && status(host.node()).is_some_and(|st| {
                     !AdapterErrorStatus::from_word(st.error_status).online
                         || (st.membership_epoch != epoch
-                            && Self::adapter_is_fresh(mc).unwrap_or(false))
+                            && Self::adapter_is_fresh(host).unwrap_or(false))
                 });
             left.then_some(false)
         })?;
@@ -190,13 +198,13 @@ impl Manager {
 /// The status page, or None when it could not be read whole this time (the
 /// port then gives an all-zero page, which would read as "offline"; epochs
 /// start at 1).
-pub(super) fn status(mc: &MemoryChannel) -> Option<StatusPage> {
-    let st = mc.port().status();
+pub(super) fn status(node: &Node) -> Option<StatusPage> {
+    let st = node.port().status();
     (st.membership_epoch != 0).then_some(st)
 }
 
 /// Whether this node's adapter is offline (it crashed), as its status page
 /// says; false when the page could not be read whole this time.
-pub(crate) fn adapter_offline(mc: &MemoryChannel) -> bool {
-    status(mc).is_some_and(|st| !AdapterErrorStatus::from_word(st.error_status).online)
+pub(crate) fn adapter_offline(node: &Node) -> bool {
+    status(node).is_some_and(|st| !AdapterErrorStatus::from_word(st.error_status).online)
 }

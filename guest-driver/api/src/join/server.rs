@@ -3,14 +3,15 @@
 //! the joiner and retransmits its copy of the control pages and the arena,
 //! round after round, until every word is settled (see `join`), then answers.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use firmware_model::{NodeId, PctEntry};
 use log::{debug, info, warn};
 
 use super::notice::{Manager, RETRY};
+use super::JoinHost;
 use super::{Window, BATCH};
-use crate::channel::MemoryChannel;
 use crate::error::McError;
 use crate::layout::{JOIN_DONE, JOIN_MARK, JOIN_REQUEST, SERVE_LOCK};
 use crate::spinlock::ClusterLock;
@@ -24,11 +25,11 @@ const RECORD: usize = 4096;
 
 impl Manager {
     /// Serve one pending join request, if this node is elected for it.
-    pub(super) fn serve_pending(&mut self, mc: &MemoryChannel) {
-        let inner = &*mc.inner;
+    pub(super) fn serve_pending(&mut self, host: &Arc<dyn JoinHost>) {
+        let inner = host.node();
         let me = self.me;
         let c = &inner.control;
-        let members = mc.members_mask();
+        let members = host.node().members_mask();
         let nodes = inner.regs.nodes.min(64);
         let pending = |n: u32| {
             c.load_u64(JOIN_REQUEST + 8 * n as usize) > c.load_u64(JOIN_DONE + 8 * n as usize) >> 8
@@ -59,52 +60,60 @@ impl Manager {
         let Some((j, seq)) = chosen else { return };
         self.last_activity = now;
         let lock = ClusterLock { offset: SERVE_LOCK };
-        match lock.acquire(mc, true) {
+        match lock.acquire(host.node(), true) {
             Ok(true) => {}
             Ok(false) => return,
             Err(e) => {
-                warn!("node{me}: the serve lock: {e}");
+                warn!("node{me}: the serve lock: {}", crate::Chain(&e));
                 self.not_before = now + RETRY;
                 return;
             }
         }
         // Another member may have served it just before we got the lock.
         let r = if pending(j) && c.load_u64(JOIN_REQUEST + 8 * j as usize) == seq {
-            self.serve(mc, j, seq)
+            self.serve(host, j, seq)
         } else {
             Ok(())
         };
         if let Err(e) = &r {
-            warn!("node{me}: serving join request {seq} of node {j}: {e}");
+            warn!(
+                "node{me}: serving join request {seq} of node {j}: {}",
+                crate::Chain(e)
+            );
             self.not_before = Instant::now() + RETRY;
         }
-        if let Err(e) = lock.release(mc) {
-            warn!("node{me}: releasing the serve lock: {e}");
+        if let Err(e) = lock.release(host.node()) {
+            warn!("node{me}: releasing the serve lock: {}", crate::Chain(&e));
         }
     }
 
-    fn serve(&mut self, mc: &MemoryChannel, j: u32, seq: u64) -> Result<(), McError> {
-        let inner = &*mc.inner;
+    fn serve(&mut self, host: &Arc<dyn JoinHost>, j: u32, seq: u64) -> Result<(), McError> {
+        let inner = host.node();
         let (me, l) = (self.me, inner.layout);
         let t0 = Instant::now();
         info!("node{me}: serving join request {seq} of node {j}");
-        mc.port().set_pct_transient(
+        host.node().port().set_pct_transient(
             l.resync_first(),
             l.resync_pages(),
             PctEntry::transmit_to(NodeId(j as u8)),
             &[],
         )?;
-        let r = self.retransmit(mc, j);
-        if let Err(e) =
-            mc.port()
-                .set_pct_transient(l.resync_first(), l.resync_pages(), PctEntry::DISABLED, &[])
-        {
-            warn!("node{me}: unmapping the resync window: {e}");
+        let r = self.retransmit(host, j);
+        if let Err(e) = host.node().port().set_pct_transient(
+            l.resync_first(),
+            l.resync_pages(),
+            PctEntry::DISABLED,
+            &[],
+        ) {
+            warn!(
+                "node{me}: unmapping the resync window: {}",
+                crate::Chain(&e)
+            );
         }
         let (rounds, sent) = r?;
         // Ordered after every retransmission: the joiner sees it last.
         let answer = (seq << 8) | u64::from(me);
-        mc.store(
+        host.node().store(
             Self::meta_addr(&l, JOIN_DONE + 8 * j as usize),
             &answer.to_le_bytes(),
         )?;
@@ -117,8 +126,8 @@ impl Manager {
 
     /// Send control pages and arena to `j` through the window until every
     /// word is settled (see the module comment). Returns (rounds, bytes sent).
-    fn retransmit(&mut self, mc: &MemoryChannel, j: u32) -> Result<(u32, u64), McError> {
-        let inner = &*mc.inner;
+    fn retransmit(&mut self, host: &Arc<dyn JoinHost>, j: u32) -> Result<(u32, u64), McError> {
+        let inner = host.node();
         let l = inner.layout;
         let ps = l.page_size as usize;
         let win = Window::of(inner);
@@ -130,9 +139,9 @@ impl Manager {
         let mut pending = vec![(0, len / 8)];
         let mut bytes = 0u64;
         for round in 0..MAX_ROUNDS {
-            bytes += send_runs(mc, base, &sent, &pending)?;
-            self.marker(mc)?;
-            if mc.members_mask() & (1 << j) == 0 {
+            bytes += send_runs(host, base, &sent, &pending)?;
+            self.marker(host)?;
+            if host.node().members_mask() & (1 << j) == 0 {
                 return Err(McError::JoinerLeft {
                     joiner: NodeId(j as u8),
                 });
@@ -180,7 +189,7 @@ impl Manager {
 
 /// Send the word runs of `data` to the window at `base`; returns bytes sent.
 fn send_runs(
-    mc: &MemoryChannel,
+    host: &Arc<dyn JoinHost>,
     base: u64,
     data: &[u8],
     runs: &[(usize, usize)],
@@ -198,7 +207,7 @@ fn send_runs(
         }
     }
     for batch in records.chunks(BATCH) {
-        mc.store_batch(batch)?;
+        host.node().store_batch(batch)?;
     }
     Ok(bytes)
 }

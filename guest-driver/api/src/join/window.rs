@@ -1,8 +1,8 @@
 //! The coherent state (control pages, then the arena) as one byte range: what
 //! a server retransmits to a joiner and what `coherent_snapshot` reads.
 
-use crate::channel::Inner;
 use crate::layout::CONTROL_PAGES;
+use crate::node::Node;
 use crate::port::ReceiveMemory;
 
 /// Control pages then arena, as one byte range.
@@ -13,7 +13,7 @@ pub(crate) struct Window<'a> {
 }
 
 impl<'a> Window<'a> {
-    pub(crate) fn of(inner: &'a Inner) -> Window<'a> {
+    pub(crate) fn of(inner: &'a Node) -> Window<'a> {
         Window {
             control: &*inner.control,
             arena: &*inner.arena,

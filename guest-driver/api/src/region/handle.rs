@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use log::warn;
 
-use crate::channel::MemoryChannel;
+use super::host::RegionHost;
 use crate::error::McError;
 use crate::port::ReceiveMemory;
 use crate::table::RegionEntry;
@@ -25,13 +25,13 @@ fn check(offset: usize, len: usize, size: u64) -> Result<(), McError> {
 /// A region attached for transmit: stores become remote writes. Detached when
 /// dropped (imc_asdetach).
 pub struct TxRegion {
-    mc: MemoryChannel,
+    host: Arc<dyn RegionHost>,
     entry: RegionEntry,
 }
 
 impl TxRegion {
-    pub(crate) fn new(mc: MemoryChannel, entry: RegionEntry) -> Self {
-        TxRegion { mc, entry }
+    pub(crate) fn new(host: Arc<dyn RegionHost>, entry: RegionEntry) -> Self {
+        TxRegion { host, entry }
     }
 
     pub fn id(&self) -> u32 {
@@ -48,7 +48,7 @@ impl TxRegion {
 
     /// Global address of byte 0.
     pub fn global_addr(&self) -> u64 {
-        self.mc.layout().page_addr(self.entry.first_page)
+        self.host.node().layout.page_addr(self.entry.first_page)
     }
 
     /// Write `data` at `offset`: a posted store, which returns once it is
@@ -63,7 +63,9 @@ impl TxRegion {
         if data.is_empty() {
             return Ok(());
         }
-        self.mc.store(self.global_addr() + offset as u64, data)
+        self.host
+            .node()
+            .store(self.global_addr() + offset as u64, data)
     }
 
     /// Write `data` at `offset` as one posted store, without allocating
@@ -75,7 +77,9 @@ impl TxRegion {
         if data.is_empty() {
             return Ok(());
         }
-        self.mc.store_one(self.global_addr() + offset as u64, data)
+        self.host
+            .node()
+            .store_one(self.global_addr() + offset as u64, data)
     }
 
     /// Several writes, queued together and in order (posted, as
@@ -106,7 +110,7 @@ impl TxRegion {
             runs.push((addr, StoreData::One(d)));
         }
         let recs: Vec<(u64, &[u8])> = runs.iter().map(|(a, r)| (*a, r.bytes(&combined))).collect();
-        self.mc.store_batch(&recs)
+        self.host.node().store_batch(&recs)
     }
 
     pub fn write_u32(&self, offset: usize, v: u32) -> Result<(), McError> {
@@ -163,8 +167,12 @@ impl StoreData<'_> {
 
 impl Drop for TxRegion {
     fn drop(&mut self) {
-        if let Err(e) = self.mc.detach(&self.entry, true) {
-            warn!("detaching region {} (transmit): {e}", self.entry.id);
+        if let Err(e) = self.host.detach(&self.entry, true) {
+            warn!(
+                "detaching region {} (transmit): {}",
+                self.entry.id,
+                crate::Chain(&e)
+            );
         }
     }
 }
@@ -172,7 +180,7 @@ impl Drop for TxRegion {
 /// A region attached for receive: remote writes land here by DMA. Detached when
 /// dropped.
 pub struct RxRegion {
-    mc: MemoryChannel,
+    host: Arc<dyn RegionHost>,
     entry: RegionEntry,
     mem: Arc<dyn ReceiveMemory>,
     offset: usize,
@@ -180,13 +188,13 @@ pub struct RxRegion {
 
 impl RxRegion {
     pub(crate) fn new(
-        mc: MemoryChannel,
+        host: Arc<dyn RegionHost>,
         entry: RegionEntry,
         mem: Arc<dyn ReceiveMemory>,
         offset: usize,
     ) -> Self {
         RxRegion {
-            mc,
+            host,
             entry,
             mem,
             offset,
@@ -260,8 +268,12 @@ impl RxRegion {
 
 impl Drop for RxRegion {
     fn drop(&mut self) {
-        if let Err(e) = self.mc.detach(&self.entry, false) {
-            warn!("detaching region {} (receive): {e}", self.entry.id);
+        if let Err(e) = self.host.detach(&self.entry, false) {
+            warn!(
+                "detaching region {} (receive): {}",
+                self.entry.id,
+                crate::Chain(&e)
+            );
         }
     }
 }

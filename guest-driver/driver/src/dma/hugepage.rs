@@ -34,17 +34,17 @@ const FRAMES_PER_HUGEPAGE: u64 = (HUGEPAGE_SIZE / FRAME) as u64;
 /// Why hugepage DMA memory could not be had.
 #[derive(Debug, thiserror::Error)]
 pub enum HugepageError {
-    #[error("memfd_create(MFD_HUGETLB): {0}: the kernel needs hugetlbfs support")]
+    #[error("memfd_create(MFD_HUGETLB) failed (the kernel needs hugetlbfs support)")]
     Memfd(#[source] io::Error),
-    #[error("sizing a hugetlb memfd to {pages} hugepages: {source}")]
+    #[error("sizing a hugetlb memfd to {pages} hugepages")]
     Size {
         pages: usize,
         #[source]
         source: io::Error,
     },
     #[error(
-        "cannot map {pages} hugepages of 2 MiB ({source}); {} free: the guest needs \
-         `echo 64 > /proc/sys/vm/nr_hugepages` (the mc-host image's /init does it)",
+        "cannot map {pages} hugepages of 2 MiB ({} free: the guest needs \
+         `echo 64 > /proc/sys/vm/nr_hugepages`; the mc-host image's /init does it)",
         free.map_or("unknown".to_string(), |n| n.to_string())
     )]
     Map {
@@ -54,15 +54,15 @@ pub enum HugepageError {
         #[source]
         source: MmapRegionError,
     },
-    #[error("touching hugepage {page}: {source}")]
+    #[error("touching hugepage {page}")]
     Touch {
         page: usize,
         #[source]
         source: VolatileMemoryError,
     },
-    #[error("zeroing the hugepages: {0}")]
+    #[error("zeroing the hugepages")]
     Zero(#[source] VolatileMemoryError),
-    #[error("reading /proc/self/pagemap: {0}")]
+    #[error("reading /proc/self/pagemap")]
     Pagemap(#[source] io::Error),
     #[error("/proc/self/pagemap: page at {vaddr:#x} is not present")]
     NotPresent { vaddr: usize },
@@ -80,13 +80,13 @@ pub enum HugepageError {
         /// The frames the kernel gave, sorted.
         frames: Vec<u64>,
     },
-    #[error("reserving {len:#x} bytes of address space: {source}")]
+    #[error("reserving {len:#x} bytes of address space")]
     Reserve {
         len: usize,
         #[source]
         source: MmapRegionError,
     },
-    #[error("re-mapping hugepage {page}: {source}")]
+    #[error("re-mapping hugepage {page}")]
     Remap {
         page: usize,
         #[source]

@@ -6,6 +6,8 @@
 //!   vhost-user to the backend's socket as QEMU does, its RAM a shared memfd.
 //! - [`pci::PciTransport`]: a user-space driver inside a QEMU guest: BARs
 //!   through sysfs, hugepage DMA memory, GPAs from `/proc/self/pagemap`.
+//!
+//! The crate's `open` module chooses between them (a socket or PCI).
 
 pub mod pci;
 pub mod vhost_user;
@@ -28,7 +30,7 @@ pub const F_EVENT_IDX: u64 = 1 << VIRTIO_RING_F_EVENT_IDX;
 /// Errors of a transport.
 #[derive(Debug, thiserror::Error)]
 pub enum TransportError {
-    #[error("vhost-user {step} failed: {source}")]
+    #[error("vhost-user {step} failed")]
     VhostUser {
         step: &'static str,
         #[source]
@@ -56,9 +58,9 @@ pub enum TransportError {
     NotReady(&'static str),
     #[error(transparent)]
     Dma(#[from] crate::dma::DmaError),
-    #[error("PCI: {0}")]
+    #[error("PCI")]
     Pci(#[from] pci::PciError),
-    #[error("{what}: {source}")]
+    #[error("{what}")]
     Io {
         what: &'static str,
         #[source]

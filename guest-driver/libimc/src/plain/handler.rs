@@ -76,7 +76,8 @@ fn set(sig: c_int, handler: usize) -> Result<libc::sigaction, std::io::Error> {
     let mut new: libc::sigaction = unsafe { std::mem::zeroed() };
     new.sa_sigaction = handler;
     new.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
-    // SAFETY: plain data; zero is a valid starting value.
+    // SAFETY: `sigaction` is a plain C struct of integers, masks and a
+    // function address, for which all-zero is a valid value.
     let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
     // SAFETY: the set is ours to fill; the call installs a handler that
     // follows the SA_SIGINFO convention and saves the old one.

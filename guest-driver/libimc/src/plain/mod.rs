@@ -72,7 +72,8 @@ pub(crate) fn map(tx: TxRegion) -> Result<usize, c_int> {
     if view == libc::MAP_FAILED {
         return Err(failure(IMC_NOMEM, "mapping a transmit view failed"));
     }
-    // SAFETY: as above.
+    // SAFETY: a private anonymous mapping at an address the kernel picks:
+    // no existing memory is touched.
     let backing = unsafe {
         libc::mmap(
             std::ptr::null_mut(),

@@ -25,8 +25,8 @@ use std::sync::OnceLock;
 use cashmere::{Csm, SharedArray};
 
 use super::problem::HeapPlan;
-use super::suite::{ComputeWindow, Workload};
 use super::verify::{self, SuiteError};
+use super::workload::{ComputeWindow, Workload};
 use super::AppError;
 
 const DT: f64 = 0.025;

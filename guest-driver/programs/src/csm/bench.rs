@@ -11,8 +11,9 @@ use std::time::Instant;
 use cashmere::{Config, Csm, CsmError};
 use mc_api::MemoryChannel;
 
-use super::{Detection, ProtocolVariant};
+use super::Detection;
 use crate::bench::{BenchError, Which};
+use cashmere::CsmVariant;
 
 /// One operation: the paper's figures and the one measured here.
 #[derive(Clone, Debug)]
@@ -68,7 +69,7 @@ fn time_us(iters: u32, mut f: impl FnMut() -> Result<(), CsmError>) -> Result<f6
 pub fn run(
     mc: &MemoryChannel,
     iters: u32,
-    variant: ProtocolVariant,
+    variant: CsmVariant,
     detection: Detection,
 ) -> Result<Vec<CsmBenchRow>, BenchError> {
     if mc.nodes() < 2 {
@@ -79,14 +80,14 @@ pub fn run(
     }
     let cfg = Config {
         heap_bytes: 4 * 8192,
-        variant: variant.protocol(),
+        variant,
         detection: detection.protocol(),
         ..Config::default()
     };
     // Diffs by message in every variant but CSM-DMS; locks and barriers
     // by messages in CSM-None and CSM-None-Mg, through Memory Channel in
     // the others.
-    let diff_messages = variant != ProtocolVariant::Dms;
+    let diff_messages = variant != CsmVariant::Dms;
     let sync_messages = variant.sync_by_messages();
     let csm = Csm::start(mc, &cfg)?;
     let me = csm.node_id();
@@ -168,7 +169,7 @@ pub fn run(
 pub fn format(
     rows: &[CsmBenchRow],
     nodes: u32,
-    variant: ProtocolVariant,
+    variant: CsmVariant,
     detection: Detection,
 ) -> String {
     let mut s = format!(

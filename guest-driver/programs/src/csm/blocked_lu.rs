@@ -16,8 +16,8 @@ use std::sync::OnceLock;
 
 use cashmere::{Csm, SharedArray};
 
-use super::suite::{ComputeWindow, Workload};
 use super::verify;
+use super::workload::{ComputeWindow, Workload};
 use super::AppError;
 
 /// Where element (i, j) of the matrix lives in the array.

@@ -19,8 +19,8 @@ use std::sync::OnceLock;
 use cashmere::{Csm, CsmError, SharedArray};
 
 use super::problem::HeapPlan;
-use super::suite::{ComputeWindow, Workload};
 use super::verify;
+use super::workload::{ComputeWindow, Workload};
 use super::AppError;
 
 /// The graph's shape.

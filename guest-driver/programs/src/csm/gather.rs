@@ -28,13 +28,13 @@ pub enum GatherError {
     TooLarge { node: u32, len: usize, max: usize },
     #[error("no report from nodes {missing:?} within {WAIT:?}")]
     Missing { missing: Vec<u32> },
-    #[error("node {node}'s report does not parse: {source}")]
+    #[error("node {node}'s report does not parse")]
     Decode {
         node: u32,
         #[source]
         source: serde_json::Error,
     },
-    #[error("cannot encode this node's report: {0}")]
+    #[error("cannot encode this node's report")]
     Encode(#[source] serde_json::Error),
 }
 

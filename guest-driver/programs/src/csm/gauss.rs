@@ -7,7 +7,7 @@
 
 use cashmere::{Csm, CsmError, SharedArray};
 
-use super::suite::ComputeWindow;
+use super::workload::ComputeWindow;
 use super::AppError;
 
 pub struct GaussData {

@@ -24,8 +24,8 @@ use std::sync::OnceLock;
 use cashmere::{Csm, SharedArray};
 
 use super::problem::HeapPlan;
-use super::suite::{ComputeWindow, Workload};
 use super::verify;
+use super::workload::{ComputeWindow, Workload};
 use super::AppError;
 
 /// The pedigree and the analysis.

@@ -23,13 +23,13 @@ pub const SCHEMA: u64 = 1;
 /// Why a record could not be written.
 #[derive(Debug, thiserror::Error)]
 pub enum RecordError {
-    #[error("cannot append the run's record to {path}: {source}")]
+    #[error("cannot append the run's record to {path}")]
     Write {
         path: String,
         #[source]
         source: std::io::Error,
     },
-    #[error("cannot encode the run's record: {0}")]
+    #[error("cannot encode the run's record")]
     Encode(#[from] serde_json::Error),
 }
 

@@ -1,52 +1,16 @@
-//! The application suite of seed 000 Table III behind one interface: each
-//! application's shared data is set up once per node, then every thread
-//! runs it ([`Workload`]); plus what a run needs to know before it starts
+//! The registry of seed 000 Table III's application suite: which
+//! application is set up how (each a [`Workload`], `workload`), plus what a run needs to know before it starts
 //! (heap bytes, cluster locks) and the sequential version to time.
 
-use std::sync::Mutex;
 use std::time::Instant;
 
-use cashmere::{Csm, CsmError, Stats};
+use cashmere::Csm;
 
 use super::problem::{HeapPlan, Problem};
+use super::workload::Workload;
 use super::{barnes, clu, em3d, ilink, lu, water, water_nsquared, water_spatial};
 use super::{gauss, sor, tsp};
 use super::{App, AppError};
-
-/// One application's shared data on one node; `run` is called by every
-/// application thread of the node with its cluster-wide thread id and
-/// returns how many values it checked against the sequential run.
-pub trait Workload: Send + Sync {
-    fn run(&self, csm: &Csm, tid: usize) -> Result<u64, AppError>;
-    /// The node's counters at the end of the computation.
-    fn window(&self) -> &ComputeWindow;
-}
-
-/// The end of the timed computation: this node's counters as they were
-/// then, before verification reads other processors' results.
-#[derive(Default)]
-pub struct ComputeWindow {
-    stats: Mutex<Option<Stats>>,
-}
-
-impl ComputeWindow {
-    /// Every thread calls this after its last computing step: a barrier (all
-    /// results are released), the end mark, one thread per node keeps the
-    /// node's counters, and a second barrier so no thread verifies (and
-    /// faults) before they are kept.
-    pub fn end(&self, csm: &Csm, tid: usize) -> Result<(), CsmError> {
-        csm.barrier()?;
-        csm.mark_end();
-        if tid % csm.threads() as usize == 0 {
-            *self.stats.lock().unwrap_or_else(|p| p.into_inner()) = Some(csm.stats());
-        }
-        csm.barrier()
-    }
-
-    pub fn stats(&self) -> Option<Stats> {
-        *self.stats.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
 
 /// Whether `app` is one of the suite's applications set up here (the
 /// others are dispatched by `csm::run` itself).

@@ -23,9 +23,9 @@ use std::sync::OnceLock;
 use cashmere::{Csm, SharedArray};
 
 use super::problem::HeapPlan;
-use super::suite::{ComputeWindow, Workload};
 use super::verify;
 use super::water::{self, Mol, Pairs, WaterBox, WaterResult, FORCE, MOL};
+use super::workload::{ComputeWindow, Workload};
 use super::AppError;
 
 /// Relative tolerance of the comparison with the sequential run.

@@ -26,9 +26,9 @@ use std::sync::OnceLock;
 use cashmere::{Csm, SharedArray};
 
 use super::problem::HeapPlan;
-use super::suite::{ComputeWindow, Workload};
 use super::water::{self, Mol, Pairs, WaterBox, WaterResult, MOL};
 use super::water_nsquared::MolArray;
+use super::workload::{ComputeWindow, Workload};
 use super::AppError;
 
 pub const CELL_LOCK_BASE: u32 = 2;

@@ -23,7 +23,7 @@ const BARS: usize = 6;
 /// Errors of mapping BARs and windows on them.
 #[derive(Debug, thiserror::Error)]
 pub enum MmioError {
-    #[error("{op} {}: {source}", path.display())]
+    #[error("{op} {}", path.display())]
     Io {
         op: &'static str,
         path: PathBuf,
@@ -32,7 +32,7 @@ pub enum MmioError {
     },
     #[error("{} is empty (BAR not assigned?)", path.display())]
     EmptyBar { path: PathBuf },
-    #[error("mmap {}: {source}", path.display())]
+    #[error("mmap {}", path.display())]
     Map {
         path: PathBuf,
         #[source]

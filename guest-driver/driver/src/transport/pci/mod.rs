@@ -107,7 +107,7 @@ pub enum PciError {
     NotRoot,
     #[error(transparent)]
     Sysfs(#[from] SysfsError),
-    #[error("{bdf}: {source}")]
+    #[error("{bdf}")]
     Caps {
         bdf: String,
         #[source]
@@ -115,7 +115,7 @@ pub enum PciError {
     },
     #[error("{bdf} has no virtio {what} capability: not a virtio 1.x device")]
     MissingCapability { bdf: String, what: &'static str },
-    #[error("{what} capability: {source}")]
+    #[error("{what} capability")]
     Structure {
         what: &'static str,
         #[source]

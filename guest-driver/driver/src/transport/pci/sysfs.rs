@@ -28,7 +28,7 @@ pub(super) const CONFIG_HEADER: usize = 0x40;
 /// Errors of finding and taking the adapter's PCI function.
 #[derive(Debug, thiserror::Error)]
 pub enum SysfsError {
-    #[error("listing {} (is sysfs mounted?): {source}", path.display())]
+    #[error("listing {} (is sysfs mounted?)", path.display())]
     List {
         path: PathBuf,
         #[source]
@@ -51,14 +51,14 @@ pub enum SysfsError {
         /// Every function listed, as "BDF vendor:device".
         found: Vec<String>,
     },
-    #[error("{op} {}: {source}", path.display())]
+    #[error("{op} {}", path.display())]
     Io {
         op: &'static str,
         path: PathBuf,
         #[source]
         source: io::Error,
     },
-    #[error("unbinding {bdf} from {driver}: {source}")]
+    #[error("unbinding {bdf} from {driver}")]
     Unbind {
         bdf: String,
         driver: String,

@@ -1,6 +1,7 @@
 //! Where a node stands with the cluster's coherent state, shared by its
-//! threads and its management thread: the API's own cluster operations wait
-//! here while the node catches up after a rejoin.
+//! threads and its management thread (`join`, which moves it): the API's
+//! own cluster operations wait here while the node catches up after a
+//! rejoin.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
@@ -79,7 +80,7 @@ impl JoinState {
     }
 
     /// Move to `s`; returns the state before.
-    pub(super) fn set(&self, s: Coherence) -> Coherence {
+    pub(crate) fn set(&self, s: Coherence) -> Coherence {
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let old = *st;
         if old != s {
@@ -94,7 +95,7 @@ impl JoinState {
         old
     }
 
-    pub(super) fn finish(&self, report: Resync) {
+    pub(crate) fn finish(&self, report: Resync) {
         *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Some(report);
         self.rejoins.fetch_add(1, Ordering::AcqRel);
         self.set(Coherence::Coherent);

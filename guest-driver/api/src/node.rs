@@ -1,0 +1,173 @@
+//! What every part of the API works through (a [`Node`]): the adapter, the
+//! control pages, the coherent arena and the ACK page, the store path, the
+//! node's coherence, and the one way the API waits for the device or
+//! another node. The parts that keep state of their own (`table`, `lock`,
+//! `region`, `join`) are handed a `Node` and own the rest; `channel`
+//! composes them into the public handle.
+
+use std::sync::atomic::AtomicU32;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use firmware_model::abi::{EventRecord, Registers};
+use mc_driver::backoff::poll_until;
+
+use crate::coherence::JoinState;
+use crate::error::{McError, WaitFor};
+use crate::layout::Layout;
+use crate::pct_log::RecordingPort;
+use crate::port::{McPort, ReceiveMemory, StorePath};
+
+/// How long cluster operations wait before they report a timeout.
+pub(crate) const OP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A node's adapter and the memory every part of the API shares.
+pub(crate) struct Node {
+    port: Mutex<RecordingPort>,
+    /// Posted stores: every thread uses it at once, outside `port`'s lock.
+    pub(crate) stores: Arc<dyn StorePath>,
+    pub(crate) regs: Registers,
+    pub(crate) layout: Layout,
+    pub(crate) me: u32,
+    /// The control pages (meta page, tables, lock arrays), received by every
+    /// node.
+    pub(crate) control: Box<dyn ReceiveMemory>,
+    /// The coherent arena, received by every node.
+    pub(crate) arena: Arc<dyn ReceiveMemory>,
+    /// This node's ACK page.
+    pub(crate) ack: Box<dyn ReceiveMemory>,
+    /// Serialises this node's threads on the meta lock.
+    pub(crate) meta: Mutex<()>,
+    /// Serialises this node's threads on the ACK page.
+    pub(crate) ack_slot: Mutex<()>,
+    /// Which slot of the ACK page the next check uses: each check has its own
+    /// slot, so a late answer to an earlier check cannot be taken for its own.
+    pub(crate) ack_seq: AtomicU32,
+    pub(crate) reliable: bool,
+    /// Events from the device not yet asked for.
+    pub(crate) events: Mutex<Vec<EventRecord>>,
+    /// Where the node stands with the coherent state (moved by `join`).
+    pub(crate) coherence: JoinState,
+}
+
+impl Node {
+    /// The node whose adapter's bring-up (`open`) has mapped the control
+    /// pages, the arena and the ACK page.
+    pub(crate) fn new(
+        port: RecordingPort,
+        regs: Registers,
+        layout: Layout,
+        control: Box<dyn ReceiveMemory>,
+        arena: Arc<dyn ReceiveMemory>,
+        ack: Box<dyn ReceiveMemory>,
+        reliable: bool,
+    ) -> Node {
+        Node {
+            stores: port.store_path(),
+            port: Mutex::new(port),
+            regs,
+            layout,
+            me: regs.node_id,
+            control,
+            arena,
+            ack,
+            meta: Mutex::new(()),
+            ack_slot: Mutex::new(()),
+            ack_seq: AtomicU32::new(0),
+            reliable,
+            events: Mutex::new(Vec::new()),
+            coherence: JoinState::new(),
+        }
+    }
+
+    /// The adapter, for one request at a time.
+    pub(crate) fn port(&self) -> MutexGuard<'_, RecordingPort> {
+        self.port.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Drop for Node {
+    /// The last user is gone: hand what is still queued to the hub, so a
+    /// program that ends right after its last store does not lose it.
+    fn drop(&mut self) {
+        if let Err(e) = self.stores.flush() {
+            log::warn!(
+                "node{}: closing the Memory Channel API: {}",
+                self.me,
+                mc_driver::Chain(&e)
+            );
+        }
+    }
+}
+
+/// Wait (the common backoff) until `f` yields a value: the device or another
+/// node is about to write. `what` names it in the timeout error.
+pub(crate) fn wait_for<T>(
+    what: WaitFor,
+    timeout: Duration,
+    f: impl FnMut() -> Option<T>,
+) -> Result<T, McError> {
+    poll_until(timeout, f).ok_or(McError::Timeout {
+        after: timeout,
+        waiting_for: what,
+    })
+}
+
+/// How long a wait for this node's own store gives it before asking whether
+/// it was lost, when the cluster error count has moved meanwhile.
+const LOSS_CHECK_AFTER_ERROR: Duration = Duration::from_millis(2);
+/// ... and when it has not (a store dropped without trace counts no error).
+const LOSS_CHECK_AFTER: Duration = Duration::from_millis(250);
+/// How long one such ACK query may take (it is lost while the link is down:
+/// the wait then goes on and asks again later).
+const LOSS_QUERY_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Wait until `f` sees a store of this node's own come back by loopback.
+///
+/// Memory Channel does not retransmit (seed 004, Error Management): a store
+/// the network corrupts is discarded by the receiver, which counts an error;
+/// a dropped one is simply gone. So a loopback that has not come back is
+/// either late or lost, and the ACK page tells which: its answer lands only
+/// once everything this node queued before the query has reached every
+/// adapter. A store still missing after that answer will never come, and
+/// the wait ends at once with [`McError::Lost`] instead of after
+/// [`OP_TIMEOUT`]. The query is made soon after the cluster error count
+/// moves, and now and then otherwise.
+pub(crate) fn wait_for_loopback<T>(
+    node: &Node,
+    what: WaitFor,
+    mut f: impl FnMut() -> Option<T>,
+) -> Result<T, McError> {
+    let start = Instant::now();
+    let errors_before = node.error_count();
+    let mut asked_at = start;
+    loop {
+        if let Some(v) = poll_until(LOSS_CHECK_AFTER_ERROR, &mut f) {
+            return Ok(v);
+        }
+        let errors_now = node.error_count();
+        // Each poll above lasted LOSS_CHECK_AFTER_ERROR already.
+        if errors_now != errors_before || asked_at.elapsed() >= LOSS_CHECK_AFTER {
+            asked_at = Instant::now();
+            // Only a query that was answered proves anything; one lost to a
+            // link that is down, or refused by an adapter that crashed, is
+            // asked again later (`f` notices a crash by itself).
+            if let Ok(Some(())) = node.ack_round_trip(LOSS_QUERY_TIMEOUT, |_, _, _| ()) {
+                if let Some(v) = f() {
+                    return Ok(v);
+                }
+                return Err(McError::Lost {
+                    waiting_for: what,
+                    errors_before,
+                    errors_now: node.error_count(),
+                });
+            }
+        }
+        if start.elapsed() >= OP_TIMEOUT {
+            return Err(McError::Timeout {
+                after: OP_TIMEOUT,
+                waiting_for: what,
+            });
+        }
+    }
+}

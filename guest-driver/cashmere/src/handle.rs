@@ -1,0 +1,278 @@
+//! A node's handle on Cashmere ([`Csm`]): starting it, what it is, the
+//! timed window, allocation in the shared heap, and what it counted.
+//! Synchronisation is in `sync_api`, the benchmark's hooks in
+//! `bench_hooks`.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use mc_api::MemoryChannel;
+
+use crate::config::Config;
+use crate::error::CsmError;
+use crate::homes::HomeAssignment;
+use crate::loss::LossWatch;
+use crate::node::{window, Node};
+use crate::shared::SharedArray;
+use crate::state::PageState;
+use crate::stats::Stats;
+use crate::times::{self, TimeBreakdown};
+use crate::variant::Levels;
+use crate::{site, startup};
+
+/// A node's handle on Cashmere; clone it for each application thread.
+#[derive(Clone)]
+pub struct Csm {
+    pub(crate) node: Arc<Node>,
+    pub(crate) loss: LossWatch,
+    pub(crate) server: Arc<Mutex<Option<JoinHandle<()>>>>,
+}
+
+impl Csm {
+    /// Start Cashmere on this node: allocate (or find) the Memory Channel
+    /// regions, map the heap, install the fault handler, start the protocol
+    /// thread, and wait until every node has done the same. The handle is
+    /// the node's threads' (2L); for 1L with several threads per node use
+    /// [`Csm::start_one_level`].
+    pub fn start(mc: &MemoryChannel, cfg: &Config) -> Result<Csm, CsmError> {
+        cfg.check()?;
+        if cfg.levels == Levels::One && cfg.threads > 1 {
+            return Err(CsmError::OneLevelThreads {
+                threads: cfg.threads,
+            });
+        }
+        let site = site::Site::new(mc, 0, 1, Default::default())?;
+        Self::start_at(mc, cfg, site)
+    }
+
+    /// Start the one-level protocol (CSM-1L) on this machine: a protocol node
+    /// for each of its `cfg.threads` application threads, all on this
+    /// machine's adapter (processor `t` of the machine on adapter node `a`
+    /// is protocol node `a * threads + t`). Returns one handle per thread,
+    /// in order; each thread uses its own, and calls [`Csm::finish`] on it.
+    /// Every machine must call this with the same configuration.
+    pub fn start_one_level(mc: &MemoryChannel, cfg: &Config) -> Result<Vec<Csm>, CsmError> {
+        cfg.check()?;
+        let per = cfg.threads;
+        let one = Config {
+            threads: 1,
+            levels: Levels::One,
+            ..cfg.clone()
+        };
+        let shared = Arc::new(site::Attachments::default());
+        let sites = (0..per)
+            .map(|t| site::Site::new(mc, t, per, shared.clone()))
+            .collect::<Result<Vec<_>, _>>()?;
+        // Together: each waits in the start barrier for all the others.
+        std::thread::scope(|s| {
+            let started: Vec<_> = sites
+                .into_iter()
+                .map(|site| {
+                    let one = &one;
+                    s.spawn(move || Self::start_at(mc, one, site))
+                })
+                .collect();
+            let mut csms = Vec::with_capacity(per as usize);
+            let mut first_err = None;
+            for h in started {
+                match h.join() {
+                    Ok(Ok(c)) => csms.push(c),
+                    Ok(Err(e)) => {
+                        first_err.get_or_insert(e);
+                    }
+                    Err(p) => std::panic::resume_unwind(p),
+                }
+            }
+            match first_err {
+                None => Ok(csms),
+                Some(e) => {
+                    // The others would wait for it at their first barrier.
+                    for c in &csms {
+                        c.abort();
+                    }
+                    Err(e)
+                }
+            }
+        })
+    }
+
+    fn start_at(mc: &MemoryChannel, cfg: &Config, site: site::Site) -> Result<Csm, CsmError> {
+        let (node, server) = startup::start_node(mc, cfg, site)?;
+        let csm = Csm {
+            loss: LossWatch::new(mc),
+            node,
+            server: Arc::new(Mutex::new(Some(server))),
+        };
+        // Every node's regions and protocol thread are up past this point.
+        csm.node.sync.start_barrier()?;
+        Ok(csm)
+    }
+
+    pub fn node_id(&self) -> u32 {
+        self.node.me
+    }
+    pub fn nodes(&self) -> u32 {
+        self.node.nodes
+    }
+    pub fn threads(&self) -> u32 {
+        self.node.threads
+    }
+    pub fn page_size(&self) -> u32 {
+        self.node.page_size
+    }
+
+    /// Answer the requests of other nodes that have arrived, if any: message
+    /// detection by polling (seed 000 s.2.1; the paper's binaries polled on
+    /// every loop back edge, instrumented by a rewriting tool). Programs call
+    /// it in their long loops, about every 10-100 us of work (once per row,
+    /// say): a request then waits at most that long, instead of for the
+    /// protocol thread, which has to be woken and then to win a core from the
+    /// computing threads (hundreds of microseconds when every core
+    /// computes). One load per other node when nothing has arrived; nothing
+    /// under [`MessageDetection::Interrupt`].
+    pub fn poll(&self) -> Result<(), CsmError> {
+        self.node.serve_if_waiting()
+    }
+
+    /// Seconds since this node started Cashmere.
+    pub fn elapsed(&self) -> f64 {
+        self.node.start.elapsed().as_secs_f64()
+    }
+
+    /// Mark the start of the timed part of a program (the earliest mark of
+    /// the node's threads counts). The calling thread's time breakdown
+    /// ([`Csm::thread_breakdown`]) starts here too, and the protocol
+    /// thread's at the node's first mark.
+    pub fn mark_start(&self) {
+        times::begin_window();
+        let t = self.elapsed();
+        let mut w = self.node.window.lock().unwrap_or_else(|p| p.into_inner());
+        w.0 = Some(w.0.map_or(t, |s| s.min(t)));
+        if self
+            .node
+            .proto_window
+            .compare_exchange(
+                window::NONE,
+                window::BEGIN,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            )
+            .is_ok()
+        {
+            self.node.wake_protocol_thread();
+        }
+    }
+
+    /// Mark the end of the timed part (the latest mark counts; so does the
+    /// protocol thread's breakdown).
+    pub fn mark_end(&self) {
+        times::end_window();
+        let t = self.elapsed();
+        let mut w = self.node.window.lock().unwrap_or_else(|p| p.into_inner());
+        w.1 = Some(w.1.map_or(t, |e| e.max(t)));
+        drop(w);
+        let pw = &self.node.proto_window;
+        let now = pw.load(Ordering::Acquire);
+        if now >= window::BEGIN {
+            pw.store(window::END, Ordering::Release);
+            self.node.wake_protocol_thread();
+        }
+    }
+
+    /// Seconds between the marks, if both were made.
+    pub fn timed(&self) -> Option<f64> {
+        let w = self.node.window.lock().unwrap_or_else(|p| p.into_inner());
+        Some(w.1? - w.0?)
+    }
+
+    /// Where the calling thread's time went since its [`Csm::mark_start`]
+    /// (call it from each application thread after its `mark_end`; `name`
+    /// names the thread in the result).
+    pub fn thread_breakdown(&self, name: &str) -> TimeBreakdown {
+        times::breakdown(name, self.node.me)
+    }
+
+    /// Where the node's protocol thread's time went in the timed window
+    /// (from the node's first mark to its last), once [`Csm::finish`] has
+    /// stopped it.
+    pub fn protocol_breakdown(&self) -> Option<TimeBreakdown> {
+        self.node
+            .proto_times
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Allocate `len` elements in the shared heap (aligned to `T` and 8 bytes,
+    /// or to a page with `page_aligned`). Allocation is deterministic: every
+    /// node makes the same calls in the same order and gets the same array.
+    pub fn alloc<T: Copy>(
+        &self,
+        len: usize,
+        page_aligned: bool,
+    ) -> Result<SharedArray<T>, CsmError> {
+        let mut next = self
+            .node
+            .next_alloc
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let align = if page_aligned {
+            self.node.page_size as usize
+        } else {
+            std::mem::align_of::<T>().max(8)
+        };
+        let off = next.div_ceil(align) * align;
+        let bytes = len * std::mem::size_of::<T>();
+        if off + bytes > self.node.heap.len() {
+            return Err(CsmError::HeapFull {
+                heap: self.node.heap.len(),
+                wanted: bytes,
+                at: off,
+            });
+        }
+        *next = off + bytes;
+        // SAFETY: `off + bytes` is within the heap (checked above), so the
+        // pointer stays in bounds of the application view.
+        let ptr = unsafe { self.node.heap.app_base().add(off) } as *mut T;
+        // SAFETY: `ptr` is aligned for `T` (`off` is a multiple of its
+        // alignment, the mapping page-aligned) and points at `len` elements
+        // inside the application view, which stays mapped while this node's
+        // `Csm` handles live; programs use an array only while they do (see
+        // `SharedArray`).
+        Ok(unsafe { SharedArray::new(ptr, len, off) })
+    }
+
+    pub fn stats(&self) -> Stats {
+        let mut s = self.node.lock_state().stats;
+        s.message_bytes = self.node.mail.sent_bytes();
+        s
+    }
+
+    /// The home of every page as far as this node knows it: imposed, or
+    /// taken by first touch (the replicated directory). After
+    /// [`Csm::finish`] every node knows every home assigned before the
+    /// final barrier. Write it out (`HomeAssignment::render`) to impose it
+    /// on a later run.
+    pub fn homes(&self) -> HomeAssignment {
+        let n = &self.node;
+        let st = n.lock_state();
+        HomeAssignment {
+            nodes: n.nodes,
+            page_size: n.page_size,
+            homes: (0..st.pages.len() as u32)
+                .map(|p| {
+                    st.pages[p as usize]
+                        .home
+                        .or_else(|| n.imposed_home(p))
+                        .or_else(|| n.meta.home(p))
+                })
+                .collect(),
+        }
+    }
+
+    /// The protocol state of the page holding heap byte `offset` (for tests).
+    pub fn page_state(&self, offset: usize) -> PageState {
+        self.node.lock_state().pages[offset / self.node.page_size as usize].state
+    }
+}

@@ -1,0 +1,163 @@
+//! Cashmere's synchronisation, as programs call it (seed 000 s.2.1): locks,
+//! barriers and write-once flags, each a release before and an acquire
+//! after the variant's own operation (`seams::Synchronization`), and the
+//! final barrier.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use crate::error::CsmError;
+use crate::handle::Csm;
+use crate::stats::Stats;
+use crate::times::{self, Activity};
+use crate::wait::WaitKind;
+
+impl Csm {
+    pub(crate) fn check_failed(&self) -> Result<(), CsmError> {
+        if let Some(e) = self
+            .node
+            .failure
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+        {
+            return Err(CsmError::ProtocolThread(e));
+        }
+        Ok(())
+    }
+
+    pub fn lock_acquire(&self, lock: u32) -> Result<(), CsmError> {
+        self.check_failed()?;
+        {
+            let _lock = times::enter(Activity::Lock);
+            self.node.sync.lock_acquire(lock)?;
+        }
+        let mut st = self.node.lock_state();
+        st.stats.lock_acquires += 1;
+        self.node.acquire(&mut st)
+    }
+
+    pub fn lock_release(&self, lock: u32) -> Result<(), CsmError> {
+        {
+            let mut st = self.node.lock_state();
+            self.node.release(&mut st)?;
+        }
+        self.node.sync.lock_release(lock)
+    }
+
+    /// A barrier of every thread on every node. The last thread of a node to
+    /// arrive releases for all of them (they share the frames, so the node's
+    /// dirty list holds every thread's writes: the seed's "diff performed
+    /// only by the last writer to enter the barrier", seed 002 s.3.3), takes
+    /// the node through the cluster barrier and the acquire, then lets its
+    /// node's threads go.
+    pub fn barrier(&self) -> Result<(), CsmError> {
+        self.check_failed()?;
+        self.loss.check(&self.node.mc)?;
+        let _barrier = times::enter(Activity::Barrier);
+        let n = &self.node;
+        let mut lb = n.local.lock().unwrap_or_else(|p| p.into_inner());
+        lb.arrived += 1;
+        let gen = lb.generation;
+        if lb.arrived < n.threads {
+            while lb.generation == gen {
+                lb = n
+                    .local_cv
+                    .wait_timeout(lb, std::time::Duration::from_millis(10))
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+                if lb.generation == gen {
+                    if let Some(node) = n.sync.aborted() {
+                        return Err(CsmError::NodeFailed { node });
+                    }
+                }
+            }
+            return match &lb.failed {
+                Some(e) => Err(CsmError::NodeBarrier(e.clone())),
+                None => Ok(()),
+            };
+        }
+        drop(lb);
+        let r = (|| {
+            let episode = {
+                let mut st = n.lock_state();
+                n.release(&mut st)?;
+                st.barrier_episode += 1;
+                st.stats.barriers += 1;
+                st.barrier_episode
+            };
+            n.sync.barrier(episode, &mut || n.serve_if_waiting())?;
+            let mut st = n.lock_state();
+            n.acquire(&mut st)
+        })()
+        .map_err(Arc::new);
+        let mut lb = n.local.lock().unwrap_or_else(|p| p.into_inner());
+        lb.arrived = 0;
+        lb.generation += 1;
+        if let Err(e) = &r {
+            lb.failed = Some(e.clone());
+        }
+        n.local_cv.notify_all();
+        r.map_err(CsmError::NodeBarrier)
+    }
+
+    /// Write-once flag: release, then broadcast `value` (nonzero).
+    pub fn flag_set(&self, flag: u32, value: u64) -> Result<(), CsmError> {
+        if value == 0 {
+            return Err(CsmError::ZeroFlagValue);
+        }
+        {
+            let mut st = self.node.lock_state();
+            self.node.release(&mut st)?;
+        }
+        self.node.sync.flag_set(flag, value)
+    }
+
+    /// Wait until `flag` is set, then acquire; returns its value.
+    pub fn flag_wait(&self, flag: u32) -> Result<u64, CsmError> {
+        let v = {
+            let _flag = times::enter(Activity::Flag);
+            self.node.bell.wait(WaitKind::Remote, || {
+                let v = self.node.sync.flag_get(flag)?;
+                if v != 0 {
+                    return Ok::<_, CsmError>(Some(v));
+                }
+                self.check_failed()?;
+                self.node.check_failed()?;
+                self.node.serve_if_waiting()?;
+                Ok(None)
+            })?
+        };
+        let mut st = self.node.lock_state();
+        st.stats.flag_waits += 1;
+        self.node.acquire(&mut st)?;
+        Ok(v)
+    }
+
+    /// Tell every node this one has failed: their barriers, flag waits and
+    /// page fetches then fail instead of waiting for it.
+    pub fn abort(&self) {
+        self.node.sync.abort();
+    }
+
+    /// Final barrier, then stop the protocol thread. Call once, from one
+    /// thread per node, after every thread's last access to shared data.
+    pub fn finish(&self) -> Result<Stats, CsmError> {
+        let episode = {
+            let mut st = self.node.lock_state();
+            self.node.release(&mut st)?;
+            st.barrier_episode += 1;
+            st.barrier_episode
+        };
+        self.node
+            .sync
+            .barrier(episode, &mut || self.node.serve_if_waiting())?;
+        self.node.stop.store(true, Ordering::Release);
+        self.node.wake_protocol_thread();
+        if let Some(h) = self.server.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            let _ = h.join();
+        }
+        self.check_failed()?;
+        Ok(self.stats())
+    }
+}
