@@ -87,22 +87,49 @@ fn board_bytes(capacity: u32) -> usize {
 }
 
 impl ClockBoard {
-    /// Create the board file at `path` (replacing one left there).
-    pub fn create(path: &Path, quantum_ns: u64, capacity: u32) -> Result<ClockBoard, VclockError> {
+    /// Join the board at `path`, or create it there if this process is the
+    /// first of the run (every guest of `mc-host run --clock virtual` is
+    /// handed the same path; whoever comes first makes it, the others wait
+    /// for its header).
+    pub fn open_or_create(
+        path: &Path,
+        quantum_ns: u64,
+        capacity: u32,
+    ) -> Result<ClockBoard, VclockError> {
         let io = |source| VclockError::Board {
             path: path.display().to_string(),
             source,
         };
-        let file = OpenOptions::new()
+        match OpenOptions::new()
             .read(true)
             .write(true)
-            .create(true)
-            .truncate(true)
+            .create_new(true)
             .open(path)
-            .map_err(io)?;
-        file.set_len(board_bytes(capacity) as u64).map_err(io)?;
-        let map = MmapRegion::from_file(FileOffset::new(file, 0), board_bytes(capacity))
-            .map_err(|e| VclockError::Map(e.to_string()))?;
+        {
+            Ok(file) => {
+                file.set_len(board_bytes(capacity) as u64).map_err(io)?;
+                let map = MmapRegion::from_file(FileOffset::new(file, 0), board_bytes(capacity))
+                    .map_err(|e| VclockError::Map(e.to_string()))?;
+                Ok(ClockBoard::format(map, quantum_ns, capacity))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                // The creator may still be writing the header.
+                let deadline = Instant::now() + Duration::from_secs(5);
+                loop {
+                    match ClockBoard::open(path) {
+                        Err(VclockError::NotABoard(_)) if Instant::now() < deadline => {
+                            std::thread::sleep(Duration::from_millis(1));
+                        }
+                        other => return other,
+                    }
+                }
+            }
+            Err(e) => Err(io(e)),
+        }
+    }
+
+    /// Write a new board's header into `map` (the magic last).
+    fn format(map: MmapRegion, quantum_ns: u64, capacity: u32) -> ClockBoard {
         let board = ClockBoard {
             map,
             capacity,
@@ -116,7 +143,7 @@ impl ClockBoard {
             .store(capacity, Ordering::Relaxed);
         board.u32_at(at::VERSION).store(VERSION, Ordering::Relaxed);
         board.u32_at(at::MAGIC).store(MAGIC, Ordering::Release);
-        Ok(board)
+        board
     }
 
     /// Map a board another process created.
@@ -359,7 +386,7 @@ mod tests {
     fn a_board_file_is_shared_between_mappings() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("board");
-        let a = ClockBoard::create(&path, 1000, 16).unwrap();
+        let a = ClockBoard::open_or_create(&path, 1000, 16).unwrap();
         let b = ClockBoard::open(&path).unwrap();
         assert_eq!(b.quantum(), 1000);
         let s = a.claim(500).unwrap();
@@ -370,6 +397,24 @@ mod tests {
         assert_eq!(b.floor(u32::MAX), None);
         a.release(s);
         assert_eq!(b.claim(0).unwrap(), s, "a released slot is reused");
+    }
+
+    #[test]
+    fn the_first_guest_creates_the_board_and_the_others_join_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("board");
+        let joined: Vec<_> = (0..4)
+            .map(|_| {
+                let p = path.clone();
+                std::thread::spawn(move || ClockBoard::open_or_create(&p, 2_000, 64).unwrap())
+            })
+            .collect();
+        let boards: Vec<ClockBoard> = joined.into_iter().map(|t| t.join().unwrap()).collect();
+        let s = boards[0].claim(42).unwrap();
+        for b in &boards {
+            assert_eq!(b.quantum(), 2_000);
+            assert_eq!(b.floor(u32::MAX), Some((s, 42)));
+        }
     }
 
     #[test]

@@ -43,9 +43,10 @@ pub mod env {
     pub const CLOCK: &str = "MC_CLOCK";
     /// CPU scale: virtual ns per ns of this host's CPU time (default 1).
     pub const CPU_SCALE: &str = "MC_CPU_SCALE";
-    /// The clock board file `mc-host run` created.
+    /// The clock board file every guest of the run shares (the first to
+    /// start creates it).
     pub const BOARD: &str = "MC_CLOCK_BOARD";
-    /// The quantum in ns, for a board this process makes itself.
+    /// The quantum in ns, for the board this process creates.
     pub const QUANTUM: &str = "MC_QUANTUM_NS";
 }
 
@@ -174,7 +175,7 @@ pub fn init(config: ClockConfig) -> Result<(), VclockError> {
         };
     }
     let board = match &config.board {
-        Some(path) => ClockBoard::open(path)?,
+        Some(path) => ClockBoard::open_or_create(path, config.quantum_ns, board::DEFAULT_CAPACITY)?,
         None => ClockBoard::private(config.quantum_ns, board::DEFAULT_CAPACITY)?,
     };
     let g = Global {
