@@ -26,10 +26,12 @@ pub mod backoff;
 pub mod dma;
 pub mod error;
 pub mod fifo;
+pub mod futex;
 pub mod open;
 #[cfg(test)]
 mod test_device;
 pub mod transport;
+pub mod vclock;
 pub mod virtqueue;
 
 pub use adapter::{Adapter, AdapterOptions, ReceiveFrames, StatusView, MIN_FIFO_SLOTS};

@@ -1,0 +1,465 @@
+//! Virtual time: the clock every guest thread keeps in a predicted-time run
+//! (issue 29; docs/virtual-time.md).
+//!
+//! Direct execution with virtual time, as the Wisconsin Wind Tunnel and
+//! SimGrid's SMPI predict a parallel machine from one host: the program runs
+//! natively, and each thread's virtual time advances by
+//! - its own CPU time (`CLOCK_THREAD_CPUTIME_ID`), times the CPU scale, read
+//!   at protocol boundaries ([`sync`]), never per store;
+//! - the network's modelled time when it waits for data: it resumes at the
+//!   later of its own time and the data's virtual arrival, plus the cost of
+//!   noticing it ([`wait_end`]); waiting itself (spinning, sleeping) never
+//!   advances it;
+//! - work another thread did on its processor's behalf ([`charge`]).
+//!
+//! Stores carry their sender's time to the hub ([`stamp`]), which gives each
+//! packet a virtual arrival (docs/device.md).
+//!
+//! No running thread gets more than a quantum ahead of the slowest
+//! ([`board`]). Off by default: every call is one relaxed load unless the
+//! process called [`init`] with a virtual-time configuration
+//! (`MC_CLOCK=virtual`, [`ClockConfig::from_env`]).
+
+pub mod board;
+
+use std::cell::Cell;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::OnceLock;
+
+pub use board::{ClockBoard, SlotState};
+
+/// What noticing arrived data costs: one poll of local memory that misses in
+/// the cache (seed 000 Table II lists no separate figure; 100 ns is the
+/// order of an AlphaServer 4100's memory latency).
+pub const NOTICE_NS: u64 = 100;
+/// The default quantum: how far a running thread may get ahead of the
+/// slowest, in virtual time.
+pub const DEFAULT_QUANTUM_NS: u64 = 100_000;
+
+/// Environment variables that choose the clock.
+pub mod env {
+    /// `virtual` for predicted time; anything else (or unset) is wall clock.
+    pub const CLOCK: &str = "MC_CLOCK";
+    /// CPU scale: virtual ns per ns of this host's CPU time (default 1).
+    pub const CPU_SCALE: &str = "MC_CPU_SCALE";
+    /// The clock board file every guest of the run shares (the first to
+    /// start creates it).
+    pub const BOARD: &str = "MC_CLOCK_BOARD";
+    /// The quantum in ns, for the board this process creates.
+    pub const QUANTUM: &str = "MC_QUANTUM_NS";
+}
+
+/// Why the virtual clock could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum VclockError {
+    #[error("{var}={value:?}: {why}")]
+    Env {
+        var: &'static str,
+        value: String,
+        why: &'static str,
+    },
+    #[error("clock board {path}")]
+    Board {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0} is not a clock board (made by `mc-host run --clock virtual`)")]
+    NotABoard(String),
+    #[error("mapping the clock board: {0}")]
+    Map(String),
+    #[error("the clock board is full ({0} threads)")]
+    BoardFull(u32),
+    #[error("the virtual clock was already set up differently in this process")]
+    AlreadySet,
+}
+
+/// A virtual-time configuration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClockConfig {
+    /// Virtual ns per ns of this host's thread CPU time.
+    pub cpu_scale: f64,
+    /// The board to join; `None`: one of this process's own.
+    pub board: Option<PathBuf>,
+    /// The quantum of a board this process makes.
+    pub quantum_ns: u64,
+}
+
+impl ClockConfig {
+    /// The configuration the environment asks for: `None` for wall-clock
+    /// runs (no `MC_CLOCK=virtual`).
+    pub fn from_env() -> Result<Option<ClockConfig>, VclockError> {
+        ClockConfig::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// As [`ClockConfig::from_env`], with variables read through `var`.
+    pub fn from_lookup(
+        var: impl Fn(&'static str) -> Option<String>,
+    ) -> Result<Option<ClockConfig>, VclockError> {
+        match var(env::CLOCK) {
+            Some(v) if v == "virtual" => {}
+            None => return Ok(None),
+            Some(v) if v.is_empty() || v == "wall" => return Ok(None),
+            Some(v) => {
+                return Err(VclockError::Env {
+                    var: env::CLOCK,
+                    value: v,
+                    why: "expected `virtual` or `wall`",
+                })
+            }
+        }
+        let cpu_scale = match var(env::CPU_SCALE) {
+            Some(v) => match v.parse::<f64>() {
+                Ok(s) if s.is_finite() && s > 0.0 && s <= 1e6 => s,
+                _ => {
+                    return Err(VclockError::Env {
+                        var: env::CPU_SCALE,
+                        value: v,
+                        why: "expected a positive number (virtual ns per ns of CPU time)",
+                    })
+                }
+            },
+            None => 1.0,
+        };
+        let quantum_ns = match var(env::QUANTUM) {
+            Some(v) => match v.parse::<u64>() {
+                Ok(q) if (1..=1_000_000_000_000).contains(&q) => q,
+                _ => {
+                    return Err(VclockError::Env {
+                        var: env::QUANTUM,
+                        value: v,
+                        why: "expected nanoseconds, 1 to 10^12",
+                    })
+                }
+            },
+            None => DEFAULT_QUANTUM_NS,
+        };
+        let board = var(env::BOARD).filter(|b| !b.is_empty()).map(PathBuf::from);
+        Ok(Some(ClockConfig {
+            cpu_scale,
+            board,
+            quantum_ns,
+        }))
+    }
+}
+
+struct Global {
+    scale: f64,
+    board: ClockBoard,
+    config: ClockConfig,
+}
+
+static ENABLED: AtomicBool = AtomicBool::new(false);
+static GLOBAL: OnceLock<Global> = OnceLock::new();
+/// Times a gate was passed because the slowest thread stalled.
+static QUANTUM_BREAKS: AtomicU64 = AtomicU64::new(0);
+
+/// Set the process's clock up from the environment (idempotent). Returns
+/// whether virtual time is on.
+pub fn init_from_env() -> Result<bool, VclockError> {
+    match ClockConfig::from_env()? {
+        Some(c) => init(c).map(|()| true),
+        None => Ok(enabled()),
+    }
+}
+
+/// Turn virtual time on for this process with `config`. A second call with
+/// the same configuration does nothing; a different one is refused.
+pub fn init(config: ClockConfig) -> Result<(), VclockError> {
+    if let Some(g) = GLOBAL.get() {
+        return if g.config == config {
+            Ok(())
+        } else {
+            Err(VclockError::AlreadySet)
+        };
+    }
+    let board = match &config.board {
+        Some(path) => ClockBoard::open_or_create(path, config.quantum_ns, board::DEFAULT_CAPACITY)?,
+        None => ClockBoard::private(config.quantum_ns, board::DEFAULT_CAPACITY)?,
+    };
+    let g = Global {
+        scale: config.cpu_scale,
+        board,
+        config: config.clone(),
+    };
+    if GLOBAL.set(g).is_err() {
+        // Another thread won the race: fine if it set the same.
+        return match GLOBAL.get() {
+            Some(g) if g.config == config => Ok(()),
+            _ => Err(VclockError::AlreadySet),
+        };
+    }
+    ENABLED.store(true, Ordering::Release);
+    Ok(())
+}
+
+/// Virtual time is on in this process.
+#[inline]
+pub fn enabled() -> bool {
+    ENABLED.load(Ordering::Relaxed)
+}
+
+/// The process's configuration, when virtual time is on.
+pub fn config() -> Option<&'static ClockConfig> {
+    GLOBAL.get().map(|g| &g.config)
+}
+
+/// Gates passed because the slowest thread did not move for a long time
+/// (it blocked where no clock knows of it); the run reports them.
+pub fn quantum_breaks() -> u64 {
+    QUANTUM_BREAKS.load(Ordering::Relaxed)
+}
+
+/// This thread's CPU time in ns (`CLOCK_THREAD_CPUTIME_ID`).
+pub fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec into `ts`, which is valid
+    // and writable; it is async-signal-safe (the SIGSEGV handler syncs too).
+    let r = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if r != 0 {
+        return 0;
+    }
+    u64::try_from(ts.tv_sec)
+        .unwrap_or(0)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(u64::try_from(ts.tv_nsec).unwrap_or(0))
+}
+
+const NO_SLOT: u32 = u32::MAX;
+
+/// One thread's clock. Cells only (no allocation, no lock, no destructor),
+/// so the fault handler may use it on the faulting thread.
+struct ThreadClock {
+    vt: Cell<u64>,
+    cpu_mark: Cell<u64>,
+    started: Cell<bool>,
+    slot: Cell<u32>,
+    waiting: Cell<u32>,
+    stalled: Cell<Option<(u32, u64)>>,
+}
+
+thread_local! {
+    static CLOCK: ThreadClock = const {
+        ThreadClock {
+            vt: Cell::new(0),
+            cpu_mark: Cell::new(0),
+            started: Cell::new(false),
+            slot: Cell::new(NO_SLOT),
+            waiting: Cell::new(0),
+            stalled: Cell::new(None),
+        }
+    };
+}
+
+fn scaled(ns: u64, scale: f64) -> u64 {
+    if scale == 1.0 {
+        ns
+    } else {
+        (ns as f64 * scale) as u64
+    }
+}
+
+impl ThreadClock {
+    fn start(&self) {
+        if !self.started.get() {
+            self.started.set(true);
+            self.cpu_mark.set(thread_cpu_ns());
+        }
+    }
+
+    /// Add the CPU time since the last sync (unless waiting) and any debt.
+    fn advance(&self, g: &Global) -> u64 {
+        self.start();
+        let cpu = thread_cpu_ns();
+        let used = cpu.saturating_sub(self.cpu_mark.get());
+        self.cpu_mark.set(cpu);
+        let mut vt = self.vt.get();
+        if self.waiting.get() == 0 {
+            vt = vt.saturating_add(scaled(used, g.scale));
+        }
+        let slot = self.slot.get();
+        if slot != NO_SLOT {
+            vt = vt.saturating_add(g.board.take_debt(slot));
+        }
+        vt
+    }
+
+    fn set(&self, g: &Global, vt: u64) {
+        let old = self.vt.replace(vt);
+        let slot = self.slot.get();
+        if slot != NO_SLOT {
+            g.board.publish(slot, vt, old);
+        }
+    }
+
+    fn gate(&self, g: &Global) {
+        let slot = self.slot.get();
+        if slot == NO_SLOT || self.waiting.get() > 0 {
+            return;
+        }
+        let mut stalled = self.stalled.get();
+        if g.board.gate(slot, self.vt.get(), &mut stalled) {
+            QUANTUM_BREAKS.fetch_add(1, Ordering::Relaxed);
+        }
+        self.stalled.set(stalled);
+        // Time spent held at the gate is waiting, not computing.
+        self.cpu_mark.set(thread_cpu_ns());
+    }
+}
+
+/// Bring this thread's clock up to date (its CPU time since the last sync),
+/// show it on the board, and hold the thread while it is more than a
+/// quantum ahead of the slowest. Returns its virtual time (0 when off).
+pub fn sync() -> u64 {
+    let Some(g) = GLOBAL.get().filter(|_| enabled()) else {
+        return 0;
+    };
+    CLOCK.with(|c| {
+        let vt = c.advance(g);
+        c.set(g, vt);
+        c.gate(g);
+        c.vt.get()
+    })
+}
+
+/// This thread's virtual time, brought up to date ([`sync`]).
+pub fn now() -> u64 {
+    sync()
+}
+
+/// This thread's virtual time as last synced: what a store carries (reading
+/// the CPU clock per store would cost more than the store).
+#[inline]
+pub fn stamp() -> u64 {
+    if !enabled() {
+        return 0;
+    }
+    CLOCK.with(|c| c.vt.get())
+}
+
+/// Begin a wait for data: the time so far is counted, and the thread leaves
+/// the board's floor until [`wait_end`]. Nests (a fault inside a wait).
+pub fn wait_begin() {
+    let Some(g) = GLOBAL.get().filter(|_| enabled()) else {
+        return;
+    };
+    CLOCK.with(|c| {
+        let vt = c.advance(g);
+        c.set(g, vt);
+        let depth = c.waiting.get();
+        c.waiting.set(depth + 1);
+        if depth == 0 && c.slot.get() != NO_SLOT {
+            g.board.set_state(c.slot.get(), SlotState::Waiting);
+        }
+    });
+}
+
+/// End a wait: the CPU the wait burnt is not counted; the thread resumes at
+/// the later of its own time and `arrival` (the data's virtual arrival, if
+/// known), plus [`NOTICE_NS`]. Returns its new time.
+pub fn wait_end(arrival: Option<u64>) -> u64 {
+    let Some(g) = GLOBAL.get().filter(|_| enabled()) else {
+        return 0;
+    };
+    CLOCK.with(|c| {
+        c.start();
+        c.cpu_mark.set(thread_cpu_ns());
+        let depth = c.waiting.get().saturating_sub(1);
+        c.waiting.set(depth);
+        let mut vt = c.vt.get();
+        if let Some(a) = arrival {
+            vt = vt.max(a);
+        }
+        vt = vt.saturating_add(NOTICE_NS);
+        c.set(g, vt);
+        if depth == 0 {
+            if c.slot.get() != NO_SLOT {
+                g.board.set_state(c.slot.get(), SlotState::Running);
+            }
+            c.gate(g);
+        }
+        c.vt.get()
+    })
+}
+
+/// Move this thread's clock to at least `vt` without waiting (a local
+/// handoff whose time is known, e.g. a lock released at `vt` by a thread of
+/// the same node, seen by a poll that found it free).
+pub fn observe(vt: u64) {
+    let Some(g) = GLOBAL.get().filter(|_| enabled()) else {
+        return;
+    };
+    CLOCK.with(|c| {
+        let now = c.advance(g);
+        c.set(g, now.max(vt));
+        c.gate(g);
+    });
+}
+
+/// Start this thread's clock at `vt` (a thread spawned by one whose time was
+/// `vt`) and join the board: the thread then counts for the floor until the
+/// returned guard drops. Without virtual time, the guard does nothing.
+pub fn join(vt: u64) -> Result<Participant, VclockError> {
+    let Some(g) = GLOBAL.get().filter(|_| enabled()) else {
+        return Ok(Participant { slot: NO_SLOT });
+    };
+    CLOCK.with(|c| {
+        if c.slot.get() != NO_SLOT {
+            return Ok(Participant { slot: NO_SLOT });
+        }
+        let slot = g.board.claim(vt)?;
+        c.slot.set(slot);
+        c.vt.set(vt);
+        c.started.set(true);
+        c.cpu_mark.set(thread_cpu_ns());
+        Ok(Participant { slot })
+    })
+}
+
+/// The board slot of this thread, for [`charge`] by another thread.
+pub fn my_slot() -> Option<u32> {
+    if !enabled() {
+        return None;
+    }
+    CLOCK.with(|c| Some(c.slot.get()).filter(|&s| s != NO_SLOT))
+}
+
+/// Charge `ns` of virtual time to the processor of `slot` (work another
+/// thread, e.g. a protocol thread, did on its behalf).
+pub fn charge(slot: u32, ns: u64) {
+    if let Some(g) = GLOBAL.get().filter(|_| enabled()) {
+        g.board.charge(slot, ns);
+    }
+}
+
+/// CPU time of this thread since `mark` (a [`thread_cpu_ns`] reading), in
+/// virtual ns: what a piece of work cost, to charge elsewhere.
+pub fn scaled_cpu_since(mark: u64) -> u64 {
+    let scale = GLOBAL.get().map_or(1.0, |g| g.scale);
+    scaled(thread_cpu_ns().saturating_sub(mark), scale)
+}
+
+/// A thread's place on the clock board; dropping it leaves the board.
+#[derive(Debug)]
+pub struct Participant {
+    slot: u32,
+}
+
+impl Drop for Participant {
+    fn drop(&mut self) {
+        if self.slot == NO_SLOT {
+            return;
+        }
+        if let Some(g) = GLOBAL.get() {
+            g.board.release(self.slot);
+        }
+        let _ = CLOCK.try_with(|c| c.slot.set(NO_SLOT));
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,157 @@
+use super::*;
+use std::time::{Duration, Instant};
+
+fn on() {
+    init(ClockConfig {
+        cpu_scale: 1.0,
+        board: None,
+        quantum_ns: 1_000_000_000,
+    })
+    .expect("one configuration for every test of this binary");
+}
+
+fn burn(d: Duration) {
+    let start = thread_cpu_ns();
+    let mut x = 0u64;
+    while thread_cpu_ns() - start < d.as_nanos() as u64 {
+        x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+    }
+}
+
+fn lookup<'a>(vars: &'a [(&'static str, &'a str)]) -> impl Fn(&'static str) -> Option<String> + 'a {
+    move |k| {
+        vars.iter()
+            .find(|(n, _)| *n == k)
+            .map(|(_, v)| v.to_string())
+    }
+}
+
+#[test]
+fn the_environment_chooses_the_clock() {
+    assert_eq!(ClockConfig::from_lookup(lookup(&[])).unwrap(), None);
+    assert_eq!(
+        ClockConfig::from_lookup(lookup(&[(env::CLOCK, "wall")])).unwrap(),
+        None
+    );
+    let c = ClockConfig::from_lookup(lookup(&[
+        (env::CLOCK, "virtual"),
+        (env::CPU_SCALE, "2.5"),
+        (env::QUANTUM, "50000"),
+        (env::BOARD, "/tmp/b"),
+    ]))
+    .unwrap()
+    .unwrap();
+    assert_eq!(c.cpu_scale, 2.5);
+    assert_eq!(c.quantum_ns, 50_000);
+    assert_eq!(c.board.as_deref(), Some(std::path::Path::new("/tmp/b")));
+    for bad in [
+        vec![(env::CLOCK, "virtaul")],
+        vec![(env::CLOCK, "virtual"), (env::CPU_SCALE, "0")],
+        vec![(env::CLOCK, "virtual"), (env::CPU_SCALE, "-1")],
+        vec![(env::CLOCK, "virtual"), (env::CPU_SCALE, "NaN")],
+        vec![(env::CLOCK, "virtual"), (env::QUANTUM, "0")],
+        vec![(env::CLOCK, "virtual"), (env::QUANTUM, "ten")],
+    ] {
+        let e = ClockConfig::from_lookup(lookup(&bad)).unwrap_err();
+        assert!(matches!(e, VclockError::Env { .. }), "{bad:?}: {e}");
+    }
+}
+
+#[test]
+fn computing_advances_the_clock_by_cpu_time() {
+    on();
+    std::thread::spawn(|| {
+        let _p = join(0).unwrap();
+        let before = sync();
+        burn(Duration::from_millis(30));
+        let after = sync();
+        let d = after - before;
+        assert!(
+            (29_000_000..200_000_000).contains(&d),
+            "30 ms of CPU advanced the clock by {d} ns"
+        );
+    })
+    .join()
+    .unwrap();
+}
+
+#[test]
+fn waiting_does_not_advance_the_clock_and_the_arrival_does() {
+    on();
+    std::thread::spawn(|| {
+        let _p = join(1_000).unwrap();
+        let t0 = sync();
+        wait_begin();
+        burn(Duration::from_millis(20)); // spinning while waiting
+        std::thread::sleep(Duration::from_millis(10));
+        let t1 = wait_end(None);
+        assert!(
+            t1 - t0 < 1_000_000,
+            "a wait advanced the clock by {}",
+            t1 - t0
+        );
+        let t2 = wait_end_with(t1 + 5_000_000);
+        assert_eq!(t2, t1 + 5_000_000 + NOTICE_NS, "resumes at the arrival");
+        // An arrival in the past costs only the notice.
+        let t3 = wait_end_with(10);
+        assert!(t3 >= t2 + NOTICE_NS && t3 < t2 + 1_000_000);
+    })
+    .join()
+    .unwrap();
+}
+
+fn wait_end_with(arrival: u64) -> u64 {
+    wait_begin();
+    wait_end(Some(arrival))
+}
+
+#[test]
+fn a_spawned_thread_starts_at_its_parents_time_and_debt_is_charged() {
+    on();
+    std::thread::spawn(|| {
+        let _p = join(7_000_000).unwrap();
+        let slot = my_slot().expect("joined");
+        let t = std::thread::spawn(move || {
+            let _q = join(7_000_000).unwrap();
+            charge(slot, 3_000_000);
+        });
+        t.join().unwrap();
+        let now = sync();
+        assert!(now >= 10_000_000, "{now}");
+    })
+    .join()
+    .unwrap();
+}
+
+#[test]
+fn a_thread_far_ahead_waits_for_a_slow_one() {
+    // A board of its own, a 1 ms quantum: a thread 50 ms ahead of a running
+    // one is held until that one catches up.
+    let b = std::sync::Arc::new(ClockBoard::private(1_000_000, 8).unwrap());
+    let slow = b.claim(0).unwrap();
+    let fast = b.claim(50_000_000).unwrap();
+    let b2 = b.clone();
+    let start = Instant::now();
+    let t = std::thread::spawn(move || b2.gate(fast, 50_000_000, &mut None));
+    for vt in (0..=49_000_000).step_by(1_000_000) {
+        b.publish(slow, vt, vt.saturating_sub(1_000_000));
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    assert!(!t.join().unwrap(), "went on because the slow one caught up");
+    assert!(start.elapsed() >= Duration::from_millis(5));
+}
+
+#[test]
+fn off_costs_nothing_and_returns_zero_outside_a_run() {
+    // In this binary the clock is on once `on()` ran; a fresh thread that
+    // never joined still keeps a clock but holds nobody back.
+    on();
+    std::thread::spawn(|| {
+        assert_eq!(my_slot(), None);
+        let a = sync();
+        burn(Duration::from_millis(5));
+        assert!(sync() > a);
+    })
+    .join()
+    .unwrap();
+}
