@@ -3,7 +3,8 @@
 //! device sees), zeroed, never freed: the driver allocates once at bring-up
 //! and when a program maps receive memory.
 
-use super::{DmaError, DmaRegion};
+use super::error::DmaError;
+use super::region::DmaRegion;
 
 /// Bump allocator over a region: aligned (in guest-physical space), zeroed,
 /// never freed.

@@ -5,7 +5,7 @@
 //! The memory is 2 MiB hugepages (each physically contiguous) of an
 //! `MFD_HUGETLB` memfd, re-mapped one page at a time into a reserved range so
 //! that virtual order is guest-physical order: the whole region is then
-//! contiguous in guest-physical space, as a [`super::DmaBacking`] must be.
+//! contiguous in guest-physical space, as a [`DmaBacking`] must be.
 //! Frame numbers come from `/proc/self/pagemap` (root only). The mappings are
 //! vm-memory [`MmapRegion`]s, so they are unmapped on every error path and on
 //! drop.
@@ -21,8 +21,7 @@ use vm_memory::mmap::MmapRegionError;
 use vm_memory::{FileOffset, MmapRegion, VolatileMemory, VolatileMemoryError};
 use vmm_sys_util::fallocate::{fallocate, FallocateMode};
 
-use super::region::fill_slice;
-use super::DmaBacking;
+use super::backing::{fill_slice, memfd, DmaBacking};
 
 /// Size of one hugepage (x86-64 default).
 pub const HUGEPAGE_SIZE: usize = 2 << 20;
@@ -226,10 +225,8 @@ impl HugepageMemory {
     /// At least `size` bytes of DMA memory, contiguous in guest-physical space.
     pub fn allocate(size: usize) -> Result<HugepageMemory, HugepageError> {
         let need = size.div_ceil(HUGEPAGE_SIZE).max(1);
-        let file = Arc::new(
-            super::memfd::memfd(c"mc-guest-dma", libc::MFD_HUGETLB)
-                .map_err(HugepageError::Memfd)?,
-        );
+        let file =
+            Arc::new(memfd(c"mc-guest-dma", libc::MFD_HUGETLB).map_err(HugepageError::Memfd)?);
         let (first_mapping, pages, run) = pick_contiguous(&file, need)?;
         let len = need * HUGEPAGE_SIZE;
         let (mapping, start) = map_in_frame_order(&file, &run)?;
@@ -371,7 +368,7 @@ mod tests {
     /// of the file lands where the run puts it, inside an aligned range.
     #[test]
     fn pages_are_mapped_in_the_order_of_the_run() {
-        let file = crate::dma::memfd::memfd(c"hugepage-test", 0).unwrap();
+        let file = crate::dma::backing::memfd(c"hugepage-test", 0).unwrap();
         file.set_len(2 * HUGEPAGE_SIZE as u64).unwrap();
         for page in 0..2u64 {
             file.write_all_at(&[0xa0 + page as u8; 8], page * HUGEPAGE_SIZE as u64 + 8)

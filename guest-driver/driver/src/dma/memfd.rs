@@ -2,30 +2,15 @@
 //! so that the backend that maps the same fd (vhost-user SET_MEM_TABLE) sees
 //! every store, at guest-physical `gpa_base + offset`.
 
-use std::ffi::CStr;
 use std::fs::File;
-use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, RawFd};
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
 
 use log::debug;
 use vm_memory::{FileOffset, MmapRegion};
 
-use super::{DmaBacking, DmaError};
-
-/// A fresh memfd named `name` (what `/proc/PID/maps` shows), with `flags`
-/// added to `MFD_CLOEXEC`.
-pub(crate) fn memfd(name: &CStr, flags: libc::c_uint) -> io::Result<File> {
-    // SAFETY: memfd_create reads only the NUL-terminated `name`, which
-    // outlives the call; the result is checked before use.
-    let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | flags) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `fd` was just returned by the kernel and nothing else owns it,
-    // so the File becomes its only owner.
-    Ok(unsafe { File::from_raw_fd(fd) })
-}
+use super::backing::{memfd, DmaBacking};
+use super::error::DmaError;
 
 /// A virtual guest's RAM: `len` bytes of a memfd, mapped shared.
 #[derive(Debug)]

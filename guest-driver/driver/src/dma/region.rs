@@ -11,24 +11,11 @@ use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64};
 use std::sync::Arc;
 
 use vm_memory::{
-    AtomicInteger, ByteValued, MmapRegion, VolatileMemory, VolatileMemoryError, VolatileRef,
-    VolatileSlice,
+    AtomicInteger, ByteValued, MmapRegion, VolatileMemory, VolatileRef, VolatileSlice,
 };
 
-use super::{DmaBacking, DmaError};
-
-/// Set every byte of `slice` to `byte` (volatile writes, a chunk at a time).
-pub(crate) fn fill_slice(slice: &VolatileSlice<'_>, byte: u8) -> Result<(), VolatileMemoryError> {
-    const CHUNK: usize = 4096;
-    let pattern = [byte; CHUNK];
-    let mut done = 0;
-    while done < slice.len() {
-        let n = CHUNK.min(slice.len() - done);
-        slice.subslice(done, n)?.copy_from(&pattern[..n]);
-        done += n;
-    }
-    Ok(())
-}
+use super::backing::{fill_slice, DmaBacking};
+use super::error::DmaError;
 
 /// A bounds-checked window on DMA memory. Cloning is cheap and shares the memory.
 #[derive(Clone)]

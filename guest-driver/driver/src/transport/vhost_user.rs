@@ -18,7 +18,8 @@ use vhost::vhost_user::{Frontend, VhostUserFrontend};
 use vhost::{VhostBackend, VhostUserMemoryRegionInfo, VringConfigData};
 use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 
-use super::{CallSignal, Doorbell, Transport, TransportError, F_EVENT_IDX, F_VERSION_1};
+use super::error::TransportError;
+use super::link::{check_queue, CallSignal, Doorbell, Transport, F_EVENT_IDX, F_VERSION_1};
 use crate::dma::{DmaBacking, DmaRegion, MemfdMemory};
 use crate::virtqueue::RingLayout;
 
@@ -237,7 +238,7 @@ impl Transport for VhostUserTransport {
         size: u16,
         rings: &RingLayout,
     ) -> Result<(), TransportError> {
-        let q = super::check_queue(queue, size, self.max_queue_size(queue))?;
+        let q = check_queue(queue, size, self.max_queue_size(queue))?;
         let fe = &mut self.frontend;
         fe.set_vring_num(q, size).map_err(vu("SET_VRING_NUM"))?;
         fe.set_vring_base(q, 0).map_err(vu("SET_VRING_BASE"))?;

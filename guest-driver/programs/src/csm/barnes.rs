@@ -24,10 +24,10 @@ use std::sync::OnceLock;
 
 use cashmere::{Csm, SharedArray};
 
+use super::error::AppError;
 use super::problem::HeapPlan;
 use super::verify::{self, SuiteError};
 use super::workload::{ComputeWindow, Workload};
-use super::AppError;
 
 const DT: f64 = 0.025;
 const EPS2: f64 = 0.05 * 0.05;

@@ -11,7 +11,7 @@ use std::time::Instant;
 use cashmere::{Config, Csm, CsmError};
 use mc_api::MemoryChannel;
 
-use super::Detection;
+use super::variant::Detection;
 use crate::bench::{BenchError, Which};
 use cashmere::CsmVariant;
 

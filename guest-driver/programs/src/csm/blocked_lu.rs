@@ -16,9 +16,9 @@ use std::sync::OnceLock;
 
 use cashmere::{Csm, SharedArray};
 
+use super::error::AppError;
 use super::verify;
 use super::workload::{ComputeWindow, Workload};
-use super::AppError;
 
 /// Where element (i, j) of the matrix lives in the array.
 pub trait TileLayout: Send + Sync {

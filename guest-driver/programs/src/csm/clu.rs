@@ -7,8 +7,8 @@
 use cashmere::Csm;
 
 use super::blocked_lu::{BlockedLu, Owners, TileLayout, Tiles};
+use super::error::AppError;
 use super::problem::HeapPlan;
-use super::AppError;
 
 /// Tile (I, J) at `base[I * nb + J]`, row-major inside; a processor's tiles
 /// one after another (by tile column, then row), each processor's run

@@ -18,10 +18,10 @@ use std::sync::OnceLock;
 
 use cashmere::{Csm, CsmError, SharedArray};
 
+use super::error::AppError;
 use super::problem::HeapPlan;
 use super::verify;
 use super::workload::{ComputeWindow, Workload};
-use super::AppError;
 
 /// The graph's shape.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -7,8 +7,8 @@
 
 use cashmere::{Csm, CsmError, SharedArray};
 
+use super::error::AppError;
 use super::workload::ComputeWindow;
-use super::AppError;
 
 pub struct GaussData {
     a: SharedArray<f64>,

@@ -23,10 +23,10 @@ use std::sync::OnceLock;
 
 use cashmere::{Csm, SharedArray};
 
+use super::error::AppError;
 use super::problem::HeapPlan;
 use super::verify;
 use super::workload::{ComputeWindow, Workload};
-use super::AppError;
 
 /// The pedigree and the analysis.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -9,8 +9,8 @@
 use cashmere::Csm;
 
 use super::blocked_lu::{BlockedLu, Owners, TileLayout, Tiles};
+use super::error::AppError;
 use super::problem::HeapPlan;
-use super::AppError;
 
 /// Element (i, j) at `j * n + i`.
 pub struct ColumnMajor {

@@ -5,10 +5,11 @@
 //! the JSON record of a run (`record`, `gather`); plus the Table II
 //! benchmark (`mc-guest bench csm`).
 //!
-//! The run itself: `params` (what to run), `run` (running it on this node),
+//! The run itself: `app` (the programs by name), `params` (what to run), `run` (running it on this node),
 //! `error`; `workload` (the interface of the suite's applications) and
 //! `suite` (their registry).
 
+mod app;
 pub mod barnes;
 pub mod bench;
 pub mod blocked_lu;
@@ -34,11 +35,12 @@ pub mod water_spatial;
 pub mod workload;
 pub mod wtest;
 
+pub use app::App;
 /// The protocol variant a run uses (seed 000 Table I), as `--variant`
 /// names it and records carry it.
 pub use cashmere::CsmVariant;
 pub use error::AppError;
-pub use params::{App, Params, MAX_TSP_CITIES};
+pub use params::{Params, MAX_TSP_CITIES};
 pub use problem::{Preset, Problem};
 pub use run::{run, Outcome};
 pub use sor::Grid;

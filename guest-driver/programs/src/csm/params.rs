@@ -1,65 +1,15 @@
-//! What to run (`mc-guest csm APP ...`): the application ([`App`]) and
-//! its parameters ([`Params`]), sized into a problem, a heap and a
-//! Cashmere configuration.
+//! What to run (`mc-guest csm APP ...`): the application and its
+//! parameters ([`Params`]), sized into a problem, a heap and a Cashmere
+//! configuration.
 
 use cashmere::Config;
 
+use super::app::App;
 use super::error::AppError;
 use super::problem::{Preset, Problem};
 use super::variant::Detection;
 use super::{problem, suite, verify};
 use cashmere::CsmVariant;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum App {
-    Wtest,
-    Test,
-    Sor,
-    Gauss,
-    Tsp,
-    Barnes,
-    Clu,
-    Lu,
-    Em3d,
-    Ilink,
-    WaterNsquared,
-    WaterSpatial,
-}
-
-impl App {
-    /// Seed 000's application suite (Table III), in the table's order: every
-    /// app but the debugging programs wtest and test.
-    pub const SUITE: [App; 10] = [
-        App::Barnes,
-        App::Clu,
-        App::Lu,
-        App::Em3d,
-        App::Gauss,
-        App::Ilink,
-        App::Sor,
-        App::Tsp,
-        App::WaterNsquared,
-        App::WaterSpatial,
-    ];
-
-    /// The name on the command line and in records.
-    pub fn name(self) -> &'static str {
-        match self {
-            App::Wtest => "wtest",
-            App::Test => "test",
-            App::Sor => "sor",
-            App::Gauss => "gauss",
-            App::Tsp => "tsp",
-            App::Barnes => "barnes",
-            App::Clu => "clu",
-            App::Lu => "lu",
-            App::Em3d => "em3d",
-            App::Ilink => "ilink",
-            App::WaterNsquared => "water-nsquared",
-            App::WaterSpatial => "water-spatial",
-        }
-    }
-}
 
 /// What to run: `size` and `iters` mean what each app says (0: its default).
 #[derive(Clone, Debug)]

@@ -3,7 +3,7 @@
 //! machine), the `--size` / `--iters` overrides, and how much shared heap a
 //! size needs. docs/applications.md lists every preset with its footprint.
 
-use super::App;
+use super::app::App;
 
 /// A named problem size. `small` is what CI runs (well under a second of
 /// computation per run here), `medium` takes seconds to a minute, `paper`

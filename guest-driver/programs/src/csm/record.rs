@@ -15,7 +15,8 @@ use cashmere::Stats;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
-use super::{Outcome, Params};
+use super::params::Params;
+use super::run::Outcome;
 
 /// Version of the record's layout; readers check it.
 pub const SCHEMA: u64 = 1;

@@ -5,8 +5,9 @@
 use cashmere::{Csm, Stats, TimeBreakdown};
 use mc_api::MemoryChannel;
 
+use super::app::App;
 use super::error::AppError;
-use super::params::{App, Params, MAX_TSP_CITIES};
+use super::params::{Params, MAX_TSP_CITIES};
 use super::problem::Problem;
 use super::sor::Grid;
 use super::workload::Workload;

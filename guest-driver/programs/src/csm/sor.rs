@@ -16,7 +16,7 @@ use std::sync::OnceLock;
 
 use cashmere::{Csm, CsmError, SharedArray};
 
-use super::AppError;
+use super::error::AppError;
 
 /// A grid of `rows` interior rows (plus a fixed boundary row above and
 /// below) by `cols` columns (the first and last fixed).

@@ -6,11 +6,12 @@ use std::time::Instant;
 
 use cashmere::Csm;
 
+use super::app::App;
+use super::error::AppError;
 use super::problem::{HeapPlan, Problem};
 use super::workload::Workload;
 use super::{barnes, clu, em3d, ilink, lu, water, water_nsquared, water_spatial};
 use super::{gauss, sor, tsp};
-use super::{App, AppError};
 
 /// Whether `app` is one of the suite's applications set up here (the
 /// others are dispatched by `csm::run` itself).

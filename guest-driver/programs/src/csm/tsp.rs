@@ -5,8 +5,8 @@
 
 use cashmere::{Csm, CsmError, SharedArray};
 
+use super::error::AppError;
 use super::workload::ComputeWindow;
-use super::AppError;
 
 pub struct TspData {
     dist: SharedArray<u32>,

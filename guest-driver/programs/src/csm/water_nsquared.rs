@@ -22,11 +22,11 @@ use std::sync::OnceLock;
 
 use cashmere::{Csm, SharedArray};
 
+use super::error::AppError;
 use super::problem::HeapPlan;
 use super::verify;
 use super::water::{self, Mol, Pairs, WaterBox, WaterResult, FORCE, MOL};
 use super::workload::{ComputeWindow, Workload};
-use super::AppError;
 
 /// Relative tolerance of the comparison with the sequential run.
 pub const TOLERANCE: f64 = 1e-9;

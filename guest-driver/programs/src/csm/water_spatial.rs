@@ -25,11 +25,11 @@ use std::sync::OnceLock;
 
 use cashmere::{Csm, SharedArray};
 
+use super::error::AppError;
 use super::problem::HeapPlan;
 use super::water::{self, Mol, Pairs, WaterBox, WaterResult, MOL};
 use super::water_nsquared::MolArray;
 use super::workload::{ComputeWindow, Workload};
-use super::AppError;
 
 pub const CELL_LOCK_BASE: u32 = 2;
 pub const CELL_LOCKS: u32 = 256;

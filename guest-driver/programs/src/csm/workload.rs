@@ -6,7 +6,7 @@ use std::sync::Mutex;
 
 use cashmere::{Csm, CsmError, Stats};
 
-use super::AppError;
+use super::error::AppError;
 
 /// One application's shared data on one node; `run` is called by every
 /// application thread of the node with its cluster-wide thread id and

@@ -4,7 +4,7 @@
 
 use cashmere::{Csm, CsmError, SharedArray};
 
-use super::AppError;
+use super::error::AppError;
 
 pub struct WtestData {
     a: SharedArray<u32>,

@@ -18,8 +18,11 @@
 //! docs/qemu.md describes how the guest image and QEMU are set up for this.
 
 pub mod caps;
+pub(super) mod error;
 pub mod mmio;
 pub mod sysfs;
+
+pub use error::PciError;
 
 use std::path::PathBuf;
 use std::sync::atomic::{fence, Ordering};
@@ -33,12 +36,12 @@ use virtio_bindings::virtio_config::{
     VIRTIO_CONFIG_S_FAILED, VIRTIO_CONFIG_S_FEATURES_OK, VIRTIO_CONFIG_S_NEEDS_RESET,
 };
 
-use super::{Doorbell, Transport, TransportError, F_EVENT_IDX, F_VERSION_1};
+use super::error::TransportError;
+use super::link::{check_queue, Doorbell, Transport, F_EVENT_IDX, F_VERSION_1};
 use crate::dma::{DmaError, DmaRegion, HugepageMemory};
 use crate::virtqueue::RingLayout;
-use caps::CapError;
-use mmio::{Bars, Mmio, MmioError};
-use sysfs::{Function, SysfsError};
+use mmio::{Bars, Mmio};
+use sysfs::Function;
 
 pub use caps::{cap_type, parse_virtio_caps, VirtioCap};
 pub use sysfs::{find_adapters, SYSFS_PCI_DEVICES};
@@ -95,51 +98,6 @@ impl Default for PciOptions {
             sysfs: PathBuf::from(SYSFS_PCI_DEVICES),
         }
     }
-}
-
-/// Errors of the PCI transport.
-#[derive(Debug, thiserror::Error)]
-pub enum PciError {
-    #[error(
-        "the PCI transport needs root: it writes PCI config space through sysfs, \
-         maps BARs and reads frame numbers from /proc/self/pagemap"
-    )]
-    NotRoot,
-    #[error(transparent)]
-    Sysfs(#[from] SysfsError),
-    #[error("{bdf}")]
-    Caps {
-        bdf: String,
-        #[source]
-        source: CapError,
-    },
-    #[error("{bdf} has no virtio {what} capability: not a virtio 1.x device")]
-    MissingCapability { bdf: String, what: &'static str },
-    #[error("{what} capability")]
-    Structure {
-        what: &'static str,
-        #[source]
-        source: MmioError,
-    },
-    #[error("common configuration is only {len} bytes")]
-    CommonConfigShort { len: usize },
-    #[error(
-        "the adapter's config space is {len} bytes, the register file needs {CONFIG_SIZE}: \
-         give QEMU's device config_size={CONFIG_SIZE}"
-    )]
-    DeviceConfigShort { len: usize },
-    #[error("the device did not complete its reset within {0:?}")]
-    ResetTimeout(Duration),
-    #[error("the device refused features {features:#x} (FEATURES_OK did not stick)")]
-    FeaturesRefused { features: u64 },
-    #[error("queue {queue} did not enable")]
-    QueueNotEnabled { queue: u16 },
-    #[error("device status {status:#x} after DRIVER_OK")]
-    DeviceStatus { status: u8 },
-    #[error("the config generation kept changing while reading the register file")]
-    ConfigUnstable,
-    #[error("notify offset {at:#x} of queue {queue} is outside the notify window")]
-    NotifyOutsideWindow { queue: u16, at: usize },
 }
 
 /// The adapter driven from user space through sysfs.
@@ -397,7 +355,7 @@ impl Transport for PciTransport {
         size: u16,
         rings: &RingLayout,
     ) -> Result<(), TransportError> {
-        let q = super::check_queue(queue, size, self.max_queue_size(queue))?;
+        let q = check_queue(queue, size, self.max_queue_size(queue))?;
         if self.started {
             return Err(TransportError::NotReady("queues are set up before start"));
         }

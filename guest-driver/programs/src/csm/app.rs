@@ -1,0 +1,53 @@
+//! The programs `mc-guest csm` runs, by name ([`App`]).
+
+/// A program on Cashmere.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum App {
+    Wtest,
+    Test,
+    Sor,
+    Gauss,
+    Tsp,
+    Barnes,
+    Clu,
+    Lu,
+    Em3d,
+    Ilink,
+    WaterNsquared,
+    WaterSpatial,
+}
+
+impl App {
+    /// Seed 000's application suite (Table III), in the table's order: every
+    /// app but the debugging programs wtest and test.
+    pub const SUITE: [App; 10] = [
+        App::Barnes,
+        App::Clu,
+        App::Lu,
+        App::Em3d,
+        App::Gauss,
+        App::Ilink,
+        App::Sor,
+        App::Tsp,
+        App::WaterNsquared,
+        App::WaterSpatial,
+    ];
+
+    /// The name on the command line and in records.
+    pub fn name(self) -> &'static str {
+        match self {
+            App::Wtest => "wtest",
+            App::Test => "test",
+            App::Sor => "sor",
+            App::Gauss => "gauss",
+            App::Tsp => "tsp",
+            App::Barnes => "barnes",
+            App::Clu => "clu",
+            App::Lu => "lu",
+            App::Em3d => "em3d",
+            App::Ilink => "ilink",
+            App::WaterNsquared => "water-nsquared",
+            App::WaterSpatial => "water-spatial",
+        }
+    }
+}
