@@ -94,6 +94,9 @@ fn delivery_name(d: crate::cluster_args::DeliveryChoice) -> &'static str {
 
 struct NodeOutputLine(u8, String);
 
+/// How long the output of guests that have exited may still take to arrive.
+const OUTPUT_DRAIN: Duration = Duration::from_secs(10);
+
 fn pump(node: u8, stream: impl Read + Send + 'static, tx: mpsc::Sender<NodeOutputLine>) {
     std::thread::spawn(move || {
         for line in BufReader::new(stream).lines() {
@@ -216,9 +219,15 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
             break;
         }
     }
-    // Drain what is left of the output.
+    // Drain what is left of the output: until every reader has seen its
+    // pipe close (a guest's last lines can still be in flight on a loaded
+    // host long after it exited), or a pipe that a process the guest left
+    // behind still holds open has had OUTPUT_DRAIN to finish.
     drop(tx);
-    while let Ok(NodeOutputLine(n, l)) = rx.recv_timeout(Duration::from_millis(200)) {
+    let drain_until = Instant::now() + OUTPUT_DRAIN;
+    while let Ok(NodeOutputLine(n, l)) =
+        rx.recv_timeout(drain_until.saturating_duration_since(Instant::now()))
+    {
         println!("[node{n}] {l}");
     }
     drop(control);
