@@ -183,19 +183,22 @@ fn skewed_receivers_each_see_a_prefix_and_acks_wait_for_everyone() {
         let addr = 6 * PAGE + ((k * 40) % 3000) as u64;
         records.push((n, addr, pattern(len, k as u8)));
     }
-    // Posted a few at a time with the hub running in between, so stores are
-    // in flight at every check. In each pass the hub takes node 0's records,
-    // then node 1's, then node 2's ACK: the twin is fed in that order.
+    // Posted a few at a time with the hub running in between (one pass per
+    // chunk), so stores are in flight at every check. Each pass takes the
+    // nodes in the model's arbitration order (every chunk fits in one turn):
+    // the twin is fed in that order.
     let chunk = 6;
     let ack_chunk = 10;
     let mut order: Vec<(usize, u64, Vec<u8>)> = Vec::new();
     let mut ack_order = 0;
+    let mut arbiter = rig.st.arbiter.clone();
     for (c, recs) in records.chunks(chunk).enumerate() {
-        for n in 0..2 {
+        for turn in arbiter.pass() {
+            let n = turn.node().index();
             order.extend(recs.iter().filter(|r| r.0 == n).cloned());
-        }
-        if c == ack_chunk {
-            ack_order = order.len();
+            if n == 2 && c == ack_chunk {
+                ack_order = order.len();
+            }
         }
     }
     let expected: Vec<_> = (0..3)

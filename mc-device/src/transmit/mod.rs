@@ -23,7 +23,7 @@ mod progress;
 use std::sync::atomic::Ordering;
 
 use firmware_model::abi::{self, status_of, CtrlResponse, Status};
-use firmware_model::{GlobalAddr, Hub, NodeId, PageNumber};
+use firmware_model::{GlobalAddr, Hub, NodeId, PageNumber, Turn};
 use log::{debug, Level};
 use vm_memory::{Bytes, GuestAddress, GuestMemoryBackend};
 
@@ -36,9 +36,6 @@ use crate::node::Node;
 use crate::state::DeviceState;
 use fifo::Run;
 
-/// Bytes of records taken from one FIFO in one pass, so one busy guest cannot
-/// hold the hub away from the others.
-pub(crate) const PASS_BYTES: u64 = 256 << 10;
 /// A sender whose deliveries not yet due hold this many bytes is not taken
 /// from until they drain: its FIFO fills and its stores wait, as a full write
 /// buffer stalls the processor.
@@ -65,10 +62,12 @@ fn mergeable(hub: &Hub, node: NodeId, addr: u64, len: u32) -> bool {
 }
 
 impl DeviceState {
-    /// Take committed records from `id`'s FIFO (up to [`PASS_BYTES`]) and
-    /// send them; `mems` is this pass's memory snapshot. Returns the records
-    /// taken. The only place anything is taken from a FIFO.
-    pub(crate) fn take_from_fifo(&mut self, id: NodeId, mems: &Mems) -> usize {
+    /// Take committed records from the FIFO of `turn`'s node, as many as
+    /// the turn allows (firmware_model::arbiter: the model's arbitration),
+    /// and send them; `mems` is this pass's memory snapshot. Returns the
+    /// records taken. The only place anything is taken from a FIFO.
+    pub(crate) fn take_from_fifo(&mut self, mut turn: Turn, mems: &Mems) -> usize {
+        let id = turn.node();
         let Some(f) = self.nodes[id.index()]
             .fifo
             .filter(|f| f.state == abi::fifo::State::Running)
@@ -83,19 +82,19 @@ impl DeviceState {
         }
         let page_size = u64::from(self.hub.config().page_size);
         let mut head = f.head;
-        let mut budget = PASS_BYTES;
         let mut taken = 0usize;
         let mut events = Vec::new();
         let mut failures = Vec::new();
         // Buffers reused from store to store: nothing is allocated per store.
         let mut copies = std::mem::take(&mut self.copies_scratch);
         let mut pieces = std::mem::take(&mut self.pieces_scratch);
-        while budget > 0 {
+        while turn.open() {
             let hub = &self.hub;
             let run = match f.next_run(
                 mem,
                 head,
                 page_size,
+                turn.records_left(),
                 |a, l| mergeable(hub, id, a, l),
                 &mut pieces,
             ) {
@@ -106,7 +105,7 @@ impl DeviceState {
                     break;
                 }
             };
-            budget = budget.saturating_sub(u64::from(run.len).max(1));
+            turn.charge(run.records, u64::from(run.len));
             taken += run.records as usize;
             if !run.pad {
                 let sent = Sent {
