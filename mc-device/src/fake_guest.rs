@@ -150,6 +150,17 @@ impl FakeGuest {
         }
     }
 
+    /// A memory table over only the first `len` bytes of this guest's RAM
+    /// (what a frontend that shrinks its table sends).
+    pub(crate) fn shrunk_table(&self, len: usize) -> GuestMemoryAtomic<Mem> {
+        GuestMemoryAtomic::new(self.ram.prefix(len).unwrap())
+    }
+
+    /// The full table again.
+    pub(crate) fn full_table(&self) -> GuestMemoryAtomic<Mem> {
+        self.atomic.clone()
+    }
+
     pub(crate) fn mem(&self) -> vm_memory::GuestMemoryLoadGuard<Mem> {
         self.atomic.memory()
     }
@@ -250,6 +261,7 @@ impl Rig {
 
     pub(crate) fn ctrl_raw(&mut self, node: usize, bytes: &[u8]) -> CtrlResponse {
         let g = &mut self.guests[node];
+        let mark = g.next_buf;
         let req = g.alloc(bytes.len());
         let resp = g.alloc(16);
         g.mem().write_slice(bytes, GuestAddress(req)).unwrap();
@@ -269,6 +281,8 @@ impl Rig {
         assert_eq!(done[0].1, 16);
         let mut b = [0u8; 16];
         g.mem().read_slice(&mut b, GuestAddress(resp)).unwrap();
+        // The request's buffers are free again.
+        g.next_buf = mark;
         CtrlResponse::from_bytes(&b).unwrap()
     }
 

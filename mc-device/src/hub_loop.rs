@@ -181,7 +181,10 @@ impl Sleeper {
                 Ok(()) => {
                     self.kicks.insert(i, fd);
                 }
-                Err(e) => debug!("{}: cannot watch the transmit kick: {e}", Node(node.id)),
+                Err(e) => crate::guest_log::unattributed(
+                    log::Level::Debug,
+                    format_args!("{}: cannot watch the transmit kick: {e}", Node(node.id)),
+                ),
             }
         }
     }

@@ -24,7 +24,7 @@ use std::sync::atomic::Ordering;
 
 use firmware_model::abi::{self, status_of, CtrlResponse, Status};
 use firmware_model::{GlobalAddr, Hub, NodeId, PageNumber, Turn};
-use log::{debug, Level};
+use log::Level;
 use vm_memory::{Bytes, GuestAddress, GuestMemoryBackend};
 
 pub(crate) use fifo::RegisteredFifo;
@@ -32,7 +32,6 @@ pub(crate) use progress::TxProgress;
 
 use crate::delivery::{DmaDelivery, DmaFailure, PendingCopy};
 use crate::memory::{MemGuard, Mems, Piece};
-use crate::node::Node;
 use crate::state::DeviceState;
 use fifo::Run;
 
@@ -223,10 +222,6 @@ impl DeviceState {
             f.header(abi::fifo::header::STATE),
             Ordering::Release,
         );
-        debug!(
-            "{}: transmit FIFO broken at position {position}: {s} (detail {d})",
-            Node(id)
-        );
         self.guest_error(
             id,
             format_args!(
@@ -260,6 +255,7 @@ impl DeviceState {
         if mem.write_slice(&clear, GuestAddress(gpa)).is_err() {
             return CtrlResponse::error(Status::BadAddress, 0);
         }
+        self.forget_tx_fifo(id);
         let f = RegisteredFifo::new(gpa, layout);
         let _ = mem.store(
             abi::fifo::State::Running as u32,
@@ -272,10 +268,19 @@ impl DeviceState {
         CtrlResponse::ok(0, 0)
     }
 
-    /// Forget `id`'s FIFO (unregistered, or its adapter reset).
+    /// Forget `id`'s FIFO (unregistered, replaced, or its adapter reset).
+    /// Everything committed before the request that does this has been
+    /// taken (the control path waits for it: progress.rs); nothing more is
+    /// taken from it, and its header's state word says so (Idle).
     pub(crate) fn forget_tx_fifo(&mut self, id: NodeId) {
         let node = &mut self.nodes[id.index()];
-        node.fifo = None;
+        if let (Some(f), Some(mem)) = (node.fifo.take(), node.memory()) {
+            let _ = mem.store(
+                abi::fifo::State::Idle as u32,
+                f.header(abi::fifo::header::STATE),
+                Ordering::Release,
+            );
+        }
         node.tx_progress.replaced();
     }
 
