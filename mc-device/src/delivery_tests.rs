@@ -286,3 +286,47 @@ fn mc2_timing_holds_deliveries_until_due() {
         .unwrap();
     assert_eq!(StatusPage::from_bytes(&b).unwrap().bytes_received, 8192);
 }
+
+/// The hub follows the model's arbitration: a node with a full ring of
+/// one-byte stores gets one bounded turn per pass, and another node's store
+/// committed behind it goes in the first pass (issue 28: one pass used to
+/// take a whole ring's worth, a quarter of the largest FIFO).
+#[test]
+fn a_full_ring_takes_one_bounded_turn_per_pass() {
+    let mut rig = Rig::new(2);
+    rig.set_pct(0, 2, PctEntry::transmit_broadcast());
+    let loopback = PctEntry::transmit_broadcast()
+        .with_loopback()
+        .with_receive();
+    let frames = rig.set_pct(1, 3, loopback);
+    let mut k = 0u64;
+    // Stores that do not continue one another, so none merge.
+    while rig.guests[0].tail + 1 < u64::from(FIFO_SLOTS) {
+        rig.guests[0].post_record(2 * PAGE + 8 * (k % 1024), &[1]);
+        k += 1;
+    }
+    let committed = rig.guests[0].tail;
+    rig.guests[1].post_record(3 * PAGE + 64, &[7; 8]);
+    let turn = u64::from(firmware_model::PassBudget::DEFAULT.records);
+    rig.pump();
+    let mut got = [0u8; 8];
+    rig.guests[1]
+        .mem()
+        .read_slice(&mut got, GuestAddress(frames[0] + 64))
+        .unwrap();
+    assert_eq!(got, [7; 8], "the other node's store went in the first pass");
+    let mut consumed = rig.guests[0].fifo_header().consumed;
+    assert!(consumed <= turn, "one pass took {consumed} records");
+    let mut passes = 1;
+    while consumed < committed {
+        rig.pump();
+        let now = rig.guests[0].fifo_header().consumed;
+        assert!(now - consumed <= turn, "a pass took {}", now - consumed);
+        consumed = now;
+        passes += 1;
+    }
+    assert!(
+        passes >= committed / turn,
+        "{passes} passes for {committed}"
+    );
+}
