@@ -25,6 +25,7 @@
 #![deny(clippy::cast_possible_truncation)]
 
 pub mod abi;
+pub mod arbiter;
 pub mod config;
 pub mod counters;
 pub mod fault;
@@ -38,6 +39,7 @@ pub mod status;
 pub mod timing;
 pub mod types;
 
+pub use arbiter::{Arbiter, PassBudget, Turn};
 pub use config::{ClusterConfig, ConfigError};
 pub use counters::{HubCounters, NodeCounters};
 pub use fault::{

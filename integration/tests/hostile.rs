@@ -946,3 +946,347 @@ fn hostile_frontends_do_not_disturb_the_other_nodes() {
     }
     assert!(r.round_trips > 0);
 }
+
+// ---- fairness (issue 28): no guest can delay another
+//
+// A victim on node 1 keeps storing to itself (loopback) and asking for its
+// status while an attacker on node 0 commits a whole lap of the largest FIFO
+// at once, floods 64 KiB stores or ACK queries, re-registers its FIFO in a
+// loop, or shrinks its memory table under bound frames. What is asserted is
+// a count, not a time: the victim's rounds (a GET_STATUS and a store that
+// came back) per lap the attacker commits. docs/device.md s.20 has the
+// figures.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use firmware_model::abi::{fifo, FRAME_SIZE};
+use integration::delivery::for_each_delivery;
+use mc_driver::{Adapter, AdapterOptions, VhostUserOptions, VhostUserTransport};
+
+/// The victim's rounds: (when it started, GET_STATUS round trip, store to
+/// delivery).
+type Rounds = Arc<Mutex<Vec<(Instant, Duration, Duration)>>>;
+
+/// A well-behaved guest that counts its rounds and times each half.
+struct FairVictim {
+    stop: Arc<AtomicBool>,
+    rounds: Arc<AtomicU64>,
+    samples: Rounds,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl FairVictim {
+    fn start(socket: &std::path::Path) -> FairVictim {
+        let t = VhostUserTransport::connect(socket, &VhostUserOptions::default()).unwrap();
+        let mut a = Adapter::new(
+            t,
+            AdapterOptions {
+                timeout: Duration::from_secs(60),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let entry = PctEntry::transmit_broadcast()
+            .with_loopback()
+            .with_receive()
+            .to_bits();
+        let rx = a.map_receive(9, 1, entry).unwrap();
+        let (stop, rounds, samples) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicU64::new(0)),
+            Rounds::default(),
+        );
+        let (s, r, l) = (stop.clone(), rounds.clone(), samples.clone());
+        let thread = std::thread::spawn(move || {
+            let mut k = 0u64;
+            while !s.load(Ordering::Acquire) {
+                k += 1;
+                let t0 = Instant::now();
+                a.get_status().expect("victim GET_STATUS");
+                let t1 = Instant::now();
+                let off = 8 * (k % 1024);
+                a.store(9 * 8192 + off, &k.to_le_bytes())
+                    .expect("victim store");
+                rx.wait_for(off as usize, &k.to_le_bytes(), Duration::from_secs(60))
+                    .expect("victim store comes back");
+                l.lock().unwrap().push((t0, t1 - t0, t1.elapsed()));
+                r.store(k, Ordering::Release);
+            }
+        });
+        let v = FairVictim {
+            stop,
+            rounds,
+            samples,
+            thread: Some(thread),
+        };
+        let t0 = Instant::now();
+        while v.rounds() < 10 {
+            assert!(t0.elapsed() < WAIT, "the victim does not start");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        v
+    }
+
+    fn rounds(&self) -> u64 {
+        self.rounds.load(Ordering::Acquire)
+    }
+
+    /// Median, p99 and max of GET_STATUS and of store to delivery, for the
+    /// rounds that started in `[from, to)`.
+    fn figures(&self, from: Instant, to: Instant) -> String {
+        let s = self.samples.lock().unwrap();
+        let pick = |f: fn(&(Instant, Duration, Duration)) -> Duration| {
+            let mut v: Vec<Duration> = s
+                .iter()
+                .filter(|x| x.0 >= from && x.0 < to)
+                .map(f)
+                .collect();
+            v.sort();
+            let at = |q: f64| v.get(((v.len() as f64 - 1.0) * q) as usize).copied();
+            format!(
+                "median {:?}, p99 {:?}, max {:?}",
+                at(0.5).unwrap_or_default(),
+                at(0.99).unwrap_or_default(),
+                v.last().copied().unwrap_or_default()
+            )
+        };
+        format!(
+            "GET_STATUS {}; store to delivery {}",
+            pick(|x| x.1),
+            pick(|x| x.2)
+        )
+    }
+}
+
+impl Drop for FairVictim {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            if let Err(p) = t.join() {
+                if !std::thread::panicking() {
+                    std::panic::resume_unwind(p);
+                }
+            }
+        }
+    }
+}
+
+const A_GPA: u64 = 0x2000_0000;
+const A_RAM: usize = 24 * MIB;
+/// The largest FIFO the device takes.
+const A_SLOTS: u32 = fifo::MAX_SLOTS;
+const A_FIFO: u64 = A_GPA + MIB as u64;
+const A_REQ: u64 = A_GPA + 0x10000;
+const A_FRAMES: u64 = A_GPA + 0x40000;
+const A_PAGE: u32 = 20;
+const A_ACK_PAGE: u32 = 30;
+
+/// The attacker: a hostile frontend on node 0 with the largest FIFO.
+struct Attacker {
+    h: Hostile,
+    ram: GuestRam,
+    ctrl: SplitRing,
+    /// Laps committed so far.
+    laps: u64,
+}
+
+impl Attacker {
+    fn start(vc: &VirtualCluster) -> Attacker {
+        let ram = GuestRam::new(A_RAM, A_GPA, Backing::Sealable).unwrap();
+        let mut h = attach(vc, 0, &ram);
+        let rings: Vec<SplitRing> = (0..3u16)
+            .map(|q| SplitRing::at(A_GPA + u64::from(q) * 0x4000, 16))
+            .collect();
+        for (q, r) in rings.iter().enumerate() {
+            h.setup_queue(q, r, &ram).unwrap();
+        }
+        let mut a = Attacker {
+            h,
+            ram,
+            ctrl: rings[usize::from(CTRL_QUEUE)].clone(),
+            laps: 0,
+        };
+        let per_page = 8192 / u64::from(FRAME_SIZE);
+        for (page, count, entry, frames) in [
+            (A_PAGE, 8, PctEntry::transmit_broadcast(), vec![]),
+            (
+                A_ACK_PAGE,
+                1,
+                PctEntry::ack_page(),
+                (0..per_page)
+                    .map(|k| A_FRAMES + k * u64::from(FRAME_SIZE))
+                    .collect(),
+            ),
+        ] {
+            let r = a.ctrl(&CtrlRequest::SetPct {
+                first_page: page,
+                count,
+                entry: entry.to_bits(),
+                frames,
+            });
+            assert_eq!(r.status, 0, "{r:?}");
+        }
+        a.register();
+        a
+    }
+
+    fn ctrl(&mut self, req: &CtrlRequest) -> CtrlResponse {
+        let (q, len, resp) = write_request(&self.ram, A_REQ, req);
+        self.ctrl
+            .post(&self.ram, &[(q, len, false), (resp, 16, true)]);
+        self.h.kick(usize::from(CTRL_QUEUE));
+        self.ctrl.wait_used(&self.ram, 1, Duration::from_secs(60));
+        response(&self.ram, resp)
+    }
+
+    fn register(&mut self) {
+        let r = self.ctrl(&CtrlRequest::SetTxFifo {
+            gpa: A_FIFO,
+            slots: A_SLOTS,
+        });
+        assert_eq!(r.status, 0, "{r:?}");
+        self.laps = 0;
+    }
+
+    /// Lay a lap out: `record(k)` is the k-th record's (address, length);
+    /// records follow one another, with padding where one would wrap.
+    fn lay_out(&self, record: impl Fn(u64) -> (u64, u32)) {
+        let slots = u64::from(A_SLOTS);
+        let slots_at = A_FIFO + fifo::slots_offset(A_SLOTS) as u64;
+        let mut bytes = vec![0u8; fifo::SLOT_SIZE * A_SLOTS as usize];
+        let (mut p, mut k) = (0u64, 0u64);
+        while p < slots {
+            let (addr, len) = record(k);
+            let need = TxRecordHeader::slots(len);
+            let at = usize::try_from(p).unwrap() * fifo::SLOT_SIZE;
+            let h = if p + need > slots {
+                TxRecordHeader::pad(slots - p)
+            } else {
+                TxRecordHeader {
+                    addr,
+                    len,
+                    flags: 0,
+                }
+            };
+            bytes[at..at + 16].copy_from_slice(&h.to_bytes());
+            p += TxRecordHeader::slots(h.len);
+            k += 1;
+        }
+        self.ram.write(slots_at, &bytes);
+    }
+
+    /// Commit the whole lap at once (every tag in one write) and wait until
+    /// the device has taken all of it.
+    fn commit_lap(&mut self) {
+        let tag = u32::try_from(self.laps + 1).unwrap();
+        let tags: Vec<u8> = (0..A_SLOTS).flat_map(|_| tag.to_le_bytes()).collect();
+        self.ram.write(A_FIFO + fifo::HEADER_SIZE as u64, &tags);
+        self.h.kick(usize::from(TX_QUEUE));
+        self.laps += 1;
+        let end = self.laps * u64::from(A_SLOTS);
+        let t0 = Instant::now();
+        loop {
+            let b = self.ram.read(A_FIFO + fifo::header::CONSUMED as u64, 8);
+            if u64::from_le_bytes(b.try_into().unwrap()) >= end {
+                break;
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(120),
+                "the lap is not taken"
+            );
+            self.h.kick(usize::from(TX_QUEUE));
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+}
+
+/// The attacks, each as a layout of its laps (or something else per pass).
+fn one_byte_stores(k: u64) -> (u64, u32) {
+    // Never continuing one another, so nothing merges.
+    (u64::from(A_PAGE) * 8192 + 8 * (k % 1024), 1)
+}
+
+fn large_stores(_: u64) -> (u64, u32) {
+    (u64::from(A_PAGE) * 8192, abi::MAX_RECORD_DATA)
+}
+
+fn ack_queries(_: u64) -> (u64, u32) {
+    (u64::from(A_ACK_PAGE) * 8192, 4)
+}
+
+/// Victim rounds per attacker pass, and the victim's figures, for each
+/// attack in `mode`.
+fn fairness_under(mode: firmware_model::DeliveryMode, laps: u64) -> Vec<(&'static str, u64)> {
+    let vc = VirtualCluster::with_delivery(2, mode);
+    let victim = FairVictim::start(&vc.socket(1));
+    let quiet = Instant::now();
+    std::thread::sleep(Duration::from_millis(300));
+    println!("{mode}, quiet: {}", victim.figures(quiet, Instant::now()));
+    let mut a = Attacker::start(&vc);
+    let mut out = Vec::new();
+    type Layout = fn(u64) -> (u64, u32);
+    let attacks: [(&str, Layout); 3] = [
+        ("a lap of one-byte stores", one_byte_stores),
+        ("a lap of 64 KiB stores", large_stores),
+        ("a lap of ACK queries", ack_queries),
+    ];
+    for (what, layout) in attacks {
+        a.lay_out(layout);
+        let t0 = Instant::now();
+        let mut fewest = u64::MAX;
+        let mut each = Vec::new();
+        for _ in 0..laps {
+            let before = victim.rounds();
+            let l0 = Instant::now();
+            a.commit_lap();
+            each.push((victim.rounds() - before, l0.elapsed()));
+            fewest = fewest.min(victim.rounds() - before);
+        }
+        println!("{mode}, {what}: rounds per lap {each:?}");
+        println!(
+            "{mode}, {what}: at least {fewest} victim rounds per lap ({:?} a lap); {}",
+            t0.elapsed() / u32::try_from(laps).unwrap(),
+            victim.figures(t0, Instant::now())
+        );
+        out.push((what, fewest));
+    }
+    // Re-registering the FIFO in a loop (each clears its 2 MiB of tags).
+    let t0 = Instant::now();
+    let before = victim.rounds();
+    for _ in 0..200 {
+        a.register();
+    }
+    println!(
+        "{mode}, 200 FIFO registrations: {} victim rounds in {:?}; {}",
+        victim.rounds() - before,
+        t0.elapsed(),
+        victim.figures(t0, Instant::now())
+    );
+    assert!(victim.rounds() > before, "the victim made no progress");
+    drop(a);
+    wait_detached(&vc, 0);
+    out
+}
+
+/// A victim keeps working while the attacker commits whole laps of the
+/// largest FIFO at once (one-byte stores, 64 KiB stores, ACK queries) and
+/// re-registers its FIFO in a loop: it completes rounds during every lap, and
+/// the figures (rounds per lap, GET_STATUS and store-to-delivery median, p99
+/// and max) are printed for docs/device.md s.20. The bound on the hub's side
+/// is checked exactly, without timing, by mc-device's
+/// `a_full_ring_takes_one_bounded_turn_per_pass` and the model's arbitration
+/// properties; here a count per lap is all a loaded host allows (on this
+/// 2-core machine at a load of 15-27 the code before the fix gave the victim
+/// 6-935 rounds per lap in a debug build, the fix 26-3,396).
+#[test]
+fn a_lap_committed_at_once_does_not_hold_the_others_up() {
+    for_each_delivery(&[7], |mode| {
+        for (what, fewest) in fairness_under(mode, 3) {
+            assert!(
+                fewest >= 1,
+                "{mode}, {what}: the victim made no round in a lap"
+            );
+        }
+    });
+}

@@ -566,15 +566,10 @@ fn error_counts_lag_but_check_errors_always_shows_them() {
 /// once it sees a round's end, reads the message and then its error count:
 /// whenever a packet of the message was lost at node 1, the count differs
 /// from the one in the message (its own errors are on its status page before
-/// any later packet reaches it).
-///
-/// Ignored until mc-device shows a receiver's own CRC discard on its status
-/// page before it performs any later delivery to that receiver: today the
-/// page is refreshed at the end of the hub's pass, so a later packet of the
-/// same message can be visible first (seen eagerly and skewed, a few rounds
-/// in a hundred). `cargo test --test litmus -- --ignored` runs it.
+/// any later packet reaches it: mc-device queues a receiver's CRC discard
+/// and writes its status page when the queue reaches it, ahead of every
+/// later delivery to that receiver).
 #[test]
-#[ignore = "mc-device: a receiver's own CRC discard reaches its status page only at the end of the hub pass, after later packets"]
 fn a_receiver_detects_its_own_lost_packets_with_the_count_alone() {
     const ROUNDS: u64 = 60;
     const WORDS: usize = 128;

@@ -14,43 +14,47 @@ use crate::memory::{range_ok, scatter_read, MemGuard};
 use crate::node::ServedQueue;
 use crate::state::DeviceState;
 
+/// Requests served under one hold of the device lock.
+pub(crate) const CTRL_BATCH: usize = 8;
+
 /// Largest readable part of a control request (a full SET_PCT with frames).
 const MAX_CTRL_BYTES: u64 = abi::MAX_CTRL_REQUEST_BYTES as u64;
 
 impl DeviceState {
-    /// Serve `id`'s control queue (only once its driver configured it, and
-    /// not while it is broken: node/queues.rs). A request is ordered after the
-    /// stores committed before it: the caller has waited for the hub to take
-    /// them (transmit/progress.rs).
-    pub(crate) fn process_ctrl(&mut self, id: NodeId) {
+    /// Serve up to [`CTRL_BATCH`] requests of `id`'s control queue (only
+    /// once its driver configured it, and not while it is broken:
+    /// node/queues.rs). Returns whether more are waiting: the caller lets the
+    /// device lock go before it serves them, so one guest's stream of
+    /// requests cannot hold the hub and the other nodes. A request is ordered
+    /// after the stores committed before it: the caller has waited for the
+    /// hub to take them (transmit/progress.rs).
+    pub(crate) fn process_ctrl(&mut self, id: NodeId) -> bool {
         let q = match self.nodes[id.index()].served_queue(abi::CTRL_QUEUE) {
             Ok(Some(q)) => q,
-            Ok(None) => return,
+            Ok(None) => return false,
             Err(d) => {
                 self.queue_broken(id, abi::CTRL_QUEUE, d);
                 self.refresh_status_pages();
-                return;
+                return false;
             }
         };
-        loop {
-            let (chains, defect) = q.chains(usize::MAX);
-            self.serve_ctrl_chains(id, &q, chains);
-            if let Some(d) = defect {
-                self.signal(id, &q);
-                if let Some(d) = self.nodes[id.index()].break_queue(abi::CTRL_QUEUE, d) {
-                    self.queue_broken(id, abi::CTRL_QUEUE, d);
-                }
-                self.refresh_status_pages();
-                return;
+        let (chains, defect) = q.chains(CTRL_BATCH);
+        let full = chains.len() == CTRL_BATCH;
+        self.serve_ctrl_chains(id, &q, chains);
+        if let Some(d) = defect {
+            self.signal(id, &q);
+            if let Some(d) = self.nodes[id.index()].break_queue(abi::CTRL_QUEUE, d) {
+                self.queue_broken(id, abi::CTRL_QUEUE, d);
             }
-            // Ask for a kick at the next request (EVENT_IDX avail_event); serve
-            // again if one slipped in meanwhile.
-            if !q.enable_notification() {
-                break;
-            }
+            self.refresh_status_pages();
+            return false;
         }
+        // Ask for a kick at the next request (EVENT_IDX avail_event), unless
+        // more are known to wait; serve again if one slipped in meanwhile.
+        let more = full || q.enable_notification();
         self.signal(id, &q);
         self.refresh_status_pages();
+        more
     }
 
     fn signal(&mut self, id: NodeId, q: &ServedQueue) {

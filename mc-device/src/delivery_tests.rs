@@ -183,19 +183,22 @@ fn skewed_receivers_each_see_a_prefix_and_acks_wait_for_everyone() {
         let addr = 6 * PAGE + ((k * 40) % 3000) as u64;
         records.push((n, addr, pattern(len, k as u8)));
     }
-    // Posted a few at a time with the hub running in between, so stores are
-    // in flight at every check. In each pass the hub takes node 0's records,
-    // then node 1's, then node 2's ACK: the twin is fed in that order.
+    // Posted a few at a time with the hub running in between (one pass per
+    // chunk), so stores are in flight at every check. Each pass takes the
+    // nodes in the model's arbitration order (every chunk fits in one turn):
+    // the twin is fed in that order.
     let chunk = 6;
     let ack_chunk = 10;
     let mut order: Vec<(usize, u64, Vec<u8>)> = Vec::new();
     let mut ack_order = 0;
+    let mut arbiter = rig.st.arbiter.clone();
     for (c, recs) in records.chunks(chunk).enumerate() {
-        for n in 0..2 {
+        for turn in arbiter.pass() {
+            let n = turn.node().index();
             order.extend(recs.iter().filter(|r| r.0 == n).cloned());
-        }
-        if c == ack_chunk {
-            ack_order = order.len();
+            if n == 2 && c == ack_chunk {
+                ack_order = order.len();
+            }
         }
     }
     let expected: Vec<_> = (0..3)
@@ -282,4 +285,48 @@ fn mc2_timing_holds_deliveries_until_due() {
         .read_slice(&mut b, GuestAddress(sp))
         .unwrap();
     assert_eq!(StatusPage::from_bytes(&b).unwrap().bytes_received, 8192);
+}
+
+/// The hub follows the model's arbitration: a node with a full ring of
+/// one-byte stores gets one bounded turn per pass, and another node's store
+/// committed behind it goes in the first pass (issue 28: one pass used to
+/// take a whole ring's worth, a quarter of the largest FIFO).
+#[test]
+fn a_full_ring_takes_one_bounded_turn_per_pass() {
+    let mut rig = Rig::new(2);
+    rig.set_pct(0, 2, PctEntry::transmit_broadcast());
+    let loopback = PctEntry::transmit_broadcast()
+        .with_loopback()
+        .with_receive();
+    let frames = rig.set_pct(1, 3, loopback);
+    let mut k = 0u64;
+    // Stores that do not continue one another, so none merge.
+    while rig.guests[0].tail + 1 < u64::from(FIFO_SLOTS) {
+        rig.guests[0].post_record(2 * PAGE + 8 * (k % 1024), &[1]);
+        k += 1;
+    }
+    let committed = rig.guests[0].tail;
+    rig.guests[1].post_record(3 * PAGE + 64, &[7; 8]);
+    let turn = u64::from(firmware_model::PassBudget::DEFAULT.records);
+    rig.pump();
+    let mut got = [0u8; 8];
+    rig.guests[1]
+        .mem()
+        .read_slice(&mut got, GuestAddress(frames[0] + 64))
+        .unwrap();
+    assert_eq!(got, [7; 8], "the other node's store went in the first pass");
+    let mut consumed = rig.guests[0].fifo_header().consumed;
+    assert!(consumed <= turn, "one pass took {consumed} records");
+    let mut passes = 1;
+    while consumed < committed {
+        rig.pump();
+        let now = rig.guests[0].fifo_header().consumed;
+        assert!(now - consumed <= turn, "a pass took {}", now - consumed);
+        consumed = now;
+        passes += 1;
+    }
+    assert!(
+        passes >= committed / turn,
+        "{passes} passes for {committed}"
+    );
 }

@@ -150,6 +150,29 @@ impl FakeGuest {
         }
     }
 
+    /// The driver re-initialises its rings and forgets its buffers (what
+    /// a reset driver does): rings zeroed, both sides' indices at 0.
+    pub(crate) fn reset_rings(&mut self) {
+        for (r, v) in self.rings.iter_mut().zip(&self.vrings) {
+            r.reset(&self.ram);
+            v.set_queue_next_avail(0);
+            v.set_queue_next_used(0);
+        }
+        self.next_buf = BUF_BASE;
+        self.tail = 0;
+    }
+
+    /// A memory table over only the first `len` bytes of this guest's RAM
+    /// (what a frontend that shrinks its table sends).
+    pub(crate) fn shrunk_table(&self, len: usize) -> GuestMemoryAtomic<Mem> {
+        GuestMemoryAtomic::new(self.ram.prefix(len).unwrap())
+    }
+
+    /// The full table again.
+    pub(crate) fn full_table(&self) -> GuestMemoryAtomic<Mem> {
+        self.atomic.clone()
+    }
+
     pub(crate) fn mem(&self) -> vm_memory::GuestMemoryLoadGuard<Mem> {
         self.atomic.memory()
     }
@@ -239,6 +262,31 @@ impl Rig {
         rig
     }
 
+    /// Put node `n` back as a fresh driver leaves it: rings re-initialised,
+    /// adapter reset, no status page, no events waiting, its FIFO registered
+    /// afresh, and nothing left on its way anywhere. The fuzz entry points
+    /// reuse one rig this way, input after input.
+    pub(crate) fn reset_node(&mut self, n: usize) {
+        while self.pump() > 0 || !self.st.deliveries.all_empty() {}
+        self.guests[n].reset_rings();
+        for q in 0..3 {
+            self.st.nodes[n].ring_stopped(q);
+        }
+        self.st.nodes[n].events = crate::node::EventQueue::default();
+        for req in [
+            CtrlRequest::Reset,
+            CtrlRequest::SetStatusPage { gpa: 0 },
+            CtrlRequest::SetTxFifo {
+                gpa: FIFO_GPA,
+                slots: FIFO_SLOTS,
+            },
+        ] {
+            let r = self.ctrl(n, &req);
+            assert_eq!(r.status, Status::Ok as u32, "{req:?}: {r:?}");
+        }
+        let _ = self.model.reset_adapter(id(n));
+    }
+
     /// One pass of the hub thread: every FIFO, the deliveries due.
     pub(crate) fn pump(&mut self) -> usize {
         self.st.pass().0
@@ -250,6 +298,7 @@ impl Rig {
 
     pub(crate) fn ctrl_raw(&mut self, node: usize, bytes: &[u8]) -> CtrlResponse {
         let g = &mut self.guests[node];
+        let mark = g.next_buf;
         let req = g.alloc(bytes.len());
         let resp = g.alloc(16);
         g.mem().write_slice(bytes, GuestAddress(req)).unwrap();
@@ -269,6 +318,8 @@ impl Rig {
         assert_eq!(done[0].1, 16);
         let mut b = [0u8; 16];
         g.mem().read_slice(&mut b, GuestAddress(resp)).unwrap();
+        // The request's buffers are free again.
+        g.next_buf = mark;
         CtrlResponse::from_bytes(&b).unwrap()
     }
 

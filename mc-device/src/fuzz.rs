@@ -6,18 +6,41 @@
 
 use firmware_model::abi;
 use firmware_model::{NodeId, PctEntry};
+use std::cell::RefCell;
 use std::os::fd::AsRawFd;
 
 use vm_memory::{Bytes, GuestAddress};
 
 use crate::fake_guest::{fifo_layout, Rig, FIFO_GPA, FIFO_SLOTS, RAM};
 
-/// A cluster of two fake guests: node 0 transmits page 2, node 1 receives it.
-fn rig() -> Rig {
-    let mut rig = Rig::new(2);
-    rig.set_pct(0, 2, PctEntry::transmit_broadcast());
-    rig.set_pct(1, 2, PctEntry::receive());
-    rig
+/// A cluster of two fake guests: node 0 transmits page 2, node 1 receives
+/// it; and node 1's RAM as it must stay outside its frame.
+struct Fixture {
+    rig: Rig,
+    untouchable: Vec<u8>,
+}
+
+thread_local! {
+    /// Built once per thread: an input only resets node 0 (`Rig::reset_node`),
+    /// which puts it back exactly as a fresh rig has it, so an input that
+    /// fails here fails alone too.
+    static FIXTURE: RefCell<Option<Fixture>> = const { RefCell::new(None) };
+}
+
+/// Run `f` on the fixture, with node 0 as a fresh driver leaves it.
+fn with_rig<R>(f: impl FnOnce(&mut Rig, &[u8]) -> R) -> R {
+    FIXTURE.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        let fx = slot.get_or_insert_with(|| {
+            let mut rig = Rig::new(2);
+            rig.set_pct(1, 2, PctEntry::receive());
+            let untouchable = untouchable(&rig);
+            Fixture { rig, untouchable }
+        });
+        fx.rig.reset_node(0);
+        fx.rig.set_pct(0, 2, PctEntry::transmit_broadcast());
+        f(&mut fx.rig, &fx.untouchable)
+    })
 }
 
 /// Node 1's RAM with its bound frames blanked: the part nobody may write.
@@ -93,8 +116,10 @@ fn post_chain(rig: &mut Rig, queue: u16, data: &[u8]) {
 /// what parses, refuse or break on the rest, publish how far it got, and write
 /// nothing in node 1 outside its frame.
 pub fn transmit_records(data: &[u8]) {
-    let mut rig = rig();
-    let before = untouchable(&rig);
+    with_rig(|rig, before| transmit_records_on(rig, before, data));
+}
+
+fn transmit_records_on(rig: &mut Rig, before: &[u8], data: &[u8]) {
     let (count, body) = data.split_first().unwrap_or((&0, &[]));
     let f = fifo_layout();
     let g = &rig.guests[0];
@@ -114,16 +139,18 @@ pub fn transmit_records(data: &[u8]) {
     let h = rig.guests[0].fifo_header();
     assert!(h.consumed <= u64::from(*count).max(1) + u64::from(FIFO_SLOTS));
     assert!(
-        untouchable(&rig) == before,
+        untouchable(rig) == before,
         "node 1's memory outside its frame changed"
     );
 }
 
 /// Control-queue commands: arbitrary chain layout and request bytes.
 pub fn control_commands(data: &[u8]) {
-    let mut rig = rig();
-    let before = untouchable(&rig);
-    post_chain(&mut rig, abi::CTRL_QUEUE, data);
+    with_rig(|rig, before| control_commands_on(rig, before, data));
+}
+
+fn control_commands_on(rig: &mut Rig, before: &[u8], data: &[u8]) {
+    post_chain(rig, abi::CTRL_QUEUE, data);
     rig.st.process_ctrl(NodeId(0));
     assert_eq!(
         rig.guests[0].reap(abi::CTRL_QUEUE).len(),
@@ -131,7 +158,7 @@ pub fn control_commands(data: &[u8]) {
         "the request was not answered"
     );
     assert!(
-        untouchable(&rig) == before,
+        untouchable(rig) == before,
         "node 1's memory outside its frame changed"
     );
     // The adapter still works afterwards.
@@ -141,7 +168,10 @@ pub fn control_commands(data: &[u8]) {
 /// Register-file accesses: reads at any offset and size return exactly that
 /// many bytes; writes are refused and counted.
 pub fn register_writes(data: &[u8]) {
-    let mut rig = rig();
+    with_rig(|rig, _| register_writes_on(rig, data));
+}
+
+fn register_writes_on(rig: &mut Rig, data: &[u8]) {
     let mut i = 0;
     while i + 4 <= data.len() {
         let offset = u32::from(data[i]) * 2;

@@ -18,7 +18,7 @@ use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
 
-use log::debug;
+use log::Level;
 use vhost_user_backend::{VringRwLock, VringStateGuard, VringStateMutGuard, VringT};
 use virtio_queue::Error as VirtQueError;
 use vm_memory::GuestMemoryAtomic;
@@ -66,9 +66,12 @@ fn checked(file: Option<File>, kick: bool) -> Option<File> {
         Some(why) => {
             // The frontend's own queue loses its kicks or interrupts, nobody
             // else is affected: not worth a line at the default level.
-            debug!(
-                "{} descriptor refused: {why}",
-                if kick { "kick" } else { "call" }
+            crate::guest_log::unattributed(
+                Level::Debug,
+                format_args!(
+                    "{} descriptor refused: {why}",
+                    if kick { "kick" } else { "call" }
+                ),
             );
             None
         }

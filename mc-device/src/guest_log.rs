@@ -9,8 +9,11 @@
 
 use std::time::{Duration, Instant};
 
+use std::fmt;
+use std::sync::Mutex;
+
 use firmware_model::NodeId;
-use log::warn;
+use log::{log, warn, Level};
 
 use crate::node::Node;
 
@@ -80,6 +83,26 @@ impl GuestLogLimit {
     fn take_suppressed(&mut self) -> Option<u64> {
         let n = std::mem::take(&mut self.suppressed);
         (n > 0).then_some(n)
+    }
+}
+
+/// The allowance of guest-caused lines that no node can be named for (a
+/// frontend's descriptor refused before the vring knows its node).
+static UNATTRIBUTED: Mutex<Option<GuestLogLimit>> = Mutex::new(None);
+
+/// Log a guest-caused line that cannot be put to one node's account, within
+/// an allowance of its own.
+pub(crate) fn unattributed(level: Level, what: fmt::Arguments<'_>) {
+    let mut g = UNATTRIBUTED.lock().unwrap_or_else(|p| p.into_inner());
+    let v = g
+        .get_or_insert_with(GuestLogLimit::default)
+        .admit(Instant::now());
+    drop(g);
+    if let Some(k) = v.suppressed_before {
+        warn!("{k} more guest-caused messages suppressed (at most {BURST} per {INTERVAL:?} are logged)");
+    }
+    if v.log {
+        log!(level, "{what}");
     }
 }
 

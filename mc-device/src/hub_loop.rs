@@ -93,8 +93,10 @@ impl DeviceState {
         self.advance();
         let mems = self.memory_snapshot();
         let mut work = 0;
-        for id in self.node_ids() {
-            work += self.take_from_fifo(id, &mems);
+        // The model's arbitration: every node a turn, in rotating order.
+        let turns: Vec<_> = self.arbiter.pass().collect();
+        for turn in turns {
+            work += self.take_from_fifo(turn, &mems);
         }
         let (done, next_delivery) = self.deliver_due(self.now(), &mems);
         drop(mems);
@@ -179,7 +181,10 @@ impl Sleeper {
                 Ok(()) => {
                     self.kicks.insert(i, fd);
                 }
-                Err(e) => debug!("{}: cannot watch the transmit kick: {e}", Node(node.id)),
+                Err(e) => crate::guest_log::unattributed(
+                    log::Level::Debug,
+                    format_args!("{}: cannot watch the transmit kick: {e}", Node(node.id)),
+                ),
             }
         }
     }

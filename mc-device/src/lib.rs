@@ -53,6 +53,8 @@ mod fake_guest;
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub mod fuzz;
+#[cfg(test)]
+mod log_tests;
 #[cfg(any(test, feature = "test-rig"))]
 pub mod test_rig;
 #[cfg(test)]

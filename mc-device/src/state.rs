@@ -12,7 +12,7 @@ use std::fmt;
 use std::time::Instant;
 
 use firmware_model::abi::EventRecord;
-use firmware_model::{Event, FaultCommand, Hub, ModelError, Nanos, NodeId};
+use firmware_model::{Arbiter, Event, FaultCommand, Hub, ModelError, Nanos, NodeId, PassBudget};
 use log::{info, Level};
 
 use crate::delivery::{Deliveries, DmaFailure, EventCollector, PendingCopy};
@@ -22,6 +22,8 @@ use crate::node::{queue_name, EventsFlushed, NodeState, RingDefect};
 
 pub(crate) struct DeviceState {
     pub(crate) hub: Hub,
+    /// Whose stores the hub takes next, and how many (the model's).
+    pub(crate) arbiter: Arbiter,
     /// Per node, by `NodeId::index`.
     pub(crate) nodes: Vec<NodeState>,
     /// Deliveries, ACK answers and events not yet due, per receiver.
@@ -42,6 +44,7 @@ impl DeviceState {
                 .map(|id| NodeState::new(id, pages))
                 .collect(),
             deliveries: Deliveries::new(hub.nodes()),
+            arbiter: Arbiter::new(hub.nodes(), PassBudget::DEFAULT),
             noted_errors: 0,
             copies_scratch: Vec::new(),
             pieces_scratch: Vec::new(),

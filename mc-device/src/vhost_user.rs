@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use firmware_model::abi::{self, CONFIG_SIZE};
 use firmware_model::NodeId;
-use log::{debug, warn, Level};
+use log::{warn, Level};
 use vhost::vhost_user::message::{VhostUserProtocolFeatures, VhostUserVirtioFeatures};
 use vhost_user_backend::VhostUserBackend;
 use virtio_bindings::bindings::virtio_config::VIRTIO_F_VERSION_1;
@@ -86,7 +86,8 @@ impl VhostUserBackend for NodeBackend {
     }
 
     fn acked_features(&self, features: u64) {
-        debug!("{}: features acked {features:#x}", Node(self.node));
+        self.shared.lock().nodes[self.node.index()]
+            .log(Level::Debug, format_args!("features acked {features:#x}"));
     }
 
     fn protocol_features(&self) -> VhostUserProtocolFeatures {
@@ -96,10 +97,9 @@ impl VhostUserBackend for NodeBackend {
     }
 
     fn set_event_idx(&self, enabled: bool) {
-        debug!(
-            "{}: EVENT_IDX {}",
-            Node(self.node),
-            if enabled { "on" } else { "off" }
+        self.shared.lock().nodes[self.node.index()].log(
+            Level::Debug,
+            format_args!("EVENT_IDX {}", if enabled { "on" } else { "off" }),
         );
     }
 
@@ -199,21 +199,26 @@ impl VhostUserBackend for NodeBackend {
         if evset != EventSet::IN {
             return Ok(());
         }
-        if device_event == abi::CTRL_QUEUE {
-            // Ordered after this node's earlier stores, waited for without
-            // the device lock (transmit/progress.rs).
-            self.shared.wait_for_committed_stores(self.node);
-        }
         {
             let mut st = self.shared.lock();
             let node = &mut st.nodes[self.node.index()];
             if node.vrings.is_none() {
                 node.vrings = Some(vrings.iter().map(|v| v.0.clone()).collect());
             }
-            match device_event {
-                abi::CTRL_QUEUE => st.process_ctrl(self.node),
-                abi::EVENT_QUEUE => st.flush_events(self.node),
-                _ => {}
+            if device_event == abi::EVENT_QUEUE {
+                st.flush_events(self.node);
+            }
+        }
+        if device_event == abi::CTRL_QUEUE {
+            // A batch at a time, letting the lock go in between; each batch
+            // ordered after this node's earlier stores, waited for without
+            // the device lock (transmit/progress.rs).
+            loop {
+                self.shared.wait_for_committed_stores(self.node);
+                if !self.shared.lock().process_ctrl(self.node) {
+                    break;
+                }
+                std::thread::yield_now();
             }
         }
         if device_event == abi::CTRL_QUEUE || device_event == abi::TX_QUEUE {

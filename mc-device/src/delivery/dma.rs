@@ -184,18 +184,24 @@ impl DeliverySink for DmaDelivery<'_> {
         );
     }
 
+    /// A receiver's own CRC discard always goes through its queue, even
+    /// when due now: its status page must show the error before any later
+    /// packet's data is visible to it (so a receiver that compares the
+    /// count with one the writer saved detects its own loss, seed 004), and
+    /// the page is written when the queue reaches it (due.rs), ahead of
+    /// everything queued behind it.
     fn event(&mut self, e: &Event) {
         let at_receiver = match *e {
-            Event::PageWritten { node, at, .. }
-            | Event::Error {
+            Event::PageWritten { node, at, .. } => Some((node, at, false)),
+            Event::Error {
                 node,
                 kind: ErrorKind::Crc,
                 at,
-            } => Some((node, at)),
+            } => Some((node, at, true)),
             _ => None,
         };
         match at_receiver {
-            Some((r, at)) if self.must_queue(r, at) => {
+            Some((r, at, crc)) if crc || self.must_queue(r, at) => {
                 let seq = self.seq;
                 self.enqueue(
                     r,
@@ -206,7 +212,7 @@ impl DeliverySink for DmaDelivery<'_> {
                     },
                 );
             }
-            Some((r, _)) => {
+            Some((r, _, _)) => {
                 // After the data it reports on.
                 self.flush(r);
                 self.events.push(*e);

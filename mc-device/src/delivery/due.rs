@@ -109,8 +109,10 @@ impl DeviceState {
             }
             Pending::Event(e) => {
                 if let Event::Error { node, .. } = e {
-                    // The adapter detected it: its own status page shows it.
+                    // The adapter detected it: its own status page shows it
+                    // before anything queued after it lands.
                     self.status_catch_up(node);
+                    self.refresh_status_pages();
                 }
                 events.push(e);
             }

@@ -72,7 +72,7 @@ impl Deliveries {
     }
 
     /// Nothing waits anywhere.
-    #[cfg(test)]
+    #[cfg(any(test, feature = "fuzzing"))]
     pub(crate) fn all_empty(&self) -> bool {
         self.queues.iter().all(VecDeque::is_empty)
     }

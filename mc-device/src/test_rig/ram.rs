@@ -81,6 +81,18 @@ impl GuestRam {
         })
     }
 
+    /// The first `len` bytes of this RAM as a memory table of their own
+    /// (what a frontend that shrinks its table hands the backend).
+    pub fn prefix(&self, len: usize) -> io::Result<GuestMemoryMmap<()>> {
+        let region = GuestRegionMmap::from_range(
+            GuestAddress(self.gpa),
+            len.min(self.len),
+            Some(FileOffset::new(self.file.try_clone()?, 0)),
+        )
+        .map_err(io::Error::other)?;
+        GuestMemoryMmap::from_regions(vec![region]).map_err(io::Error::other)
+    }
+
     /// The memory as the guest sees it.
     pub fn mem(&self) -> &GuestMemoryMmap<()> {
         &self.mem

@@ -113,12 +113,14 @@ impl RegisteredFifo {
     /// The next store to send from position `at`: one record, or several that
     /// continue one another within one page (the write buffer's merging),
     /// when `mergeable` says the first one's page allows it. Padding is
-    /// skipped (a run of length 0). Its data's pieces are left in `data`.
+    /// skipped (a run of length 0). At most `max_records` records merge.
+    /// Its data's pieces are left in `data`.
     pub(crate) fn next_run(
         &self,
         mem: &MemGuard,
         at: u64,
         page_size: u64,
+        max_records: u32,
         mergeable: impl Fn(u64, u32) -> bool,
         data: &mut Vec<Piece>,
     ) -> Result<Option<Run>, (Status, u32)> {
@@ -151,7 +153,8 @@ impl RegisteredFifo {
         let page = hdr.addr / page_size;
         while let Take::Record(next, s) = self.take(mem, run.end) {
             let end = next.addr.checked_add(u64::from(next.len));
-            if next.flags != 0
+            if run.records >= max_records
+                || next.flags != 0
                 || next.len == 0
                 || next.addr != run.addr + u64::from(run.len)
                 || end.is_none_or(|e| (e - 1) / page_size != page)

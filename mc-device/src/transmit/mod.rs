@@ -23,8 +23,8 @@ mod progress;
 use std::sync::atomic::Ordering;
 
 use firmware_model::abi::{self, status_of, CtrlResponse, Status};
-use firmware_model::{GlobalAddr, Hub, NodeId, PageNumber};
-use log::{debug, Level};
+use firmware_model::{GlobalAddr, Hub, NodeId, PageNumber, Turn};
+use log::Level;
 use vm_memory::{Bytes, GuestAddress, GuestMemoryBackend};
 
 pub(crate) use fifo::RegisteredFifo;
@@ -32,13 +32,9 @@ pub(crate) use progress::TxProgress;
 
 use crate::delivery::{DmaDelivery, DmaFailure, PendingCopy};
 use crate::memory::{MemGuard, Mems, Piece};
-use crate::node::Node;
 use crate::state::DeviceState;
 use fifo::Run;
 
-/// Bytes of records taken from one FIFO in one pass, so one busy guest cannot
-/// hold the hub away from the others.
-pub(crate) const PASS_BYTES: u64 = 256 << 10;
 /// A sender whose deliveries not yet due hold this many bytes is not taken
 /// from until they drain: its FIFO fills and its stores wait, as a full write
 /// buffer stalls the processor.
@@ -65,10 +61,12 @@ fn mergeable(hub: &Hub, node: NodeId, addr: u64, len: u32) -> bool {
 }
 
 impl DeviceState {
-    /// Take committed records from `id`'s FIFO (up to [`PASS_BYTES`]) and
-    /// send them; `mems` is this pass's memory snapshot. Returns the records
-    /// taken. The only place anything is taken from a FIFO.
-    pub(crate) fn take_from_fifo(&mut self, id: NodeId, mems: &Mems) -> usize {
+    /// Take committed records from the FIFO of `turn`'s node, as many as
+    /// the turn allows (firmware_model::arbiter: the model's arbitration),
+    /// and send them; `mems` is this pass's memory snapshot. Returns the
+    /// records taken. The only place anything is taken from a FIFO.
+    pub(crate) fn take_from_fifo(&mut self, mut turn: Turn, mems: &Mems) -> usize {
+        let id = turn.node();
         let Some(f) = self.nodes[id.index()]
             .fifo
             .filter(|f| f.state == abi::fifo::State::Running)
@@ -83,19 +81,19 @@ impl DeviceState {
         }
         let page_size = u64::from(self.hub.config().page_size);
         let mut head = f.head;
-        let mut budget = PASS_BYTES;
         let mut taken = 0usize;
         let mut events = Vec::new();
         let mut failures = Vec::new();
         // Buffers reused from store to store: nothing is allocated per store.
         let mut copies = std::mem::take(&mut self.copies_scratch);
         let mut pieces = std::mem::take(&mut self.pieces_scratch);
-        while budget > 0 {
+        while turn.open() {
             let hub = &self.hub;
             let run = match f.next_run(
                 mem,
                 head,
                 page_size,
+                turn.records_left(),
                 |a, l| mergeable(hub, id, a, l),
                 &mut pieces,
             ) {
@@ -106,7 +104,7 @@ impl DeviceState {
                     break;
                 }
             };
-            budget = budget.saturating_sub(u64::from(run.len).max(1));
+            turn.charge(run.records, u64::from(run.len));
             taken += run.records as usize;
             if !run.pad {
                 let sent = Sent {
@@ -224,10 +222,6 @@ impl DeviceState {
             f.header(abi::fifo::header::STATE),
             Ordering::Release,
         );
-        debug!(
-            "{}: transmit FIFO broken at position {position}: {s} (detail {d})",
-            Node(id)
-        );
         self.guest_error(
             id,
             format_args!(
@@ -261,6 +255,7 @@ impl DeviceState {
         if mem.write_slice(&clear, GuestAddress(gpa)).is_err() {
             return CtrlResponse::error(Status::BadAddress, 0);
         }
+        self.forget_tx_fifo(id);
         let f = RegisteredFifo::new(gpa, layout);
         let _ = mem.store(
             abi::fifo::State::Running as u32,
@@ -273,10 +268,19 @@ impl DeviceState {
         CtrlResponse::ok(0, 0)
     }
 
-    /// Forget `id`'s FIFO (unregistered, or its adapter reset).
+    /// Forget `id`'s FIFO (unregistered, replaced, or its adapter reset).
+    /// Everything committed before the request that does this has been
+    /// taken (the control path waits for it: progress.rs); nothing more is
+    /// taken from it, and its header's state word says so (Idle).
     pub(crate) fn forget_tx_fifo(&mut self, id: NodeId) {
         let node = &mut self.nodes[id.index()];
-        node.fifo = None;
+        if let (Some(f), Some(mem)) = (node.fifo.take(), node.memory()) {
+            let _ = mem.store(
+                abi::fifo::State::Idle as u32,
+                f.header(abi::fifo::header::STATE),
+                Ordering::Release,
+            );
+        }
         node.tx_progress.replaced();
     }
 
