@@ -210,6 +210,11 @@ pub struct Config {
     pub homes: Option<Arc<HomeAssignment>>,
     pub variant: CsmVariant,
     pub detection: MessageDetection,
+    /// Where the application view of the heap goes: `None`, wherever
+    /// `mmap` puts it; `Some(addr)`, exactly there on every node, or an
+    /// error if that range is taken (C programs store heap pointers in
+    /// shared data, so libcsm gives every node the same base).
+    pub heap_base: Option<usize>,
 }
 
 impl Default for Config {
@@ -227,6 +232,7 @@ impl Default for Config {
             homes: None,
             variant: CsmVariant::Dms,
             detection: MessageDetection::Polling,
+            heap_base: None,
         }
     }
 }
@@ -343,7 +349,7 @@ impl Csm {
             h.check(nodes, cfg.page_size, space.pages)?;
         }
         let ps = cfg.page_size as usize;
-        let heap = Arc::new(HeapMemory::new(space.heap_bytes() as usize)?);
+        let heap = Arc::new(HeapMemory::new(space.heap_bytes() as usize, cfg.heap_base)?);
         let twins = TwinSpace::new(space.pages as usize, ps / 4)?;
         let bell = Arc::new(FutexBell::default());
         // Before the start barrier: no node writes to a mailbox before its

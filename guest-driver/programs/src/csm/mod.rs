@@ -280,6 +280,7 @@ impl Params {
             variant: self.variant.protocol(),
             detection: self.detection.protocol(),
             levels: self.levels,
+            heap_base: None,
         }
     }
 
