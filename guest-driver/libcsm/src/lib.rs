@@ -27,7 +27,7 @@ mod sync;
 use std::ffi::{c_char, c_int, c_long, c_ulong, c_void};
 use std::time::Instant;
 
-use runtime::{ok, RunError};
+use runtime::ok;
 use sync::{Guarded, Lock};
 
 pub use runtime::{DEFAULT_HEAP, HEAP_BASE};
@@ -172,11 +172,7 @@ pub extern "C" fn csm_barrier(n: c_long) {
 pub extern "C" fn csm_barrier_init(n: c_long) {
     ok(runtime::get("BARINIT").and_then(|rt| {
         if n as i64 != i64::from(rt.procs) {
-            return Err(RunError::BarrierCount {
-                what: "BARINIT",
-                n: n as i64,
-                procs: rt.procs,
-            });
+            return Err(rt.barrier_count("BARINIT", n as i64));
         }
         Ok(())
     }));

@@ -151,8 +151,18 @@ pub enum RunError {
         init: &'static str,
         addr: usize,
     },
-    #[error("{what}({n}) on {procs} processes: Cashmere's barriers take every process")]
-    BarrierCount { what: &'static str, n: i64, procs: u32 },
+    #[error(
+        "{what}({n}): Cashmere's barriers take every process, and the cluster runs {nodes} \
+         nodes x {threads} threads = {procs}: give the program -p {procs}, or run it with \
+         --nodes/--threads that multiply to {n}"
+    )]
+    BarrierCount {
+        what: &'static str,
+        n: i64,
+        nodes: u32,
+        threads: u32,
+        procs: u32,
+    },
     #[error("UNLOCK of a lock this process does not hold (lock {id})")]
     NotHeld { id: u32 },
     #[error("cannot start a process thread: {0}")]
@@ -315,6 +325,16 @@ impl Runtime {
             self.write(W_NEXT_LOCK, first + u64::from(n));
             first as u32
         })
+    }
+
+    pub fn barrier_count(&self, what: &'static str, n: i64) -> RunError {
+        RunError::BarrierCount {
+            what,
+            n,
+            nodes: self.nodes,
+            threads: self.threads,
+            procs: self.procs,
+        }
     }
 
     fn shape_error(&self, asked: u64) -> RunError {

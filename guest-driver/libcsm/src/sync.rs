@@ -158,11 +158,7 @@ fn release(rt: &Runtime, cl: u32, id: u32) -> Result<(), RunError> {
 pub fn barrier(what: &'static str, n: i64) -> Result<(), RunError> {
     let rt = runtime::get(what)?;
     if n != i64::from(rt.procs) {
-        return Err(RunError::BarrierCount {
-            what,
-            n,
-            procs: rt.procs,
-        });
+        return Err(rt.barrier_count(what, n));
     }
     rt.need_all(what)?;
     rt.csm.barrier()?;
