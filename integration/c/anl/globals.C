@@ -64,6 +64,7 @@ void Slave(void)
 
 int main(int argc, char **argv)
 {
+	unsigned long t0, t1;
 	long i, good = 0;
 	const char *path = NULL;
 	char key[32];
@@ -100,10 +101,13 @@ int main(int argc, char **argv)
 	gl->next_id = 0;
 	BARINIT(gl->bar, P)
 	LOCKINIT(gl->lock)
+	CLOCK(t0)
 	for (i = 1; i < P; i++)
 		CREATE(Slave)
 	Slave();
 	WAIT_FOR_END(P - 1)
+	CLOCK(t1)
+	fprintf(stderr, "globals: %lu us\n", t1 - t0);
 	for (i = 0; i < P; i++)
 		good += gl->good[i];
 	for (i = 0; i < n; i++)

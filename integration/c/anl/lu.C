@@ -107,6 +107,7 @@ void Slave(void)
 
 int main(int argc, char **argv)
 {
+	unsigned long t0, t1;
 	long i, j;
 	unsigned long long h = 1469598103934665603ULL;
 	unsigned char *b;
@@ -131,8 +132,11 @@ int main(int argc, char **argv)
 	for (i = 0; i < n; i++)
 		for (j = 0; j < n; j++)
 			A(i, j) = i == j ? (double)n : (double)((i * 13 + j * 7) % 17) / 17.0;
+	CLOCK(t0)
 	CREATE(Slave, P)
 	WAIT_FOR_END(P)
+	CLOCK(t1)
+	fprintf(stderr, "lu: %lu us\n", t1 - t0);
 	b = (unsigned char *)a;
 	for (i = 0; i < (long)(n * n * sizeof(double)); i++)
 		h = (h ^ b[i]) * 1099511628211ULL;

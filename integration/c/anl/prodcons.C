@@ -98,6 +98,7 @@ void Slave(void)
 
 int main(int argc, char **argv)
 {
+	unsigned long t0, t1;
 	long i, n = 0, s = 0, want = 0;
 
 	for (i = 1; i + 1 < argc; i += 2) {
@@ -118,10 +119,13 @@ int main(int argc, char **argv)
 	PAUSEINIT(gl->ack)
 	BARINIT(gl->bar, P)
 	gl->head = gl->count = gl->finished = gl->next_id = 0;
+	CLOCK(t0)
 	for (i = 1; i < P; i++)
 		CREATE(Slave)
 	Slave();
 	WAIT_FOR_END(P - 1)
+	CLOCK(t1)
+	fprintf(stderr, "prodcons: %lu us\n", t1 - t0);
 	for (i = 0; i < P; i++) {
 		n += gl->consumed[i];
 		s += gl->sums[i];

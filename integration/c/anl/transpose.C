@@ -60,6 +60,7 @@ void Slave(void)
 
 int main(int argc, char **argv)
 {
+	unsigned long t0, t1;
 	long i;
 	unsigned long long h = 1469598103934665603ULL;
 	unsigned char *b;
@@ -79,10 +80,13 @@ int main(int argc, char **argv)
 	LOCKINIT(gl->idlock)
 	for (i = 0; i < n * n; i++)
 		gl->x[i] = (double)((i * 31) % 97) / 7.0;
+	CLOCK(t0)
 	for (i = 1; i < P; i++)
 		CREATE(Slave)
 	Slave();
 	WAIT_FOR_END(P - 1)
+	CLOCK(t1)
+	fprintf(stderr, "transpose: %lu us\n", t1 - t0);
 	b = (unsigned char *)gl->x;
 	for (i = 0; i < (long)(n * n * sizeof(double)); i++)
 		h = (h ^ b[i]) * 1099511628211ULL;

@@ -94,6 +94,7 @@ static int cmp(const void *a, const void *b)
 
 int main(int argc, char **argv)
 {
+	unsigned long t0, t1;
 	long i, top = 0, keys = 0, count = 0, overlaps = 0;
 	struct Node *e, **seen;
 
@@ -115,10 +116,13 @@ int main(int argc, char **argv)
 	BARINIT(gl->bar, P)
 	LOCKINIT(gl->lock)
 	root = build(DEPTH, 1);
+	CLOCK(t0)
 	for (i = 1; i < P; i++)
 		CREATE(Slave)
 	Slave();
 	WAIT_FOR_END(P - 1)
+	CLOCK(t1)
+	fprintf(stderr, "tree: %lu us\n", t1 - t0);
 	for (i = 0; i < (1L << SPLIT); i++)
 		top += subtree(i)->sum;
 	seen = malloc(sizeof(*seen) * (gl->extras + 1));
