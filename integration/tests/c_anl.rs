@@ -110,7 +110,13 @@ fn programs() -> Result<&'static PathBuf, &'static String> {
         for name in names {
             let src = source_dir().join(format!("{name}.C"));
             mc_cc(&cc, &lib, &[], &dir.join(name), &src)?;
-            mc_cc(&cc, &lib, &["--posix"], &dir.join(format!("{name}-posix")), &src)?;
+            mc_cc(
+                &cc,
+                &lib,
+                &["--posix"],
+                &dir.join(format!("{name}-posix")),
+                &src,
+            )?;
         }
         Ok(dir)
     })
@@ -233,7 +239,10 @@ impl<'a> Run<'a> {
         );
         assert!(ok, "{what} failed:\n{out}");
         let got = result_line(&out, name).unwrap_or_else(|| panic!("{what}: no result:\n{out}"));
-        assert_eq!(got, want, "{what}: the pthreads build printed\n{want}\n{out}");
+        assert_eq!(
+            got, want,
+            "{what}: the pthreads build printed\n{want}\n{out}"
+        );
     }
 }
 
@@ -332,7 +341,10 @@ fn a_process_count_that_is_not_the_clusters_is_refused_naming_both() {
     // sor -p 3 on 2 x 2.
     let (ok, out) = Run::new(2, 2).go(dir, "sor", &["-p".into(), "3".into()]);
     assert!(!ok, "{out}");
-    refused(&out, "the cluster runs 2 nodes x 2 threads = 4: give the program -p 4");
+    refused(
+        &out,
+        "the cluster runs 2 nodes x 2 threads = 4: give the program -p 4",
+    );
     // lu -p 6 (CREATE(f, 6)) on 2 x 1.
     let (ok, out) = Run::new(2, 1).go(dir, "lu", &args_of("lu", 6));
     assert!(!ok, "{out}");
@@ -418,7 +430,9 @@ fn statistics_and_the_json_record_as_mc_guest_csm_gives_them() {
     assert!(ok, "{out}");
     for n in 0..2 {
         assert!(
-            out.contains(&format!("[node{n}] csm lu node {n}: 4 processes (2 nodes x 2), variant ms: faults r/w")),
+            out.contains(&format!(
+                "[node{n}] csm lu node {n}: 4 processes (2 nodes x 2), variant ms: faults r/w"
+            )),
             "{out}"
         );
     }
@@ -434,10 +448,20 @@ fn statistics_and_the_json_record_as_mc_guest_csm_gives_them() {
     assert_eq!(r["variant"], "ms");
     // lu marks its region of interest.
     assert_eq!(r["times"]["compute_is"], "roi");
-    assert!(r["times"]["compute_s"].as_f64().is_some_and(|s| s > 0.0), "{r}");
-    let per_node = r["stats"]["per_node"].as_array().expect("per-node counters");
+    assert!(
+        r["times"]["compute_s"].as_f64().is_some_and(|s| s > 0.0),
+        "{r}"
+    );
+    let per_node = r["stats"]["per_node"]
+        .as_array()
+        .expect("per-node counters");
     assert_eq!(per_node.len(), 2);
-    assert!(r["stats"]["total"]["barriers"].as_u64().is_some_and(|b| b > 0), "{r}");
+    assert!(
+        r["stats"]["total"]["barriers"]
+            .as_u64()
+            .is_some_and(|b| b > 0),
+        "{r}"
+    );
     assert!(r["breakdown"]["total"]["user"].as_f64().is_some(), "{r}");
 }
 
@@ -474,8 +498,13 @@ fn the_macro_files_define_every_anl_macro() {
         assert!(csm.contains(m), "c.m4.cashmere lacks {m}");
     }
     assert_eq!(
-        csm.iter().filter(|m| !m.starts_with("CSM_")).collect::<Vec<_>>(),
-        posix.iter().filter(|m| !m.starts_with("CSM_")).collect::<Vec<_>>(),
+        csm.iter()
+            .filter(|m| !m.starts_with("CSM_"))
+            .collect::<Vec<_>>(),
+        posix
+            .iter()
+            .filter(|m| !m.starts_with("CSM_"))
+            .collect::<Vec<_>>(),
         "the two macro files define different macros"
     );
 }

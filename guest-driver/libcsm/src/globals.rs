@@ -30,7 +30,10 @@ impl Range {
         if s == 0 || e <= s {
             Range { start: 0, len: 0 }
         } else {
-            Range { start: s, len: e - s }
+            Range {
+                start: s,
+                len: e - s,
+            }
         }
     }
 }

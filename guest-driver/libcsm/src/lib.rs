@@ -76,7 +76,11 @@ pub extern "C" fn csm_main_initenv(
             globals::Range::new(bss_start, bss_stop),
         ],
     };
-    ok(runtime::main_initenv(heap_bytes as u64, g, built_by_mc_cc != 0));
+    ok(runtime::main_initenv(
+        heap_bytes as u64,
+        g,
+        built_by_mc_cc != 0,
+    ));
 }
 
 /// G_MALLOC: shared memory, at the same address on every node.

@@ -69,7 +69,8 @@ fn build(rt: &Runtime, ctx: &RunContext, reports: &[NodeReport], roi: bool) -> V
         let v: Vec<Map<String, Value>> = reports.iter().map(f).collect();
         json!({ "total": record::total(&v), "per_node": v })
     };
-    let max = |f: &dyn Fn(&NodeReport) -> Option<f64>| reports.iter().filter_map(f).reduce(f64::max);
+    let max =
+        |f: &dyn Fn(&NodeReport) -> Option<f64>| reports.iter().filter_map(f).reduce(f64::max);
     let s = &rt.settings;
     let mut out = json!({
         "schema": record::SCHEMA,

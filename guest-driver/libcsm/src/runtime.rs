@@ -281,7 +281,12 @@ impl Runtime {
     /// Whether the processes are running (node 0 has started them; always
     /// on the other nodes, whose code runs only after the start).
     pub fn started(&self) -> bool {
-        self.me != 0 || self.creation.lock().unwrap_or_else(|p| p.into_inner()).started
+        self.me != 0
+            || self
+                .creation
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .started
     }
 
     /// Run `f` under the runtime's cluster lock once the processes run

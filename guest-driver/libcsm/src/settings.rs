@@ -140,7 +140,12 @@ impl Settings {
                     &format!("1 to {}", cashmere::MAX_HEAP_BYTES >> 20),
                 )?),
             },
-            locks: number("CSM_LOCKS", 1024u32, |l| (2..=4096).contains(l), "2 to 4096")?,
+            locks: number(
+                "CSM_LOCKS",
+                1024u32,
+                |l| (2..=4096).contains(l),
+                "2 to 4096",
+            )?,
             stats: flag("CSM_STATS"),
             json: var("CSM_JSON").map(PathBuf::from),
             exclusive_mode: !flag("CSM_NO_EXCLUSIVE"),
