@@ -378,6 +378,12 @@ fn what_cannot_work_across_nodes_is_refused_with_a_message() {
     // The other node is told, and stops too.
     let (_, out) = run("exit");
     refused(&out, "node 1 failed");
+    // A forked child is stopped at once; the run goes on.
+    let (ok, out) = run("fork");
+    assert!(ok, "{out}");
+    assert!(out.contains("csm: fork is not supported"), "{out}");
+    assert!(out.contains("misuse: the forked child ended with status 1"), "{out}");
+    assert!(!out.contains("the forked child runs on"), "{out}");
 }
 
 /// A program compiled without mc-cc (plain m4 and cc): its globals could

@@ -752,7 +752,22 @@ extern "C" fn at_exit(status: libc::c_int, _arg: *mut libc::c_void) {
     rt.csm.abort();
 }
 
+/// In a child of `fork`: it has no adapter and no part in the cluster, so
+/// it must not go on as if it were a process of the program.
+extern "C" fn forked_child() {
+    const MSG: &[u8] = b"csm: fork is not supported: the program's processes are threads of the \
+nodes' guest processes, and a forked child has no part in the cluster (docs/c-programs.md)\n";
+    // SAFETY: write(2) and _exit(2) are async-signal-safe, as a child of a
+    // multithreaded fork needs.
+    unsafe {
+        libc::write(2, MSG.as_ptr() as *const libc::c_void, MSG.len());
+        libc::_exit(1);
+    }
+}
+
 fn register_exit_handler() {
+    // SAFETY: registers a plain function for fork's child.
+    unsafe { libc::pthread_atfork(None, None, Some(forked_child)) };
     extern "C" {
         fn on_exit(
             f: extern "C" fn(libc::c_int, *mut libc::c_void),

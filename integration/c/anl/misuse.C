@@ -5,6 +5,8 @@
  *   lock    a global lock that one process initialises after CREATE
  *   early   G_MALLOC before MAIN_INITENV
  *   exit    a process on the last node exits in the middle of the run
+ *   fork    main forks after MAIN_INITENV: the child is stopped with a
+ *           message (the run goes on without it)
  *   none    nothing wrong (prints "misuse: fine")
  *
  * Usage: misuse [-p P] -m MODE
@@ -12,6 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 MAIN_ENV
 
@@ -69,6 +74,16 @@ int main(int argc, char **argv)
 	LOCKINIT(gl->idlock)
 	if (!strcmp(mode, "shared"))
 		GSINIT(counter)
+	if (!strcmp(mode, "fork")) {
+		int status = 0;
+		pid_t child = fork();
+		if (child == 0) {
+			printf("misuse: the forked child runs on\n");
+			exit(0);
+		}
+		waitpid(child, &status, 0);
+		printf("misuse: the forked child ended with status %d\n", WEXITSTATUS(status));
+	}
 	for (i = 1; i < P; i++)
 		CREATE(Slave)
 	Slave();
