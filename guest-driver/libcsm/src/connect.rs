@@ -16,17 +16,14 @@ use mc_driver::{
 /// Why the Memory Channel could not be opened.
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
-    #[error("{}: {source}", socket.display())]
+    // Each prints its cause, so none returns it as its source too.
+    #[error("{}: {error}", socket.display())]
     VhostUser {
         socket: PathBuf,
-        #[source]
-        source: mc_driver::Error,
+        error: mc_driver::Error,
     },
-    #[error("{source} (no MC_SOCKET in the environment, so the PCI adapter was tried)")]
-    Pci {
-        #[source]
-        source: mc_driver::Error,
-    },
+    #[error("{error} (no MC_SOCKET in the environment, so the PCI adapter was tried)")]
+    Pci { error: mc_driver::Error },
     #[error(transparent)]
     Adapter(#[from] mc_driver::Error),
     #[error(transparent)]
@@ -58,7 +55,7 @@ pub fn open(heap_bytes: usize, arena_bytes: u64) -> Result<MemoryChannel, Connec
             Box::new(VhostUserTransport::connect(socket, &o).map_err(|e| {
                 ConnectError::VhostUser {
                     socket: socket.clone(),
-                    source: e.into(),
+                    error: e.into(),
                 }
             })?)
         }
@@ -67,7 +64,7 @@ pub fn open(heap_bytes: usize, arena_bytes: u64) -> Result<MemoryChannel, Connec
                 dma_size: env_number("MC_DMA_MIB").unwrap_or(16) << 20,
                 ..Default::default()
             };
-            Box::new(PciTransport::open(&o).map_err(|e| ConnectError::Pci { source: e.into() })?)
+            Box::new(PciTransport::open(&o).map_err(|e| ConnectError::Pci { error: e.into() })?)
         }
     };
     // Spin only briefly before yielding: guests and the hub share the cores.

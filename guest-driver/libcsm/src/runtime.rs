@@ -57,8 +57,9 @@ const W_FUNCS: usize = 8;
 pub enum RunError {
     #[error(transparent)]
     Settings(#[from] SettingsError),
+    // Printed in the message, so not also returned as the source.
     #[error("cannot open the Memory Channel: {0}")]
-    Connect(#[source] ConnectError),
+    Connect(ConnectError),
     #[error(transparent)]
     Csm(#[from] CsmError),
     #[error("{what} before MAIN_INITENV: the shared heap and the cluster start there")]
@@ -68,6 +69,16 @@ pub enum RunError {
          cannot reach the other nodes: build it with scripts/mc-cc"
     )]
     NotBuilt,
+    #[error(
+        "the shared heap ({heap_mib} MiB) is every node's home region, so {nodes} nodes need \
+         {nodes} x {heap_mib} MiB of Memory Channel space: give mc-host run a larger \
+         --address-space (at most 1G), or a smaller heap with CSM_HEAP_MIB ({why})"
+    )]
+    NoSpace {
+        heap_mib: usize,
+        nodes: u32,
+        why: mc_api::McError,
+    },
     #[error("MAIN_INITENV called twice")]
     Twice,
     #[error(
@@ -166,7 +177,7 @@ pub enum RunError {
     #[error("UNLOCK of a lock this process does not hold (lock {id})")]
     NotHeld { id: u32 },
     #[error("cannot start a process thread: {0}")]
-    Spawn(#[source] std::io::Error),
+    Spawn(std::io::Error),
     #[error("a process thread panicked")]
     Panicked,
     #[error("cannot record the run: {0}")]
@@ -654,7 +665,14 @@ pub fn main_initenv(
     };
     let arena = (4 << 20) + 2 * cfg.space(nodes_hint.max(8)).arena_bytes(8192);
     let mc = connect::open(heap_len, arena).map_err(RunError::Connect)?;
-    let csm = Csm::start(&mc, &cfg)?;
+    let csm = Csm::start(&mc, &cfg).map_err(|e| match e {
+        CsmError::Mc(source @ mc_api::McError::NoSpace(_)) => RunError::NoSpace {
+            heap_mib: heap_len >> 20,
+            nodes: mc.nodes(),
+            why: source,
+        },
+        e => e.into(),
+    })?;
     let control = csm.alloc::<u64>(control_len / 8, true)?;
     let snapshot = csm.alloc::<u8>(snapshot_len.max(1), true)?;
     // SAFETY: pointers to the start of arrays in the heap; the slices are
