@@ -382,7 +382,10 @@ fn what_cannot_work_across_nodes_is_refused_with_a_message() {
     let (ok, out) = run("fork");
     assert!(ok, "{out}");
     assert!(out.contains("csm: fork is not supported"), "{out}");
-    assert!(out.contains("misuse: the forked child ended with status 1"), "{out}");
+    assert!(
+        out.contains("misuse: the forked child ended with status 1"),
+        "{out}"
+    );
     assert!(!out.contains("the forked child runs on"), "{out}");
 }
 

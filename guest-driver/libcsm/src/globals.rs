@@ -109,6 +109,18 @@ impl Globals {
         }
     }
 
+    /// A private copy of the globals as they are now.
+    pub fn copy(&self) -> Vec<u8> {
+        let mut v = vec![0u8; self.len()];
+        self.read(0, &mut v);
+        v
+    }
+
+    /// Write `bytes` at offset `at` of the globals.
+    pub fn write_at(&self, at: usize, bytes: &[u8]) {
+        self.write(at, bytes);
+    }
+
     /// Bytes `[at, at + buf.len())` of the concatenated ranges.
     fn read(&self, at: usize, buf: &mut [u8]) {
         self.each(at, buf.len(), |addr, off, n| {

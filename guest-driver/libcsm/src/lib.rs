@@ -7,7 +7,8 @@
 //! Files: `settings` (the run's options, from the environment), `connect`
 //! (opening the adapter), `runtime` (start-up across nodes, CREATE, the
 //! end), `globals` (the program's globals shipped at CREATE), `early`
-//! (one address space layout on every node), `sync` (locks, barriers,
+//! (one address space layout on every node), `returns` (globals written
+//! after CREATE, brought back to node 0 at the end), `sync` (locks, barriers,
 //! pauses, condition variables, GETSUB), `report` (statistics, the JSON
 //! record). This file is the C face: thin wrappers that turn an error
 //! into a message and the end of the node.
@@ -20,6 +21,7 @@ mod connect;
 mod early;
 pub mod globals;
 mod report;
+mod returns;
 mod runtime;
 mod settings;
 mod sync;

@@ -16,7 +16,7 @@
 //! release); the others wait for the flag (an acquire) and read them.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -26,6 +26,7 @@ use mc_api::MemoryChannel;
 
 use crate::connect::{self, ConnectError};
 use crate::globals::{self, Globals};
+use crate::returns::Returns;
 use crate::settings::{Settings, SettingsError};
 
 /// Where every node maps the shared heap: far below where Linux places
@@ -79,6 +80,11 @@ pub enum RunError {
         nodes: u32,
         why: mc_api::McError,
     },
+    #[error(
+        "MC_NODES says {hint} nodes but the cluster has {nodes}: the heap's layout is sized \
+         from it (mc-host run and the QEMU image set it)"
+    )]
+    NodesHint { hint: u32, nodes: u32 },
     #[error("MAIN_INITENV called twice")]
     Twice,
     #[error(
@@ -210,6 +216,11 @@ pub struct Runtime {
     chunk_map: *mut u8,
     snapshot: *mut u8,
     user_start: usize,
+    returns: Option<Returns>,
+    /// The globals as node 0 shipped them (`returns`).
+    shipped: Mutex<Vec<u8>>,
+    /// Processes of this node that have ended.
+    ended_here: AtomicU32,
     creation: Mutex<Creation>,
     finished: AtomicBool,
     pub breakdowns: Mutex<Vec<TimeBreakdown>>,
@@ -448,6 +459,7 @@ impl Runtime {
         }
         // SAFETY: snapshot and chunk map were allocated for these globals.
         unsafe { self.globals.snapshot(self.snapshot, self.chunk_map) };
+        *self.shipped.lock().unwrap_or_else(|p| p.into_inner()) = self.globals.copy();
         self.write(W_MAGIC, MAGIC);
         c.started = true;
         // Main is process 0: its timed part starts here too.
@@ -490,8 +502,68 @@ impl Runtime {
                 .unwrap_or_else(|p| p.into_inner())
                 .push(b);
         }
+        // The node's last process: its globals' changes go back to node 0
+        // with the barrier's release.
+        if self.me != 0 && self.ended_here.fetch_add(1, Ordering::SeqCst) + 1 == self.threads {
+            self.publish_globals();
+        }
         self.csm.barrier()?;
         Ok(())
+    }
+
+    fn publish_globals(&self) {
+        let shipped = self.shipped.lock().unwrap_or_else(|p| p.into_inner());
+        let now = self.globals.copy();
+        match &self.returns {
+            Some(r) => {
+                // SAFETY: the regions were allocated for every node (checked
+                // at start); both copies are the globals' length.
+                unsafe { r.publish(self.me, &shipped, &now) };
+            }
+            None => {
+                if let Some(i) = (0..now.len()).find(|&i| now[i] != shipped[i]) {
+                    eprintln!(
+                        "csm: node {}: warning: the program's globals changed after CREATE \
+                         (first at {:#x}); they are too large ({} bytes) to be brought back to \
+                         node 0",
+                        self.me,
+                        self.global_address(i),
+                        now.len()
+                    );
+                }
+            }
+        }
+    }
+
+    /// The address of byte `i` of the globals.
+    fn global_address(&self, i: usize) -> usize {
+        let [d, b] = self.globals.ranges;
+        if i < d.len {
+            d.start + i
+        } else {
+            b.start + (i - d.len)
+        }
+    }
+
+    /// Node 0, after the end barrier: the other nodes' changes to globals.
+    fn merge_globals(&self) {
+        let Some(r) = &self.returns else { return };
+        let shipped = self.shipped.lock().unwrap_or_else(|p| p.into_inner());
+        let mut mine = self.globals.copy();
+        for n in 1..self.nodes {
+            // SAFETY: every process has ended (the end barrier) and node 0's
+            // threads are joined; regions allocated for every node.
+            let m = unsafe { r.merge(n, &self.globals, &shipped, &mut mine) };
+            if let Some(i) = m.first_conflict {
+                eprintln!(
+                    "csm: node 0: warning: {} bytes of the program's globals (first at {:#x}) \
+                     were written after CREATE on node 0 and on node {n} with different values; \
+                     node {n}'s were kept",
+                    m.conflicts,
+                    self.global_address(i)
+                );
+            }
+        }
     }
 
     /// `WAIT_FOR_END(n)` in main: main ends as process 0, every process
@@ -521,6 +593,7 @@ impl Runtime {
         for h in local {
             h.join().map_err(|_| RunError::Panicked)?;
         }
+        self.merge_globals();
         Ok(())
     }
 
@@ -578,6 +651,7 @@ impl Runtime {
         }
         // SAFETY: no process runs on this node yet; sizes checked above.
         unsafe { self.globals.restore(self.snapshot, self.chunk_map) };
+        *self.shipped.lock().unwrap_or_else(|p| p.into_inner()) = self.globals.copy();
         let first = self.me * self.threads;
         let handles: Vec<_> = (0..self.threads)
             .map(|t| {
@@ -635,8 +709,9 @@ pub fn main_initenv(
         page,
     );
     let snapshot_len = page_round(globals.len(), page);
+    let returns_len = Returns::bytes_needed(globals.len(), nodes_hint, page);
     let user = page_round(user_heap(&settings, asked), page);
-    let heap_len = control_len + snapshot_len + user;
+    let heap_len = control_len + snapshot_len + page_round(returns_len.max(1), page) + user;
     if heap_len > cashmere::MAX_HEAP_BYTES {
         return Err(RunError::HeapTooLarge {
             bytes: heap_len,
@@ -683,7 +758,10 @@ pub fn main_initenv(
             snapshot.as_mut_slice(0..0).as_mut_ptr(),
         )
     };
-    let user_start = control_len + snapshot_len;
+    let returns_at = csm.alloc::<u8>(returns_len.max(1), true)?;
+    // SAFETY: as above.
+    let returns_at = unsafe { returns_at.as_mut_slice(0..0).as_mut_ptr() };
+    let user_start = control_len + snapshot_len + page_round(returns_len.max(1), page);
     let procs = mc.nodes() * settings.threads;
     let me = mc.node_id().0 as u32;
     let program = std::env::args()
@@ -707,6 +785,9 @@ pub fn main_initenv(
         chunk_map: unsafe { control.add(W_FUNCS + procs as usize) } as *mut u8,
         snapshot,
         user_start,
+        returns: Returns::new(returns_at, globals.len(), page),
+        shipped: Mutex::new(Vec::new()),
+        ended_here: AtomicU32::new(0),
         creation: Mutex::new(Creation {
             funcs: vec![0; procs as usize],
             ..Default::default()
@@ -720,9 +801,11 @@ pub fn main_initenv(
         mc,
         csm,
     };
-    if 8 * (W_FUNCS + procs as usize) + globals.chunks() > control_len {
-        // MC_NODES said fewer nodes than the adapter has.
-        return Err(rt.shape_error(u64::from(procs)));
+    if rt.nodes > nodes_hint {
+        return Err(RunError::NodesHint {
+            hint: nodes_hint,
+            nodes: rt.nodes,
+        });
     }
     if !built && rt.nodes > 1 {
         return Err(RunError::NotBuilt);

@@ -5,7 +5,9 @@
  * static array, a pointer into shared memory, a pointer to a string
  * literal, a function pointer, argv itself. Every process checks them all
  * and computes its part of a result from them; node 0 prints the result
- * and how many processes saw every global as main set it.
+ * and how many processes saw every global as main set it. The last process
+ * also leaves a value in a global (as SPLASH-2's Water leaves its energy),
+ * which main prints after WAIT_FOR_END.
  *
  * Usage: globals [-p P] -f FILE
  * FILE: lines "n N", "scale X", "name WORD", "coef C1 C2 ..." (up to 16)
@@ -37,6 +39,7 @@ char **args;                     /* main's argv */
 char *file_arg;                  /* one of its strings */
 int argc_;
 static double (*combine)(double, double);
+double last_word;                /* written after CREATE by the last process, read by main */
 
 static double mul_add(double a, double b) { return a * b + 1.0; }
 
@@ -56,6 +59,8 @@ void Slave(void)
 	for (i = id; i < n; i += P)
 		out[i] = combine(scale * coef[i % ncoef], (double)i) + (double)big[12345];
 	gl->good[id] = ok;
+	if (id == P - 1)
+		last_word = out[n - 1] + (double)id;
 	if (!ok)
 		fprintf(stderr, "globals: process %ld: n %ld scale %g name %s label %s big %ld/%ld args[0] %s file %s\n",
 			id, n, scale, name, label, big[12345], big[199999], args[0], file_arg);
@@ -112,7 +117,7 @@ int main(int argc, char **argv)
 		good += gl->good[i];
 	for (i = 0; i < n; i++)
 		sum += out[i];
-	printf("globals: %s: n %ld, %ld coefficients, result %.17g; %ld of %ld processes saw every global\n",
-	       name, n, ncoef, sum, good, P);
+	printf("globals: %s: n %ld, %ld coefficients, result %.17g; %ld of %ld processes saw every global; "
+	       "the last process left %.17g\n", name, n, ncoef, sum, good, P, last_word);
 	MAIN_END
 }
