@@ -40,6 +40,9 @@ void csm_early_init(int argc, char **argv, char **envp);
 void csm_main_initenv(unsigned long heap_bytes, const void *data_start,
 		      const void *data_stop, const void *bss_start,
 		      const void *bss_stop, int built_by_mc_cc);
+void csm_register_globals(const void *data_start, const void *data_stop,
+			  const void *bss_start, const void *bss_stop,
+			  int built_by_mc_cc);
 void csm_create(void (*f)(void));
 void csm_create_n(void (*f)(void), long n);
 void csm_wait_for_end(long n);

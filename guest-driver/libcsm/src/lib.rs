@@ -60,6 +60,28 @@ pub unsafe extern "C" fn csm_early_init(
     unsafe { early::early(argv, envp) }
 }
 
+/// The program's globals (the section bounds) and whether mc-cc built it:
+/// registered by `MAIN_ENV`'s constructor, so that a macro used before
+/// `MAIN_INITENV` can start the cluster.
+#[no_mangle]
+pub extern "C" fn csm_register_globals(
+    data_start: *const u8,
+    data_stop: *const u8,
+    bss_start: *const u8,
+    bss_stop: *const u8,
+    built_by_mc_cc: c_int,
+) {
+    runtime::register(
+        globals::Globals {
+            ranges: [
+                globals::Range::new(data_start, data_stop),
+                globals::Range::new(bss_start, bss_stop),
+            ],
+        },
+        built_by_mc_cc != 0,
+    );
+}
+
 /// MAIN_INITENV: start the cluster; only node 0 returns.
 #[no_mangle]
 pub extern "C" fn csm_main_initenv(

@@ -33,7 +33,7 @@ use crate::settings::{Settings, SettingsError};
 /// mappings and PIE executables, far above non-PIE executables and `brk`.
 pub const HEAP_BASE: usize = 0x5000_0000_0000;
 /// The heap when neither `MAIN_INITENV` nor `CSM_HEAP_MIB` gives one.
-pub const DEFAULT_HEAP: usize = 32 << 20;
+pub const DEFAULT_HEAP: usize = 64 << 20;
 /// A process thread's stack (SPLASH processes keep big arrays on theirs).
 const STACK: usize = 16 << 20;
 /// Cashmere flag 0: node 0 has created the processes.
@@ -63,7 +63,11 @@ pub enum RunError {
     Connect(ConnectError),
     #[error(transparent)]
     Csm(#[from] CsmError),
-    #[error("{what} before MAIN_INITENV: the shared heap and the cluster start there")]
+    #[error(
+        "{what} before MAIN_INITENV in a program whose main file has no MAIN_ENV: the shared \
+         heap and the cluster start at MAIN_INITENV (or at the first macro after MAIN_ENV's \
+         set-up)"
+    )]
     NotStarted { what: &'static str },
     #[error(
         "this program was not built with mc-cc, so the globals main sets before CREATE \
@@ -85,8 +89,6 @@ pub enum RunError {
          from it (mc-host run and the QEMU image set it)"
     )]
     NodesHint { hint: u32, nodes: u32 },
-    #[error("MAIN_INITENV called twice")]
-    Twice,
     #[error(
         "the shared heap would be {bytes} bytes ({user} for G_MALLOC, {globals} for the \
          program's globals): at most {max}; give a smaller MAIN_INITENV size or CSM_HEAP_MIB"
@@ -98,8 +100,8 @@ pub enum RunError {
         max: usize,
     },
     #[error(
-        "G_MALLOC({wanted}): the shared heap is full ({used} of {size} bytes used); give \
-         MAIN_INITENV a larger size or set CSM_HEAP_MIB"
+        "G_MALLOC({wanted}): the shared heap is full ({used} of {size} bytes used); set \
+         CSM_HEAP_MIB (MAIN_INITENV's size counts only when no macro came before it)"
     )]
     HeapFull {
         wanted: usize,
@@ -245,9 +247,27 @@ thread_local! {
     static PROC: Cell<Option<u32>> = const { Cell::new(None) };
 }
 
-/// The running node, or the error naming what was called too early.
+/// The program's globals and whether mc-cc built it, as the macro file's
+/// constructor registers them before `main`.
+static REGISTERED: OnceLock<(Globals, bool)> = OnceLock::new();
+
+/// Called from the constructor (`csm_register_globals`).
+pub fn register(globals: Globals, built: bool) {
+    let _ = REGISTERED.set((globals, built));
+}
+
+/// The running node. A macro used before `MAIN_INITENV` starts the cluster
+/// right there, with the default heap (SPLASH-3's Barnes `G_MALLOC`s its
+/// bodies before it calls `MAIN_INITENV`: harmless with `malloc`); without
+/// the constructor's registration it is the error naming what came early.
 pub fn get(what: &'static str) -> Result<&'static Runtime, RunError> {
-    RUNTIME.get().ok_or(RunError::NotStarted { what })
+    if let Some(rt) = RUNTIME.get() {
+        return Ok(rt);
+    }
+    match REGISTERED.get() {
+        Some(&(globals, built)) => main_initenv(0, globals, built),
+        None => Err(RunError::NotStarted { what }),
+    }
 }
 
 /// Print `e`, tell the other nodes, stop this node.
@@ -697,8 +717,10 @@ pub fn main_initenv(
     globals: Globals,
     built: bool,
 ) -> Result<&'static Runtime, RunError> {
-    if RUNTIME.get().is_some() {
-        return Err(RunError::Twice);
+    if let Some(rt) = RUNTIME.get() {
+        // Started already, by a macro used before MAIN_INITENV, with the
+        // default heap or CSM_HEAP_MIB (a G_MALLOC beyond it says so).
+        return Ok(rt);
     }
     let settings = Settings::from_env()?;
     let page = settings.page_size as usize;

@@ -3,7 +3,8 @@
  * (a test program of this project): -m MODE picks the misuse.
  *   shared  a GETSUB counter in a global, not in G_MALLOC'd memory
  *   lock    a global lock that one process initialises after CREATE
- *   early   G_MALLOC before MAIN_INITENV
+ *   early   G_MALLOC before MAIN_INITENV (allowed: the cluster starts there)
+ *   create  CREATE from a process other than main
  *   exit    a process on the last node exits in the middle of the run
  *   fork    main forks after MAIN_INITENV: the child is stopped with a
  *           message (the run goes on without it)
@@ -43,6 +44,8 @@ void Slave(void)
 		LOCKINIT(late)
 	if (!strcmp(mode, "exit") && id == P - 1)
 		exit(3);
+	if (!strcmp(mode, "create") && id == P - 1)
+		CREATE(Slave)
 	BARRIER(gl->bar, P)
 	if (!strcmp(mode, "lock")) {
 		LOCK(late)
