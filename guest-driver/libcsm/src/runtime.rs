@@ -131,7 +131,9 @@ pub enum RunError {
         threads: u32,
         procs: u32,
     },
-    #[error("CREATE after the processes started: one round of CREATEs per run is supported")]
+    #[error(
+        "CREATE after the processes ended or started: one round of CREATEs per run is supported"
+    )]
     SecondRound,
     #[error("{what} on node {node}: only main (process 0, on node 0) may do that")]
     NotMain { what: &'static str, node: u32 },
@@ -418,9 +420,11 @@ impl Runtime {
     pub fn create(&'static self, f: usize) -> Result<(), RunError> {
         self.main_only("CREATE")?;
         let mut c = self.creation.lock().unwrap_or_else(|p| p.into_inner());
-        if c.started {
+        if c.ended {
             return Err(RunError::SecondRound);
         }
+        // One CREATE more than the cluster has processes for (after the
+        // last one the processes have started): the program's -p is larger.
         if c.created + 1 >= self.procs {
             return Err(self.shape_error(u64::from(c.created) + 2));
         }
