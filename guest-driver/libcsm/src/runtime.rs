@@ -101,7 +101,8 @@ pub enum RunError {
     },
     #[error(
         "G_MALLOC({wanted}): the shared heap is full ({used} of {size} bytes used); set \
-         CSM_HEAP_MIB (MAIN_INITENV's size counts only when no macro came before it)"
+         CSM_HEAP_MIB (without it the heap is MAIN_INITENV's size or 64 MiB, at most half \
+         the Memory Channel address space over the nodes)"
     )]
     HeapFull {
         wanted: usize,
@@ -736,8 +737,11 @@ pub fn main_initenv(
     );
     let snapshot_len = page_round(globals.len(), page);
     let returns_len = Returns::bytes_needed(globals.len(), nodes_hint, page);
+    let fixed = control_len + snapshot_len + page_round(returns_len.max(1), page);
+    // The most the program may get; less if it is only asked for and does
+    // not fit the cluster's Memory Channel space (below, once it is open).
     let user = page_round(user_heap(&settings, asked), page);
-    let heap_len = control_len + snapshot_len + page_round(returns_len.max(1), page) + user;
+    let mut heap_len = fixed + user;
     if heap_len > cashmere::MAX_HEAP_BYTES {
         return Err(RunError::HeapTooLarge {
             bytes: heap_len,
@@ -746,7 +750,7 @@ pub fn main_initenv(
             max: cashmere::MAX_HEAP_BYTES,
         });
     }
-    let cfg = Config {
+    let mut cfg = Config {
         heap_bytes: heap_len,
         page_size: settings.page_size,
         threads: settings.threads,
@@ -766,6 +770,16 @@ pub fn main_initenv(
     };
     let arena = (4 << 20) + 2 * cfg.space(nodes_hint.max(8)).arena_bytes(8192);
     let mc = connect::open(heap_len, arena).map_err(RunError::Connect)?;
+    if settings.heap_mib.is_none() {
+        // Every node's home region is the heap: a size SPLASH's MAIN_INITENV
+        // names (sized for its allocator, often far more than it uses) or
+        // the default shrinks to what N of them leave of the address space.
+        let fit = (mc.registers().address_space as usize / 2 / mc.nodes().max(1) as usize)
+            .saturating_sub(fixed);
+        let user = user.min(page_round(fit.max(1 << 20), page));
+        heap_len = fixed + user;
+        cfg.heap_bytes = heap_len;
+    }
     let csm = Csm::start(&mc, &cfg).map_err(|e| match e {
         CsmError::Mc(source @ mc_api::McError::NoSpace(_)) => RunError::NoSpace {
             heap_mib: heap_len >> 20,
