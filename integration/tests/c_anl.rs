@@ -210,18 +210,39 @@ impl<'a> Run<'a> {
         self
     }
 
-    /// `mc-host run ... -- env K=V ./prog args`: success and output.
+    /// `mc-host run ... -- sh -c 'exec env K=V ./prog args > DIR/nodeN.out'`:
+    /// success, and its output with each node's standard output read back
+    /// from its file and prefixed as `mc-host run` prefixes lines. (The
+    /// files, not the pipes `mc-host run` reads: it stops reading 200 ms
+    /// after the guests exit, and on a loaded machine the last lines can
+    /// come later.)
     fn go(&self, dir: &Path, name: &str, args: &[String]) -> (bool, String) {
-        let mut guest: Vec<String> = vec!["env".into()];
-        guest.extend(self.env.iter().map(|(k, v)| format!("{k}={v}")));
-        guest.push(dir.join(name).to_string_lossy().into_owned());
-        guest.extend(args.iter().cloned());
+        let quote = |s: &str| format!("'{}'", s.replace('\'', "'\\''"));
+        let outs = tempfile::tempdir().expect("temporary directory");
+        let mut cmd = String::from("exec env");
+        for (k, v) in &self.env {
+            cmd += &format!(" {}", quote(&format!("{k}={v}")));
+        }
+        cmd += &format!(" {}", quote(&dir.join(name).to_string_lossy()));
+        for a in args {
+            cmd += &format!(" {}", quote(a));
+        }
+        cmd += &format!(" > {}/node$MC_NODE.out", quote(&outs.path().to_string_lossy()));
         let mut host: Vec<String> = vec!["--threads".into(), self.threads.to_string()];
         host.extend(self.host.iter().cloned());
         let host: Vec<&str> = host.iter().map(String::as_str).collect();
-        let guest: Vec<&str> = guest.iter().map(String::as_str).collect();
-        let _one = CLUSTER.lock().unwrap_or_else(|p| p.into_inner());
-        integration::mc_host_run(self.nodes, 180, &host, &guest)
+        let (ok, mut out) = {
+            let _one = CLUSTER.lock().unwrap_or_else(|p| p.into_inner());
+            integration::mc_host_run(self.nodes, 180, &host, &["sh", "-c", &cmd])
+        };
+        for n in 0..self.nodes {
+            if let Ok(text) = std::fs::read_to_string(outs.path().join(format!("node{n}.out"))) {
+                for l in text.lines() {
+                    out += &format!("[node{n}] {l}\n");
+                }
+            }
+        }
+        (ok, out)
     }
 
     /// Run `name` on every process and check its result against the
