@@ -37,11 +37,9 @@ typedef csm_guarded_t csm_gs_t;
 
 /* Start-up and process control */
 void csm_early_init(int argc, char **argv, char **envp);
-void csm_main_initenv(unsigned long heap_bytes, const void *data_start,
-		      const void *data_stop, const void *bss_start,
-		      const void *bss_stop, int built_by_mc_cc);
-void csm_register_globals(const void *data_start, const void *data_stop,
-			  const void *bss_start, const void *bss_stop,
+void csm_main_initenv(unsigned long heap_bytes, const void *globals_start,
+		      const void *globals_end, int built_by_mc_cc);
+void csm_register_globals(const void *globals_start, const void *globals_end,
 			  int built_by_mc_cc);
 void csm_create(void (*f)(void));
 void csm_create_n(void (*f)(void), long n);
@@ -76,15 +74,13 @@ void csm_fence(void);
 void csm_roi(int end);
 
 /*
- * The bounds of the program's own globals: mc-cc renames the .data and
- * .bss sections of the program's objects to csm_data and csm_bss, and the
- * linker defines these symbols around them. Node 0's values are copied to
- * every node at CREATE.
+ * The program's own globals: mc-cc renames the .data and .bss sections of
+ * the program's objects to csm_data and csm_bss, and its linker script puts
+ * them at 0x70000000 between these two symbols. They are the top of the
+ * shared heap: shared memory on every node, as under pthreads.
  */
-extern char __start_csm_data[] __attribute__((weak));
-extern char __stop_csm_data[] __attribute__((weak));
-extern char __start_csm_bss[] __attribute__((weak));
-extern char __stop_csm_bss[] __attribute__((weak));
+extern char csm_globals_start[] __attribute__((weak));
+extern char csm_globals_end[] __attribute__((weak));
 
 #ifdef __cplusplus
 }

@@ -7,8 +7,7 @@
 //! Files: `settings` (the run's options, from the environment), `connect`
 //! (opening the adapter), `runtime` (start-up across nodes, CREATE, the
 //! end), `globals` (the program's globals shipped at CREATE), `early`
-//! (one address space layout on every node), `returns` (globals written
-//! after CREATE, brought back to node 0 at the end), `sync` (locks, barriers,
+//! (one address space layout on every node), `sync` (locks, barriers,
 //! pauses, condition variables, GETSUB), `report` (statistics, the JSON
 //! record). This file is the C face: thin wrappers that turn an error
 //! into a message and the end of the node.
@@ -21,7 +20,6 @@ mod connect;
 mod early;
 pub mod globals;
 mod report;
-mod returns;
 mod runtime;
 mod settings;
 mod sync;
@@ -32,7 +30,8 @@ use std::time::Instant;
 use runtime::ok;
 use sync::{Guarded, Lock};
 
-pub use runtime::{DEFAULT_HEAP, HEAP_BASE};
+pub use globals::GLOBALS_AT;
+pub use runtime::DEFAULT_HEAP;
 
 /// Microseconds for `CLOCK`: the host's monotonic clock. The one place a
 /// virtual clock would plug in (CLOCK calls nothing else).
@@ -60,46 +59,25 @@ pub unsafe extern "C" fn csm_early_init(
     unsafe { early::early(argv, envp) }
 }
 
-/// The program's globals (the section bounds) and whether mc-cc built it:
-/// registered by `MAIN_ENV`'s constructor, so that a macro used before
-/// `MAIN_INITENV` can start the cluster.
+/// The program's globals (the bounds mc-cc's linker script defines) and
+/// whether mc-cc built it: registered by `MAIN_ENV`'s constructor, so that
+/// a macro used before `MAIN_INITENV` can start the cluster.
 #[no_mangle]
-pub extern "C" fn csm_register_globals(
-    data_start: *const u8,
-    data_stop: *const u8,
-    bss_start: *const u8,
-    bss_stop: *const u8,
-    built_by_mc_cc: c_int,
-) {
-    runtime::register(
-        globals::Globals {
-            ranges: [
-                globals::Range::new(data_start, data_stop),
-                globals::Range::new(bss_start, bss_stop),
-            ],
-        },
-        built_by_mc_cc != 0,
-    );
+pub extern "C" fn csm_register_globals(start: *const u8, end: *const u8, built_by_mc_cc: c_int) {
+    runtime::register(globals::Globals::new(start, end), built_by_mc_cc != 0);
 }
 
 /// MAIN_INITENV: start the cluster; only node 0 returns.
 #[no_mangle]
 pub extern "C" fn csm_main_initenv(
     heap_bytes: c_ulong,
-    data_start: *const u8,
-    data_stop: *const u8,
-    bss_start: *const u8,
-    bss_stop: *const u8,
+    start: *const u8,
+    end: *const u8,
     built_by_mc_cc: c_int,
 ) {
     let _ = env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
         .try_init();
-    let g = globals::Globals {
-        ranges: [
-            globals::Range::new(data_start, data_stop),
-            globals::Range::new(bss_start, bss_stop),
-        ],
-    };
+    let g = globals::Globals::new(start, end);
     ok(runtime::main_initenv(
         heap_bytes as u64,
         g,

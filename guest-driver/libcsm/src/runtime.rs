@@ -5,18 +5,18 @@
 //! Process `p` of `P = nodes x threads` runs on node `p / threads` as its
 //! thread `p % threads`; process 0 is `main` on node 0. Node 0 runs `main`;
 //! every other node stops in `MAIN_INITENV` (after Cashmere has started
-//! everywhere), waits for node 0's start flag, takes node 0's globals (the
-//! `globals` module), runs its processes, and leaves when node 0 ends the
-//! run (`MAIN_END` or `exit`).
+//! everywhere), waits for node 0's start flag, runs its processes, and
+//! leaves when node 0 ends the run (`MAIN_END` or `exit`).
 //!
-//! At heap offset 0 is the runtime's control block (allocation pointer,
-//! lock-id counter, the processes' functions, node 0's layout), then the
-//! globals' snapshot, then the program's `G_MALLOC` space. Node 0 writes
-//! the control block and the snapshot, then sets the start flag (a Cashmere
-//! release); the others wait for the flag (an acquire) and read them.
+//! The heap: the runtime's control block (allocation pointer, lock-id
+//! counter, the processes' functions, node 0's layout) at offset 0, then
+//! the program's `G_MALLOC` space, then the program's globals, which end
+//! the heap at their link-time address (`globals`). Node 0 writes the
+//! control block, then sets the start flag (a Cashmere release); the others
+//! wait for the flag (an acquire) and read it.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -25,13 +25,9 @@ use cashmere::{Config, Csm, CsmError, Levels, TimeBreakdown};
 use mc_api::MemoryChannel;
 
 use crate::connect::{self, ConnectError};
-use crate::globals::{self, Globals};
-use crate::returns::Returns;
+use crate::globals::{self, Globals, GLOBALS_AT};
 use crate::settings::{Settings, SettingsError};
 
-/// Where every node maps the shared heap: far below where Linux places
-/// mappings and PIE executables, far above non-PIE executables and `brk`.
-pub const HEAP_BASE: usize = 0x5000_0000_0000;
 /// The heap when neither `MAIN_INITENV` nor `CSM_HEAP_MIB` gives one.
 pub const DEFAULT_HEAP: usize = 64 << 20;
 /// A process thread's stack (SPLASH processes keep big arrays on theirs).
@@ -83,6 +79,17 @@ pub enum RunError {
         heap_mib: usize,
         nodes: u32,
         why: mc_api::McError,
+    },
+    #[error(
+        "a heap of {user} bytes for G_MALLOC would start at {base:#x}, below the end of the \
+         executable ({floor:#x}): the heap lies below the program's globals at {globals:#x}; \
+         set a smaller CSM_HEAP_MIB"
+    )]
+    HeapBelow {
+        user: usize,
+        base: usize,
+        floor: usize,
+        globals: usize,
     },
     #[error(
         "MC_NODES says {hint} nodes but the cluster has {nodes}: the heap's layout is sized \
@@ -218,14 +225,10 @@ pub struct Runtime {
     pub heap_len: usize,
     globals: Globals,
     control: *mut u64,
-    chunk_map: *mut u8,
-    snapshot: *mut u8,
+    /// Where the heap starts (it ends where the globals end).
+    base: usize,
     user_start: usize,
-    returns: Option<Returns>,
-    /// The globals as node 0 shipped them (`returns`).
-    shipped: Mutex<Vec<u8>>,
-    /// Processes of this node that have ended.
-    ended_here: AtomicU32,
+    user_end: usize,
     creation: Mutex<Creation>,
     finished: AtomicBool,
     pub breakdowns: Mutex<Vec<TimeBreakdown>>,
@@ -320,7 +323,7 @@ impl Runtime {
 
     /// Whether `addr` is in the shared heap.
     pub fn is_shared(&self, addr: usize) -> bool {
-        (HEAP_BASE..HEAP_BASE + self.heap_len).contains(&addr)
+        (self.base..self.base + self.heap_len).contains(&addr)
     }
 
     /// Whether the processes are running (node 0 has started them; always
@@ -355,17 +358,17 @@ impl Runtime {
         let r = self.with_runtime_lock(|| {
             let next = self.read(W_NEXT_ALLOC) as usize;
             let at = next.div_ceil(align) * align;
-            if at + bytes.max(1) > self.heap_len {
+            if at + bytes.max(1) > self.user_end {
                 return Err(RunError::HeapFull {
                     wanted: bytes,
                     used: next - self.user_start,
-                    size: self.heap_len - self.user_start,
+                    size: self.user_end - self.user_start,
                 });
             }
             self.write(W_NEXT_ALLOC, (at + bytes.max(1)) as u64);
             Ok(at)
         })??;
-        Ok((HEAP_BASE + r) as *mut u8)
+        Ok((self.base + r) as *mut u8)
     }
 
     /// `n` new lock ids (LOCKINIT, ALOCKINIT), from the cluster's counter.
@@ -477,14 +480,11 @@ impl Runtime {
         let bias = globals::load_bias();
         self.write(W_BIAS, bias as u64);
         self.write(W_LAYOUT, layout_fingerprint() as u64);
-        self.write(W_GLOBALS, self.globals.len() as u64);
+        self.write(W_GLOBALS, self.globals.len as u64);
         self.write(W_PROCS, u64::from(self.procs));
         for (slot, &f) in c.funcs.iter().enumerate().skip(1) {
             self.write(W_FUNCS + slot, f.wrapping_sub(bias) as u64);
         }
-        // SAFETY: snapshot and chunk map were allocated for these globals.
-        unsafe { self.globals.snapshot(self.snapshot, self.chunk_map) };
-        *self.shipped.lock().unwrap_or_else(|p| p.into_inner()) = self.globals.copy();
         self.write(W_MAGIC, MAGIC);
         c.started = true;
         // Main is process 0: its timed part starts here too.
@@ -527,68 +527,8 @@ impl Runtime {
                 .unwrap_or_else(|p| p.into_inner())
                 .push(b);
         }
-        // The node's last process: its globals' changes go back to node 0
-        // with the barrier's release.
-        if self.me != 0 && self.ended_here.fetch_add(1, Ordering::SeqCst) + 1 == self.threads {
-            self.publish_globals();
-        }
         self.csm.barrier()?;
         Ok(())
-    }
-
-    fn publish_globals(&self) {
-        let shipped = self.shipped.lock().unwrap_or_else(|p| p.into_inner());
-        let now = self.globals.copy();
-        match &self.returns {
-            Some(r) => {
-                // SAFETY: the regions were allocated for every node (checked
-                // at start); both copies are the globals' length.
-                unsafe { r.publish(self.me, &shipped, &now) };
-            }
-            None => {
-                if let Some(i) = (0..now.len()).find(|&i| now[i] != shipped[i]) {
-                    eprintln!(
-                        "csm: node {}: warning: the program's globals changed after CREATE \
-                         (first at {:#x}); they are too large ({} bytes) to be brought back to \
-                         node 0",
-                        self.me,
-                        self.global_address(i),
-                        now.len()
-                    );
-                }
-            }
-        }
-    }
-
-    /// The address of byte `i` of the globals.
-    fn global_address(&self, i: usize) -> usize {
-        let [d, b] = self.globals.ranges;
-        if i < d.len {
-            d.start + i
-        } else {
-            b.start + (i - d.len)
-        }
-    }
-
-    /// Node 0, after the end barrier: the other nodes' changes to globals.
-    fn merge_globals(&self) {
-        let Some(r) = &self.returns else { return };
-        let shipped = self.shipped.lock().unwrap_or_else(|p| p.into_inner());
-        let mut mine = self.globals.copy();
-        for n in 1..self.nodes {
-            // SAFETY: every process has ended (the end barrier) and node 0's
-            // threads are joined; regions allocated for every node.
-            let m = unsafe { r.merge(n, &self.globals, &shipped, &mut mine) };
-            if let Some(i) = m.first_conflict {
-                eprintln!(
-                    "csm: node 0: warning: {} bytes of the program's globals (first at {:#x}) \
-                     were written after CREATE on node 0 and on node {n} with different values; \
-                     node {n}'s were kept",
-                    m.conflicts,
-                    self.global_address(i)
-                );
-            }
-        }
     }
 
     /// `WAIT_FOR_END(n)` in main: main ends as process 0, every process
@@ -618,7 +558,6 @@ impl Runtime {
         for h in local {
             h.join().map_err(|_| RunError::Panicked)?;
         }
-        self.merge_globals();
         Ok(())
     }
 
@@ -655,10 +594,10 @@ impl Runtime {
             });
         }
         let len = self.read(W_GLOBALS);
-        if len != self.globals.len() as u64 {
+        if len != self.globals.len as u64 {
             fatal(RunError::GlobalsSize {
                 theirs: len,
-                ours: self.globals.len(),
+                ours: self.globals.len,
             });
         }
         let bias = globals::load_bias();
@@ -674,9 +613,6 @@ impl Runtime {
                 self.me
             );
         }
-        // SAFETY: no process runs on this node yet; sizes checked above.
-        unsafe { self.globals.restore(self.snapshot, self.chunk_map) };
-        *self.shipped.lock().unwrap_or_else(|p| p.into_inner()) = self.globals.copy();
         let first = self.me * self.threads;
         let handles: Vec<_> = (0..self.threads)
             .map(|t| {
@@ -731,27 +667,29 @@ pub fn main_initenv(
     let page = settings.page_size as usize;
     let nodes_hint = settings.nodes_hint;
     let procs_hint = nodes_hint * settings.threads;
-    let control_len = page_round(
-        8 * (W_FUNCS + procs_hint.max(64) as usize) + globals.chunks() + 64,
-        page,
-    );
-    let snapshot_len = page_round(globals.len(), page);
-    let returns_len = Returns::bytes_needed(globals.len(), nodes_hint, page);
-    let fixed = control_len + snapshot_len + page_round(returns_len.max(1), page);
+    // Globals not where mc-cc's linker script puts them are the process's
+    // own, not shared (a program not built by mc-cc).
+    let globals = if built && globals.start == GLOBALS_AT {
+        globals
+    } else {
+        Globals { start: 0, len: 0 }
+    };
+    let globals_len = page_round(globals.len, page);
+    let control_len = page_round(8 * (W_FUNCS + procs_hint.max(64) as usize), page);
     // The most the program may get; less if it is only asked for and does
     // not fit the cluster's Memory Channel space (below, once it is open).
-    let user = page_round(user_heap(&settings, asked), page);
-    let mut heap_len = fixed + user;
-    if heap_len > cashmere::MAX_HEAP_BYTES {
+    let mut user = page_round(user_heap(&settings, asked), page);
+    let heap_len = |user: usize| control_len + user + globals_len;
+    if heap_len(user) > cashmere::MAX_HEAP_BYTES {
         return Err(RunError::HeapTooLarge {
-            bytes: heap_len,
+            bytes: heap_len(user),
             user,
-            globals: globals.len(),
+            globals: globals.len,
             max: cashmere::MAX_HEAP_BYTES,
         });
     }
     let mut cfg = Config {
-        heap_bytes: heap_len,
+        heap_bytes: heap_len(user),
         page_size: settings.page_size,
         threads: settings.threads,
         levels: if settings.one_level {
@@ -765,45 +703,72 @@ pub fn main_initenv(
         home_direct: settings.home_direct,
         variant: settings.variant.protocol(),
         detection: settings.detection.protocol(),
-        heap_base: Some(HEAP_BASE),
         ..Config::default()
     };
     let arena = (4 << 20) + 2 * cfg.space(nodes_hint.max(8)).arena_bytes(8192);
-    let mc = connect::open(heap_len, arena).map_err(RunError::Connect)?;
+    let mc = connect::open(heap_len(user), arena).map_err(RunError::Connect)?;
+    let nodes = mc.nodes();
+    if nodes > nodes_hint {
+        return Err(RunError::NodesHint {
+            hint: nodes_hint,
+            nodes,
+        });
+    }
+    if !built && nodes > 1 {
+        return Err(RunError::NotBuilt);
+    }
     if settings.heap_mib.is_none() {
         // Every node's home region is the heap: a size SPLASH's MAIN_INITENV
         // names (sized for its allocator, often far more than it uses) or
         // the default shrinks to what N of them leave of the address space.
-        let fit = (mc.registers().address_space as usize / 2 / mc.nodes().max(1) as usize)
-            .saturating_sub(fixed);
-        let user = user.min(page_round(fit.max(1 << 20), page));
-        heap_len = fixed + user;
-        cfg.heap_bytes = heap_len;
+        let fit = (mc.registers().address_space as usize / 2 / nodes.max(1) as usize)
+            .saturating_sub(control_len + globals_len);
+        user = user.min(page_round(fit.max(1 << 20), page));
+    }
+    cfg.heap_bytes = heap_len(user);
+    // The heap ends where the globals end.
+    let base = GLOBALS_AT - control_len - user;
+    let floor = globals::image_end();
+    if base < floor {
+        return Err(RunError::HeapBelow {
+            user,
+            base,
+            floor,
+            globals: GLOBALS_AT,
+        });
+    }
+    cfg.heap_base = Some(base);
+    // Node 0's globals as main left them; the pages go to Cashmere.
+    let saved = globals.copy();
+    if globals_len > 0 {
+        // SAFETY: the range is the program's own data segment (mc-cc's
+        // linker script puts nothing else there, and pads it to 64 KiB);
+        // until the heap is mapped over it, only this thread runs and no
+        // code touches the program's globals.
+        if unsafe { libc::munmap(GLOBALS_AT as *mut libc::c_void, globals_len) } != 0 {
+            return Err(RunError::Csm(CsmError::Io(std::io::Error::last_os_error())));
+        }
     }
     let csm = Csm::start(&mc, &cfg).map_err(|e| match e {
         CsmError::Mc(source @ mc_api::McError::NoSpace(_)) => RunError::NoSpace {
-            heap_mib: heap_len >> 20,
-            nodes: mc.nodes(),
+            heap_mib: heap_len(user) >> 20,
+            nodes,
             why: source,
         },
         e => e.into(),
     })?;
-    let control = csm.alloc::<u64>(control_len / 8, true)?;
-    let snapshot = csm.alloc::<u8>(snapshot_len.max(1), true)?;
-    // SAFETY: pointers to the start of arrays in the heap; the slices are
-    // not read, only their addresses taken.
-    let (control, snapshot) = unsafe {
-        (
-            control.as_mut_slice(0..0).as_mut_ptr(),
-            snapshot.as_mut_slice(0..0).as_mut_ptr(),
-        )
-    };
-    let returns_at = csm.alloc::<u8>(returns_len.max(1), true)?;
-    // SAFETY: as above.
-    let returns_at = unsafe { returns_at.as_mut_slice(0..0).as_mut_ptr() };
-    let user_start = control_len + snapshot_len + page_round(returns_len.max(1), page);
-    let procs = mc.nodes() * settings.threads;
     let me = mc.node_id().0 as u32;
+    if me == 0 && !saved.is_empty() {
+        // SAFETY: the globals are heap pages now; node 0 writes them first
+        // (their home) and publishes them with the start flag.
+        unsafe {
+            std::ptr::copy_nonoverlapping(saved.as_ptr(), GLOBALS_AT as *mut u8, saved.len())
+        };
+    }
+    let control = csm.alloc::<u64>(control_len / 8, true)?;
+    // SAFETY: a pointer to the start of the array; the slice is not read.
+    let control = unsafe { control.as_mut_slice(0..0).as_mut_ptr() };
+    let procs = nodes * settings.threads;
     let program = std::env::args()
         .next()
         .map(|a| {
@@ -815,19 +780,15 @@ pub fn main_initenv(
         .unwrap_or_else(|| "program".into());
     let rt = Runtime {
         me,
-        nodes: mc.nodes(),
+        nodes,
         threads: settings.threads,
         procs,
-        heap_len,
+        heap_len: heap_len(user),
         globals,
         control,
-        // SAFETY: the chunk map follows the functions in the control block.
-        chunk_map: unsafe { control.add(W_FUNCS + procs as usize) } as *mut u8,
-        snapshot,
-        user_start,
-        returns: Returns::new(returns_at, globals.len(), page),
-        shipped: Mutex::new(Vec::new()),
-        ended_here: AtomicU32::new(0),
+        base,
+        user_start: control_len,
+        user_end: control_len + user,
         creation: Mutex::new(Creation {
             funcs: vec![0; procs as usize],
             ..Default::default()
@@ -841,17 +802,8 @@ pub fn main_initenv(
         mc,
         csm,
     };
-    if rt.nodes > nodes_hint {
-        return Err(RunError::NodesHint {
-            hint: nodes_hint,
-            nodes: rt.nodes,
-        });
-    }
-    if !built && rt.nodes > 1 {
-        return Err(RunError::NotBuilt);
-    }
     if me == 0 {
-        rt.write(W_NEXT_ALLOC, user_start as u64);
+        rt.write(W_NEXT_ALLOC, control_len as u64);
         rt.write(W_NEXT_LOCK, 0);
     }
     let rt = RUNTIME.get_or_init(|| rt);

@@ -1,13 +1,14 @@
 /*
- * Globals set by main before CREATE, written with the ANL macros (a test
- * program of this project). Main reads a parameter file (-f FILE) and sets
- * globals of every kind: numbers in .data and .bss, a string array, a big
- * static array, a pointer into shared memory, a pointer to a string
- * literal, a function pointer, argv itself. Every process checks them all
- * and computes its part of a result from them; node 0 prints the result
- * and how many processes saw every global as main set it. The last process
- * also leaves a value in a global (as SPLASH-2's Water leaves its energy),
- * which main prints after WAIT_FOR_END.
+ * Globals, written with the ANL macros (a test program of this project).
+ * Main reads a parameter file (-f FILE) after MAIN_INITENV, so only node 0
+ * does, and sets globals of every kind: numbers in .data and .bss, a string
+ * array, a big static array, a pointer into shared memory, a pointer to a
+ * string literal, a function pointer, argv itself. Every process checks
+ * them all and computes its part of a result from them. After CREATE the
+ * last process writes a global that every process reads after a barrier,
+ * and leaves one that main prints after WAIT_FOR_END (as SPLASH-2's Water
+ * leaves its energy). Node 0 prints the result and how many processes saw
+ * every global.
  *
  * Usage: globals [-p P] -f FILE
  * FILE: lines "n N", "scale X", "name WORD", "coef C1 C2 ..." (up to 16)
@@ -40,6 +41,7 @@ char *file_arg;                  /* one of its strings */
 int argc_;
 static double (*combine)(double, double);
 double last_word;                /* written after CREATE by the last process, read by main */
+long round_two;                  /* written after CREATE by the last process, read by all */
 
 static double mul_add(double a, double b) { return a * b + 1.0; }
 
@@ -58,6 +60,10 @@ void Slave(void)
 	ok &= strcmp(file_arg, args[argc_ - 1]) == 0;
 	for (i = id; i < n; i += P)
 		out[i] = combine(scale * coef[i % ncoef], (double)i) + (double)big[12345];
+	if (id == P - 1)
+		round_two = 1000 + P;
+	BARRIER(gl->bar, P)
+	ok &= round_two == 1000 + P;
 	gl->good[id] = ok;
 	if (id == P - 1)
 		last_word = out[n - 1] + (double)id;

@@ -1,14 +1,17 @@
 /*
- * What Cashmere cannot do for a C program, each refused with a message
- * (a test program of this project): -m MODE picks the misuse.
- *   shared  a GETSUB counter in a global, not in G_MALLOC'd memory
- *   lock    a global lock that one process initialises after CREATE
- *   early   G_MALLOC before MAIN_INITENV (allowed: the cluster starts there)
- *   create  CREATE from a process other than main
+ * What Cashmere cannot do for a C program, each refused with a message,
+ * and some things that look as if it could not but can (a test program of
+ * this project): -m MODE picks one.
+ *   shared  a GETSUB counter in a global (works: globals are shared memory)
+ *   lock    a global lock that one process initialises after CREATE and
+ *           every process then takes (works, after a barrier)
+ *   early   G_MALLOC before MAIN_INITENV (works: the cluster starts there)
+ *   create  CREATE from a process other than main (refused)
  *   exit    a process on the last node exits in the middle of the run
+ *           (the other nodes are told and stop)
  *   fork    main forks after MAIN_INITENV: the child is stopped with a
  *           message (the run goes on without it)
- *   none    nothing wrong (prints "misuse: fine")
+ *   none    nothing special (prints "misuse: fine")
  *
  * Usage: misuse [-p P] -m MODE
  */
