@@ -1,6 +1,6 @@
 //! Before `main`: give every node the same address space layout.
 //!
-//! Globals shipped from node 0 (`globals.rs`) may hold addresses: of other
+//! The program's globals, shared memory (`globals.rs`), may hold addresses: of other
 //! globals and functions (fixed: `mc-cc` links without PIE), of the shared
 //! heap (fixed: its base), but also of libc's objects (`FILE *` from
 //! `stdout`), of `argv` strings, of memory the dynamic loader mapped. Those

@@ -6,7 +6,7 @@
 //!
 //! Files: `settings` (the run's options, from the environment), `connect`
 //! (opening the adapter), `runtime` (start-up across nodes, CREATE, the
-//! end), `globals` (the program's globals shipped at CREATE), `early`
+//! end), `globals` (where the program's globals are: the top of the heap), `early`
 //! (one address space layout on every node), `sync` (locks, barriers,
 //! pauses, condition variables, GETSUB), `report` (statistics, the JSON
 //! record). This file is the C face: thin wrappers that turn an error
