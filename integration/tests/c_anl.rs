@@ -210,9 +210,10 @@ impl<'a> Run<'a> {
         self
     }
 
-    /// `mc-host run ... -- sh -c 'exec env K=V ./prog args > DIR/nodeN.out'`:
-    /// success, and its output with each node's standard output read back
-    /// from its file and prefixed as `mc-host run` prefixes lines. (The
+    /// `mc-host run ... -- sh -c 'exec env K=V ./prog args > DIR/nodeN.out
+    /// 2> DIR/nodeN.err'`: success, and its output with each node's output
+    /// read back from its files and prefixed as `mc-host run` prefixes
+    /// lines. (The
     /// files, not the pipes `mc-host run` reads: it stops reading 200 ms
     /// after the guests exit, and on a loaded machine the last lines can
     /// come later.)
@@ -227,10 +228,8 @@ impl<'a> Run<'a> {
         for a in args {
             cmd += &format!(" {}", quote(a));
         }
-        cmd += &format!(
-            " > {}/node$MC_NODE.out",
-            quote(&outs.path().to_string_lossy())
-        );
+        let o = quote(&outs.path().to_string_lossy());
+        cmd += &format!(" > {o}/node$MC_NODE.out 2> {o}/node$MC_NODE.err");
         let mut host: Vec<String> = vec!["--threads".into(), self.threads.to_string()];
         host.extend(self.host.iter().cloned());
         let host: Vec<&str> = host.iter().map(String::as_str).collect();
@@ -239,9 +238,12 @@ impl<'a> Run<'a> {
             integration::mc_host_run(self.nodes, 180, &host, &["sh", "-c", &cmd])
         };
         for n in 0..self.nodes {
-            if let Ok(text) = std::fs::read_to_string(outs.path().join(format!("node{n}.out"))) {
-                for l in text.lines() {
-                    out += &format!("[node{n}] {l}\n");
+            for ext in ["out", "err"] {
+                let f = outs.path().join(format!("node{n}.{ext}"));
+                if let Ok(text) = std::fs::read_to_string(f) {
+                    for l in text.lines() {
+                        out += &format!("[node{n}] {l}\n");
+                    }
                 }
             }
         }
