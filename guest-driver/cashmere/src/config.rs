@@ -49,6 +49,11 @@ pub struct Config {
     pub homes: Option<Arc<HomeAssignment>>,
     pub variant: CsmVariant,
     pub detection: MessageDetection,
+    /// Where the application view of the heap goes: `None`, wherever
+    /// `mmap` puts it; `Some(addr)`, exactly there on every node, or an
+    /// error if that range is taken (C programs store heap pointers in
+    /// shared data, so libcsm gives every node the same base).
+    pub heap_base: Option<usize>,
 }
 
 impl Default for Config {
@@ -66,6 +71,7 @@ impl Default for Config {
             homes: None,
             variant: CsmVariant::Dms,
             detection: MessageDetection::Polling,
+            heap_base: None,
         }
     }
 }

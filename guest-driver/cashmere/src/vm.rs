@@ -37,8 +37,12 @@ fn os_err(what: &str) -> io::Error {
 }
 
 impl HeapMemory {
-    /// `len` must be a multiple of the OS page size.
-    pub fn new(len: usize) -> io::Result<HeapMemory> {
+    /// `len` must be a multiple of the OS page size. With `base`, the
+    /// application view is placed at exactly that address (so that every
+    /// node's heap addresses agree, as C programs storing pointers into
+    /// shared data need), and an address range already in use is an error
+    /// naming it rather than a mapping elsewhere.
+    pub fn new(len: usize, base: Option<usize>) -> io::Result<HeapMemory> {
         // SAFETY: plain system calls on values we own; results checked.
         unsafe {
             let fd = libc::memfd_create(c"csm-heap".as_ptr(), libc::MFD_CLOEXEC);
@@ -50,10 +54,43 @@ impl HeapMemory {
                 return Err(os_err("ftruncate"));
             }
             let map = |prot| libc::mmap(std::ptr::null_mut(), len, prot, libc::MAP_SHARED, fd, 0);
-            let app = map(libc::PROT_NONE);
+            let app = match base {
+                None => map(libc::PROT_NONE),
+                Some(at) => libc::mmap(
+                    at as *mut libc::c_void,
+                    len,
+                    libc::PROT_NONE,
+                    libc::MAP_SHARED | libc::MAP_FIXED_NOREPLACE,
+                    fd,
+                    0,
+                ),
+            };
             if app == libc::MAP_FAILED {
+                let e = io::Error::last_os_error();
                 libc::close(fd);
-                return Err(os_err("mmap (application view)"));
+                return Err(match base {
+                    Some(at) => io::Error::new(
+                        e.kind(),
+                        format!(
+                            "cannot map the shared heap at its fixed base {at:#x} ({len} bytes): {e} \
+                             (something else is mapped there)"
+                        ),
+                    ),
+                    None => io::Error::new(e.kind(), format!("mmap (application view): {e}")),
+                });
+            }
+            if let Some(at) = base {
+                // Kernels before 4.17 ignore MAP_FIXED_NOREPLACE and treat
+                // the address as a hint.
+                if app as usize != at {
+                    libc::munmap(app, len);
+                    libc::close(fd);
+                    return Err(io::Error::other(format!(
+                        "cannot map the shared heap at its fixed base {at:#x}: the kernel placed \
+                         it at {:#x} (MAP_FIXED_NOREPLACE needs Linux 4.17 or later)",
+                        app as usize
+                    )));
+                }
             }
             let proto = map(libc::PROT_READ | libc::PROT_WRITE);
             if proto == libc::MAP_FAILED {

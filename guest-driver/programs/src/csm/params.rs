@@ -161,6 +161,7 @@ impl Params {
             homes: self.homes.clone(),
             variant: self.variant,
             detection: self.detection.protocol(),
+            heap_base: None,
             levels: self.levels,
         }
     }

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Install what C programs on the emulator need to build, from the
+# distribution's packages (Debian): a C compiler (gcc), m4 (the SPLASH
+# macros, scripts/mc-cc) and binutils (objcopy, objdump: mc-cc's renaming of
+# the program's globals). Idempotent: when all are present it only says so.
+# The tests that need them (integration/tests/c_api.rs, c_anl.rs) skip,
+# saying why, without them. See docs/c-programs.md.
+set -euo pipefail
+
+say() { printf 'setup-c: %s\n' "$*"; }
+
+missing=()
+command -v "${CC:-cc}" >/dev/null 2>&1 || missing+=(gcc)
+command -v m4 >/dev/null 2>&1 || missing+=(m4)
+{ command -v objcopy && command -v objdump; } >/dev/null 2>&1 || missing+=(binutils)
+if [ ${#missing[@]} -eq 0 ]; then
+    say "cc, m4, objcopy, objdump: present"
+    exit 0
+fi
+SUDO=()
+if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1; then
+    SUDO=(sudo)
+fi
+say "installing ${missing[*]} (apt)"
+"${SUDO[@]}" apt-get update -qq
+"${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+say "installed ${missing[*]}"
