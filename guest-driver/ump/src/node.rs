@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use mc_api::{MemoryChannel, NodeId, RxRegion, Sharing, TxRegion};
 
 use crate::config::Config;
-use crate::directory::Directory;
+use crate::directory::{Directory, Snapshot, KIND_CHANNEL};
 use crate::error::UmpError;
 use crate::link::{ShmPair, CTRL};
 
@@ -80,6 +80,10 @@ pub struct Node {
     /// have taken theirs.
     shm: Mutex<HashMap<u32, Arc<ShmPair>>>,
     next_task: AtomicU32,
+    /// Rings of channel ends closed here whose peer had not closed yet
+    /// (uid, offset): the peer may still be writing into them, so they are
+    /// given back once the channel's record is gone.
+    closing: Mutex<Vec<(u32, u32)>>,
 }
 
 impl Node {
@@ -107,6 +111,7 @@ impl Node {
             alloc: Mutex::new(Allocator::new(bytes)),
             shm: Mutex::new(HashMap::new()),
             next_task: AtomicU32::new(1),
+            closing: Mutex::new(Vec::new()),
         }))
     }
 
@@ -144,8 +149,40 @@ impl Node {
         self.allocator().free(u64::from(off));
     }
 
-    /// (bytes in use, bytes in all) of this node's region.
+    pub(crate) fn keep_until_closed(&self, uid: u32, off: u32) {
+        self.closing
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((uid, off));
+    }
+
+    /// Give back the rings of closed channels whose records are gone.
+    pub(crate) fn reap(&self) {
+        if let Some(s) = self.dir.try_snapshot() {
+            self.reap_in(&s);
+        }
+    }
+
+    pub(crate) fn reap_in(&self, s: &Snapshot) {
+        self.closing
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|&(uid, off)| {
+                let alive = s
+                    .records
+                    .iter()
+                    .any(|r| r.kind == KIND_CHANNEL && r.uid == uid);
+                if !alive {
+                    self.free_ring(off);
+                }
+                alive
+            });
+    }
+
+    /// (bytes in use, bytes in all) of this node's region, once the rings
+    /// of channels closed on both sides are given back.
     pub fn region_usage(&self) -> (u64, u64) {
+        self.reap();
         let a = self.allocator();
         (a.used_bytes(), a.size)
     }

@@ -146,8 +146,8 @@ impl Ump {
             if let Some(i) = pending_for(s, local, remote) {
                 let rec = s.records[i];
                 if rec.a == remote && rec.flags & B_OPEN == 0 {
-                    let rec = self.complete(s, i, transport, my_off)?;
-                    return Ok((rec, false));
+                    let (rec, pair) = self.complete(s, i, transport, my_off)?;
+                    return Ok((rec, false, pair));
                 }
                 return Err(UmpError::ChannelExists { local, remote });
             }
@@ -177,9 +177,9 @@ impl Ump {
                 rec.b_task = l.a_task;
             }
             s.records[slot] = rec;
-            Ok((rec, true))
+            Ok((rec, true, None))
         });
-        let (rec, first) = match r {
+        let (rec, first, pair) = match r {
             Ok(v) => v,
             Err(e) => {
                 if let Some(o) = my_off {
@@ -193,7 +193,7 @@ impl Ump {
         if first {
             *lock(&chan.my_off) = my_off;
         } else {
-            self.connect(&chan, &rec, my_off)?;
+            self.connect(&chan, &rec, my_off, pair)?;
             lock(&self.inner.events).push_back(Event::Opened(id));
         }
         lock(&self.inner.channels).insert(id, chan);
@@ -208,10 +208,11 @@ impl Ump {
         i: usize,
         transport: Transport,
         my_off: Option<u32>,
-    ) -> Result<Record, UmpError> {
+    ) -> Result<(Record, Option<Arc<ShmPair>>), UmpError> {
         let node = &self.inner.node;
         let me = node.me();
         let mut rec = s.records[i];
+        let mut pair = None;
         let theirs = Transport::from_code(rec.transport);
         let local = rec.a_node == me;
         let wants = |t| transport == t || theirs == t;
@@ -255,13 +256,13 @@ impl Ump {
             Transport::MemoryChannel
         } else {
             let size = node.config.shm_ring_bytes;
-            node.put_shm(
-                rec.uid,
-                Arc::new(ShmPair {
-                    a_to_b: ShmRing::new(size),
-                    b_to_a: ShmRing::new(size),
-                }),
-            );
+            let p = Arc::new(ShmPair {
+                a_to_b: ShmRing::new(size),
+                b_to_a: ShmRing::new(size),
+            });
+            // A takes it from the node once it sees the record complete.
+            node.put_shm(rec.uid, p.clone());
+            pair = Some(p);
             rec.b_off = NO_BUFFER;
             Transport::SharedMemory
         };
@@ -270,23 +271,25 @@ impl Ump {
         rec.b_task = self.inner.id;
         rec.flags |= B_OPEN;
         s.records[i] = rec;
-        Ok(rec)
+        Ok((rec, pair))
     }
 
     /// Set up `chan`'s link from its completed record.
-    fn connect(&self, chan: &Chan, rec: &Record, my_off: Option<u32>) -> Result<(), UmpError> {
+    /// `pair`: the shared-memory rings B made (A takes them from the node).
+    fn connect(
+        &self,
+        chan: &Chan,
+        rec: &Record,
+        my_off: Option<u32>,
+        pair: Option<Arc<ShmPair>>,
+    ) -> Result<(), UmpError> {
         let node = &self.inner.node;
         let transport = Transport::from_code(rec.transport);
         let link: Arc<dyn Link> = match transport {
             Transport::SharedMemory => {
-                let pair = if chan.side_a {
-                    node.take_shm(rec.uid)
-                } else {
-                    // B made the rings and keeps them in the node until A
-                    // takes them; B holds its own reference.
-                    node.take_shm(rec.uid).inspect(|p| node.put_shm(rec.uid, p.clone()))
-                }
-                .ok_or(UmpError::Directory("a shared-memory channel without rings"))?;
+                let pair = pair
+                    .or_else(|| node.take_shm(rec.uid))
+                    .ok_or(UmpError::Directory("a shared-memory channel without rings"))?;
                 if let Some(o) = my_off {
                     node.free_ring(o);
                 }
@@ -384,7 +387,7 @@ impl Ump {
             if !c.is_open() {
                 if let Some(rec) = rec.filter(|r| r.flags & B_OPEN != 0) {
                     let off = *lock(&c.my_off);
-                    self.connect(c, rec, off)?;
+                    self.connect(c, rec, off, None)?;
                     lock(&self.inner.events).push_back(Event::Opened(c.id));
                     self.inner.wake_writer();
                 }
@@ -400,7 +403,7 @@ impl Ump {
             }
         }
         self.accept(&s)?;
-        reap_zombies(&self.inner.node);
+        self.inner.node.reap_in(&s);
         self.inner.seen_version.store(s.version, Ordering::Relaxed);
         Ok(())
     }
@@ -469,10 +472,10 @@ impl Ump {
             } else {
                 // The peer may still be writing into it: it is given back
                 // when the peer closes too (it then frees the record).
-                lock(&ZOMBIES).push((node.me(), chan.uid, off, Arc::downgrade(node)));
+                node.keep_until_closed(chan.uid, off);
             }
         }
-        reap_zombies(node);
+        node.reap();
         Ok(())
     }
 
@@ -581,34 +584,6 @@ impl Ump {
             self.refresh()?;
         }
     }
-}
-
-/// Rings of closed channel ends whose peer had not closed yet: (node, uid,
-/// offset). Given back once the record is gone.
-type Zombie = (u8, u32, u32, std::sync::Weak<Node>);
-static ZOMBIES: Mutex<Vec<Zombie>> = Mutex::new(Vec::new());
-
-fn reap_zombies(node: &Arc<Node>) {
-    let Some(s) = node.dir.try_snapshot() else {
-        return;
-    };
-    let me = node.me();
-    lock(&ZOMBIES).retain(|(n, uid, off, w)| {
-        let Some(owner) = w.upgrade() else {
-            return false;
-        };
-        if *n != me || !Arc::ptr_eq(&owner, node) {
-            return true;
-        }
-        let alive = s
-            .records
-            .iter()
-            .any(|r| r.kind == KIND_CHANNEL && r.uid == *uid);
-        if !alive {
-            node.free_ring(*off);
-        }
-        alive
-    });
 }
 
 /// The open or half-open channel record between `x` and `y` (closed ones
