@@ -145,7 +145,7 @@ impl Chan {
                 queue: VecDeque::new(),
                 failed: None,
             }),
-            rx: Mutex::new(Reader::new(config.checksum)),
+            rx: Mutex::new(Reader::new(config.checksum, config.receiver_check)),
             sent: AtomicU64::new(0),
             received: AtomicU64::new(0),
         }

@@ -25,6 +25,10 @@ pub struct Config {
     /// Check a CRC-32 of each payload (catches dropped packets, which the
     /// error counts do not see).
     pub checksum: bool,
+    /// Receiver-only detection (seed 004, Error Management): compare the
+    /// error count the writer saved in the trailer with this node's count
+    /// after the message. Off only to test the other paths alone.
+    pub receiver_check: bool,
     /// Also check every message on the writer's side through the ACK page
     /// (imc_ckerrcnt) before its trailer: the writer learns of the loss
     /// too, at the cost of a round trip per message.
@@ -41,6 +45,7 @@ impl Default for Config {
             region_bytes: 2 << 20,
             fragment_bytes: 8 << 10,
             checksum: true,
+            receiver_check: true,
             writer_check: false,
             timeout: Duration::from_secs(60),
         }
@@ -59,7 +64,7 @@ fn flag(name: &str) -> Option<bool> {
 
 impl Config {
     /// The defaults, changed by `MC_UMP_RING_KIB`, `MC_UMP_SHM_RING_KIB`,
-    /// `MC_UMP_REGION_KIB`, `MC_UMP_FRAGMENT_KIB`, `MC_UMP_CHECKSUM`,
+    /// `MC_UMP_REGION_KIB`, `MC_UMP_FRAGMENT_KIB`, `MC_UMP_CHECKSUM`, `MC_UMP_RECEIVER_CHECK`,
     /// `MC_UMP_WRITER_CHECK` and `MC_UMP_TIMEOUT_S` (for the C library).
     pub fn from_env() -> Config {
         let d = Config::default();
@@ -71,6 +76,7 @@ impl Config {
             fragment_bytes: env::<usize>("MC_UMP_FRAGMENT_KIB")
                 .map_or(d.fragment_bytes, |k| k << 10),
             checksum: flag("MC_UMP_CHECKSUM").unwrap_or(d.checksum),
+            receiver_check: flag("MC_UMP_RECEIVER_CHECK").unwrap_or(d.receiver_check),
             writer_check: flag("MC_UMP_WRITER_CHECK").unwrap_or(d.writer_check),
             timeout: env::<u64>("MC_UMP_TIMEOUT_S").map_or(d.timeout, Duration::from_secs),
         }

@@ -10,7 +10,10 @@
 //! node in order (seed 000 s.2.2), so a reader that reads the same even
 //! version before and after its copy of the records has read a consistent
 //! directory; UMP tasks poll the version word (one load) and re-read only
-//! when it moved.
+//! when it moved. Each record carries a CRC: a packet of it dropped on the
+//! way to a node (which no error count shows) leaves that node's copy
+//! marked damaged, and UMP there waits (and times out) rather than act on
+//! it.
 
 use std::sync::atomic::{fence, Ordering};
 use std::sync::Mutex;
@@ -35,6 +38,9 @@ const OP_TIMEOUT: Duration = Duration::from_secs(30);
 pub(crate) const KIND_FREE: u32 = 0;
 pub(crate) const KIND_CHANNEL: u32 = 1;
 pub(crate) const KIND_LISTEN: u32 = 2;
+/// A record whose CRC does not match: a store of it was lost on the way to
+/// this node. It takes part in nothing until it is written again.
+pub(crate) const KIND_DAMAGED: u32 = 3;
 
 /// Side A (the first opener) has opened; B has opened; A closed; B closed.
 pub(crate) const A_OPEN: u8 = 1;
@@ -86,10 +92,20 @@ impl Record {
         b[36..40].copy_from_slice(&self.a_off.to_le_bytes());
         b[40..44].copy_from_slice(&self.b_off.to_le_bytes());
         b[44..48].copy_from_slice(&self.ring.to_le_bytes());
+        let crc = crc32fast::hash(&b[..48]);
+        b[48..52].copy_from_slice(&crc.to_le_bytes());
         b
     }
 
     fn decode(b: &[u8]) -> Record {
+        let stored = u32::from_le_bytes([b[48], b[49], b[50], b[51]]);
+        let never_written = b.iter().all(|&x| x == 0);
+        if !never_written && stored != crc32fast::hash(&b[..48]) {
+            return Record {
+                kind: KIND_DAMAGED,
+                ..Record::default()
+            };
+        }
         let w = |o: usize| u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
         let d = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap_or_default());
         Record {

@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use mc_api::{MemoryChannel, NodeId, RxRegion, Sharing, TxRegion};
 
 use crate::config::Config;
-use crate::directory::{Directory, Snapshot, KIND_CHANNEL};
+use crate::directory::{Directory, Snapshot, KIND_CHANNEL, KIND_DAMAGED};
 use crate::error::UmpError;
 use crate::link::{ShmPair, CTRL};
 
@@ -164,6 +164,10 @@ impl Node {
     }
 
     pub(crate) fn reap_in(&self, s: &Snapshot) {
+        // A damaged record in this copy may be one of them.
+        if s.records.iter().any(|r| r.kind == KIND_DAMAGED) {
+            return;
+        }
         self.closing
             .lock()
             .unwrap_or_else(|p| p.into_inner())

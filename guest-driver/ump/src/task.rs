@@ -12,7 +12,7 @@ use mc_api::backoff::Backoff;
 use crate::channel::{Chan, WriteFailure};
 use crate::directory::{
     Record, Snapshot, A_CLOSED, A_OPEN, B_CLOSED, B_OPEN, KIND_CHANNEL, KIND_FREE, KIND_LISTEN,
-    NO_BUFFER, VIA_LISTEN,
+    NO_BUFFER, VIA_LISTEN, KIND_DAMAGED,
 };
 use crate::error::{Transport, UmpError};
 use crate::link::{Link, McLink, ShmLink, ShmPair, ShmRing};
@@ -304,12 +304,20 @@ impl Ump {
                 };
                 let off = my_off.ok_or(UmpError::Directory("a channel end without its ring"))?;
                 *lock(&chan.my_off) = Some(off);
+                let tx = node.transmit_to(peer)?;
+                let ring = rec.ring as usize;
+                let fits = |off: u32, len: usize| {
+                    off != NO_BUFFER && off as usize + crate::link::CTRL + ring <= len
+                };
+                if !fits(off, node.region.len()) || !fits(peer_off, tx.len()) {
+                    return Err(UmpError::Directory("a ring outside its node's UMP region"));
+                }
                 Arc::new(McLink {
                     mc: node.mc.clone(),
                     rx: node.region.clone(),
                     my_off: off as usize,
                     my_size: rec.ring as usize,
-                    tx: node.transmit_to(peer)?,
+                    tx,
                     peer_off: peer_off as usize,
                     peer_size: rec.ring as usize,
                     uid: rec.uid,
@@ -379,6 +387,8 @@ impl Ump {
             return Ok(());
         };
         let chans: Vec<Arc<Chan>> = lock(&self.inner.channels).values().cloned().collect();
+        // With a damaged record in this copy, a missing one may be it.
+        let intact = !s.records.iter().any(|r| r.kind == KIND_DAMAGED);
         for c in &chans {
             let rec = s
                 .records
@@ -393,7 +403,7 @@ impl Ump {
                 }
             }
             let peer_gone = match rec {
-                None => true,
+                None => intact,
                 Some(r) => r.flags & if c.side_a { B_CLOSED } else { A_CLOSED } != 0,
             };
             if peer_gone && !c.peer_closed() {
