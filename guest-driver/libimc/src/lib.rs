@@ -25,6 +25,7 @@ mod locks;
 mod plain;
 mod regions;
 mod relay;
+mod v5;
 
 use std::cell::RefCell;
 use std::ffi::c_int;
