@@ -44,6 +44,8 @@ enum GuestError {
     #[error(transparent)]
     Bench(#[from] BenchError),
     #[error(transparent)]
+    BenchUmp(#[from] mc_guest::bench_ump::BenchUmpError),
+    #[error(transparent)]
     Csm(#[from] AppError),
     #[error(transparent)]
     Gather(#[from] csm::gather::GatherError),
@@ -133,6 +135,9 @@ enum GuestCommand {
         /// woken by the adapter's event).
         #[arg(long, value_enum, default_value_t = csm::Detection::Poll)]
         detection: csm::Detection,
+        /// `ump` only: also write the report as JSON to this file.
+        #[arg(long)]
+        json: Option<std::path::PathBuf>,
     },
     /// Run a Cashmere program under a protocol variant (CSM-DMS by default),
     /// verified (every node must run it).
@@ -505,10 +510,23 @@ fn main() -> ExitCode {
             Ok(())
         }),
         GuestCommand::Bench {
+            which: bench::Which::Ump,
+            iters,
+            json,
+            ..
+        } => open(&cli).and_then(|mc| {
+            let report = mc_guest::bench_ump::run(&mc, *iters, json.as_deref())?;
+            if let Some(r) = report {
+                print!("{}", mc_guest::bench_ump::format(&r));
+            }
+            Ok(())
+        }),
+        GuestCommand::Bench {
             which: bench::Which::Csm,
             iters,
             variant,
             detection,
+            ..
         } => open(&cli).and_then(|mc| {
             let rows = csm::bench::run(&mc, *iters, *variant, *detection)?;
             if mc.node_id().0 == 0 {

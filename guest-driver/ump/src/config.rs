@@ -35,6 +35,10 @@ pub struct Config {
     pub writer_check: bool,
     /// How long a blocking call waits for the peer before it gives up.
     pub timeout: Duration,
+    /// Polls a wait spins before it starts yielding the core (then it
+    /// sleeps in growing steps up to 50 us): more is lower latency while
+    /// cores are free, less leaves them to the hub and other tasks.
+    pub spins: u32,
 }
 
 impl Default for Config {
@@ -48,6 +52,7 @@ impl Default for Config {
             receiver_check: true,
             writer_check: false,
             timeout: Duration::from_secs(60),
+            spins: 200,
         }
     }
 }
@@ -65,7 +70,7 @@ fn flag(name: &str) -> Option<bool> {
 impl Config {
     /// The defaults, changed by `MC_UMP_RING_KIB`, `MC_UMP_SHM_RING_KIB`,
     /// `MC_UMP_REGION_KIB`, `MC_UMP_FRAGMENT_KIB`, `MC_UMP_CHECKSUM`, `MC_UMP_RECEIVER_CHECK`,
-    /// `MC_UMP_WRITER_CHECK` and `MC_UMP_TIMEOUT_S` (for the C library).
+    /// `MC_UMP_WRITER_CHECK`, `MC_UMP_TIMEOUT_S` and `MC_UMP_SPINS` (for the C library).
     pub fn from_env() -> Config {
         let d = Config::default();
         Config {
@@ -79,7 +84,17 @@ impl Config {
             receiver_check: flag("MC_UMP_RECEIVER_CHECK").unwrap_or(d.receiver_check),
             writer_check: flag("MC_UMP_WRITER_CHECK").unwrap_or(d.writer_check),
             timeout: env::<u64>("MC_UMP_TIMEOUT_S").map_or(d.timeout, Duration::from_secs),
+            spins: env::<u32>("MC_UMP_SPINS").unwrap_or(d.spins),
         }
+    }
+
+    /// How UMP's waits step down from spinning.
+    pub(crate) fn backoff(&self) -> mc_api::backoff::Backoff {
+        mc_api::backoff::Backoff::with_policy(mc_api::backoff::BackoffPolicy {
+            spins: self.spins,
+            yields: 256,
+            max_sleep: Duration::from_micros(50),
+        })
     }
 
     /// Check the numbers against each other.

@@ -439,7 +439,9 @@ impl Reader {
     }
 
     /// Tell the writer what has been consumed, when a quarter of the ring
-    /// was, or `now`.
+    /// was, or `now`. (A writer then always finds three quarters of the
+    /// ring free once the reader has caught up, so it never waits on a
+    /// consumer index held back.)
     pub(crate) fn release(&mut self, link: &dyn Link, now: bool) -> Result<(), UmpError> {
         if self.pos != self.published
             && (now || self.pos - self.published >= (link.in_size() / 4) as u64)

@@ -7,7 +7,6 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use mc_api::backoff::Backoff;
 
 use crate::channel::{Chan, WriteFailure};
 use crate::directory::{
@@ -499,13 +498,14 @@ impl Ump {
     /// `ump_wait`: wait for an event on channel `on` (or on any channel of
     /// this task), at most `timeout`. `Ok(None)`: nothing happened in time.
     /// A damaged message is reported here as [`UmpError::Damaged`]. The
-    /// wait spins briefly, then yields, then sleeps in growing steps (up to
-    /// 50 us), so a waiting task leaves the cores to others.
+    /// wait spins briefly ([`Config::spins`](crate::Config::spins)), then
+    /// yields, then sleeps in growing steps (up to 50 us), so a waiting
+    /// task leaves the cores to others.
     pub fn wait(&self, on: Option<ChannelId>, timeout: Duration) -> Result<Option<Event>, UmpError> {
         if let Some(ch) = on {
             self.chan(ch)?;
         }
-        let mut b = Backoff::new();
+        let mut b = self.inner.node.config.backoff();
         loop {
             if let Some(e) = self.poll(on)? {
                 return Ok(Some(e));
@@ -579,7 +579,7 @@ impl Ump {
         deadline: Instant,
         mut f: impl FnMut() -> Result<bool, UmpError>,
     ) -> Result<(), UmpError> {
-        let mut b = Backoff::new();
+        let mut b = self.inner.node.config.backoff();
         loop {
             if f()? {
                 return Ok(());

@@ -9,7 +9,6 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use mc_api::backoff::Backoff;
 
 use crate::channel::{Chan, WriteFailure};
 use crate::error::UmpError;
@@ -91,7 +90,9 @@ fn drive(chan: &Chan) -> bool {
 }
 
 fn run(task: Weak<TaskInner>) {
-    let mut b = Backoff::new();
+    let Some(mut b) = task.upgrade().map(|t| t.node.config.backoff()) else {
+        return;
+    };
     loop {
         let Some(t) = task.upgrade() else {
             return;
