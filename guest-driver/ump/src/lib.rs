@@ -42,6 +42,7 @@ mod directory;
 mod error;
 mod io;
 mod link;
+mod model;
 mod node;
 mod stream;
 mod task;

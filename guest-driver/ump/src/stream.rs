@@ -137,7 +137,10 @@ impl Writer {
                         return Err(UmpError::NoSpace("the channel's 1 TiB stream limit"));
                     }
                     m.saved = link.error_count().unwrap_or(0);
-                    if framed <= SHORT && !self.writer_check {
+                    // Short only if it fits what a caught-up reader always
+                    // leaves free (it holds back up to a quarter ring of
+                    // consumer index): else it streams like a long one.
+                    if framed <= SHORT && framed <= link.out_size() * 3 / 4 && !self.writer_check {
                         if free < framed {
                             return Ok(if progressed { Step::Progress } else { Step::Blocked });
                         }
