@@ -81,7 +81,10 @@ fn a_c_echo_server_serves_clients_on_every_node() {
     let Some(p) = program("c_echo", "guest-driver/libump/tests/c/echo.c", "echo") else {
         return;
     };
-    for (nodes, opts) in [(3u32, vec![]), (2, vec!["--delivery", "skewed", "--seed", "9"])] {
+    for (nodes, opts) in [
+        (3u32, vec![]),
+        (2, vec!["--delivery", "skewed", "--seed", "9"]),
+    ] {
         let (ok, out) = integration::mc_host_run(nodes, 180, &opts, &[&p]);
         assert!(ok, "{nodes} nodes {opts:?}:\n{out}");
         assert!(!out.contains("FAIL"), "{out}");
@@ -117,5 +120,28 @@ fn truecluster_v5_spellings_compile_and_run_on_rail_0() {
             )),
             "{out}"
         );
+    }
+}
+
+/// The C bench runs (few round trips: its figures are not checked here,
+/// only that every line comes out).
+#[test]
+fn the_c_bench_prints_every_size_over_both_transports() {
+    let Some(p) = program(
+        "c_bench",
+        "guest-driver/libump/bench/ump_bench.c",
+        "ump_bench",
+    ) else {
+        return;
+    };
+    let (ok, out) = integration::mc_host_run(2, 180, &[], &[&p, "20"]);
+    assert!(ok, "{out}");
+    for t in ["Memory Channel", "shared memory"] {
+        for size in ["      8 B", "1048576 B"] {
+            assert!(
+                out.contains(&format!("[node0] ump_bench: {t} {size}: one-way")),
+                "{t} {size}:\n{out}"
+            );
+        }
     }
 }

@@ -107,7 +107,10 @@ fn transport(t: c_int) -> Result<Transport, c_int> {
         0 => Ok(Transport::Auto),
         1 => Ok(Transport::SharedMemory),
         2 => Ok(Transport::MemoryChannel),
-        _ => Err(fail(UMP_EBADPARM, format!("transport {t}: not UMP_AUTO, UMP_SHM or UMP_MC"))),
+        _ => Err(fail(
+            UMP_EBADPARM,
+            format!("transport {t}: not UMP_AUTO, UMP_SHM or UMP_MC"),
+        )),
     }
 }
 
@@ -170,7 +173,7 @@ pub unsafe extern "C" fn ump_exit(t: *mut UmpTask) -> c_int {
     // SAFETY: a live task from ump_init (the caller's contract), freed once.
     let b = unsafe { Box::from_raw(t) };
     let r = b.ump.exit();
-    if let Some(n) = node().ok() {
+    if let Ok(n) = node() {
         if let Err(e) = n.memory_channel().flush() {
             return fail(UMP_EMC, e.to_string());
         }

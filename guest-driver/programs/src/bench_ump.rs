@@ -126,7 +126,11 @@ fn stream_bytes(size: usize) -> usize {
 
 /// Run the benchmark (nodes 0 and 1 measure; others wait). Node 0 returns
 /// the report.
-pub fn run(mc: &MemoryChannel, iters: u32, json: Option<&Path>) -> Result<Option<Report>, BenchUmpError> {
+pub fn run(
+    mc: &MemoryChannel,
+    iters: u32,
+    json: Option<&Path>,
+) -> Result<Option<Report>, BenchUmpError> {
     if mc.nodes() < 2 {
         return Err(BenchUmpError::NeedsNodes(mc.nodes()));
     }
@@ -150,7 +154,11 @@ pub fn run(mc: &MemoryChannel, iters: u32, json: Option<&Path>) -> Result<Option
     // Memory Channel: node 0 and node 1, one task each.
     if me <= 1 {
         let u = Ump::init(&node);
-        let ch = u.open(0xb0 + u64::from(me), 0xb1 - u64::from(me), Transport::MemoryChannel)?;
+        let ch = u.open(
+            0xb0 + u64::from(me),
+            0xb1 - u64::from(me),
+            Transport::MemoryChannel,
+        )?;
         for &size in SIZES {
             for nb in [false, true] {
                 let p = measure(&u, ch, me == 0, size, iters, nb)?;
@@ -441,7 +449,12 @@ pub fn format(r: &Report) -> String {
         "this machine, same run: adapter one-way {:.2} us; adapter 64 KiB streaming {:.0} MB/s; memcpy 64 KiB {:.0} MB/s\n",
         r.raw.adapter_one_way_us, r.raw.adapter_stream_64k_mb_s, r.raw.memcpy_64k_mb_s
     );
-    let goal = |name: &str, ok: bool, detail: String| format!("goal {}: {name}: {detail}\n", if ok { "met" } else { "MISSED" });
+    let goal = |name: &str, ok: bool, detail: String| {
+        format!(
+            "goal {}: {name}: {detail}\n",
+            if ok { "met" } else { "MISSED" }
+        )
+    };
     if let Some(p) = point(r, "memory-channel", "blocking", 8) {
         let x = p.one_way_us / r.raw.adapter_one_way_us;
         s += &goal(

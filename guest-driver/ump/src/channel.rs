@@ -75,7 +75,10 @@ impl PendingWrite {
 
 pub(crate) fn failure_error(channel: ChannelId, f: &WriteFailure) -> UmpError {
     match f {
-        WriteFailure::Damaged(d) => UmpError::Damaged { channel, damage: *d },
+        WriteFailure::Damaged(d) => UmpError::Damaged {
+            channel,
+            damage: *d,
+        },
         WriteFailure::Closed => UmpError::Closed(channel),
         WriteFailure::Other(s) => UmpError::Config(format!("the write failed: {s}")),
     }

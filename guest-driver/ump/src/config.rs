@@ -140,7 +140,11 @@ mod tests {
             ring_bytes: 100,
             ..Config::default()
         };
-        assert!(c.validate().unwrap_err().to_string().contains("ring_bytes = 100"));
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("ring_bytes = 100"));
         let c = Config {
             region_bytes: 1024,
             ..Config::default()

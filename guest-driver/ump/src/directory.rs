@@ -242,8 +242,7 @@ impl Directory {
         head[8..].copy_from_slice(&u64::from(new.next_uid).to_le_bytes());
         self.tx.write(0, &head)?;
         for i in changed {
-            self.tx
-                .write(HEAD + i * RECORD, &new.records[i].encode())?;
+            self.tx.write(HEAD + i * RECORD, &new.records[i].encode())?;
         }
         self.tx.write_u64(0, even)?;
         // Read our own write before the lock goes: the next holder on this

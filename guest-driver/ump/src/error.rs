@@ -20,7 +20,9 @@ pub enum UmpError {
     Config(String),
     #[error("no channel {0} in this task")]
     NoSuchChannel(ChannelId),
-    #[error("a channel between endpoints {local:#x} and {remote:#x} is already open or being opened")]
+    #[error(
+        "a channel between endpoints {local:#x} and {remote:#x} is already open or being opened"
+    )]
     ChannelExists { local: u64, remote: u64 },
     #[error("endpoint {0:#x} is already registered to accept channels")]
     AlreadyListening(u64),

@@ -7,7 +7,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::channel::{failure_error, Chan, Payload, PendingWrite, Queued, WriteFailure, WriteStatus};
+use crate::channel::{
+    failure_error, Chan, Payload, PendingWrite, Queued, WriteFailure, WriteStatus,
+};
 use crate::error::{Transport, UmpError};
 use crate::stream::Step;
 use crate::task::Ump;
@@ -307,10 +309,9 @@ impl Ump {
         let mut chans = Vec::with_capacity(to.len());
         for &ch in to {
             if chans.iter().any(|c: &Arc<Chan>| c.id == ch) {
-                return Err(UmpError::ChannelExists {
-                    local: u64::from(ch.0),
-                    remote: u64::from(ch.0),
-                });
+                return Err(UmpError::Config(format!(
+                    "channel {ch} is in the multicast list twice"
+                )));
             }
             chans.push(self.chan(ch)?);
         }

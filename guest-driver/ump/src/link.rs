@@ -250,7 +250,10 @@ impl Link for McLink {
         let _ = self.rx.read(self.my_off + CTRL + at, buf);
     }
     fn in_prod(&self) -> u64 {
-        untag(self.uid, self.rx.load_u64(self.my_off + IN_PROD).unwrap_or(0))
+        untag(
+            self.uid,
+            self.rx.load_u64(self.my_off + IN_PROD).unwrap_or(0),
+        )
     }
     fn publish_cons(&self, cons: u64) -> Result<(), UmpError> {
         self.tx

@@ -22,7 +22,9 @@ mod tests {
     }
 
     fn message(i: usize, len: usize) -> Vec<u8> {
-        (0..len).map(|k| (i * 131 + k * 7 + (k >> 9)) as u8).collect()
+        (0..len)
+            .map(|k| (i * 131 + k * 7 + (k >> 9)) as u8)
+            .collect()
     }
 
     proptest! {

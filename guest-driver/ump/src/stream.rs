@@ -15,9 +15,7 @@
 
 use crate::error::{Damage, UmpError};
 use crate::link::{Link, STREAM_LIMIT};
-use crate::wire::{
-    padded, Header, Trailer, HEADER, OVERHEAD, TRAILER, VERDICT_BAD, VERDICT_GOOD,
-};
+use crate::wire::{padded, Header, Trailer, HEADER, OVERHEAD, TRAILER, VERDICT_BAD, VERDICT_GOOD};
 
 /// Messages up to this many framed bytes go as one store with their
 /// producer index (the short path for latency).
@@ -142,14 +140,22 @@ impl Writer {
                     // consumer index): else it streams like a long one.
                     if framed <= SHORT && framed <= link.out_size() * 3 / 4 && !self.writer_check {
                         if free < framed {
-                            return Ok(if progressed { Step::Progress } else { Step::Blocked });
+                            return Ok(if progressed {
+                                Step::Progress
+                            } else {
+                                Step::Blocked
+                            });
                         }
                         self.short(link, m, data, framed)?;
                         m.phase = Phase::Done;
                         return Ok(Step::Done);
                     }
                     if free < HEADER {
-                        return Ok(if progressed { Step::Progress } else { Step::Blocked });
+                        return Ok(if progressed {
+                            Step::Progress
+                        } else {
+                            Step::Blocked
+                        });
                     }
                     let h = Header {
                         seq: m.seq,
@@ -171,7 +177,11 @@ impl Writer {
                         n &= !7;
                     }
                     if n == 0 {
-                        return Ok(if progressed { Step::Progress } else { Step::Blocked });
+                        return Ok(if progressed {
+                            Step::Progress
+                        } else {
+                            Step::Blocked
+                        });
                     }
                     let chunk = &data[m.sent as usize..m.sent as usize + n];
                     if self.checksum {
@@ -187,7 +197,11 @@ impl Writer {
                     let pad = (padded(m.len) - m.len) as usize;
                     if pad > 0 {
                         if free < pad {
-                            return Ok(if progressed { Step::Progress } else { Step::Blocked });
+                            return Ok(if progressed {
+                                Step::Progress
+                            } else {
+                                Step::Blocked
+                            });
                         }
                         let at = self.pos;
                         self.pos += pad as u64;
@@ -197,7 +211,11 @@ impl Writer {
                 }
                 Phase::Trailer => {
                     if free < TRAILER {
-                        return Ok(if progressed { Step::Progress } else { Step::Blocked });
+                        return Ok(if progressed {
+                            Step::Progress
+                        } else {
+                            Step::Blocked
+                        });
                     }
                     let verdict = if self.writer_check {
                         // Save the count, write, check (seed 004, Error
@@ -231,7 +249,11 @@ impl Writer {
     fn trailer(&self, m: &OutMsg, verdict: u32) -> Trailer {
         Trailer {
             seq: m.seq,
-            crc: if self.checksum { m.crc.clone().finalize() } else { 0 },
+            crc: if self.checksum {
+                m.crc.clone().finalize()
+            } else {
+                0
+            },
             verdict,
             saved_count: m.saved,
         }

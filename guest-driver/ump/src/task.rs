@@ -7,11 +7,10 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-
 use crate::channel::{Chan, WriteFailure};
 use crate::directory::{
-    Record, Snapshot, A_CLOSED, A_OPEN, B_CLOSED, B_OPEN, KIND_CHANNEL, KIND_FREE, KIND_LISTEN,
-    NO_BUFFER, VIA_LISTEN, KIND_DAMAGED,
+    Record, Snapshot, A_CLOSED, A_OPEN, B_CLOSED, B_OPEN, KIND_CHANNEL, KIND_DAMAGED, KIND_FREE,
+    KIND_LISTEN, NO_BUFFER, VIA_LISTEN,
 };
 use crate::error::{Transport, UmpError};
 use crate::link::{Link, McLink, ShmLink, ShmPair, ShmRing};
@@ -334,8 +333,7 @@ impl Ump {
         let node = &self.inner.node;
         let (me, task) = (node.me(), self.inner.id);
         node.dir.update(|s| {
-            if s
-                .records
+            if s.records
                 .iter()
                 .any(|r| r.kind == KIND_LISTEN && r.a == local)
             {
@@ -501,7 +499,11 @@ impl Ump {
     /// wait spins briefly ([`Config::spins`](crate::Config::spins)), then
     /// yields, then sleeps in growing steps (up to 50 us), so a waiting
     /// task leaves the cores to others.
-    pub fn wait(&self, on: Option<ChannelId>, timeout: Duration) -> Result<Option<Event>, UmpError> {
+    pub fn wait(
+        &self,
+        on: Option<ChannelId>,
+        timeout: Duration,
+    ) -> Result<Option<Event>, UmpError> {
         if let Some(ch) = on {
             self.chan(ch)?;
         }

@@ -111,7 +111,10 @@ mod tests {
 
     #[test]
     fn header_and_trailer_round_trip_and_reject_stale_bytes() {
-        let h = Header { seq: 7, len: 1 << 33 };
+        let h = Header {
+            seq: 7,
+            len: 1 << 33,
+        };
         assert_eq!(Header::decode(&h.encode()), Some(h));
         assert_eq!(Header::decode(&[0; HEADER]), None);
         // A lost length packet leaves an older length behind.

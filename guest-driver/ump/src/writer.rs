@@ -9,7 +9,6 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-
 use crate::channel::{Chan, WriteFailure};
 use crate::error::UmpError;
 use crate::stream::Step;
