@@ -622,3 +622,58 @@ pub unsafe extern "C" fn ump_perror(prefix: *const c_char, code: c_int) {
         eprintln!("{p}{} ({why})", describe(code));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// ump.h is kept by hand: every code there has the value the library
+    /// returns.
+    #[test]
+    fn the_headers_codes_are_the_librarys() {
+        let h = include_str!("../include/ump.h");
+        let value = |name: &str| -> c_int {
+            let line = h
+                .lines()
+                .find(|l| l.starts_with(&format!("#define {name} ")))
+                .unwrap_or_else(|| panic!("{name} is not in ump.h"));
+            line.split_whitespace()
+                .nth(2)
+                .unwrap()
+                .trim_matches(['(', ')'])
+                .parse()
+                .unwrap()
+        };
+        for (name, v) in [
+            ("UMP_SUCCESS", UMP_SUCCESS),
+            ("UMP_EBADPARM", UMP_EBADPARM),
+            ("UMP_ENOINIT", UMP_ENOINIT),
+            ("UMP_ENOCHANNEL", UMP_ENOCHANNEL),
+            ("UMP_EEXISTS", UMP_EEXISTS),
+            ("UMP_ECLOSED", UMP_ECLOSED),
+            ("UMP_ETOOSMALL", UMP_ETOOSMALL),
+            ("UMP_EDAMAGED", UMP_EDAMAGED),
+            ("UMP_ETIMEOUT", UMP_ETIMEOUT),
+            ("UMP_ENOSPACE", UMP_ENOSPACE),
+            ("UMP_EUNREACHABLE", UMP_EUNREACHABLE),
+            ("UMP_EMC", UMP_EMC),
+            ("UMP_EAGAIN", UMP_EAGAIN),
+            ("UMP_ANY", UMP_ANY),
+            ("UMP_AUTO", 0),
+            ("UMP_SHM", 1),
+            ("UMP_MC", 2),
+            ("UMP_EV_OPENED", 1),
+            ("UMP_EV_MESSAGE", 2),
+            ("UMP_EV_CLOSED", 3),
+        ] {
+            assert_eq!(value(name), v, "{name}");
+            if name.starts_with("UMP_E") || name == "UMP_SUCCESS" {
+                assert_ne!(describe(v), "unknown UMP code", "{name}");
+            }
+        }
+        for t in 0..3 {
+            assert!(transport(t).is_ok());
+        }
+        assert_eq!(transport(3).unwrap_err(), UMP_EBADPARM);
+    }
+}

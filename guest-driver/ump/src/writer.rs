@@ -45,7 +45,14 @@ impl Ump {
 /// Push the head of `chan`'s queue as far as the ring allows; true if
 /// anything was written or completed.
 fn drive(chan: &Chan) -> bool {
-    let mut tx = chan.tx();
+    // A blocking write of the task's own holds this end while it waits
+    // for room: skip the channel rather than stall every other channel's
+    // queue behind it (its queue was empty when that write began).
+    let mut tx = match chan.tx.try_lock() {
+        Ok(g) => g,
+        Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+        Err(std::sync::TryLockError::WouldBlock) => return false,
+    };
     let Some(link) = chan.link() else {
         return false;
     };
@@ -120,7 +127,7 @@ fn run(task: Weak<TaskInner>) {
         let mut progressed = false;
         for c in &chans {
             progressed |= drive(c);
-            busy |= !c.tx().queue.is_empty();
+            busy |= c.tx.try_lock().map_or(true, |t| !t.queue.is_empty());
         }
         if progressed {
             b.restart();
