@@ -26,11 +26,12 @@ mod locks;
 mod plain;
 mod regions;
 mod relay;
+mod v5;
 
 use std::cell::RefCell;
 use std::ffi::c_int;
 
-use mc_api::McError;
+use mc_api::{McError, MemoryChannel};
 
 pub use abi::*;
 pub use connect::{ConnectError, ConnectOptions};
@@ -56,4 +57,12 @@ pub(crate) fn api_failure(e: &McError) -> c_int {
 /// This thread's last failure detail.
 pub(crate) fn last_failure() -> String {
     LAST_FAILURE.with(|f| f.borrow().clone())
+}
+
+/// The process's Memory Channel, opened on first use as the C calls open
+/// it: for libraries built on libimc (libump) that share its adapter.
+pub fn memory_channel() -> Result<MemoryChannel, String> {
+    library::library()
+        .map(|l| l.mc.clone())
+        .map_err(|_| last_failure())
 }

@@ -31,10 +31,23 @@ fn run(cli: &GuestCli) -> Result<(), GuestError> {
             Ok(())
         }
         GuestCommand::Bench {
+            which: bench::Which::Ump,
+            iters,
+            json,
+            ..
+        } => {
+            let mc = open(cli)?;
+            if let Some(r) = mc_guest::bench_ump::run(&mc, *iters, json.as_deref())? {
+                print!("{}", mc_guest::bench_ump::format(&r));
+            }
+            Ok(())
+        }
+        GuestCommand::Bench {
             which: bench::Which::Csm,
             iters,
             variant,
             detection,
+            ..
         } => {
             let mc = open(cli)?;
             let rows = csm::bench::run(&mc, *iters, *variant, *detection)?;

@@ -122,9 +122,34 @@ typedef char imc_hostname_t[IMC_HOSTNAMELEN];
 
 #define IMC_MAXNUMLOCKS 1024
 
+/* ---- TruCluster V5 spellings ------------------------------------------------ */
+/*
+ * Code written for Tru64 V5 (a rail argument on imc_asalloc and the error
+ * counts, an argument to imc_api_init) defines IMC_TRUCLUSTER_V5 before
+ * including this header. The two names that clash with seed 004's
+ * spellings are then mapped to distinct symbols (imc_api_init_v5,
+ * imc_asalloc_v5), so both ABIs live in one library and neither is called
+ * through the other's prototype. Rail 0 is this adapter; another rail is
+ * IMC_BADPARM. imc_asattach, imc_lkalloc, imc_lkacquire and imc_lkrelease
+ * are the same in both.
+ */
+#ifdef IMC_TRUCLUSTER_V5
+typedef size_t imc_size_t;
+#define imc_api_init imc_api_init_v5
+#define imc_asalloc imc_asalloc_v5
+/* Open the adapter; *rails (if not NULL) gets the set of rails: 1, rail 0. */
+int imc_api_init(unsigned long *rails);
+int imc_asalloc(imc_key_t key, imc_size_t size, imc_perm_t perm, int flag, imc_asid_t *id,
+                int rail);
+int imc_rderrcnt_mr(int rail);
+int imc_ckerrcnt_mr(int *count, int rail);
+#endif
+
 /* ---- the calls (seed 004, Table 1) ----------------------------------------- */
 
+#ifndef IMC_TRUCLUSTER_V5
 int imc_asalloc(imc_key_t key, size_t size, imc_perm_t perm, int flag, imc_asid_t *id);
+#endif
 int imc_asattach(imc_asid_t id, imc_dir_t dir, int mode, int flag, char **address);
 int imc_asdetach(imc_asid_t id);
 int imc_asdealloc(imc_asid_t id);
@@ -153,8 +178,10 @@ int imc_gethosts(int *nhosts, imc_hostname_t *names);
 
 /* ---- beyond Table 1 -------------------------------------------------------- */
 
+#ifndef IMC_TRUCLUSTER_V5
 /* Open the adapter now (every other call does it on first use). */
 int imc_api_init(void);
+#endif
 /* Copy len bytes from src to the transmit address dst as one posted write:
  * what plain stores do, without a trap per store (docs/c-api.md, "Costs"). */
 int imc_write(void *dst, const void *src, size_t len);

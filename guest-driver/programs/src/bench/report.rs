@@ -21,6 +21,8 @@ pub enum Which {
     Errcheck,
     /// Cashmere's Table II operations (not part of `all`).
     Csm,
+    /// UMP's Figures 8 and 9 (seed 004; not part of `all`): bench_ump.rs.
+    Ump,
 }
 
 impl std::fmt::Display for Which {
@@ -35,6 +37,7 @@ impl std::fmt::Display for Which {
             Which::Lock => "lock",
             Which::Errcheck => "errcheck",
             Which::Csm => "csm",
+            Which::Ump => "ump",
         })
     }
 }

@@ -63,6 +63,9 @@ pub(crate) enum GuestCommand {
         /// woken by the adapter's event).
         #[arg(long, value_enum, default_value_t = csm::Detection::Poll)]
         detection: csm::Detection,
+        /// `ump` only: also write the report as JSON to this file.
+        #[arg(long)]
+        json: Option<std::path::PathBuf>,
     },
     /// Run a Cashmere program under a protocol variant (CSM-DMS by default),
     /// verified (every node must run it).

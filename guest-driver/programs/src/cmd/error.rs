@@ -23,6 +23,8 @@ pub(crate) enum GuestError {
     #[error(transparent)]
     Bench(#[from] BenchError),
     #[error(transparent)]
+    BenchUmp(#[from] mc_guest::bench_ump::BenchUmpError),
+    #[error(transparent)]
     Csm(#[from] AppError),
     #[error(transparent)]
     Gather(#[from] csm::gather::GatherError),
