@@ -59,6 +59,12 @@ pub struct RunMatrixArgs {
     /// earlier matrix in the same file).
     #[arg(long)]
     pub no_baselines: bool,
+    /// Let every variant find its own homes by first touch. By default the
+    /// other variants run with the homes CSM-DMS's first touch gave on the
+    /// same application and shape (seed 000 s.3.4.1), and CSM-DMS runs
+    /// first on each shape, added if not among --variants.
+    #[arg(long)]
+    pub first_touch_homes: bool,
 }
 
 impl RunMatrixArgs {
@@ -78,6 +84,7 @@ impl RunMatrixArgs {
             seed: self.seed,
             link: self.link.clone(),
             baselines: !self.no_baselines,
+            impose_homes: !self.first_touch_homes,
         })
     }
 
@@ -167,6 +174,10 @@ pub fn run_one(
         "baseline": spec.baseline,
         "config": spec.shape.to_string(),
         "requested_variant": spec.variant,
+        "homes_from": guest_args
+            .iter()
+            .position(|a| a == "--homes")
+            .and_then(|i| guest_args.get(i + 1)),
         "host": {
             "cores": before.cores,
             "load_before": before.load,
