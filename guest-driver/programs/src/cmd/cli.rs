@@ -63,6 +63,10 @@ pub(crate) enum GuestCommand {
         /// woken by the adapter's event).
         #[arg(long, value_enum, default_value_t = csm::Detection::Poll)]
         detection: csm::Detection,
+        /// `csm` only: append the rows as one JSON line to FILE (node 0),
+        /// for `mc-host report`'s Table II.
+        #[arg(long, value_name = "FILE")]
+        json: Option<std::path::PathBuf>,
     },
     /// Run a Cashmere program under a protocol variant (CSM-DMS by default),
     /// verified (every node must run it).
