@@ -90,9 +90,15 @@ pub fn run(csm: &Csm, d: &GaussData, tid: usize) -> Result<u64, AppError> {
     let (n, a) = (d.n, d.a);
     let (w, r) = (n + 1, d.stride);
     let mine = |i: usize| i % p == tid;
-    for i in (0..n).filter(|&i| mine(i)) {
-        for j in 0..w {
-            a.set(i * r + j, init(i, j, n));
+    // As the paper's Gauss, whose master initialises the matrix: first touch
+    // makes processor 0's node home of every row, the rows' owners diff
+    // into it, and migration moves homes to them (seed 000 Table IV: 4.5K
+    // migrations at 32 processors, diffs from 3.6K to 0.5K).
+    if tid == 0 {
+        for i in 0..n {
+            for j in 0..w {
+                a.set(i * r + j, init(i, j, n));
+            }
         }
     }
     csm.barrier()?;
