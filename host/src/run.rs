@@ -216,9 +216,12 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
             break;
         }
     }
-    // Drain what is left of the output.
+    // Drain what is left of the output: the pumps end at their guest's
+    // EOF, which disconnects the channel at once; the timeout only bounds a
+    // pipe some grandchild still holds. (200 ms lost node 0's last lines on
+    // a loaded host.)
     drop(tx);
-    while let Ok(NodeOutputLine(n, l)) = rx.recv_timeout(Duration::from_millis(200)) {
+    while let Ok(NodeOutputLine(n, l)) = rx.recv_timeout(Duration::from_secs(5)) {
         println!("[node{n}] {l}");
     }
     drop(control);
