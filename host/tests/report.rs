@@ -109,7 +109,10 @@ fn run_resume_and_render_a_tiny_matrix() {
         md.contains("## Table II:") && md.contains("## Table III") && md.contains("## Table IV"),
         "{md}"
     );
-    assert!(md.contains("| lock acquire (+release) | 10.0 | 33.0 |"), "{md}");
+    assert!(
+        md.contains("| lock acquire (+release) | 10.0 | 33.0 |"),
+        "{md}"
+    );
     assert!(md.contains("| EM3D | small | nodes 2048"), "{md}");
     assert!(md.contains("| 1:2 | 2:2 | 2L | CSM-DMS |"), "{md}");
     assert!(md.contains("host: "), "{md}");

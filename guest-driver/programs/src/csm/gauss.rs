@@ -90,15 +90,15 @@ pub fn run(csm: &Csm, d: &GaussData, tid: usize) -> Result<u64, AppError> {
     let (n, a) = (d.n, d.a);
     let (w, r) = (n + 1, d.stride);
     let mine = |i: usize| i % p == tid;
-    // As the paper's Gauss, whose master initialises the matrix: first touch
-    // makes processor 0's node home of every row, the rows' owners diff
-    // into it, and migration moves homes to them (seed 000 Table IV: 4.5K
-    // migrations at 32 processors, diffs from 3.6K to 0.5K).
-    if tid == 0 {
-        for i in 0..n {
-            for j in 0..w {
-                a.set(i * r + j, init(i, j, n));
-            }
+    // Each row's owner initialises it and is its home. Seed 000 Table IV's
+    // 4.5K migrations suggest the paper's master initialised the matrix,
+    // but its 3.6K CSM-DMS diffs do not: here a master-initialised matrix
+    // costs a diff per row per pivot (543K at 32 processors) and CSM-ADB's
+    // migrations then fetch more than CSM-DMS (docs/applications.md, "Data
+    // placement").
+    for i in (0..n).filter(|&i| mine(i)) {
+        for j in 0..w {
+            a.set(i * r + j, init(i, j, n));
         }
     }
     csm.barrier()?;
