@@ -67,10 +67,15 @@ fn run_resume_and_render_a_tiny_matrix() {
     let out = mc_host(&args);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
-    // Two baselines and four runs, one progress line each.
+    // Two baselines and four runs, one progress line each, after Table II's
+    // micro-benchmark under CSM-DMS and CSM-None.
     assert_eq!(err.matches("ok in").count(), 6, "{err}");
-    let records = load(&results).unwrap();
-    assert_eq!(records.len(), 6);
+    assert_eq!(err.matches("micro-benchmark under").count(), 2, "{err}");
+    let all = load(&results).unwrap();
+    assert_eq!(all.len(), 8);
+    let (table2, records): (Vec<_>, Vec<_>) = all.into_iter().partition(|r| r.is_table2());
+    assert_eq!(table2.len(), 2);
+    assert!(table2.iter().all(|r| r.ok()), "{table2:?}");
     for rec in &records {
         assert!(rec.ok(), "{:?}", rec.v);
         assert_eq!(rec.v["variant"], "dms");
@@ -90,7 +95,7 @@ fn run_resume_and_render_a_tiny_matrix() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
     assert_eq!(err.matches("skipped").count(), 6, "{err}");
-    assert_eq!(load(&results).unwrap().len(), 6);
+    assert_eq!(load(&results).unwrap().len(), 8);
 
     let report = dir.path().join("report");
     let out = mc_host(&["report", "render", r, "--out", report.to_str().unwrap()]);
@@ -101,7 +106,11 @@ fn run_resume_and_render_a_tiny_matrix() {
     );
     let md = std::fs::read_to_string(report.join("report.md")).unwrap();
     assert!(
-        md.contains("## Table III") && md.contains("## Table IV"),
+        md.contains("## Table II:") && md.contains("## Table III") && md.contains("## Table IV"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| lock acquire (+release) | 10.0 | 33.0 |"),
         "{md}"
     );
     assert!(md.contains("| EM3D | small | nodes 2048"), "{md}");

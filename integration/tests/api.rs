@@ -85,6 +85,53 @@ fn transmit_receive_with_and_without_loopback() {
 /// the entry from a snapshot taken before the other thread's half was
 /// recorded once left it without transmit ("page not enabled for
 /// transmit"; this test caught that in about 1 run in 4 of 100 rounds).
+/// A receiver takes only some pages of a region (`set_receiving`, as
+/// Cashmere's homes do): stores into the others are not kept, and turning a
+/// page on later takes the stores from then on. The coherent arena refuses.
+#[test]
+fn a_receiver_takes_only_the_pages_it_turned_on() {
+    let vc = VirtualCluster::start(ClusterConfig::new(2));
+    vc.on_every_node(|mc| {
+        let ps = mc.layout().page_size as usize;
+        let id = mc.region_alloc(9, 4 * ps as u64, false).unwrap();
+        let rx = mc.attach_receive(id, Sharing::Shared, false).unwrap();
+        rx.set_receiving(0, 4, false).unwrap();
+        rx.set_receiving(2, 1, true).unwrap();
+        assert!(rx.set_receiving(3, 2, true).is_err(), "past the region");
+        let mut b = Barrier::new(&mc, 1).unwrap();
+        b.wait(T).unwrap();
+        let me = mc.node_id().index();
+        let tx = mc.attach_transmit(id, Sharing::Shared, true).unwrap();
+        if me == 0 {
+            for p in 0..4 {
+                tx.write(p * ps, &pattern(64, p as u8 + 1)).unwrap();
+            }
+            mc.check_errors().unwrap();
+        }
+        b.wait(T).unwrap();
+        for p in 0..4 {
+            let want = if p == 2 { pattern(64, 3) } else { vec![0; 64] };
+            assert_eq!(rx.to_vec(p * ps, 64).unwrap(), want, "node {me} page {p}");
+        }
+        b.wait(T).unwrap();
+        rx.set_receiving(1, 1, true).unwrap();
+        b.wait(T).unwrap();
+        if me == 1 {
+            tx.write(ps, &pattern(64, 9)).unwrap();
+            mc.check_errors().unwrap();
+        }
+        b.wait(T).unwrap();
+        assert_eq!(rx.to_vec(ps, 64).unwrap(), pattern(64, 9), "node {me}");
+        let cid = mc.region_alloc(10, 64, true).unwrap();
+        let crx = mc.attach_receive(cid, Sharing::Shared, false).unwrap();
+        assert!(matches!(
+            crx.set_receiving(0, 1, false),
+            Err(McError::CoherentReceivedWhole(_))
+        ));
+        b.wait(T).unwrap();
+    });
+}
+
 #[test]
 fn concurrent_transmit_and_receive_attaches_both_take() {
     let vc = VirtualCluster::start(ClusterConfig::new(1));

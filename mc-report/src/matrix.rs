@@ -4,7 +4,7 @@
 //! III's time and every speedup's numerator). Each run has a key; a results
 //! file that already holds a key's successful record makes the run done.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 /// The applications of seed 000 Table III, as `mc-guest csm` names them.
@@ -110,6 +110,21 @@ impl FromStr for ClusterShape {
     }
 }
 
+/// Where a run's page homes come from (seed 000 s.3.4.1: "we captured the
+/// first-touch assignments from CSM-DMS and used them to explicitly assign
+/// home nodes in the other protocols").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HomesRole {
+    /// First touch, nothing recorded (baselines; `--first-touch-homes`).
+    FirstTouch,
+    /// CSM-DMS: first touch, recorded for the other variants of its
+    /// application, preset and shape (`mc-guest csm --record-homes`).
+    Record,
+    /// Another variant: the homes its CSM-DMS run recorded, imposed
+    /// (`mc-guest csm --homes`); first touch if that run left none.
+    Impose,
+}
+
 /// One run of the matrix.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RunSpec {
@@ -123,9 +138,27 @@ pub struct RunSpec {
     pub delivery: String,
     pub seed: Option<u64>,
     pub link: String,
+    pub homes: HomesRole,
+}
+
+/// Whether `variant` (`None`: mc-guest's default) is CSM-DMS.
+fn is_dms(variant: Option<&str>) -> bool {
+    variant.is_none_or(|v| v == "dms")
 }
 
 impl RunSpec {
+    /// The file the CSM-DMS run of this run's application, preset and
+    /// shape records its homes in, in the directory `dir` of the run logs.
+    pub fn homes_file(&self, dir: &Path) -> PathBuf {
+        let dms = RunSpec {
+            variant: Some("dms".into()),
+            baseline: false,
+            homes: HomesRole::Record,
+            ..self.clone()
+        };
+        dir.join(format!("{}.homes", dms.file_stem()))
+    }
+
     /// What identifies the run in a results file.
     pub fn key(&self) -> String {
         format!(
@@ -179,7 +212,9 @@ impl RunSpec {
         a
     }
 
-    /// `mc-guest csm ...` with the record going to `json`.
+    /// `mc-guest csm ...` with the record going to `json`, and the homes
+    /// recorded into, or imposed from, [`RunSpec::homes_file`] beside it
+    /// (imposed only if the file is there).
     pub fn guest_args(&self, json: &Path) -> Vec<String> {
         let mut a = vec!["mc-guest".to_string(), "csm".into(), self.app.clone()];
         if let Some(p) = &self.preset {
@@ -192,6 +227,20 @@ impl RunSpec {
         }
         if self.shape.one_level_threads() {
             a.extend(["--levels".into(), "1".into()]);
+        }
+        let dir = json.parent().unwrap_or(Path::new("."));
+        match self.homes {
+            HomesRole::FirstTouch => {}
+            HomesRole::Record => {
+                let f = self.homes_file(dir);
+                a.extend(["--record-homes".into(), f.display().to_string()]);
+            }
+            HomesRole::Impose => {
+                let f = self.homes_file(dir);
+                if f.exists() {
+                    a.extend(["--homes".into(), f.display().to_string()]);
+                }
+            }
         }
         // Each thread's time breakdown goes into the record (Figs. 2-3).
         a.push("--stats".into());
@@ -211,6 +260,9 @@ pub struct Matrix {
     pub seed: Option<u64>,
     pub link: String,
     pub baselines: bool,
+    /// Impose CSM-DMS's first-touch homes on the other variants (seed 000
+    /// s.3.4.1), running CSM-DMS on each shape first even if not asked for.
+    pub impose_homes: bool,
 }
 
 /// Comma-separated applications; `all` for the ten.
@@ -256,7 +308,7 @@ impl Matrix {
     /// Every run, application by application: its baseline first, then each
     /// variant on each shape.
     pub fn runs(&self) -> Vec<RunSpec> {
-        let base = |app: &str, variant: Option<String>, shape, baseline| RunSpec {
+        let base = |app: &str, variant: Option<String>, shape, baseline, homes| RunSpec {
             app: app.to_string(),
             preset: self.preset.clone(),
             variant,
@@ -265,11 +317,19 @@ impl Matrix {
             delivery: self.delivery.clone(),
             seed: self.seed,
             link: self.link.clone(),
+            homes,
         };
-        let variants: Vec<Option<String>> = match &self.variants {
+        let mut variants: Vec<Option<String>> = match &self.variants {
             Some(v) => v.iter().cloned().map(Some).collect(),
             None => vec![None],
         };
+        if self.impose_homes {
+            // CSM-DMS first, so the others find its homes.
+            if !variants.iter().any(|v| is_dms(v.as_deref())) {
+                variants.push(Some("dms".into()));
+            }
+            variants.sort_by_key(|v| !is_dms(v.as_deref()));
+        }
         let mut out = Vec::new();
         for app in &self.apps {
             if self.baselines {
@@ -278,11 +338,16 @@ impl Matrix {
                     threads: 1,
                     one_level: false,
                 };
-                out.push(base(app, None, one, true));
+                out.push(base(app, None, one, true, HomesRole::FirstTouch));
             }
-            for v in &variants {
-                for s in &self.shapes {
-                    out.push(base(app, v.clone(), *s, false));
+            for s in &self.shapes {
+                for v in &variants {
+                    let homes = match (self.impose_homes, is_dms(v.as_deref())) {
+                        (false, _) => HomesRole::FirstTouch,
+                        (true, true) => HomesRole::Record,
+                        (true, false) => HomesRole::Impose,
+                    };
+                    out.push(base(app, v.clone(), *s, false, homes));
                 }
             }
         }
@@ -331,6 +396,7 @@ mod tests {
             seed: None,
             link: "unthrottled".into(),
             baselines: true,
+            impose_homes: false,
         };
         let runs = m.runs();
         assert_eq!(runs.len(), 6);
@@ -350,5 +416,57 @@ mod tests {
             .host_args(60)
             .join(" ")
             .starts_with("run --nodes 2 --threads 2"));
+    }
+
+    #[test]
+    fn other_variants_run_after_dms_with_its_homes() {
+        let m = Matrix {
+            apps: vec!["sor".into()],
+            variants: Some(vec!["ms".into(), "none".into()]),
+            shapes: parse_shapes("2:1,2:2/1L").unwrap(),
+            preset: Some("small".into()),
+            delivery: "eager".into(),
+            seed: None,
+            link: "unthrottled".into(),
+            baselines: false,
+            impose_homes: true,
+        };
+        let runs = m.runs();
+        // CSM-DMS added, first on each shape.
+        let order: Vec<String> = runs
+            .iter()
+            .map(|r| format!("{}@{}", r.variant.as_deref().unwrap(), r.shape))
+            .collect();
+        assert_eq!(
+            order,
+            [
+                "dms@2:1",
+                "ms@2:1",
+                "none@2:1",
+                "dms@2:2/1L",
+                "ms@2:2/1L",
+                "none@2:2/1L"
+            ]
+        );
+        let dir = std::env::temp_dir().join(format!("mc-report-homes-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let json = dir.join("r.json");
+        let rec = runs[0].guest_args(&json).join(" ");
+        let file = runs[0].homes_file(&dir);
+        assert!(
+            rec.contains(&format!("--record-homes {}", file.display())),
+            "{rec}"
+        );
+        assert_eq!(runs[1].homes_file(&dir), file);
+        assert_ne!(runs[3].homes_file(&dir), file, "each shape its own");
+        // Imposed only once the CSM-DMS run has left its homes.
+        assert!(!runs[1].guest_args(&json).contains(&"--homes".to_string()));
+        std::fs::write(&file, "nodes 2\npage_size 8192\npages 1\n").unwrap();
+        let imp = runs[1].guest_args(&json).join(" ");
+        assert!(
+            imp.contains(&format!("--homes {}", file.display())),
+            "{imp}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

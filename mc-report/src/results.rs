@@ -134,6 +134,11 @@ impl RunRecord {
     pub fn breakdown(&self) -> Option<&Map<String, Value>> {
         self.v.get("breakdown")?.get("total")?.as_object()
     }
+    /// A Table II micro-benchmark record (`mc-guest bench csm --json`), not
+    /// an application run.
+    pub fn is_table2(&self) -> bool {
+        self.str("kind") == Some("table2")
+    }
     /// Application threads of the run (nodes x threads), 1 if unknown.
     pub fn processors(&self) -> f64 {
         self.shape()
@@ -174,23 +179,32 @@ pub enum Speedup {
 /// their times are read from.
 pub struct ResultSet {
     pub records: Vec<RunRecord>,
+    /// Table II micro-benchmark records (`kind: table2`), latest per key.
+    pub table2: Vec<RunRecord>,
     pub basis: TimeBasis,
 }
 
 impl ResultSet {
     pub fn new(all: Vec<RunRecord>) -> ResultSet {
         let mut records: Vec<RunRecord> = Vec::new();
+        let mut table2: Vec<RunRecord> = Vec::new();
         for r in all {
+            let list = if r.is_table2() {
+                &mut table2
+            } else {
+                &mut records
+            };
             match r
                 .key()
-                .and_then(|k| records.iter().position(|x| x.key() == Some(k)))
+                .and_then(|k| list.iter().position(|x| x.key() == Some(k)))
             {
-                Some(i) => records[i] = r,
-                None => records.push(r),
+                Some(i) => list[i] = r,
+                None => list.push(r),
             }
         }
         ResultSet {
             records,
+            table2,
             basis: TimeBasis::default(),
         }
     }

@@ -59,6 +59,16 @@ pub struct RunMatrixArgs {
     /// earlier matrix in the same file).
     #[arg(long)]
     pub no_baselines: bool,
+    /// Let every variant find its own homes by first touch. By default the
+    /// other variants run with the homes CSM-DMS's first touch gave on the
+    /// same application and shape (seed 000 s.3.4.1), and CSM-DMS runs
+    /// first on each shape, added if not among --variants.
+    #[arg(long)]
+    pub first_touch_homes: bool,
+    /// Skip Table II's micro-benchmark (by default `mc-guest bench csm`
+    /// under CSM-DMS and CSM-None on 2 nodes, once per results file).
+    #[arg(long)]
+    pub no_table2: bool,
 }
 
 impl RunMatrixArgs {
@@ -78,6 +88,7 @@ impl RunMatrixArgs {
             seed: self.seed,
             link: self.link.clone(),
             baselines: !self.no_baselines,
+            impose_homes: !self.first_touch_homes,
         })
     }
 
@@ -167,6 +178,10 @@ pub fn run_one(
         "baseline": spec.baseline,
         "config": spec.shape.to_string(),
         "requested_variant": spec.variant,
+        "homes_from": guest_args
+            .iter()
+            .position(|a| a == "--homes")
+            .and_then(|i| guest_args.get(i + 1)),
         "host": {
             "cores": before.cores,
             "load_before": before.load,
@@ -197,6 +212,84 @@ pub fn run_one(
     Ok(RunOutcome { ok, wall_s, record })
 }
 
+/// Samples per Table II operation.
+const TABLE2_ITERS: u32 = 200;
+/// Table II's variants: remote writes (the MC Direct column) and explicit
+/// messages (the MC Messages column).
+const TABLE2_VARIANTS: [&str; 2] = ["dms", "none"];
+
+/// Table II's micro-benchmark under `variant`: `mc-guest bench csm` on 2
+/// nodes, its JSON record completed as a run's is.
+fn run_table2(
+    mc_host: &Path,
+    args: &RunMatrixArgs,
+    variant: &str,
+    key: &str,
+    logs: &Path,
+) -> Result<(bool, Value), ReportError> {
+    let stem = format!("table2-{variant}");
+    let log_path = logs.join(format!("{stem}.log"));
+    let json_path = absolute(&logs.join(format!("{stem}.json")));
+    let _ = std::fs::remove_file(&json_path);
+    let log = std::fs::File::create(&log_path).map_err(ReportError::io(&log_path))?;
+    let err_log = log.try_clone().map_err(ReportError::io(&log_path))?;
+    let mut host_args: Vec<String> = [
+        "run",
+        "--nodes",
+        "2",
+        "--delivery",
+        &args.delivery,
+        "--link",
+        &args.link,
+        "--timeout",
+        &args.timeout.to_string(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    if let Some(seed) = args.seed {
+        host_args.extend(["--seed".into(), seed.to_string()]);
+    }
+    let guest_args = [
+        "mc-guest".to_string(),
+        "bench".into(),
+        "csm".into(),
+        "--variant".into(),
+        variant.into(),
+        "--iters".into(),
+        TABLE2_ITERS.to_string(),
+        "--json".into(),
+        json_path.display().to_string(),
+    ];
+    let status = Command::new(mc_host)
+        .args(&host_args)
+        .arg("--")
+        .args(&guest_args)
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(err_log)
+        .status()
+        .map_err(|source| ReportError::Spawn {
+            program: mc_host.to_path_buf(),
+            source,
+        })?;
+    let rec: Option<Value> = std::fs::read_to_string(&json_path)
+        .ok()
+        .and_then(|t| t.lines().last().and_then(|l| serde_json::from_str(l).ok()));
+    let ok = status.success() && rec.is_some();
+    let run = json!({
+        "key": key,
+        "status": if ok { "ok" } else { "failed" },
+        "exit_code": status.code(),
+        "log": absolute(&log_path).display().to_string(),
+    });
+    let mut v = rec.unwrap_or_else(|| json!({ "schema": 1, "kind": "table2", "variant": variant }));
+    if let Some(o) = v.as_object_mut() {
+        o.insert("run".into(), run);
+    }
+    Ok((ok, v))
+}
+
 /// `report run`: every run of the matrix not yet in the results file.
 pub fn run_matrix(args: &RunMatrixArgs) -> Result<(), ReportError> {
     let matrix = args.matrix()?;
@@ -216,8 +309,31 @@ pub fn run_matrix(args: &RunMatrixArgs) -> Result<(), ReportError> {
         std::fs::create_dir_all(dir).map_err(ReportError::io(dir))?;
     }
     let mc_host = std::env::current_exe().map_err(ReportError::CurrentExe)?;
-    let mut progress = Progress::new(runs.len());
     let mut failed = 0;
+    if !args.no_table2 {
+        for v in TABLE2_VARIANTS {
+            let key = format!(
+                "table2|{v}|{}|{}|{}",
+                args.delivery,
+                args.link,
+                args.seed.map_or("-".to_string(), |s| s.to_string())
+            );
+            if done.contains(&key) {
+                continue;
+            }
+            let (ok, rec) = run_table2(&mc_host, args, v, &key, &logs)?;
+            append(&args.results, &rec)?;
+            eprintln!(
+                "Table II micro-benchmark under CSM-{}: {}",
+                v.to_uppercase(),
+                if ok { "ok" } else { "failed" }
+            );
+            if !ok {
+                failed += 1;
+            }
+        }
+    }
+    let mut progress = Progress::new(runs.len());
     for spec in &runs {
         if done.contains(&spec.key()) {
             progress.skipped(spec);

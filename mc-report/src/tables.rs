@@ -147,6 +147,130 @@ fn table4(set: &ResultSet, out: &mut String) {
     );
 }
 
+/// Seed 000 Table II: the protocol operations' costs, measured by `mc-guest
+/// bench csm` under CSM-DMS (remote writes: the MC Direct column) and
+/// CSM-None (explicit messages: the MC Messages column), beside the
+/// paper's.
+fn table2(set: &ResultSet, out: &mut String) {
+    let ok: Vec<&RunRecord> = set.table2.iter().filter(|r| r.ok()).collect();
+    let _ = writeln!(
+        out,
+        "## Table II: costs of protocol operations (microseconds)
+"
+    );
+    if ok.is_empty() {
+        let _ = writeln!(
+            out,
+            "Not measured: the results hold no `mc-guest bench csm --json` record (`report run` \
+             adds them unless `--no-table2`).\n"
+        );
+        return;
+    }
+    let by = |variant: &str| ok.iter().find(|r| r.v["variant"].as_str() == Some(variant));
+    let (direct, messages) = (by("dms"), by("none"));
+    let ops: Vec<&str> = ok
+        .iter()
+        .flat_map(|r| r.v["rows"].as_array().into_iter().flatten())
+        .filter_map(|row| row["operation"].as_str())
+        .fold(Vec::new(), |mut v, o| {
+            if !v.contains(&o) {
+                v.push(o);
+            }
+            v
+        });
+    let row_of = |r: Option<&&RunRecord>, op: &str| -> Option<serde_json::Value> {
+        r?.v["rows"]
+            .as_array()?
+            .iter()
+            .find(|row| row["operation"].as_str() == Some(op))
+            .cloned()
+    };
+    let us = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
+    let _ = writeln!(
+        out,
+        "| operation | paper: MC Direct | paper: MC Messages | here: CSM-DMS | here: CSM-None |"
+    );
+    let _ = writeln!(out, "|---|---|---|---|---|");
+    for op in ops {
+        let d = row_of(direct, op);
+        let m = row_of(messages, op);
+        let paper = d.as_ref().or(m.as_ref());
+        let mark = |r: &Option<serde_json::Value>| match r {
+            Some(r) if r["by_messages"].as_bool() == Some(true) => " (msg)",
+            _ => "",
+        };
+        let _ = writeln!(
+            out,
+            "| {op} | {} | {} | {}{} | {}{} |",
+            us(paper.and_then(|p| p["mc_direct_us"].as_f64())),
+            us(paper.and_then(|p| p["mc_messages_us"].as_f64())),
+            us(d.as_ref().and_then(|r| r["here_us"].as_f64())),
+            mark(&d),
+            us(m.as_ref().and_then(|r| r["here_us"].as_f64())),
+            mark(&m),
+        );
+    }
+    let clock = ok
+        .iter()
+        .find_map(|r| r.v["clock"].as_str())
+        .unwrap_or("wall");
+    let nodes = ok.iter().find_map(|r| r.v["nodes"].as_u64()).unwrap_or(2);
+    let _ = writeln!(
+        out,
+        "\nMedians of `mc-guest bench csm --variant dms|none` on {nodes} virtual nodes, {clock}-clock \
+         microseconds on this host (node 0 asks, node 1 is the home or lock manager); (msg): done by \
+         explicit messages, to compare with the MC Messages column. Paper: seed 000 Table II (Memory \
+         Channel II, 600 MHz Alpha 21164A).\n"
+    );
+}
+
+/// Seed 000 Fig. 4's adaptive broadcast (CSM-ADB): pages placed in the
+/// broadcast buffers and the fetches they saved, per application and shape.
+fn adb_table(set: &ResultSet, out: &mut String) {
+    let rows: Vec<&RunRecord> = set
+        .records
+        .iter()
+        .filter(|r| r.ok() && !r.baseline() && r.variant() == "adb")
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "## Fig. 4: adaptive broadcast (CSM-ADB) placements and hits
+"
+    );
+    let _ = writeln!(
+        out,
+        "| application | preset | config | placements | hits | invalidations | page transfers | hits per placement |"
+    );
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|");
+    for r in rows {
+        let (p, h) = (r.stat("adb_placements"), r.stat("adb_hits"));
+        let per = match (p, h) {
+            (Some(p), Some(h)) if p > 0 => format!("{:.1}", h as f64 / p as f64),
+            _ => "-".to_string(),
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {} | {per} |",
+            paper::display_name(r.app()),
+            r.preset(),
+            r.shape().map_or("?".into(), |s| s.to_string()),
+            count(p),
+            count(h),
+            count(r.stat("adb_invalidations")),
+            count(r.stat("page_transfers")),
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\nPlacements: pages a home put in the broadcast buffers (widely read pages, seed 000 \
+         s.2.3.3); hits: fetches answered from a buffer instead of the home; invalidations: buffered \
+         copies withdrawn after a write.\n"
+    );
+}
+
 /// The whole report.md.
 pub fn report_md(set: &ResultSet, results: &Path, charts: &[String]) -> String {
     let mut out = String::new();
@@ -159,8 +283,10 @@ pub fn report_md(set: &ResultSet, results: &Path, charts: &[String]) -> String {
         results.display(),
         set.time_line()
     );
+    table2(set, &mut out);
     table3(set, &mut out);
     table4(set, &mut out);
+    adb_table(set, &mut out);
     let _ = writeln!(out, "## Charts\n");
     for c in charts {
         let _ = writeln!(out, "![{c}]({c})\n");
@@ -187,4 +313,45 @@ pub fn report_md(set: &ResultSet, results: &Path, charts: &[String]) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn rec(v: serde_json::Value) -> RunRecord {
+        RunRecord { v }
+    }
+
+    #[test]
+    fn table2_and_adb_placements_are_shown_beside_the_paper() {
+        let t2 = |variant: &str, here: f64, msg: bool| {
+            rec(json!({
+                "schema": 1, "kind": "table2", "variant": variant, "nodes": 2, "clock": "wall",
+                "rows": [{"operation": "lock acquire (+release)", "mc_direct_us": 10.0,
+                          "mc_messages_us": 33.0, "here_us": here, "by_messages": msg}],
+                "run": {"key": format!("table2|{variant}"), "status": "ok"},
+            }))
+        };
+        let adb = rec(json!({
+            "app": "gauss", "preset": "small", "variant": "adb", "nodes": 2, "threads": 1,
+            "levels": 1, "stats": {"total": {"adb_placements": 4, "adb_hits": 10,
+            "adb_invalidations": 1, "page_transfers": 7}},
+            "run": {"key": "gauss|adb", "status": "ok"},
+        }));
+        let set = ResultSet::new(vec![t2("dms", 12.5, false), t2("none", 40.0, true), adb]);
+        assert_eq!(set.records.len(), 1, "Table II records are not runs");
+        let md = report_md(&set, Path::new("r.jsonl"), &[]);
+        assert!(
+            md.contains("| lock acquire (+release) | 10.0 | 33.0 | 12.5 | 40.0 (msg) |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| Gauss | small | 2:1 | 4 | 10 | 1 | 7 | 2.5 |"),
+            "{md}"
+        );
+        let none = report_md(&ResultSet::new(vec![]), Path::new("r.jsonl"), &[]);
+        assert!(none.contains("Not measured"), "{none}");
+    }
 }

@@ -46,7 +46,7 @@ impl Barrier {
         let count = self.count;
         let rx = &self.rx;
         let mc = &self.mc;
-        let r = wait_for(WaitFor::Barrier, timeout, || {
+        let r = wait_for(self.mc.node(), WaitFor::Barrier, timeout, || {
             // An adapter that went offline (it crashed) is out of the
             // cluster: nobody sees this node's arrival and it sees nobody's,
             // so the wait could only time out.

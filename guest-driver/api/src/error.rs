@@ -24,6 +24,8 @@ pub enum McError {
     JoinThread(#[source] std::io::Error),
     #[error("no region with {0}")]
     NoSuchRegion(RegionRef),
+    #[error("region {0} is coherent: every node receives all of it, not some pages")]
+    CoherentReceivedWhole(u32),
     #[error("region key {key} exists with {size} bytes, not {wanted}")]
     RegionSize { key: u32, size: u64, wanted: u64 },
     #[error("a region needs at least one byte")]

@@ -93,7 +93,7 @@ impl Node {
         let generation = self.coherence.generation();
         self.stores.post(&[(addr, &[1])])?;
         let ack = &self.ack;
-        let answered = wait_for(WaitFor::AckAnswer, timeout, || {
+        let answered = wait_for(self, WaitFor::AckAnswer, timeout, || {
             if (0..n).all(|i| ack.load_u32(base + 4 * i) != u32::MAX) {
                 Some(true)
             } else {

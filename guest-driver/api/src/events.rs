@@ -70,7 +70,7 @@ impl Node {
         (first, pages): (u32, u32),
         timeout: Duration,
     ) -> Result<Notification, McError> {
-        wait_for(WaitFor::Notification, timeout, || {
+        wait_for(self, WaitFor::Notification, timeout, || {
             self.pump_events();
             let mut ev = self.events.lock().unwrap_or_else(|p| p.into_inner());
             let pos = ev.iter().position(|e| {

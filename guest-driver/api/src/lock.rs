@@ -8,7 +8,9 @@ use std::sync::{Arc, Mutex};
 use std::thread::ThreadId;
 
 use crate::error::{McError, Shortage};
-use crate::node::Node;
+use mc_driver::backoff::Backoff;
+
+use crate::node::{wait_policy, Node};
 use crate::spinlock::ClusterLock;
 use crate::table::{first_fit, LockSetEntry, Tables};
 
@@ -122,6 +124,9 @@ impl LockSet {
     pub fn acquire(&self, index: u32) -> Result<(), McError> {
         let l = self.lock(index)?;
         let local = &self.host.local_locks();
+        // Another thread of this node holds or is taking it: wait as the
+        // API's other waits do (spin, then sleep), not in a yield loop.
+        let mut backoff = Backoff::with_policy(wait_policy(self.host.node().layout.nodes));
         loop {
             match local.try_take(l.offset) {
                 Err(()) => {
@@ -131,7 +136,7 @@ impl LockSet {
                     })
                 }
                 Ok(true) => break,
-                Ok(false) => std::thread::yield_now(),
+                Ok(false) => backoff.snooze(),
             }
         }
         match l.acquire(self.host.node(), false) {

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use firmware_model::abi::{EventRecord, Registers};
-use mc_driver::backoff::poll_until;
+use mc_driver::backoff::{poll_until, poll_until_with, BackoffPolicy};
 
 use crate::coherence::JoinState;
 use crate::error::{McError, WaitFor};
@@ -100,14 +100,38 @@ impl Drop for Node {
     }
 }
 
-/// Wait (the common backoff) until `f` yields a value: the device or another
+/// How the API's waits for other nodes (a barrier, a contended lock, an
+/// ACK answer, a notification) step down: spin, a few yields, then sleeps
+/// that grow to a cap proportional to the cluster's size. A wait for other
+/// nodes can last as long as they compute; with dozens of guest processes
+/// on a few cores, waiters that yield or wake every few microseconds take
+/// the cores from the nodes they wait for. With the cap at
+/// `nodes x SLEEP_PER_NODE`, all waiters together wake at most about
+/// `1 / SLEEP_PER_NODE` times a second however many nodes there are.
+pub(crate) fn wait_policy(nodes: u32) -> BackoffPolicy {
+    BackoffPolicy {
+        spins: 200,
+        yields: 4,
+        max_sleep: (SLEEP_PER_NODE * nodes.max(1)).clamp(MIN_SLEEP_CAP, MAX_SLEEP_CAP),
+    }
+}
+const SLEEP_PER_NODE: Duration = Duration::from_micros(16);
+const MIN_SLEEP_CAP: Duration = Duration::from_micros(50);
+const MAX_SLEEP_CAP: Duration = Duration::from_millis(1);
+
+/// Wait ([`wait_policy`]) until `f` yields a value: the device or another
 /// node is about to write. `what` names it in the timeout error.
 pub(crate) fn wait_for<T>(
+    node: &Node,
     what: WaitFor,
     timeout: Duration,
-    f: impl FnMut() -> Option<T>,
+    mut f: impl FnMut() -> Option<T>,
 ) -> Result<T, McError> {
-    poll_until(timeout, f).ok_or(McError::Timeout {
+    poll_until_with(wait_policy(node.layout.nodes), timeout, || {
+        Ok::<_, std::convert::Infallible>(f())
+    })
+    .unwrap_or_else(|e| match e {})
+    .ok_or(McError::Timeout {
         after: timeout,
         waiting_for: what,
     })

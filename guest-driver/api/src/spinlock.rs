@@ -14,7 +14,25 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::error::{McError, WaitFor};
-use crate::node::{wait_for_loopback, Node, OP_TIMEOUT};
+use crate::node::{wait_for, wait_for_loopback, Node, OP_TIMEOUT};
+
+/// Collisions in a row that still widen the back-off window.
+const MAX_DOUBLINGS: u32 = 6;
+/// Delays shorter than this are spun; longer ones sleep (a sleep costs a
+/// wake-up of some tens of microseconds, and gives the core away).
+const SPIN_BELOW: Duration = Duration::from_micros(20);
+
+/// Wait `d` without yielding in a loop: spin if it is short, else sleep.
+fn pause(d: Duration) {
+    if d < SPIN_BELOW {
+        let until = Instant::now() + d;
+        while Instant::now() < until {
+            std::hint::spin_loop();
+        }
+    } else {
+        std::thread::sleep(d);
+    }
+}
 
 static TICKET: AtomicU32 = AtomicU32::new(1);
 
@@ -39,23 +57,60 @@ impl ClusterLock {
         (off, node.layout.page_addr(0) + off as u64)
     }
 
+    /// Other members whose entry is set in this node's copy of the array.
+    fn others_set(&self, node: &Node) -> u32 {
+        let me = node.me;
+        let members = node.members_mask();
+        (0..node.layout.nodes)
+            .filter(|&n| n != me && members & (1 << n) != 0)
+            .filter(|&n| node.control.load_u32(self.offset + 4 * n as usize) != 0)
+            .count() as u32
+    }
+
     /// The cluster half of acquiring: returns false only for `try_once` on
     /// contention.
+    ///
+    /// Contention is resolved as Ethernet's CSMA/CD resolves it: a node
+    /// listens before it talks (it writes its entry only when its copy of
+    /// the array shows the lock free), and one that collided waits, not in
+    /// a yield loop but spinning briefly and then sleeping, until the lock
+    /// looks free again, then a random delay scaled by the contenders it saw
+    /// and by its measured loopback time, and listens again before writing.
+    /// With dozens of nodes on a few cores, contenders that yield or retry
+    /// at once starve the holder they wait for.
     pub(crate) fn acquire(&self, node: &Node, try_once: bool) -> Result<bool, McError> {
         let c = &node.control;
-        let me = node.me;
         let (mine, addr) = self.my_entry(node);
-        let mut backoff_us: u64 = 2;
-        let mut rng = (u64::from(me) + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)
-            ^ Instant::now().elapsed().as_nanos() as u64;
+        let mut rng = (u64::from(node.me) + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+            ^ u64::from(ticket()).wrapping_mul(0xbf58_476d_1ce4_e5b9);
         let start = Instant::now();
+        let deadline = OP_TIMEOUT * 4;
+        let mut collisions: u32 = 0;
+        // The loopback time, measured on every attempt (a smoothed mean):
+        // the window in which two writers collide.
+        let mut rtt = Duration::from_micros(5);
         loop {
             // After a rejoin this node's copy of the arrays is stale until it
             // has caught up; a thread that got past here before the crash
             // sees the generation move and starts over.
             node.coherence.gate(OP_TIMEOUT)?;
             let generation = node.coherence.generation();
+            if !try_once {
+                // Listen: wait until nobody else holds or wants the lock.
+                let left = deadline.saturating_sub(start.elapsed());
+                let seen = wait_for(node, WaitFor::ClusterSpinlock, left, || {
+                    let n = self.others_set(node);
+                    (n == 0 || node.coherence.generation() != generation).then_some(())
+                });
+                if seen.is_err() {
+                    return Err(McError::Timeout {
+                        after: deadline,
+                        waiting_for: WaitFor::ClusterSpinlock,
+                    });
+                }
+            }
             let t = ticket();
+            let sent = Instant::now();
             node.store(addr, &t.to_le_bytes())?;
             // The entry is read back from this node's own copy: its store is
             // posted, and only its loopback, ordered after every store before
@@ -69,14 +124,11 @@ impl ClusterLock {
                     (node.coherence.generation() != generation).then_some(false)
                 }
             })?;
-            let members = node.members_mask();
-            let contended = back
-                && (0..node.layout.nodes)
-                    .filter(|&n| n != me && members & (1 << n) != 0)
-                    .any(|n| c.load_u32(self.offset + 4 * n as usize) != 0);
+            rtt = (rtt * 3 + sent.elapsed().min(Duration::from_millis(10))) / 4;
+            let contenders = if back { self.others_set(node) } else { 0 };
             let stale =
                 !back || node.coherence.generation() != generation || !node.coherence.is_coherent();
-            if !contended && !stale {
+            if contenders == 0 && !stale {
                 return Ok(true);
             }
             node.store(addr, &0u32.to_le_bytes())?;
@@ -86,22 +138,23 @@ impl ClusterLock {
             if try_once {
                 return Ok(false);
             }
-            if start.elapsed() > OP_TIMEOUT * 4 {
+            if start.elapsed() > deadline {
                 return Err(McError::Timeout {
-                    after: OP_TIMEOUT * 4,
+                    after: deadline,
                     waiting_for: WaitFor::ClusterSpinlock,
                 });
             }
-            // Randomised exponential back-off so contenders do not collide forever.
+            // Collided: a random delay in [0, window), the window the
+            // loopback time times the contenders seen, doubling with each
+            // collision in a row (bounded), so colliders spread out.
+            collisions = collisions.saturating_add(1);
             rng ^= rng << 13;
             rng ^= rng >> 7;
             rng ^= rng << 17;
-            let wait = backoff_us / 2 + rng % (backoff_us / 2 + 1);
-            let until = Instant::now() + Duration::from_micros(wait);
-            while Instant::now() < until {
-                std::thread::yield_now();
-            }
-            backoff_us = (backoff_us * 2).min(64);
+            let window = rtt.as_nanos() as u64
+                * u64::from(contenders + 1)
+                * (1u64 << collisions.min(MAX_DOUBLINGS));
+            pause(Duration::from_nanos(rng % window.max(1)));
         }
     }
 

@@ -1,18 +1,30 @@
 //! CSM-DMS data propagation (seed 000 s.2.3.1.1 "Data"): a page's master
 //! copy is its home's receive mapping (seed 000: "the home node creates a
-//! receive mapping for the page"). Each node has a home region the size of
-//! the heap that only it receives; page p's master copy is at
-//! `p * page_size` in its home's region. Diffs are remote writes into it,
-//! point-to-point to the home (the home's own go by loopback), so no other
-//! node receives or copies them. A page fetch is a request word in the
-//! home's mailbox and a reply in the requester's (`mailbox`), each store of
-//! which wakes its receiver only.
+//! receive mapping for the page. All other nodes create a transmit
+//! mapping"). The shared heap is mapped into Memory Channel space once, as
+//! one home region the size of the heap, so the space Cashmere needs "is
+//! not affected by system size": page p's master copy is at
+//! `p * page_size` in it. Every machine transmits into the whole region
+//! (broadcast, with loopback for its own master copies), and receives only
+//! the pages one of its protocol nodes is home of: the receive bit of the
+//! other pages' entries is off, so their stores are not kept there. A node
+//! turns its page's receive on before it claims the home (first touch) or,
+//! for imposed homes, before the start barrier: before any diff for it can
+//! be sent. Diffs are remote writes into the master copy, so no processor
+//! at the home takes part. A page fetch is a request word in the home's
+//! mailbox and a reply in the requester's (`mailbox`), each store of which
+//! wakes its receiver only.
+//!
+//! Only CSM-DMS keeps data in Memory Channel space, and its homes never
+//! move (home migration is for the variants whose data travels by message,
+//! seed 000 s.2.3.2), so a page's receive mapping is set once.
 
 use std::ops::Range;
 use std::sync::Arc;
 
 use mc_api::{MemoryChannel, RxRegion, TxRegion};
 
+use super::homes::HomeAssignment;
 use super::mailbox::Mailboxes;
 use super::messages::{mail_request_methods, MailRequests, ReplySlot};
 use super::seams::DataPropagation;
@@ -22,49 +34,69 @@ use super::CsmError;
 
 pub struct DmsData {
     space: CsmSpace,
-    me: u32,
-    /// Transmit mapping of every node's home region: point-to-point to the
-    /// others', this node's own with loopback (its master copies).
-    to_home: Vec<Arc<TxRegion>>,
-    /// This node's receive mapping of its home region: the master copies of
-    /// the pages it is home of.
+    /// Memory Channel page size: the unit of a receive mapping.
+    mc_page: u32,
+    /// Transmit mapping of the home region: to every machine, with
+    /// loopback; only the page's home receives it.
+    to_home: Arc<TxRegion>,
+    /// This machine's receive mapping of the home region (shared by its
+    /// processors in 1L): the master copies of the pages its nodes are
+    /// home of.
     master: Arc<RxRegion>,
     mail: Arc<Mailboxes>,
     requests: MailRequests,
 }
 
 impl DmsData {
-    /// Allocate (or find) every node's home region, attach this node's for
-    /// receive and every one for transmit. Before the start barrier, like the
-    /// mailboxes: a store into a region nobody receives yet is not kept.
+    /// Allocate (or find) the home region, attach it for transmit and for
+    /// receive of nothing yet, then receive the pages `imposed` makes this
+    /// node home of. Before the start barrier, like the mailboxes: a store
+    /// into a page nobody receives is not kept.
     pub fn new(
         mc: &MemoryChannel,
         space: CsmSpace,
         mail: Arc<Mailboxes>,
         site: &Site,
+        imposed: Option<&HomeAssignment>,
     ) -> Result<DmsData, CsmError> {
         let me = site.me;
-        let mut to_home = Vec::with_capacity(space.nodes as usize);
-        let mut master = None;
-        for n in 0..space.nodes {
-            let id = mc.region_alloc(KEY_HOME + n, space.heap_bytes(), false)?;
-            if n == me {
-                master = Some(site.receive(mc, id, false)?);
-            }
-            to_home.push(site.transmit_to(mc, id, n)?);
-        }
-        Ok(DmsData {
+        let id = mc.region_alloc(KEY_HOME, space.heap_bytes(), false)?;
+        let master = site.receive_pages(mc, id)?;
+        let to_home = site.transmit_all(mc, id)?;
+        let d = DmsData {
             space,
-            me,
+            mc_page: mc.layout().page_size,
             to_home,
-            master: master.expect("this node is one of the nodes"),
+            master,
             requests: MailRequests::new(me, mail.clone()),
             mail,
-        })
+        };
+        if let Some(h) = imposed {
+            for (p, home) in h.homes.iter().enumerate() {
+                if *home == Some(me) {
+                    d.receive_page(p as u32)?;
+                }
+            }
+        }
+        Ok(d)
     }
 
     fn page_off(&self, page: u32) -> usize {
         page as usize * self.space.page_size as usize
+    }
+
+    /// Receive the stores into page `page`'s master copy: the Memory
+    /// Channel pages it lies on (with pages smaller than the Memory
+    /// Channel's, the pages sharing one are received together; the others'
+    /// stores land in memory their home is not, and nobody reads).
+    fn receive_page(&self, page: u32) -> Result<(), CsmError> {
+        let (ps, mp) = (u64::from(self.space.page_size), u64::from(self.mc_page));
+        let first = u64::from(page) * ps / mp;
+        let end = (u64::from(page) + 1) * ps;
+        let count = end.div_ceil(mp) - first;
+        self.master
+            .set_receiving(first as u32, count as u32, true)?;
+        Ok(())
     }
 }
 
@@ -93,12 +125,18 @@ impl DataPropagation for DmsData {
             .iter()
             .map(|r| (base + 4 * r.start, word_bytes(&current[r.clone()])))
             .collect();
-        self.to_home[home as usize].write_many(&recs)?;
+        // Every machine is sent the runs; only the page's home receives them.
+        let _ = home;
+        self.to_home.write_many(&recs)?;
         Ok(runs.iter().map(|r| 4 * r.len()).sum())
     }
 
+    fn prepare_home(&self, page: u32) -> Result<(), CsmError> {
+        self.receive_page(page)
+    }
+
     fn write_page(&self, page: u32, data: &[u8]) -> Result<(), CsmError> {
-        self.to_home[self.me as usize].post(self.page_off(page), data)?;
+        self.to_home.post(self.page_off(page), data)?;
         Ok(())
     }
 

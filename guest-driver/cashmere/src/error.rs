@@ -53,7 +53,7 @@ pub enum CsmError {
     TooManyThreads(u32),
     #[error("shared heap of {0} bytes: Cashmere's heap is 1 byte to 1 GiB (every node's home region is the heap's size, in a Memory Channel address space of at most 1 GiB)")]
     HeapSize(usize),
-    #[error("{adapters} adapters x {per_adapter} protocol nodes each: Cashmere runs on 1 to {max} protocol nodes here (a barrier word and two regions each, in a region table shared with everything else on the cluster)")]
+    #[error("{adapters} adapters x {per_adapter} protocol nodes each: Cashmere runs on 1 to {max} protocol nodes here (a barrier word and a mailbox region each, in a region table shared with everything else on the cluster)")]
     TooManyNodes {
         adapters: u32,
         per_adapter: u32,

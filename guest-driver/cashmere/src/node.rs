@@ -162,7 +162,12 @@ impl Node {
                 // Message-based metadata: the page's directory manager
                 // assigns the home (msg_meta).
                 Some(m) if m != self.me => self.ask_home(st, m, p)?,
-                _ => self.meta.claim_home(p, &|| self.check_failed())?,
+                _ => {
+                    // The master copy is received before the claim can be
+                    // seen (CSM-DMS: its receive mapping).
+                    self.data.prepare_home(p)?;
+                    self.meta.claim_home(p, &|| self.check_failed())?
+                }
             },
         };
         st.pages[p as usize].home = Some(h);

@@ -69,6 +69,13 @@ pub trait DataPropagation: Send + Sync {
     fn master_in_heap(&self) -> bool {
         false
     }
+    /// This node is about to claim `page`'s home (first touch): take the
+    /// stores into its master copy from now on. Before the claim is
+    /// published, so no diff for the page can arrive before its home
+    /// receives it.
+    fn prepare_home(&self, _page: u32) -> Result<(), CsmError> {
+        Ok(())
+    }
     /// Overwrite the master copy of a page this node is home of.
     fn write_page(&self, page: u32, data: &[u8]) -> Result<(), CsmError>;
     /// Where in this process the master copy of `page` is, if this node is

@@ -34,11 +34,11 @@ use crate::CsmError;
 /// bit per node in a sharing set. Fewer where the region table is smaller
 /// ([`Site::new`]).
 pub const MAX_PROTOCOL_NODES: u32 = 64;
-/// Regions every protocol node has: its mailbox and its home region.
-const REGIONS_PER_NODE: u32 = 2;
+/// Regions every protocol node has: its mailbox.
+const REGIONS_PER_NODE: u32 = 1;
 /// Regions the cluster shares: the directory, the write notices, the
-/// synchronisation words, the broadcast buffers.
-const SHARED_REGIONS: u32 = 4;
+/// synchronisation words, the broadcast buffers, the home region.
+const SHARED_REGIONS: u32 = 5;
 
 /// The transmit and receive mappings the processors of one machine share.
 #[derive(Default)]
@@ -144,6 +144,20 @@ impl Site {
     ) -> Result<Arc<RxRegion>, CsmError> {
         shared(&self.attachments.rx, id, || {
             mc.attach_receive(id, Sharing::Shared, notify)
+        })
+    }
+}
+
+impl Site {
+    /// Receive mapping of region `id` with every page's receive off at
+    /// first (`RxRegion::set_receiving` turns pages on): the home region,
+    /// of which a machine receives only the pages its nodes are home of.
+    pub fn receive_pages(&self, mc: &MemoryChannel, id: u32) -> Result<Arc<RxRegion>, CsmError> {
+        shared(&self.attachments.rx, id, || {
+            let rx = mc.attach_receive(id, Sharing::Shared, false)?;
+            let (_, pages) = rx.pages();
+            rx.set_receiving(0, pages, false)?;
+            Ok(rx)
         })
     }
 }

@@ -1,19 +1,22 @@
 //! Where CSM-DMS keeps its state in Memory Channel space.
 //!
 //! Three coherent regions (every node transmits with loopback and receives),
-//! allocated by key, and two ordinary regions per node, which only that node
-//! receives:
+//! allocated by key, one home region the size of the heap, and a mailbox
+//! per node, which only that node receives. The data's space does not grow
+//! with the cluster (seed 000 s.2.3.1.1: "not affected by system size");
+//! the metadata's does, as the paper's did (a directory word per node per
+//! page, a write-notice bin per pair of nodes, a message slot per pair).
 //!
 //! | region | contents |
 //! |---|---|
-//! | home region of node n | the master copies of the pages n is home of: page p at `p * page_size`, n's receive mapping; others write diffs into it point-to-point |
+//! | home region | the master copies: page p at `p * page_size`, received only by the machine of its home (its receive mapping; the other pages' receive bits are off there); every machine transmits diffs into it, broadcast with loopback, and only the home keeps them |
 //! | directory | per page `1 + nodes` words: the shared word (home + 1, Exclusive bit), then one word per node (its sharing state); then the directory lock (one word per node) |
 //! | notices | write-notice bin `[receiver][sender]`: SendIdx, RecvIdx, entries |
 //! | sync | the start barrier's arrival and sense words, the abort word, flags |
 //! | broadcast buffers (CSM-ADB) | slots of widely read pages, each a page and a header, received by every node (`adb`) |
 //! | mailbox of node n | what node n waits for: the reply to its page request, the echo of its own stores, barrier arrivals (node 0) and the barrier sense, page requests to it (`MailboxLayout`). Only node n receives it, with an interrupt on every store (seed 004's interrupt-on-receive regions), so a sleeping waiter is woken |
 
-/// Node n's home region (its master copies) has key `KEY_HOME + n`.
+/// The home region (every page's master copy, at its home).
 pub const KEY_HOME: u32 = 0xc5a0_0200;
 /// CSM-ADB's broadcast buffers (`adb`).
 pub const KEY_ADB: u32 = 0xc5a0_0300;
@@ -131,7 +134,7 @@ impl CsmSpace {
 
     /// Coherent arena bytes all coherent regions need (with slack for
     /// rounding). The heap is not among them: the master copies are in the
-    /// nodes' home regions, ordinary regions.
+    /// home region, an ordinary region.
     pub fn arena_bytes(&self, mc_page: u64) -> u64 {
         [self.dir_bytes(), self.wn_bytes(), self.sync_bytes()]
             .iter()

@@ -51,7 +51,13 @@ pub(crate) fn start_node(
             heap.clone(),
         )?)
     } else {
-        Box::new(dms_data::DmsData::new(mc, space, mail.clone(), &site)?)
+        Box::new(dms_data::DmsData::new(
+            mc,
+            space,
+            mail.clone(),
+            &site,
+            cfg.homes.as_deref(),
+        )?)
     };
     let meta: Box<dyn seams::Metadata> = if v.metadata_by_messages() {
         Box::new(msg_meta::MsgMeta::new(&site, space, mail.clone())?)

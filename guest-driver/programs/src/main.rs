@@ -47,7 +47,7 @@ fn run(cli: &GuestCli) -> Result<(), GuestError> {
             iters,
             variant,
             detection,
-            ..
+            json,
         } => {
             let mc = open(cli)?;
             let rows = csm::bench::run(&mc, *iters, *variant, *detection)?;
@@ -56,6 +56,10 @@ fn run(cli: &GuestCli) -> Result<(), GuestError> {
                     "{}",
                     csm::bench::format(&rows, mc.nodes(), *variant, *detection)
                 );
+                if let Some(path) = json {
+                    let r = csm::bench::record(&rows, mc.nodes(), *variant, *detection, *iters);
+                    csm::record::append(path, &r)?;
+                }
             }
             Ok(())
         }

@@ -99,6 +99,13 @@ impl dyn RegionHost + '_ {
 
     /// Program this node's PCT for region `e` from its local attachments.
     fn reprogram(&self, e: &RegionEntry) -> Result<(), McError> {
+        self.reprogram_pages(e, 0, e.pages)
+    }
+
+    /// Program this node's PCT for pages `[first, end)` of region `e` from
+    /// its local attachments, in runs of pages alike (receiving with their
+    /// frames, or not).
+    fn reprogram_pages(&self, e: &RegionEntry, first: u32, end: u32) -> Result<(), McError> {
         if e.coherent {
             // The arena is mapped for everything at open.
             return Ok(());
@@ -126,9 +133,60 @@ impl dyn RegionHost + '_ {
             entry.interrupt = *notify;
             frames = mem.frames();
         }
+        let off = a.and_then(|a| a.rx_off.clone()).filter(|_| entry.receive);
         // Loopback without a receive mapping reflects nothing, and is allowed.
         drop(attach);
-        port.set_pct(e.first_page, e.pages, entry, &frames)
+        let receiving = |p: u32| entry.receive && !off.as_ref().is_some_and(|o| o[p as usize]);
+        let per_page = frames.len() / e.pages.max(1) as usize;
+        let mut i = first;
+        while i < end {
+            let on = receiving(i);
+            let mut j = i + 1;
+            while j < end && receiving(j) == on {
+                j += 1;
+            }
+            if on {
+                let f = &frames[i as usize * per_page..j as usize * per_page];
+                port.set_pct(e.first_page + i, j - i, entry, f)?;
+            } else {
+                let mut x = entry;
+                x.receive = false;
+                x.interrupt = false;
+                port.set_pct(e.first_page + i, j - i, x, &[])?;
+            }
+            i = j;
+        }
+        Ok(())
+    }
+
+    /// Turn receive on or off for `count` pages of region `e` from its page
+    /// `first` (an attached receive mapping), and program them.
+    pub(crate) fn set_receiving(
+        &self,
+        e: &RegionEntry,
+        first: u32,
+        count: u32,
+        on: bool,
+    ) -> Result<(), McError> {
+        let end = first.checked_add(count).filter(|&end| end <= e.pages);
+        let Some(end) = end else {
+            return Err(McError::OutOfBounds {
+                offset: first as usize,
+                len: count as usize,
+                size: e.pages as usize,
+            });
+        };
+        {
+            let mut attach = self.attachments().local();
+            let Some(a) = attach.get_mut(&e.id).filter(|a| a.rx.is_some()) else {
+                return Err(McError::NoSuchRegion(RegionRef::Id(e.id)));
+            };
+            let off = a
+                .rx_off
+                .get_or_insert_with(|| vec![false; e.pages as usize]);
+            off[first as usize..end as usize].fill(!on);
+        }
+        self.reprogram_pages(e, first, end)
     }
 
     /// Receive memory of `pages` pages from the pool, zeroed, if one that
@@ -154,6 +212,7 @@ impl dyn RegionHost + '_ {
                     a.tx = None;
                 } else {
                     freed = a.rx.take().map(|(m, _)| m);
+                    a.rx_off = None;
                 }
                 if a.tx.is_none() && a.rx.is_none() {
                     attach.remove(&e.id);

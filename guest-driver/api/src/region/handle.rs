@@ -227,6 +227,22 @@ impl RxRegion {
         (self.entry.first_page, self.entry.pages)
     }
 
+    /// Receive (`on`) or ignore the stores into `count` Memory Channel pages
+    /// of this region from its page `first`: their page control table
+    /// entries with or without the receive bit, the transmit half as
+    /// attached. A region's receiver may take only some of its pages, as
+    /// Cashmere's homes take only the pages they are home of (seed 000
+    /// s.2.3.1.1: "The home node creates a receive mapping for the page").
+    /// Stores into a page not received are not kept here; the memory keeps
+    /// what it had.
+    pub fn set_receiving(&self, first: u32, count: u32, on: bool) -> Result<(), McError> {
+        if self.entry.coherent {
+            // The coherent arena is received whole, by every node.
+            return Err(McError::CoherentReceivedWhole(self.entry.id));
+        }
+        self.host.set_receiving(&self.entry, first, count, on)
+    }
+
     pub fn read(&self, offset: usize, buf: &mut [u8]) -> Result<(), McError> {
         check(offset, buf.len(), self.entry.size)?;
         self.mem.read(self.offset + offset, buf);

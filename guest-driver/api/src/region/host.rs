@@ -16,6 +16,9 @@ pub(super) struct LocalAttach {
     /// Loopback, and the destination (None = broadcast).
     pub(super) tx: Option<(bool, Option<NodeId>)>,
     pub(super) rx: Option<(Arc<dyn ReceiveMemory>, bool)>,
+    /// Pages of the receive mapping whose receive is off
+    /// ([`super::RxRegion::set_receiving`]); none while `None`.
+    pub(super) rx_off: Option<Vec<bool>>,
 }
 
 /// This node's attachments of every region, and the receive memory detached

@@ -63,8 +63,10 @@ pub(crate) enum GuestCommand {
         /// woken by the adapter's event).
         #[arg(long, value_enum, default_value_t = csm::Detection::Poll)]
         detection: csm::Detection,
-        /// `ump` only: also write the report as JSON to this file.
-        #[arg(long)]
+        /// `ump` and `csm` only: also write the report as JSON to FILE
+        /// (`csm`: node 0 appends the rows as one line, for `mc-host
+        /// report`'s Table II).
+        #[arg(long, value_name = "FILE")]
         json: Option<std::path::PathBuf>,
     },
     /// Run a Cashmere program under a protocol variant (CSM-DMS by default),

@@ -119,18 +119,18 @@ fn csm_main(
     };
     // The coherent arena holds Cashmere's directory, write-notice bins and
     // synchronisation words (sized here for up to 8 nodes, or MC_NODES if
-    // more); the master copies are in each node's home region, an ordinary
-    // region the guest receives into its RAM, as are the mailboxes.
-    // In 1L every thread is a protocol node, with a home region (the size
-    // of the heap) and a mailbox this node's adapter receives.
+    // more); the master copies are in the one home region (the size of the
+    // heap: each machine receives the pages its nodes are home of into its
+    // RAM), an ordinary region, as are the mailboxes. In 1L every thread is
+    // a protocol node, with a mailbox this node's adapter receives.
     let per_node = match p.levels {
         cashmere::Levels::One => p.threads.max(1),
         cashmere::Levels::Two => 1,
     };
     let arena = (4 << 20) + 2 * p.config().space(nodes.max(8) * per_node).arena_bytes(8192);
-    let ram_mib = cli.ram_mib.unwrap_or_else(|| {
-        64.max(((4 << 20) + (1 + per_node as usize) * p.heap_bytes) >> 20) + 32 * per_node as usize
-    });
+    let ram_mib = cli
+        .ram_mib
+        .unwrap_or_else(|| 64.max(((4 << 20) + 2 * p.heap_bytes) >> 20) + 32 * per_node as usize);
     let cli = GuestCli {
         ram_mib: Some(ram_mib),
         ..cli.clone()

@@ -196,3 +196,36 @@ pub fn format(
     }
     s
 }
+
+/// The rows as a JSON record (`mc-guest bench csm --json`): what `mc-host
+/// report` shows as Table II beside the paper's columns.
+pub fn record(
+    rows: &[CsmBenchRow],
+    nodes: u32,
+    variant: CsmVariant,
+    detection: Detection,
+    iters: u32,
+) -> serde_json::Value {
+    let rows: Vec<serde_json::Value> = rows
+        .iter()
+        .map(|r| {
+            serde_json::json!({
+                "operation": r.operation,
+                "mc_direct_us": r.mc_direct,
+                "mc_messages_us": r.mc_messages,
+                "here_us": r.here,
+                "by_messages": r.by_messages,
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "schema": 1,
+        "kind": "table2",
+        "variant": variant.name(),
+        "detection": detection.name(),
+        "nodes": nodes,
+        "iters": iters,
+        "clock": "wall",
+        "rows": rows,
+    })
+}

@@ -90,6 +90,12 @@ pub fn run(csm: &Csm, d: &GaussData, tid: usize) -> Result<u64, AppError> {
     let (n, a) = (d.n, d.a);
     let (w, r) = (n + 1, d.stride);
     let mine = |i: usize| i % p == tid;
+    // Each row's owner initialises it and is its home. Seed 000 Table IV's
+    // 4.5K migrations suggest the paper's master initialised the matrix,
+    // but its 3.6K CSM-DMS diffs do not: here a master-initialised matrix
+    // costs a diff per row per pivot (543K at 32 processors) and CSM-ADB's
+    // migrations then fetch more than CSM-DMS (docs/applications.md, "Data
+    // placement").
     for i in (0..n).filter(|&i| mine(i)) {
         for j in 0..w {
             a.set(i * r + j, init(i, j, n));
