@@ -195,7 +195,6 @@ fn the_writers_check_alone_catches_corruption() {
 /// `a_receiver_detects_its_own_lost_packets_with_the_count_alone`): today
 /// it passes eagerly and fails under skewed delivery.
 #[test]
-#[ignore = "needs the device's receiver-side error ordering (issue 28/30)"]
 fn the_receivers_count_alone_catches_corruption() {
     for_each_delivery_up_to(&[24], 1, |mode| {
         let config = Config {
