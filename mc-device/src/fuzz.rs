@@ -168,7 +168,14 @@ fn control_commands_on(rig: &mut Rig, before: &[u8], data: &[u8]) {
 /// Register-file accesses: reads at any offset and size return exactly that
 /// many bytes; writes are refused and counted.
 pub fn register_writes(data: &[u8]) {
-    with_rig(|rig, _| register_writes_on(rig, data));
+    // Reads and refused writes change nothing but counts: no reset needed.
+    thread_local! {
+        static RIG: RefCell<Option<Rig>> = const { RefCell::new(None) };
+    }
+    RIG.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        register_writes_on(slot.get_or_insert_with(|| Rig::new(2)), data);
+    });
 }
 
 fn register_writes_on(rig: &mut Rig, data: &[u8]) {
