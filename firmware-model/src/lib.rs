@@ -37,6 +37,7 @@ pub mod skew;
 pub mod status;
 pub mod timing;
 pub mod types;
+pub mod vtime;
 
 pub use config::{ClusterConfig, ConfigError};
 pub use counters::{HubCounters, NodeCounters};
