@@ -57,3 +57,5 @@ pub mod fuzz;
 pub mod test_rig;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod vtime_tests;
