@@ -13,6 +13,8 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+use mc_driver::vclock;
+
 use crate::error::{McError, WaitFor};
 use crate::node::{wait_for_loopback, Node, OP_TIMEOUT};
 
@@ -41,7 +43,19 @@ impl ClusterLock {
 
     /// The cluster half of acquiring: returns false only for `try_once` on
     /// contention.
+    ///
+    /// In virtual time the whole acquire is a wait: the thread resumes at
+    /// the latest arrival into the lock's array (its own entry back by
+    /// loopback, the holder's release), not at the host's back-off.
     pub(crate) fn acquire(&self, node: &Node, try_once: bool) -> Result<bool, McError> {
+        vclock::wait_begin();
+        let r = self.acquire_entry(node, try_once);
+        let len = 4 * u64::from(node.layout.nodes);
+        vclock::wait_end(node.arrival(node.control_addr(self.offset), len));
+        r
+    }
+
+    fn acquire_entry(&self, node: &Node, try_once: bool) -> Result<bool, McError> {
         let c = &node.control;
         let me = node.me;
         let (mine, addr) = self.my_entry(node);
@@ -62,13 +76,18 @@ impl ClusterLock {
             // it, says what the others had written first. A node that leaves
             // the cluster meanwhile never sees it come back (the store was
             // refused): it stops waiting and starts over below.
-            let back = wait_for_loopback(node, WaitFor::LockEntry, || {
-                if c.load_u32(mine) == t {
-                    Some(true)
-                } else {
-                    (node.coherence.generation() != generation).then_some(false)
-                }
-            })?;
+            let back = wait_for_loopback(
+                node,
+                WaitFor::LockEntry,
+                || {
+                    if c.load_u32(mine) == t {
+                        Some(true)
+                    } else {
+                        (node.coherence.generation() != generation).then_some(false)
+                    }
+                },
+                || node.arrival(node.control_addr(mine), 4),
+            )?;
             let members = node.members_mask();
             let contended = back
                 && (0..node.layout.nodes)

@@ -2,12 +2,7 @@ use super::*;
 use std::time::{Duration, Instant};
 
 fn on() {
-    init(ClockConfig {
-        cpu_scale: 1.0,
-        board: None,
-        quantum_ns: 1_000_000_000,
-    })
-    .expect("one configuration for every test of this binary");
+    test_on();
 }
 
 fn burn(d: Duration) {
