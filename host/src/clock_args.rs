@@ -89,7 +89,12 @@ impl ClockArgs {
         match std::fs::remove_file(&board) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(source) => return Err(ClockArgsError::StaleBoard { path: board, source }),
+            Err(source) => {
+                return Err(ClockArgsError::StaleBoard {
+                    path: board,
+                    source,
+                })
+            }
         }
         let mut vars = vec![
             (env::CLOCK, "virtual".to_string()),

@@ -20,8 +20,8 @@ use log::warn;
 use mc_device::{Cluster, ClusterOptions};
 
 use crate::cli_error::CliError;
-use crate::clock_args::{self, ClockArgs};
 use crate::cli_error::{GuestFailure, StopReason};
+use crate::clock_args::{self, ClockArgs};
 use crate::cluster_args::{schedule_plan, ClusterArgs};
 use crate::control::{format_snapshot, ControlServer};
 
