@@ -7,9 +7,13 @@
 #   hogs    beside two busy loops (CPU hogs)
 #   core0   confined to one core (taskset -c 0)
 #
-# Usage: scripts/predict-check.sh [REPS] [PRESET] [SHAPES] [APPS]
-#   defaults: 3 runs, the small preset, shapes 2:1 and 2:2 (nodes:threads),
-#   apps sor gauss water-nsquared. MC_QUANTUM_US sets --quantum-us.
+# Usage: scripts/predict-check.sh [REPS] [SHAPES] [APPS]
+#   defaults: 3 runs, shapes 2:1 and 2:2 (nodes:threads), apps sor gauss
+#   water-nsquared, each at a size that computes for about 0.1-0.3 s of
+#   predicted time (SOR 2048x2048 x 20 iterations, Gauss 1024, Water 1000
+#   molecules x 3 steps): runs of a few milliseconds are dominated by cold
+#   caches and first-touch page faults, whose CPU cost depends on the host.
+#   MC_QUANTUM_US sets --quantum-us.
 # Builds the release mc-host and mc-guest first. Prints one line per
 # application and shape: the median predicted time per load and the spread.
 # A measurement, not a test: it takes minutes and its figures depend on
@@ -17,9 +21,8 @@
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 reps=${1:-3}
-preset=${2:-small}
-shapes=${3:-"2:1 2:2"}
-apps=${4:-"sor gauss water-nsquared"}
+shapes=${2:-"2:1 2:2"}
+apps=${3:-"sor gauss water-nsquared"}
 target=${CARGO_TARGET_DIR:-$root/target}
 cd "$root"
 cargo build --release -p host -p mc-guest >&2
@@ -34,13 +37,22 @@ trap 'stop_hogs; rm -rf "$work"' EXIT
 quantum=""
 [ -n "${MC_QUANTUM_US:-}" ] && quantum="--quantum-us $MC_QUANTUM_US"
 
+# The problem each application computes.
+problem() {
+    case "$1" in
+        sor) echo "--rows 2048 --cols 2048 --iters 20" ;;
+        gauss) echo "--size 1024" ;;
+        water-nsquared) echo "--size 1000 --iters 3" ;;
+        *) echo "--preset medium" ;;
+    esac
+}
+
 # One run: prints its predicted time in seconds.
 run_once() { # load app nodes threads
     rec="$work/r.jsonl"
     rm -f "$rec"
-    set -- "$1" "$2" "$3" "$4"
     cmd="$mc_host run --nodes $3 --threads $4 --clock virtual $quantum -- \
-        mc-guest csm $2 --preset $preset --json $rec"
+        mc-guest csm $2 $(problem "$2") --json $rec"
     if [ "$1" = core0 ]; then
         cmd="taskset -c 0 $cmd"
     fi

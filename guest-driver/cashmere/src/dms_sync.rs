@@ -332,6 +332,12 @@ impl Synchronization for DmsSync {
                 flags: self.space.flags,
             });
         }
+        if vclock::enabled() {
+            // Before the flag, in FIFO order: a waiter that sees the flag
+            // sees the time it was set.
+            self.tx
+                .write_u64(self.space.flag_time(flag), vclock::tick())?;
+        }
         self.tx.write_u64(self.space.flag(flag), value)?;
         // After the flag in FIFO order: a woken waiter finds it set.
         for n in (0..self.space.nodes).filter(|&n| n != self.me) {
@@ -354,6 +360,7 @@ impl Synchronization for DmsSync {
     }
 
     fn flag_arrival(&self, flag: u32) -> Option<u64> {
-        self.rx.arrival_range(self.space.flag(flag), 8)
+        let set_at = self.rx.load_u64(self.space.flag_time(flag)).ok()?;
+        Some(vclock::one_way(set_at, 8))
     }
 }

@@ -65,11 +65,11 @@ impl ArrivalTable {
 impl<T: Transport> Adapter<T> {
     /// Allocate an arrival table in DMA memory and register it. The granule
     /// is 256 bytes, or larger (up to a page) so that the table takes at
-    /// most an eighth of the DMA memory left.
+    /// most half the DMA memory left.
     pub fn register_arrival_table(&mut self) -> Result<ArrivalTable> {
         let space = self.regs.address_space;
         let max_shift = self.regs.page_size.trailing_zeros();
-        let budget = self.alloc.remaining() as u64 / 8;
+        let budget = self.alloc.remaining() as u64 / 2;
         let shift = (DEFAULT_GRANULE_SHIFT.max(MIN_ARRIVAL_GRANULE_SHIFT)..=max_shift)
             .find(|&s| arrival_table_entries(space, s) * 8 <= budget)
             .ok_or(Error::ArrivalTableTooLarge {

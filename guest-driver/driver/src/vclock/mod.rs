@@ -329,6 +329,13 @@ pub fn sync() -> u64 {
     })
 }
 
+/// When a store of `bytes` sent at virtual time `send` arrives, at Memory
+/// Channel 2 timing (`firmware_model::vtime::arrival`): for a receiver that
+/// knows the sender's time from the data itself.
+pub fn one_way(send: u64, bytes: u64) -> u64 {
+    firmware_model::vtime::arrival(firmware_model::Nanos(send), bytes).0
+}
+
 /// This thread's virtual time, brought up to date ([`sync`]).
 pub fn now() -> u64 {
     sync()
