@@ -44,18 +44,33 @@ impl ClusterLock {
     /// The cluster half of acquiring: returns false only for `try_once` on
     /// contention.
     ///
-    /// In virtual time the whole acquire is a wait: the thread resumes at
-    /// the latest arrival into the lock's array (its own entry back by
-    /// loopback, the holder's release), not at the host's back-off.
+    /// In virtual time the whole acquire is a wait, not the host's back-off:
+    /// uncontended, the thread resumes when its own entry is back (one
+    /// round to the hub, from the time it wrote it: exact); contended, at
+    /// the latest arrival into the lock's array (the holder's release; the
+    /// arrival table's granule holds other locks' arrays too, so this may
+    /// be later than the release).
     pub(crate) fn acquire(&self, node: &Node, try_once: bool) -> Result<bool, McError> {
         vclock::wait_begin();
-        let r = self.acquire_entry(node, try_once);
-        let len = 4 * u64::from(node.layout.nodes);
-        vclock::wait_end(node.arrival(node.control_addr(self.offset), len));
+        let posted_at = vclock::stamp();
+        let mut attempts = 0u32;
+        let r = self.acquire_entry(node, try_once, &mut attempts);
+        let at = if attempts <= 1 {
+            Some(vclock::one_way(posted_at, 4))
+        } else {
+            let len = 4 * u64::from(node.layout.nodes);
+            node.arrival(node.control_addr(self.offset), len)
+        };
+        vclock::wait_end(at.filter(|_| vclock::enabled()));
         r
     }
 
-    fn acquire_entry(&self, node: &Node, try_once: bool) -> Result<bool, McError> {
+    fn acquire_entry(
+        &self,
+        node: &Node,
+        try_once: bool,
+        attempts: &mut u32,
+    ) -> Result<bool, McError> {
         let c = &node.control;
         let me = node.me;
         let (mine, addr) = self.my_entry(node);
@@ -70,6 +85,7 @@ impl ClusterLock {
             node.coherence.gate(OP_TIMEOUT)?;
             let generation = node.coherence.generation();
             let t = ticket();
+            *attempts += 1;
             node.store(addr, &t.to_le_bytes())?;
             // The entry is read back from this node's own copy: its store is
             // posted, and only its loopback, ordered after every store before
@@ -86,7 +102,8 @@ impl ClusterLock {
                         (node.coherence.generation() != generation).then_some(false)
                     }
                 },
-                || node.arrival(node.control_addr(mine), 4),
+                // The acquire as a whole resumes at its arrival (above).
+                || None,
             )?;
             let members = node.members_mask();
             let contended = back
