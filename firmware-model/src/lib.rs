@@ -38,6 +38,7 @@ pub mod skew;
 pub mod status;
 pub mod timing;
 pub mod types;
+pub mod vtime;
 
 pub use arbiter::{Arbiter, PassBudget, Turn};
 pub use config::{ClusterConfig, ConfigError};

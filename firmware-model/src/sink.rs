@@ -21,6 +21,9 @@ pub struct Delivery {
     pub page_offset: u32,
     /// When it is due at the receiver under the link timing model.
     pub at: Nanos,
+    /// Its virtual arrival, when its store carried the sender's virtual
+    /// time (`Hub::transmit_stamped`, vtime.rs); `None` otherwise.
+    pub vt: Option<Nanos>,
 }
 
 /// The answer to a store on an ACK page: every adapter's status word, to be

@@ -17,6 +17,7 @@ use mc_qemu::guest_build::GuestBuildError;
 use mc_qemu::QemuError;
 use mc_report::ReportError;
 
+use crate::clock_args::ClockArgsError;
 use crate::cluster_args::ClusterArgsError;
 use crate::control::{ControlError, ControlServerError};
 use crate::demo::DemoError;
@@ -29,6 +30,8 @@ pub enum CliError {
     ClusterArgs(#[from] ClusterArgsError),
     #[error(transparent)]
     FaultSyntax(#[from] FaultSyntaxError),
+    #[error(transparent)]
+    ClockArgs(#[from] ClockArgsError),
     #[error("--watch needs an interval of at least 0.05 seconds")]
     WatchInterval,
     #[error("--memory {0} is too large")]
@@ -90,6 +93,7 @@ impl CliError {
         matches!(
             self,
             CliError::ClusterArgs(_)
+                | CliError::ClockArgs(ClockArgsError::NeedsVirtual(_))
                 | CliError::FaultSyntax(_)
                 | CliError::WatchInterval
                 | CliError::MemoryTooLarge(_)

@@ -1,6 +1,7 @@
 //! `mc-host`: the command users run.
 
 mod cli_error;
+mod clock_args;
 mod cluster_args;
 mod cluster_cmd;
 mod control;

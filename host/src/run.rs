@@ -21,6 +21,7 @@ use mc_device::{Cluster, ClusterOptions};
 
 use crate::cli_error::CliError;
 use crate::cli_error::{GuestFailure, StopReason};
+use crate::clock_args::{self, ClockArgs};
 use crate::cluster_args::{schedule_plan, ClusterArgs};
 use crate::control::{format_snapshot, ControlServer};
 
@@ -28,6 +29,8 @@ use crate::control::{format_snapshot, ControlServer};
 pub struct RunArgs {
     #[command(flatten)]
     pub cluster: ClusterArgs,
+    #[command(flatten)]
+    pub clock: ClockArgs,
     /// Give up (and stop every guest) after this many seconds.
     #[arg(long, default_value_t = 600)]
     pub timeout: u64,
@@ -127,6 +130,7 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
             tmp.path()
         }
     };
+    let clock_env = args.clock.guest_env(dir)?;
     let mut opts = ClusterOptions::new(config.clone(), dir);
     opts.spin = Duration::from_micros(args.spin_us);
     let cluster = Arc::new(Cluster::start(opts)?);
@@ -149,6 +153,7 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
         if let Some(t) = args.threads {
             cmd.env("MC_THREADS", t.to_string());
         }
+        clock_args::apply(&mut cmd, &clock_env);
         let child = cmd
             .args(&args.command[1..])
             // What the guest cannot see from its adapter, for its records.

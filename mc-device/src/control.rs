@@ -11,7 +11,7 @@ use vm_memory::{Bytes, GuestAddress};
 
 use crate::chain::{split_chain, status_str};
 use crate::memory::{range_ok, scatter_read, MemGuard};
-use crate::node::ServedQueue;
+use crate::node::{ArrivalTable, ServedQueue};
 use crate::state::DeviceState;
 
 /// Requests served under one hold of the device lock.
@@ -21,6 +21,29 @@ pub(crate) const CTRL_BATCH: usize = 8;
 const MAX_CTRL_BYTES: u64 = abi::MAX_CTRL_REQUEST_BYTES as u64;
 
 impl DeviceState {
+    /// Register (or with `gpa == 0` forget) `id`'s arrival table
+    /// (node/arrival.rs).
+    fn register_arrival_table(
+        &mut self,
+        id: NodeId,
+        mem: &MemGuard,
+        gpa: u64,
+        shift: u32,
+    ) -> CtrlResponse {
+        if gpa == 0 {
+            self.nodes[id.index()].arrival = None;
+            return CtrlResponse::ok(0, 0);
+        }
+        let config = self.hub.config();
+        match ArrivalTable::new(mem, gpa, shift, config.address_space, config.page_size) {
+            Ok(t) => {
+                self.nodes[id.index()].arrival = Some(t);
+                CtrlResponse::ok(0, 0)
+            }
+            Err((s, d)) => CtrlResponse::error(s, d),
+        }
+    }
+
     /// Serve up to [`CTRL_BATCH`] requests of `id`'s control queue (only
     /// once its driver configured it, and not while it is broken:
     /// node/queues.rs). Returns whether more are waiting: the caller lets the
@@ -211,10 +234,14 @@ impl DeviceState {
             CtrlRequest::Reset => {
                 let _ = self.hub.reset_adapter(id);
                 self.nodes[i].frames.clear();
+                self.nodes[i].arrival = None;
                 self.forget_tx_fifo(id);
                 CtrlResponse::ok(0, 0)
             }
             CtrlRequest::SetTxFifo { gpa, slots } => self.register_tx_fifo(id, mem, gpa, slots),
+            CtrlRequest::SetArrivalTable { gpa, granule_shift } => {
+                self.register_arrival_table(id, mem, gpa, granule_shift)
+            }
         }
     }
 }

@@ -40,7 +40,7 @@ pub(crate) fn ring_base(q: u16) -> u64 {
 
 pub(crate) struct FakeGuest {
     ram: GuestRam,
-    atomic: GuestMemoryAtomic<Mem>,
+    pub(crate) atomic: GuestMemoryAtomic<Mem>,
     vrings: Vec<VringRwLock>,
     pub(crate) rings: Vec<SplitRing>,
     next_buf: u64,
@@ -96,6 +96,23 @@ impl FakeGuest {
             flags: 0,
         };
         self.post_raw(&h.to_bytes(), data, TxRecordHeader::slots(h.len))
+    }
+
+    /// Post one store carrying its sender's virtual time `vt` (ABI 3,
+    /// `fifo::FLAG_VTIME`).
+    pub(crate) fn post_stamped(&mut self, addr: u64, data: &[u8], vt: u64) -> u64 {
+        let h = TxRecordHeader {
+            addr,
+            len: u32::try_from(data.len()).unwrap(),
+            flags: abi::fifo::FLAG_VTIME,
+        };
+        let mut body = vt.to_le_bytes().to_vec();
+        body.extend_from_slice(data);
+        self.post_raw(
+            &h.to_bytes(),
+            &body,
+            TxRecordHeader::slots_with(h.len, true),
+        )
     }
 
     /// Post `header` and `data` as a record of `slots` slots (which a test

@@ -59,3 +59,5 @@ mod log_tests;
 pub mod test_rig;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod vtime_tests;

@@ -213,9 +213,22 @@ impl DeviceState {
         let lost = self.nodes[id.index()]
             .frames
             .uncovered(&vm_memory::GuestAddressSpace::memory(&mem));
+        let table_lost = self.nodes[id.index()]
+            .arrival
+            .is_some_and(|t| !t.lies_in(&vm_memory::GuestAddressSpace::memory(&mem)));
         self.nodes[id.index()].mem = Some(mem);
         for page in lost {
             self.unbind_lost_page(id, page);
+        }
+        if table_lost {
+            self.nodes[id.index()].arrival = None;
+            self.guest_error(
+                id,
+                format_args!(
+                    "the new memory table leaves out the arrival table: \
+                     it is unregistered until the driver registers it again"
+                ),
+            );
         }
     }
 

@@ -47,8 +47,9 @@ pub const MAX_QUEUE_SIZE: u16 = 1024;
 pub const CONFIG_SIZE: usize = 128;
 /// "MCHN": first word of the register file and of the status page.
 pub const MAGIC: u32 = u32::from_le_bytes(*b"MCHN");
-/// Interface version.
-pub const ABI_VERSION: u32 = 2;
+/// Interface version: 3 adds stamped stores ([`fifo::FLAG_VTIME`]) and the
+/// arrival table ([`CtrlRequest::SetArrivalTable`]).
+pub const ABI_VERSION: u32 = 3;
 
 /// Guest frame size that receive bindings are made of.
 pub const FRAME_SIZE: u32 = 4096;

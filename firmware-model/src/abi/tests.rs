@@ -48,6 +48,10 @@ fn ctrl_requests_round_trip() {
             gpa: 0x10_0000,
             slots: 4096,
         },
+        CtrlRequest::SetArrivalTable {
+            gpa: 0x20_0000,
+            granule_shift: 8,
+        },
         CtrlRequest::GetStatus,
         CtrlRequest::Reset,
     ];
@@ -58,6 +62,15 @@ fn ctrl_requests_round_trip() {
 
 #[test]
 fn malformed_ctrl_requests_get_a_status() {
+    let mut arrival = CtrlRequest::SetArrivalTable {
+        gpa: 0x1000,
+        granule_shift: 8,
+    }
+    .encode();
+    arrival[20] = 1; // the reserved word
+    assert_eq!(CtrlRequest::decode(&arrival), Err(Status::Malformed));
+    arrival.pop();
+    assert_eq!(CtrlRequest::decode(&arrival), Err(Status::Malformed));
     assert_eq!(CtrlRequest::decode(&[]), Err(Status::Malformed));
     assert_eq!(
         CtrlRequest::decode(&[99, 0, 0, 0, 0, 0, 0, 0]),
@@ -109,6 +122,16 @@ proptest! {
         prop_assert!(s * 32 >= 16 + u64::from(len) && s * 32 < 48 + u64::from(len));
         let pad = TxRecordHeader::pad(s);
         prop_assert_eq!(TxRecordHeader::slots(pad.len), s);
+    }
+
+    #[test]
+    fn a_stamped_record_has_room_for_its_time(len in 0u32..100_000) {
+        let s = TxRecordHeader::slots_with(len, true);
+        prop_assert!(s * 32 >= 24 + u64::from(len) && s * 32 < 56 + u64::from(len));
+        prop_assert!(s >= TxRecordHeader::slots(len));
+        let layout = fifo::Layout::new(128).unwrap();
+        prop_assert_eq!(layout.data_offset_with(3, true), layout.vtime_offset(3) + 8);
+        prop_assert_eq!(layout.data_offset_with(3, false), layout.data_offset(3));
     }
 
     #[test]

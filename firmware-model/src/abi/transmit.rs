@@ -20,11 +20,16 @@ pub struct TxRecordHeader {
     pub addr: u64,
     /// Data bytes.
     pub len: u32,
-    /// 0 for a store, [`fifo::FLAG_PAD`] for padding to the end of the ring.
+    /// 0 for a store, [`fifo::FLAG_VTIME`] for a store that carries its
+    /// sender's virtual time, [`fifo::FLAG_PAD`] for padding to the end of
+    /// the ring.
     pub flags: u32,
 }
 
 pub const TX_RECORD_HEADER_SIZE: usize = 16;
+/// Bytes of the sender's virtual time (u64, ns) after the header of a
+/// [`fifo::FLAG_VTIME`] record; its data follows at offset 24.
+pub const TX_RECORD_VTIME_SIZE: usize = 8;
 
 impl TxRecordHeader {
     pub fn to_bytes(&self) -> [u8; TX_RECORD_HEADER_SIZE] {
@@ -45,7 +50,29 @@ impl TxRecordHeader {
 
     /// Slots a record with `len` data bytes occupies.
     pub fn slots(len: u32) -> u64 {
-        (TX_RECORD_HEADER_SIZE as u64 + u64::from(len)).div_ceil(fifo::SLOT_SIZE as u64)
+        TxRecordHeader::slots_with(len, false)
+    }
+
+    /// Slots a record with `len` data bytes occupies, with the sender's
+    /// virtual time after its header when `vtime` ([`fifo::FLAG_VTIME`]).
+    pub fn slots_with(len: u32, vtime: bool) -> u64 {
+        (TxRecordHeader::prefix_bytes(vtime) as u64 + u64::from(len))
+            .div_ceil(fifo::SLOT_SIZE as u64)
+    }
+
+    /// Bytes before a record's data: the header, and the virtual time if
+    /// the record carries one.
+    pub fn prefix_bytes(vtime: bool) -> usize {
+        if vtime {
+            TX_RECORD_HEADER_SIZE + TX_RECORD_VTIME_SIZE
+        } else {
+            TX_RECORD_HEADER_SIZE
+        }
+    }
+
+    /// The record carries its sender's virtual time.
+    pub fn has_vtime(&self) -> bool {
+        self.flags & fifo::FLAG_VTIME != 0
     }
 
     /// A padding record covering `slots` slots (at least one).
@@ -83,6 +110,12 @@ pub mod fifo {
     pub const MAX_SLOTS: u32 = 1 << 19;
     /// Flag of a padding record.
     pub const FLAG_PAD: u32 = 1;
+    /// Flag of a store that carries its sender's virtual time (ABI version
+    /// 3, docs/virtual-time.md): a u64 after the 16-byte header, the data
+    /// at offset 24. Only drivers in a predicted-time run set it.
+    pub const FLAG_VTIME: u32 = 2;
+    /// Every flag a record may carry (any other bit is refused).
+    pub const KNOWN_FLAGS: u32 = FLAG_PAD | FLAG_VTIME;
 
     /// Header offsets. The device writes CONSUMED, STATE, REFUSED and LAST_*;
     /// DOORBELL is written by both.
@@ -184,6 +217,18 @@ pub mod fifo {
         /// Offset of the data of a record starting at `position`.
         pub fn data_offset(self, position: u64) -> usize {
             self.slot_offset(position) + super::TX_RECORD_HEADER_SIZE
+        }
+
+        /// Offset of the virtual time of a [`FLAG_VTIME`] record starting
+        /// at `position`.
+        pub fn vtime_offset(self, position: u64) -> usize {
+            self.slot_offset(position) + super::TX_RECORD_HEADER_SIZE
+        }
+
+        /// Offset of the data of a record starting at `position`, with or
+        /// without a virtual time before it.
+        pub fn data_offset_with(self, position: u64, vtime: bool) -> usize {
+            self.slot_offset(position) + super::TxRecordHeader::prefix_bytes(vtime)
         }
 
         /// Slots from `position` to the end of the ring (a record never wraps).

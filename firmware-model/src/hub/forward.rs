@@ -99,6 +99,27 @@ impl Hub {
         Ok(self.forward_store(now, src, addr, len, sink))
     }
 
+    /// [`Hub::transmit`] for a store that carries its sender's virtual time
+    /// `send_vt` (`None`: as `transmit`): each delivery also gets its virtual
+    /// arrival (`Delivery::vt`, vtime.rs).
+    pub fn transmit_stamped<S: DeliverySink + ?Sized>(
+        &mut self,
+        now: Nanos,
+        src: NodeId,
+        addr: GlobalAddr,
+        len: u32,
+        send_vt: Option<Nanos>,
+        sink: &mut S,
+    ) -> Result<TransmitSummary, ModelError> {
+        match send_vt {
+            None => self.transmit(now, src, addr, len, sink),
+            Some(send) => {
+                let mut stamping = crate::vtime::Stamping { send, inner: sink };
+                self.transmit(now, src, addr, len, &mut stamping)
+            }
+        }
+    }
+
     pub(super) fn forward_store<S: DeliverySink + ?Sized>(
         &mut self,
         now: Nanos,
@@ -265,6 +286,7 @@ impl Hub {
                         page,
                         page_offset,
                         at,
+                        vt: None,
                     });
                     if interrupt {
                         match notify

@@ -437,3 +437,36 @@ fn offline_node_cannot_be_programmed_and_reset_clears_state() {
         Err(ModelError::NodeOffline(NodeId(1)))
     );
 }
+
+#[test]
+fn a_stamped_store_gives_each_packet_its_virtual_arrival_at_every_receiver() {
+    let mut h = hub(4);
+    broadcast_page(&mut h, 3);
+    let mut sink = RecordingSink::new();
+    let send = Nanos(1_000_000);
+    h.transmit_stamped(Nanos(0), NodeId(0), addr(3, 0), 100, Some(send), &mut sink)
+        .unwrap();
+    let mut last = Nanos::ZERO;
+    for d in sink.deliveries() {
+        let through = u64::from(d.packet.store_offset + d.packet.len);
+        let vt =
+            d.vt.expect("a stamped store's deliveries carry their arrival");
+        assert_eq!(vt, crate::vtime::arrival(send, through));
+        assert!(vt >= last || d.packet.store_offset == 0);
+        last = vt;
+    }
+    // A broadcast arrives at the same virtual time everywhere.
+    for p in 0..4u32 {
+        let arrivals: Vec<_> = sink
+            .deliveries()
+            .filter(|d| d.packet.store_offset == p * 32)
+            .map(|d| d.vt)
+            .collect();
+        assert!(arrivals.windows(2).all(|w| w[0] == w[1]), "{arrivals:?}");
+    }
+    // Unstamped stores carry none, whatever the link timing.
+    let mut plain = RecordingSink::new();
+    h.transmit(Nanos(0), NodeId(0), addr(3, 0), 8, &mut plain)
+        .unwrap();
+    assert!(plain.deliveries().all(|d| d.vt.is_none()));
+}

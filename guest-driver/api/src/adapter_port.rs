@@ -147,4 +147,8 @@ impl<T: Transport> McPort for AdapterPort<T> {
     fn event_signal(&mut self) -> Result<Option<Arc<dyn CallSignal>>, McError> {
         Ok(self.adapter.event_signal()?)
     }
+
+    fn arrival_table(&self) -> Option<mc_driver::ArrivalTable> {
+        self.adapter.arrival_table().cloned()
+    }
 }

@@ -46,19 +46,25 @@ impl Barrier {
         let count = self.count;
         let rx = &self.rx;
         let mc = &self.mc;
-        let r = wait_for(self.mc.node(), WaitFor::Barrier, timeout, || {
-            // An adapter that went offline (it crashed) is out of the
-            // cluster: nobody sees this node's arrival and it sees nobody's,
-            // so the wait could only time out.
-            if adapter_offline(mc.node()) {
-                return Some(Err(McError::Offline));
-            }
-            let members = mc.members_mask();
-            (0..64usize)
-                .filter(|n| members & (1 << n) != 0)
-                .all(|n| rx.load_u64(8 * n).map(|c| c >= count).unwrap_or(false))
-                .then_some(Ok(()))
-        })?;
+        let r = wait_for(
+            self.mc.node(),
+            WaitFor::Barrier,
+            timeout,
+            || {
+                // An adapter that went offline (it crashed) is out of the
+                // cluster: nobody sees this node's arrival and it sees nobody's,
+                // so the wait could only time out.
+                if adapter_offline(mc.node()) {
+                    return Some(Err(McError::Offline));
+                }
+                let members = mc.members_mask();
+                (0..64usize)
+                    .filter(|n| members & (1 << n) != 0)
+                    .all(|n| rx.load_u64(8 * n).map(|c| c >= count).unwrap_or(false))
+                    .then_some(Ok(()))
+            },
+            || rx.arrival_range(0, 8 * 64),
+        )?;
         if matches!(r, Err(McError::Offline)) {
             // The arrival was refused, never seen: after a rejoin this node
             // arrives again with the others.

@@ -94,6 +94,22 @@ impl MemoryChannel {
         MemoryChannel { inner }
     }
 
+    /// The virtual arrival of the last stamped store that landed here in
+    /// the granule of `global_addr` (virtual time on: every store carries
+    /// its sender's virtual time and the adapter writes each packet's
+    /// arrival before its data; docs/virtual-time.md). A thread that waited
+    /// for data reads it after seeing the data and resumes there
+    /// (`mc_driver::vclock::wait_end`). `None` without virtual time or
+    /// before any stamped store landed there.
+    pub fn arrival(&self, global_addr: u64) -> Option<u64> {
+        self.inner.node.arrival(global_addr, 1)
+    }
+
+    /// The latest such arrival over `[global_addr, global_addr + len)`.
+    pub fn arrival_range(&self, global_addr: u64, len: u64) -> Option<u64> {
+        self.inner.node.arrival(global_addr, len)
+    }
+
     /// The node, for the parts of the API above the handle (bring-up,
     /// barriers).
     pub(crate) fn node(&self) -> &Node {

@@ -3,6 +3,7 @@
 //! page (imc_ckerrcnt), which is ordered after every store this node made
 //! before it, so "save count, write, check" detects any error in between.
 
+use firmware_model::{vtime, Nanos};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -93,15 +94,28 @@ impl Node {
         let generation = self.coherence.generation();
         self.stores.post(&[(addr, &[1])])?;
         let ack = &self.ack;
-        let answered = wait_for(self, WaitFor::AckAnswer, timeout, || {
-            if (0..n).all(|i| ack.load_u32(base + 4 * i) != u32::MAX) {
-                Some(true)
-            } else {
-                // The adapter crashed (and maybe rejoined with an empty PCT)
-                // since the query was posted: it was refused, no answer comes.
-                (self.coherence.generation() != generation).then_some(false)
-            }
-        })?;
+        // The answer is the hub's, not a stamped store: in virtual time it
+        // comes one round trip after the query (docs/virtual-time.md).
+        let asked = mc_driver::vclock::stamp();
+        let answer_at = || {
+            let query = vtime::arrival(Nanos(asked), 1);
+            Some(vtime::arrival(query, 4 * n as u64).0)
+        };
+        let answered = wait_for(
+            self,
+            WaitFor::AckAnswer,
+            timeout,
+            || {
+                if (0..n).all(|i| ack.load_u32(base + 4 * i) != u32::MAX) {
+                    Some(true)
+                } else {
+                    // The adapter crashed (and maybe rejoined with an empty PCT)
+                    // since the query was posted: it was refused, no answer comes.
+                    (self.coherence.generation() != generation).then_some(false)
+                }
+            },
+            answer_at,
+        )?;
         Ok(answered.then(|| read(&**ack, base, n)))
     }
 }

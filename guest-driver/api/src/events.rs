@@ -70,19 +70,30 @@ impl Node {
         (first, pages): (u32, u32),
         timeout: Duration,
     ) -> Result<Notification, McError> {
-        wait_for(self, WaitFor::Notification, timeout, || {
-            self.pump_events();
-            let mut ev = self.events.lock().unwrap_or_else(|p| p.into_inner());
-            let pos = ev.iter().position(|e| {
-                e.kind == event_type::PAGE_WRITTEN
-                    && (first..first + pages).contains(&(e.v0 as u32))
-            })?;
-            let e = ev.remove(pos);
-            Some(Notification {
-                page: e.v0 as u32,
-                source: NodeId(e.a as u8),
-            })
-        })
+        let l = self.layout;
+        let range = (
+            l.page_addr(first),
+            u64::from(pages) * u64::from(l.page_size),
+        );
+        wait_for(
+            self,
+            WaitFor::Notification,
+            timeout,
+            || {
+                self.pump_events();
+                let mut ev = self.events.lock().unwrap_or_else(|p| p.into_inner());
+                let pos = ev.iter().position(|e| {
+                    e.kind == event_type::PAGE_WRITTEN
+                        && (first..first + pages).contains(&(e.v0 as u32))
+                })?;
+                let e = ev.remove(pos);
+                Some(Notification {
+                    page: e.v0 as u32,
+                    source: NodeId(e.a as u8),
+                })
+            },
+            || self.arrival(range.0, range.1),
+        )
     }
 }
 

@@ -69,6 +69,8 @@ pub use firmware_model::NodeId;
 pub use lock::LockSet;
 /// The one way the guest side waits (re-exported for the layers above).
 pub use mc_driver::backoff;
+/// The virtual clock of predicted-time runs (docs/virtual-time.md).
+pub use mc_driver::vclock;
 /// How a program prints an error with each of its causes once.
 pub use mc_driver::Chain;
 pub use membership::HostList;

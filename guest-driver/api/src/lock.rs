@@ -7,6 +7,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::thread::ThreadId;
 
+use mc_driver::vclock;
+
 use crate::error::{McError, Shortage};
 use mc_driver::backoff::Backoff;
 
@@ -16,9 +18,13 @@ use crate::table::{first_fit, LockSetEntry, Tables};
 
 /// Threads of this node that hold (or are acquiring) each lock: the local
 /// test-and-set that comes before the cluster protocol.
+///
+/// In virtual time a local lock carries its releaser's time: the next
+/// thread of the node to take it resumes no earlier.
 #[derive(Default)]
 pub(crate) struct LocalLocks {
     owners: Mutex<HashMap<usize, ThreadId>>,
+    released_at: Mutex<HashMap<usize, u64>>,
 }
 
 impl LocalLocks {
@@ -36,10 +42,25 @@ impl LocalLocks {
     }
 
     fn give_back(&self, offset: usize) {
+        if vclock::enabled() {
+            self.released_at
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(offset, vclock::now());
+        }
         self.owners
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&offset);
+    }
+
+    /// When a thread of this node last released the lock at `offset`.
+    fn released_at(&self, offset: usize) -> Option<u64> {
+        self.released_at
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&offset)
+            .copied()
     }
 
     /// Held, or being acquired, by a thread of this node.
@@ -127,17 +148,30 @@ impl LockSet {
         // Another thread of this node holds or is taking it: wait as the
         // API's other waits do (spin, then sleep), not in a yield loop.
         let mut backoff = Backoff::with_policy(wait_policy(self.host.node().layout.nodes));
+        let mut waited = false;
         loop {
             match local.try_take(l.offset) {
                 Err(()) => {
+                    if waited {
+                        vclock::wait_end(None);
+                    }
                     return Err(McError::AlreadyHeld {
                         set: self.entry.id,
                         index,
-                    })
+                    });
                 }
                 Ok(true) => break,
-                Ok(false) => backoff.snooze(),
+                Ok(false) => {
+                    if !waited {
+                        waited = true;
+                        vclock::wait_begin();
+                    }
+                    backoff.snooze()
+                }
             }
+        }
+        if waited {
+            vclock::wait_end(local.released_at(l.offset));
         }
         match l.acquire(self.host.node(), false) {
             Ok(_) => Ok(()),

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use firmware_model::abi::{EventRecord, Registers};
 use mc_driver::backoff::{poll_until, poll_until_with, BackoffPolicy};
+use mc_driver::{vclock, ArrivalTable};
 
 use crate::coherence::JoinState;
 use crate::error::{McError, WaitFor};
@@ -48,6 +49,8 @@ pub(crate) struct Node {
     pub(crate) events: Mutex<Vec<EventRecord>>,
     /// Where the node stands with the coherent state (moved by `join`).
     pub(crate) coherence: JoinState,
+    /// Stamped packets' virtual arrivals (virtual time on).
+    pub(crate) arrivals: Option<ArrivalTable>,
 }
 
 impl Node {
@@ -64,6 +67,7 @@ impl Node {
     ) -> Node {
         Node {
             stores: port.store_path(),
+            arrivals: port.arrival_table(),
             port: Mutex::new(port),
             regs,
             layout,
@@ -78,6 +82,17 @@ impl Node {
             events: Mutex::new(Vec::new()),
             coherence: JoinState::new(),
         }
+    }
+
+    /// The latest virtual arrival of a stamped packet into
+    /// `[global_addr, global_addr + len)` here, if the node keeps them.
+    pub(crate) fn arrival(&self, global_addr: u64, len: u64) -> Option<u64> {
+        self.arrivals.as_ref()?.arrival_range(global_addr, len)
+    }
+
+    /// Global address of byte `offset` of the control pages.
+    pub(crate) fn control_addr(&self, offset: usize) -> u64 {
+        self.layout.page_addr(0) + offset as u64
     }
 
     /// The adapter, for one request at a time.
@@ -121,17 +136,25 @@ const MAX_SLEEP_CAP: Duration = Duration::from_millis(1);
 
 /// Wait ([`wait_policy`]) until `f` yields a value: the device or another
 /// node is about to write. `what` names it in the timeout error.
+///
+/// In virtual time the wait costs the thread nothing of its own: it resumes
+/// at the later of its time and `arrival()` (the virtual arrival of what it
+/// waited for, read once `f` saw it), plus the cost of noticing
+/// (`vclock::wait_end`).
 pub(crate) fn wait_for<T>(
     node: &Node,
     what: WaitFor,
     timeout: Duration,
     mut f: impl FnMut() -> Option<T>,
+    arrival: impl FnOnce() -> Option<u64>,
 ) -> Result<T, McError> {
-    poll_until_with(wait_policy(node.layout.nodes), timeout, || {
+    vclock::wait_begin();
+    let r = poll_until_with(wait_policy(node.layout.nodes), timeout, || {
         Ok::<_, std::convert::Infallible>(f())
     })
-    .unwrap_or_else(|e| match e {})
-    .ok_or(McError::Timeout {
+    .unwrap_or_else(|e| match e {});
+    vclock::wait_end(if r.is_some() { arrival() } else { None });
+    r.ok_or(McError::Timeout {
         after: timeout,
         waiting_for: what,
     })
@@ -157,7 +180,22 @@ const LOSS_QUERY_TIMEOUT: Duration = Duration::from_secs(1);
 /// the wait ends at once with [`McError::Lost`] instead of after
 /// [`OP_TIMEOUT`]. The query is made soon after the cluster error count
 /// moves, and now and then otherwise.
+///
+/// In virtual time, as [`wait_for`]: the thread resumes at `arrival()`, the
+/// virtual arrival of its own store back here, at the earliest.
 pub(crate) fn wait_for_loopback<T>(
+    node: &Node,
+    what: WaitFor,
+    f: impl FnMut() -> Option<T>,
+    arrival: impl FnOnce() -> Option<u64>,
+) -> Result<T, McError> {
+    vclock::wait_begin();
+    let r = loopback_wait(node, what, f);
+    vclock::wait_end(if r.is_ok() { arrival() } else { None });
+    r
+}
+
+fn loopback_wait<T>(
     node: &Node,
     what: WaitFor,
     mut f: impl FnMut() -> Option<T>,

@@ -156,6 +156,10 @@ impl McPort for RecordingPort {
     fn event_signal(&mut self) -> Result<Option<Arc<dyn CallSignal>>, McError> {
         self.port.event_signal()
     }
+
+    fn arrival_table(&self) -> Option<mc_driver::ArrivalTable> {
+        self.port.arrival_table()
+    }
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use firmware_model::abi::{EventRecord, Registers, StatusPage};
 use firmware_model::PctEntry;
 use mc_driver::transport::CallSignal;
+use mc_driver::ArrivalTable;
 
 use super::McError;
 
@@ -83,5 +84,10 @@ pub trait McPort: Send {
     /// (it must poll [`McPort::poll_events`]).
     fn event_signal(&mut self) -> Result<Option<Arc<dyn CallSignal>>, McError> {
         Ok(None)
+    }
+    /// The adapter's arrival table, where stamped packets' virtual arrivals
+    /// land (virtual time on: docs/virtual-time.md); `None` otherwise.
+    fn arrival_table(&self) -> Option<ArrivalTable> {
+        None
     }
 }

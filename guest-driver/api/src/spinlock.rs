@@ -13,6 +13,8 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+use mc_driver::vclock;
+
 use crate::error::{McError, WaitFor};
 use crate::node::{wait_for, wait_for_loopback, Node, OP_TIMEOUT};
 
@@ -78,7 +80,34 @@ impl ClusterLock {
     /// and by its measured loopback time, and listens again before writing.
     /// With dozens of nodes on a few cores, contenders that yield or retry
     /// at once starve the holder they wait for.
+    ///
+    /// In virtual time the whole acquire is a wait, not the host's back-off:
+    /// uncontended, the thread resumes when its own entry is back (one
+    /// round to the hub, from the time it wrote it: exact); contended, at
+    /// the latest arrival into the lock's array (the holder's release; the
+    /// arrival table's granule holds other locks' arrays too, so this may
+    /// be later than the release).
     pub(crate) fn acquire(&self, node: &Node, try_once: bool) -> Result<bool, McError> {
+        vclock::wait_begin();
+        let posted_at = vclock::stamp();
+        let mut attempts = 0u32;
+        let r = self.acquire_entry(node, try_once, &mut attempts);
+        let at = if attempts <= 1 {
+            Some(vclock::one_way(posted_at, 4))
+        } else {
+            let len = 4 * u64::from(node.layout.nodes);
+            node.arrival(node.control_addr(self.offset), len)
+        };
+        vclock::wait_end(at.filter(|_| vclock::enabled()));
+        r
+    }
+
+    fn acquire_entry(
+        &self,
+        node: &Node,
+        try_once: bool,
+        attempts: &mut u32,
+    ) -> Result<bool, McError> {
         let c = &node.control;
         let (mine, addr) = self.my_entry(node);
         let mut rng = (u64::from(node.me) + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)
@@ -98,10 +127,17 @@ impl ClusterLock {
             if !try_once {
                 // Listen: wait until nobody else holds or wants the lock.
                 let left = deadline.saturating_sub(start.elapsed());
-                let seen = wait_for(node, WaitFor::ClusterSpinlock, left, || {
-                    let n = self.others_set(node);
-                    (n == 0 || node.coherence.generation() != generation).then_some(())
-                });
+                let seen = wait_for(
+                    node,
+                    WaitFor::ClusterSpinlock,
+                    left,
+                    || {
+                        let n = self.others_set(node);
+                        (n == 0 || node.coherence.generation() != generation).then_some(())
+                    },
+                    // The acquire as a whole resumes at its arrival (above).
+                    || None,
+                );
                 if seen.is_err() {
                     return Err(McError::Timeout {
                         after: deadline,
@@ -111,19 +147,26 @@ impl ClusterLock {
             }
             let t = ticket();
             let sent = Instant::now();
+            *attempts += 1;
             node.store(addr, &t.to_le_bytes())?;
             // The entry is read back from this node's own copy: its store is
             // posted, and only its loopback, ordered after every store before
             // it, says what the others had written first. A node that leaves
             // the cluster meanwhile never sees it come back (the store was
             // refused): it stops waiting and starts over below.
-            let back = wait_for_loopback(node, WaitFor::LockEntry, || {
-                if c.load_u32(mine) == t {
-                    Some(true)
-                } else {
-                    (node.coherence.generation() != generation).then_some(false)
-                }
-            })?;
+            let back = wait_for_loopback(
+                node,
+                WaitFor::LockEntry,
+                || {
+                    if c.load_u32(mine) == t {
+                        Some(true)
+                    } else {
+                        (node.coherence.generation() != generation).then_some(false)
+                    }
+                },
+                // The acquire as a whole resumes at its arrival (above).
+                || None,
+            )?;
             rtt = (rtt * 3 + sent.elapsed().min(Duration::from_millis(10))) / 4;
             let contenders = if back { self.others_set(node) } else { 0 };
             let stale =

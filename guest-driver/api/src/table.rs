@@ -329,9 +329,12 @@ impl Tables {
         // way back to its own copy.
         let mine = self.written.of(toggle).load(Ordering::Acquire);
         if c.load_u64(toggle) < mine {
-            wait_for_loopback(node, WaitFor::OwnTableUpdate(E::KIND), || {
-                (c.load_u64(toggle) >= mine).then_some(())
-            })?;
+            wait_for_loopback(
+                node,
+                WaitFor::OwnTableUpdate(E::KIND),
+                || (c.load_u64(toggle) >= mine).then_some(()),
+                || node.arrival(node.control_addr(toggle), 8),
+            )?;
         }
         for _ in 0..1000 {
             let g1 = c.load_u64(toggle);

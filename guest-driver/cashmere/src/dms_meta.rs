@@ -103,6 +103,7 @@ impl DmsMeta {
             || self.mail.post_echo(),
             || self.mail.echo_seen(),
             failed,
+            || self.mail.arrival(self.mail.at().echo(), 8),
         )
     }
 

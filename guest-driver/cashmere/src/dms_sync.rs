@@ -10,6 +10,7 @@
 //! waiter sleeps until its mailbox takes a store; a flag setter rings every
 //! other node's mailbox so their flag waiters look again.
 
+use mc_api::vclock;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -32,9 +33,13 @@ const NONE_LOST: u32 = u32::MAX;
 /// The node-level half of a lock: which of the node's locks a thread holds
 /// or is acquiring. Other threads of the node wait here, asleep, instead of
 /// contending in the cluster protocol.
+///
+/// In virtual time a lock carries its releaser's time: a thread that waited
+/// for it resumes no earlier (docs/virtual-time.md s.5).
 pub(crate) struct NodeLocks {
     held: Mutex<Vec<bool>>,
     freed: Condvar,
+    released_at: Mutex<Vec<u64>>,
 }
 
 impl NodeLocks {
@@ -42,6 +47,7 @@ impl NodeLocks {
         NodeLocks {
             held: Mutex::new(vec![false; locks as usize]),
             freed: Condvar::new(),
+            released_at: Mutex::new(vec![0; locks as usize]),
         }
     }
 
@@ -53,14 +59,35 @@ impl NodeLocks {
         if lock as usize >= held.len() {
             return false;
         }
-        while held[lock as usize] {
-            held = self.freed.wait(held).unwrap_or_else(|p| p.into_inner());
+        if held[lock as usize] {
+            vclock::wait_begin();
+            while held[lock as usize] {
+                held = self.freed.wait(held).unwrap_or_else(|p| p.into_inner());
+            }
+            let at = self
+                .released_at
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(lock as usize)
+                .copied();
+            vclock::wait_end(at);
         }
         held[lock as usize] = true;
         true
     }
 
     pub(crate) fn give_back(&self, lock: u32) {
+        if vclock::enabled() {
+            let now = vclock::tick();
+            if let Some(t) = self
+                .released_at
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get_mut(lock as usize)
+            {
+                *t = now;
+            }
+        }
         let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(h) = held.get_mut(lock as usize) {
             *h = false;
@@ -228,13 +255,21 @@ impl Synchronization for DmsSync {
             // Every other node's arrival is in our mailbox, after its
             // release (its diffs and notices) in its FIFO order: seeing it,
             // we have everything it sent before (total order).
-            self.bell.wait(WaitKind::Remote, || {
-                if (1..s.nodes).all(|n| self.mail.load_u64(at.arrival(n)) >= episode) {
-                    return Ok(Some(()));
-                }
-                meanwhile()?;
-                self.check(start, BarrierWait::Arrivals).map(|()| None)
-            })?;
+            self.bell.wait(
+                WaitKind::Remote,
+                || {
+                    if (1..s.nodes).all(|n| self.mail.load_u64(at.arrival(n)) >= episode) {
+                        return Ok(Some(()));
+                    }
+                    meanwhile()?;
+                    self.check(start, BarrierWait::Arrivals).map(|()| None)
+                },
+                || {
+                    (1..s.nodes)
+                        .filter_map(|n| self.mail.arrival(at.arrival(n), 8))
+                        .max()
+                },
+            )?;
             for n in 1..s.nodes {
                 self.mail.post_u64(n, at.sense(), episode)?;
             }
@@ -242,13 +277,17 @@ impl Synchronization for DmsSync {
             self.mail.post_u64(0, at.arrival(self.me), episode)?;
             // The sense comes after every arrival in the total order, so a
             // node that sees it has every notice sent to it before them.
-            self.bell.wait(WaitKind::Remote, || {
-                if self.mail.load_u64(at.sense()) >= episode {
-                    return Ok(Some(()));
-                }
-                meanwhile()?;
-                self.check(start, BarrierWait::Master).map(|()| None)
-            })?;
+            self.bell.wait(
+                WaitKind::Remote,
+                || {
+                    if self.mail.load_u64(at.sense()) >= episode {
+                        return Ok(Some(()));
+                    }
+                    meanwhile()?;
+                    self.check(start, BarrierWait::Master).map(|()| None)
+                },
+                || self.mail.arrival(at.sense(), 8),
+            )?;
         }
         Ok(())
     }
@@ -293,6 +332,12 @@ impl Synchronization for DmsSync {
                 flags: self.space.flags,
             });
         }
+        if vclock::enabled() {
+            // Before the flag, in FIFO order: a waiter that sees the flag
+            // sees the time it was set.
+            self.tx
+                .write_u64(self.space.flag_time(flag), vclock::tick())?;
+        }
         self.tx.write_u64(self.space.flag(flag), value)?;
         // After the flag in FIFO order: a woken waiter finds it set.
         for n in (0..self.space.nodes).filter(|&n| n != self.me) {
@@ -312,5 +357,10 @@ impl Synchronization for DmsSync {
             });
         }
         Ok(self.rx.load_u64(self.space.flag(flag))?)
+    }
+
+    fn flag_arrival(&self, flag: u32) -> Option<u64> {
+        let set_at = self.rx.load_u64(self.space.flag_time(flag)).ok()?;
+        Some(vclock::one_way(set_at, 8))
     }
 }

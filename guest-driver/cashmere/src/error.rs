@@ -13,6 +13,9 @@ pub enum CsmError {
     Mc(#[from] McError),
     #[error(transparent)]
     Io(#[from] std::io::Error),
+    /// The virtual clock could not take this thread (a predicted-time run).
+    #[error("virtual clock")]
+    Clock(#[source] Arc<mc_api::vclock::VclockError>),
     /// A node wrote the abort word, or left the cluster (its adapter
     /// crashed): nobody waits for it any longer.
     #[error("node {node} failed or left the cluster")]

@@ -113,25 +113,29 @@ impl Node {
             self.data.send_request(home, seq, req.try_word(tries))?;
             st.stats.messages_sent += 1;
             let sent = Instant::now();
-            let heard = self.bell.wait(WaitKind::Remote, || {
-                if self.data.reply_seq(slot) == seq {
-                    return Ok(Some(Heard::Reply));
-                }
-                // Two nodes fetching from each other both answer meanwhile.
-                self.bell.polled();
-                self.serve_waiting(st)?;
-                self.check_failed()?;
-                if start.elapsed() > FETCH_GIVE_UP {
-                    return Err(CsmError::NoReply {
-                        home,
-                        page,
-                        after: FETCH_GIVE_UP,
-                        timeouts: st.stats.request_timeouts,
-                        damaged: st.stats.damaged_replies,
-                    });
-                }
-                Ok((sent.elapsed() > wait).then_some(Heard::Nothing))
-            })?;
+            let heard = self.bell.wait(
+                WaitKind::Remote,
+                || {
+                    if self.data.reply_seq(slot) == seq {
+                        return Ok(Some(Heard::Reply));
+                    }
+                    // Two nodes fetching from each other both answer meanwhile.
+                    self.bell.polled();
+                    self.serve_waiting(st)?;
+                    self.check_failed()?;
+                    if start.elapsed() > FETCH_GIVE_UP {
+                        return Err(CsmError::NoReply {
+                            home,
+                            page,
+                            after: FETCH_GIVE_UP,
+                            timeouts: st.stats.request_timeouts,
+                            damaged: st.stats.damaged_replies,
+                        });
+                    }
+                    Ok((sent.elapsed() > wait).then_some(Heard::Nothing))
+                },
+                || self.reply_arrival(slot),
+            )?;
             match heard {
                 Heard::Reply => {
                     let got = self.data.reply_word(slot);

@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use mc_api::MemoryChannel;
+use mc_api::{vclock, MemoryChannel};
 
 use crate::config::Config;
 use crate::error::CsmError;
@@ -20,6 +20,10 @@ use crate::stats::Stats;
 use crate::times::{self, TimeBreakdown};
 use crate::variant::Levels;
 use crate::{site, startup};
+
+/// How often `Csm::poll` brings the clock up to date (virtual time): about
+/// every 10-100 us of work at the programs' polling rates.
+pub const POLL_SYNC_EVERY: u32 = 16;
 
 /// A node's handle on Cashmere; clone it for each application thread.
 #[derive(Clone)]
@@ -131,8 +135,46 @@ impl Csm {
     /// computing threads (hundreds of microseconds when every core
     /// computes). One load per other node when nothing has arrived; nothing
     /// under [`MessageDetection::Interrupt`].
+    ///
+    /// In virtual time every [`POLL_SYNC_EVERY`]th call also brings the
+    /// thread's clock up to date and holds it at the quantum if it is too
+    /// far ahead (a safe point: the program holds no protocol lock here).
     pub fn poll(&self) -> Result<(), CsmError> {
+        if vclock::enabled()
+            && self.node.polls.fetch_add(1, Ordering::Relaxed) % POLL_SYNC_EVERY == 0
+        {
+            vclock::sync();
+        }
         self.node.serve_if_waiting()
+    }
+
+    /// Put the calling thread on the virtual clock (a predicted-time run;
+    /// otherwise this does nothing): application thread `local` of this
+    /// node, starting at virtual time `vt` (its spawner's,
+    /// `vclock::now()`). Keep the returned guard for the thread's life.
+    /// The protocol thread's work is charged to the node's thread 0.
+    pub fn join_clock(&self, local: u32, vt: u64) -> Result<vclock::Participant, CsmError> {
+        let p = vclock::join(vt).map_err(|e| CsmError::Clock(Arc::new(e)))?;
+        if local == 0 {
+            if let Some(slot) = vclock::my_slot() {
+                self.node.app0_slot.store(slot, Ordering::Relaxed);
+            }
+        }
+        Ok(p)
+    }
+
+    /// The predicted time of the timed part: from the node's earliest
+    /// [`Csm::mark_start`] to its latest [`Csm::mark_end`] in virtual time,
+    /// in seconds (a predicted-time run with both marks made).
+    pub fn predicted(&self) -> Option<f64> {
+        let w = self.node.vwindow.lock().unwrap_or_else(|p| p.into_inner());
+        Some((w.1?.saturating_sub(w.0?)) as f64 / 1e9)
+    }
+
+    /// The virtual window itself: (earliest start, latest end), ns.
+    pub fn virtual_window(&self) -> Option<(u64, u64)> {
+        let w = self.node.vwindow.lock().unwrap_or_else(|p| p.into_inner());
+        Some((w.0?, w.1?))
     }
 
     /// Seconds since this node started Cashmere.
@@ -146,6 +188,11 @@ impl Csm {
     /// thread's at the node's first mark.
     pub fn mark_start(&self) {
         times::begin_window();
+        if vclock::enabled() {
+            let v = vclock::tick();
+            let mut w = self.node.vwindow.lock().unwrap_or_else(|p| p.into_inner());
+            w.0 = Some(w.0.map_or(v, |s| s.min(v)));
+        }
         let t = self.elapsed();
         let mut w = self.node.window.lock().unwrap_or_else(|p| p.into_inner());
         w.0 = Some(w.0.map_or(t, |s| s.min(t)));
@@ -168,6 +215,11 @@ impl Csm {
     /// protocol thread's breakdown).
     pub fn mark_end(&self) {
         times::end_window();
+        if vclock::enabled() {
+            let v = vclock::tick();
+            let mut w = self.node.vwindow.lock().unwrap_or_else(|p| p.into_inner());
+            w.1 = Some(w.1.map_or(v, |e| e.max(v)));
+        }
         let t = self.elapsed();
         let mut w = self.node.window.lock().unwrap_or_else(|p| p.into_inner());
         w.1 = Some(w.1.map_or(t, |e| e.max(t)));

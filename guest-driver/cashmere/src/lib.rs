@@ -76,5 +76,5 @@ pub use site::MAX_PROTOCOL_NODES;
 pub use space::CsmSpace;
 pub use state::PageState;
 pub use stats::Stats;
-pub use times::TimeBreakdown;
+pub use times::{TimeBreakdown, VirtualBreakdown};
 pub use variant::{CsmVariant, Levels, MessageDetection, UnknownVariant};

@@ -117,6 +117,12 @@ impl Mailboxes {
         self.post(to, offset, &v.to_le_bytes())
     }
 
+    /// The virtual arrival of what landed last in `[offset, offset + len)`
+    /// of this node's mailbox (virtual time on; docs/virtual-time.md).
+    pub fn arrival(&self, offset: usize, len: usize) -> Option<u64> {
+        self.own.arrival_range(offset, len)
+    }
+
     pub fn load_u32(&self, offset: usize) -> u32 {
         self.own.load_u32(offset).unwrap_or(0)
     }

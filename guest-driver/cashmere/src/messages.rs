@@ -179,6 +179,11 @@ impl ReplySlot {
     }
 
     /// (data, header) offsets in a mailbox.
+    /// Offset of the slot's header (sequence and word) in a mailbox.
+    pub(crate) fn header_offset(self, at: &crate::space::MailboxLayout) -> usize {
+        self.at(at).1
+    }
+
     fn at(self, at: &crate::space::MailboxLayout) -> (usize, usize) {
         match self {
             ReplySlot::Reply => (at.reply_data(), at.reply_header()),

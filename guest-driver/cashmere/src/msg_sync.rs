@@ -114,6 +114,9 @@ struct SyncState {
     /// The newest barrier episode the master has released.
     released: u64,
     flags: Vec<u64>,
+    /// The latest virtual arrival of a message taken (virtual time on): a
+    /// waiter resumes no earlier than the messages it took while waiting.
+    last_arrival: u64,
     /// SendIdx per receiver.
     sent: Vec<u64>,
     /// RecvIdx per sender, and what was last written back.
@@ -163,6 +166,7 @@ impl MsgSync {
             arrivals: vec![0; n as usize],
             released: 0,
             flags: vec![0; space.flags as usize],
+            last_arrival: 0,
             sent: vec![0; n as usize],
             taken: vec![0; n as usize],
             taken_told: vec![0; n as usize],
@@ -179,6 +183,11 @@ impl MsgSync {
             mail,
             bell,
         })
+    }
+
+    /// The latest virtual arrival of a message taken so far.
+    fn last_arrival(&self) -> Option<u64> {
+        Some(self.lock_state().last_arrival).filter(|&a| a != 0)
     }
 
     fn lock_state(&self) -> std::sync::MutexGuard<'_, SyncState> {
@@ -244,6 +253,9 @@ impl MsgSync {
             while i < sent {
                 let mut e = [0u8; 16];
                 self.mail.read(at.sync_entry(s, i), &mut e)?;
+                if let Some(a) = self.mail.arrival(at.sync_entry(s, i), e.len()) {
+                    st.last_arrival = st.last_arrival.max(a);
+                }
                 let w = |k: usize| u32::from_le_bytes([e[k], e[k + 1], e[k + 2], e[k + 3]]);
                 let b = u64::from(w(8)) | u64::from(w(12)) << 32;
                 let kind = Kind::decode(w(0)).ok_or(CsmError::BadRequest {
@@ -359,17 +371,21 @@ impl MsgSync {
         done: impl Fn(&SyncState) -> bool,
     ) -> Result<(), CsmError> {
         let start = Instant::now();
-        self.bell.wait(WaitKind::Remote, || {
-            {
-                let mut st = self.lock_state();
-                self.take_messages(&mut st)?;
-                if done(&st) {
-                    return Ok(Some(()));
+        self.bell.wait(
+            WaitKind::Remote,
+            || {
+                {
+                    let mut st = self.lock_state();
+                    self.take_messages(&mut st)?;
+                    if done(&st) {
+                        return Ok(Some(()));
+                    }
                 }
-            }
-            meanwhile()?;
-            self.check(start, waiting_for).map(|()| None)
-        })
+                meanwhile()?;
+                self.check(start, waiting_for).map(|()| None)
+            },
+            || self.last_arrival(),
+        )
     }
 
     fn check_flag(&self, flag: u32) -> Result<(), CsmError> {
@@ -478,6 +494,10 @@ impl Synchronization for MsgSync {
         // This node's own waiters.
         self.bell.ring();
         Ok(())
+    }
+
+    fn flag_arrival(&self, _flag: u32) -> Option<u64> {
+        self.last_arrival()
     }
 
     fn flag_get(&self, flag: u32) -> Result<u64, CsmError> {

@@ -31,6 +31,7 @@ use mc_api::{EventSignal, MemoryChannel};
 use crate::adb::BroadcastBuffers;
 use crate::homes::HomeAssignment;
 use crate::mailbox::Mailboxes;
+use crate::messages::ReplySlot;
 use crate::seams::{DataPropagation, Metadata, Synchronization};
 use crate::sigsegv;
 use crate::state::{ProtocolState, StateGuard};
@@ -39,6 +40,7 @@ use crate::twin::TwinSpace;
 use crate::vm::{HeapMemory, Prot};
 use crate::wait::{await_echo, FutexBell};
 use crate::CsmError;
+use mc_api::vclock;
 
 /// The node's own barrier: its threads arrive here, and the last one takes
 /// the node through the cluster barrier for all of them.
@@ -46,6 +48,8 @@ pub(crate) struct LocalBarrier {
     pub(crate) arrived: u32,
     pub(crate) generation: u64,
     pub(crate) failed: Option<Arc<CsmError>>,
+    /// The virtual time at which the last thread let the others go.
+    pub(crate) released_vt: u64,
 }
 
 /// Where the protocol thread's timed window is (`Csm::mark_start`,
@@ -119,6 +123,14 @@ pub(crate) struct Node {
     /// The protocol thread's window (`window::*`) and its breakdown.
     pub(crate) proto_window: AtomicU8,
     pub(crate) proto_times: Mutex<Option<TimeBreakdown>>,
+    /// Virtual time (docs/virtual-time.md): the board slot of the node's
+    /// application processor 0, which the protocol thread's work is
+    /// charged to (the processor the paper's interrupt would stop).
+    pub(crate) app0_slot: std::sync::atomic::AtomicU32,
+    /// The timed part in virtual time: (earliest start, latest end), ns.
+    pub(crate) vwindow: Mutex<(Option<u64>, Option<u64>)>,
+    /// Calls of `Csm::poll`, to sync the clock every `POLL_SYNC_EVERY`th.
+    pub(crate) polls: std::sync::atomic::AtomicU32,
 }
 
 impl Drop for Node {
@@ -293,7 +305,14 @@ impl Node {
                 }
                 Ok(())
             },
+            || self.mail.arrival(self.mail.at().echo(), 8),
         )
+    }
+
+    /// The virtual arrival of the newest reply in `slot` of this node's
+    /// mailbox (its header lands after its data).
+    pub(crate) fn reply_arrival(&self, slot: ReplySlot) -> Option<u64> {
+        self.mail.arrival(slot.header_offset(self.mail.at()), 8)
     }
 
     /// Before this node (a home) reads its own master copy of `p` for its
@@ -428,6 +447,15 @@ impl Node {
         let mut st = guard;
         let _serve = times::enter(Activity::Serve);
         self.serve_requests(&mut st)
+    }
+
+    /// Charge `ns` of virtual time to the node's application processor 0
+    /// (work the protocol thread did on the node's behalf).
+    pub(crate) fn charge_app0(&self, ns: u64) {
+        let slot = self.app0_slot.load(Ordering::Relaxed);
+        if slot != u32::MAX && ns > 0 {
+            vclock::charge(slot, ns);
+        }
     }
 
     /// Wake the protocol thread (to stop it, or to take a window mark).

@@ -192,15 +192,19 @@ impl Node {
         for d in in_flight {
             let slot = ReplySlot::Ack(d.home);
             let sent = Instant::now();
-            let came = self.bell.wait(WaitKind::Remote, || {
-                if self.data.reply_seq(slot) == d.seq {
-                    return Ok::<_, CsmError>(Some(true));
-                }
-                self.bell.polled();
-                self.serve_waiting(st)?;
-                self.check_failed()?;
-                Ok((sent.elapsed() > ACK_TIMEOUT).then_some(false))
-            })?;
+            let came = self.bell.wait(
+                WaitKind::Remote,
+                || {
+                    if self.data.reply_seq(slot) == d.seq {
+                        return Ok::<_, CsmError>(Some(true));
+                    }
+                    self.bell.polled();
+                    self.serve_waiting(st)?;
+                    self.check_failed()?;
+                    Ok((sent.elapsed() > ACK_TIMEOUT).then_some(false))
+                },
+                || self.reply_arrival(slot),
+            )?;
             if !came {
                 st.stats.request_timeouts += 1;
                 again.push(*d);

@@ -13,6 +13,8 @@
 
 use std::sync::atomic::Ordering;
 
+use mc_api::vclock;
+
 use crate::messages::{moved, moved_to, ReplySlot, Request, DENIED, WITH_PAGE};
 use crate::node::{request_key, Node};
 use crate::seams::{DirectoryState, ENTRY_BYTES};
@@ -57,6 +59,18 @@ impl Node {
             if key == st.served[r as usize] {
                 continue;
             }
+            // Virtual time (docs/virtual-time.md s.5): a computing poller
+            // leaves a request from its virtual future until its clock
+            // gets there; a waiter (or the protocol thread, which waits
+            // between requests) serves it at its arrival.
+            let arrival = self.mail.arrival(self.mail.at().request(r), 8);
+            if vclock::enabled()
+                && !vclock::waiting()
+                && arrival.is_some_and(|a| a > vclock::tick())
+            {
+                continue;
+            }
+            let _at = vclock::serve(arrival);
             st.served[r as usize] = key;
             self.served[r as usize].store(key, Ordering::Relaxed);
             st.stats.messages_served += 1;

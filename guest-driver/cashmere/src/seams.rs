@@ -224,6 +224,11 @@ pub trait Synchronization: Send + Sync {
     ) -> Result<(), CsmError>;
     fn flag_set(&self, flag: u32, value: u64) -> Result<(), CsmError>;
     fn flag_get(&self, flag: u32) -> Result<u64, CsmError>;
+    /// The virtual arrival of `flag`'s value (virtual time on), for a
+    /// waiter that saw it set.
+    fn flag_arrival(&self, _flag: u32) -> Option<u64> {
+        None
+    }
     /// Tell every node this one has failed, so nobody waits for it forever.
     fn abort(&self);
     /// The node that failed, if one has.

@@ -128,8 +128,14 @@ impl CsmSpace {
     pub fn flag(&self, i: u32) -> usize {
         8 * 66 + 8 * i as usize
     }
+    /// Where the setter of flag `i` writes its virtual time, before the
+    /// flag (a predicted-time run, docs/virtual-time.md): the flags are 8
+    /// bytes apart, so the arrival table's granule holds many of them.
+    pub fn flag_time(&self, i: u32) -> usize {
+        self.flag(self.flags) + 8 + 8 * i as usize
+    }
     pub fn sync_bytes(&self) -> u64 {
-        self.flag(self.flags) as u64 + 8
+        self.flag_time(self.flags) as u64 + 8
     }
 
     /// Coherent arena bytes all coherent regions need (with slack for

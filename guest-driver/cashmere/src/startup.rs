@@ -124,6 +124,7 @@ pub(crate) fn start_node(
             arrived: 0,
             generation: 0,
             failed: None,
+            released_vt: 0,
         }),
         local_cv: Condvar::new(),
         next_alloc: Mutex::new(0),
@@ -132,6 +133,9 @@ pub(crate) fn start_node(
         window: Mutex::new((None, None)),
         proto_window: AtomicU8::new(window::NONE),
         proto_times: Mutex::new(None),
+        app0_slot: std::sync::atomic::AtomicU32::new(u32::MAX),
+        vwindow: Mutex::new((None, None)),
+        polls: std::sync::atomic::AtomicU32::new(0),
     });
     let registration =
         sigsegv::register(&*node).ok_or(CsmError::TooManyHeaps(sigsegv::MAX_HEAPS))?;

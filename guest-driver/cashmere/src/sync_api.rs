@@ -3,6 +3,7 @@
 //! after the variant's own operation (`seams::Synchronization`), and the
 //! final barrier.
 
+use mc_api::vclock;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -34,7 +35,11 @@ impl Csm {
         }
         let mut st = self.node.lock_state();
         st.stats.lock_acquires += 1;
-        self.node.acquire(&mut st)
+        let r = self.node.acquire(&mut st);
+        drop(st);
+        // A safe point for the quantum's gate (no protocol lock held).
+        vclock::sync();
+        r
     }
 
     pub fn lock_release(&self, lock: u32) -> Result<(), CsmError> {
@@ -60,6 +65,9 @@ impl Csm {
         lb.arrived += 1;
         let gen = lb.generation;
         if lb.arrived < n.threads {
+            // In virtual time the node's threads go on when the last one
+            // lets them, at its time (docs/virtual-time.md s.5).
+            vclock::wait_begin();
             while lb.generation == gen {
                 lb = n
                     .local_cv
@@ -68,10 +76,12 @@ impl Csm {
                     .0;
                 if lb.generation == gen {
                     if let Some(node) = n.sync.aborted() {
+                        vclock::wait_end(None);
                         return Err(CsmError::NodeFailed { node });
                     }
                 }
             }
+            vclock::wait_end(Some(lb.released_vt));
             return match &lb.failed {
                 Some(e) => Err(CsmError::NodeBarrier(e.clone())),
                 None => Ok(()),
@@ -94,10 +104,13 @@ impl Csm {
         let mut lb = n.local.lock().unwrap_or_else(|p| p.into_inner());
         lb.arrived = 0;
         lb.generation += 1;
+        lb.released_vt = vclock::tick();
         if let Err(e) = &r {
             lb.failed = Some(e.clone());
         }
         n.local_cv.notify_all();
+        drop(lb);
+        vclock::sync();
         r.map_err(CsmError::NodeBarrier)
     }
 
@@ -117,16 +130,20 @@ impl Csm {
     pub fn flag_wait(&self, flag: u32) -> Result<u64, CsmError> {
         let v = {
             let _flag = times::enter(Activity::Flag);
-            self.node.bell.wait(WaitKind::Remote, || {
-                let v = self.node.sync.flag_get(flag)?;
-                if v != 0 {
-                    return Ok::<_, CsmError>(Some(v));
-                }
-                self.check_failed()?;
-                self.node.check_failed()?;
-                self.node.serve_if_waiting()?;
-                Ok(None)
-            })?
+            self.node.bell.wait(
+                WaitKind::Remote,
+                || {
+                    let v = self.node.sync.flag_get(flag)?;
+                    if v != 0 {
+                        return Ok::<_, CsmError>(Some(v));
+                    }
+                    self.check_failed()?;
+                    self.node.check_failed()?;
+                    self.node.serve_if_waiting()?;
+                    Ok(None)
+                },
+                || self.node.sync.flag_arrival(flag),
+            )?
         };
         let mut st = self.node.lock_state();
         st.stats.flag_waits += 1;

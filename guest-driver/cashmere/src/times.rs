@@ -8,6 +8,11 @@
 //! activity entered inside another pauses it, so the activities of a thread
 //! add up to its wall time; whatever is in no activity is `compute`.
 //!
+//! In a predicted-time run (docs/virtual-time.md) every activity change
+//! also brings the thread's virtual clock up to date (`vclock::tick`), and
+//! the virtual time is kept per activity beside the wall time: the
+//! breakdown's [`VirtualBreakdown`] (user, protocol, communication, wait).
+//!
 //! [`TimeBreakdown`] is plain data with public fields, ready to be derived
 //! `Serialize` or extended with a variant's own activities (issue 18's
 //! protocol variants): add an [`Activity`], a field, and a line in
@@ -15,6 +20,8 @@
 
 use std::cell::Cell;
 use std::time::Instant;
+
+use mc_api::vclock;
 
 /// What a thread is doing, for the breakdown.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,6 +66,13 @@ struct ThreadClock {
     frozen: [Cell<u64>; ACTIVITIES],
     frozen_wall: Cell<u64>,
     frozen_sched: Cell<Option<(u64, u64, u64)>>,
+    /// Virtual time (ns) when `current` was entered, per activity since the
+    /// window began, at the window's start and as frozen at its end.
+    vsince: Cell<u64>,
+    vacc: [Cell<u64>; ACTIVITIES],
+    vbegan: Cell<u64>,
+    vfrozen: [Cell<u64>; ACTIVITIES],
+    vfrozen_end: Cell<u64>,
 }
 
 thread_local! {
@@ -73,6 +87,11 @@ thread_local! {
             frozen: [const { Cell::new(0) }; ACTIVITIES],
             frozen_wall: Cell::new(0),
             frozen_sched: Cell::new(None),
+            vsince: Cell::new(0),
+            vacc: [const { Cell::new(0) }; ACTIVITIES],
+            vbegan: Cell::new(0),
+            vfrozen: [const { Cell::new(0) }; ACTIVITIES],
+            vfrozen_end: Cell::new(0),
         }
     };
 }
@@ -95,9 +114,21 @@ pub(crate) struct InActivity {
     prev: u8,
 }
 
+/// Count the virtual time since the last change to the current activity.
+fn virtual_change(c: &ThreadClock) {
+    if !vclock::enabled() {
+        return;
+    }
+    let v = vclock::tick();
+    let acc = &c.vacc[c.current.get() as usize];
+    acc.set(acc.get() + v.saturating_sub(c.vsince.get()));
+    c.vsince.set(v);
+}
+
 pub(crate) fn enter(a: Activity) -> InActivity {
     CLOCK.with(|c| {
         let t = now_ns();
+        virtual_change(c);
         let cur = c.current.get();
         let acc = &c.acc[cur as usize];
         acc.set(acc.get() + t.saturating_sub(c.since.get()));
@@ -111,6 +142,7 @@ impl Drop for InActivity {
     fn drop(&mut self) {
         CLOCK.with(|c| {
             let t = now_ns();
+            virtual_change(c);
             let cur = c.current.get();
             let acc = &c.acc[cur as usize];
             acc.set(acc.get() + t.saturating_sub(c.since.get()));
@@ -125,9 +157,12 @@ pub(crate) fn begin_window() {
     let sched = schedstat(gettid()).unwrap_or((0, 0, 0));
     CLOCK.with(|c| {
         let t = now_ns();
-        for a in &c.acc {
+        for a in c.acc.iter().chain(&c.vacc) {
             a.set(0);
         }
+        let v = vclock::tick();
+        c.vsince.set(v);
+        c.vbegan.set(v);
         c.since.set(t);
         c.began.set(t);
         c.sched_at_begin.set(sched);
@@ -145,6 +180,11 @@ pub(crate) fn end_window() {
         }
         c.frozen_wall.set(wall);
         c.frozen_sched.set(sched);
+        virtual_change(c);
+        for (f, a) in c.vfrozen.iter().zip(&c.vacc) {
+            f.set(a.get());
+        }
+        c.vfrozen_end.set(c.vsince.get());
         c.ended.set(true);
     })
 }
@@ -176,6 +216,22 @@ pub(crate) fn breakdown(thread: &str, node: u32) -> TimeBreakdown {
         };
         let s0 = c.sched_at_begin.get();
         let mut b = TimeBreakdown::from_ns(thread, node, wall, &acc);
+        if vclock::enabled() {
+            let mut vacc = [0u64; ACTIVITIES];
+            let end = if c.ended.get() {
+                for (a, f) in vacc.iter_mut().zip(&c.vfrozen) {
+                    *a = f.get();
+                }
+                c.vfrozen_end.get()
+            } else {
+                virtual_change(c);
+                for (a, f) in vacc.iter_mut().zip(&c.vacc) {
+                    *a = f.get();
+                }
+                c.vsince.get()
+            };
+            b.virtual_times = Some(VirtualBreakdown::from_ns(c.vbegan.get(), end, &vacc));
+        }
         if let Some(s) = sched {
             b.on_cpu = Some((s.0.saturating_sub(s0.0)) as f64 / 1e9);
             b.runnable_waiting = Some((s.1.saturating_sub(s0.1)) as f64 / 1e9);
@@ -222,6 +278,61 @@ pub struct TimeBreakdown {
     /// Runnable but not running: waiting for a core (schedstat).
     pub runnable_waiting: Option<f64>,
     pub timeslices: Option<u64>,
+    /// The same window in virtual time, in a predicted-time run.
+    pub virtual_times: Option<VirtualBreakdown>,
+}
+
+/// One thread's window in virtual time (docs/virtual-time.md), in seconds:
+/// where it began and ended on the thread's virtual clock, and the time in
+/// between by kind. They add up to `end - begin`.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct VirtualBreakdown {
+    pub begin: f64,
+    pub end: f64,
+    /// The application's own work.
+    pub user: f64,
+    /// Protocol work: faults, diffs, acquires, serving requests.
+    pub protocol: f64,
+    /// Waiting for pages and acknowledgements from other nodes.
+    pub communication: f64,
+    /// Synchronisation: barriers, locks, flags (and a protocol thread's
+    /// idle time).
+    pub wait: f64,
+}
+
+impl VirtualBreakdown {
+    fn from_ns(begin: u64, end: u64, acc: &[u64; ACTIVITIES]) -> VirtualBreakdown {
+        let s = |a: &[Activity]| a.iter().map(|&x| acc[x as usize]).sum::<u64>() as f64 / 1e9;
+        VirtualBreakdown {
+            begin: begin as f64 / 1e9,
+            end: end as f64 / 1e9,
+            user: s(&[Activity::Compute]),
+            protocol: s(&[
+                Activity::Fault,
+                Activity::Diff,
+                Activity::Acquire,
+                Activity::Serve,
+            ]),
+            communication: s(&[Activity::Fetch]),
+            wait: s(&[
+                Activity::Barrier,
+                Activity::Lock,
+                Activity::Flag,
+                Activity::Idle,
+            ]),
+        }
+    }
+
+    /// (name, seconds) of each kind, in a fixed order.
+    pub fn fields(&self) -> [(&'static str, f64); 5] {
+        [
+            ("total", self.end - self.begin),
+            ("user", self.user),
+            ("protocol", self.protocol),
+            ("communication", self.communication),
+            ("wait", self.wait),
+        ]
+    }
 }
 
 impl TimeBreakdown {
@@ -244,6 +355,7 @@ impl TimeBreakdown {
             on_cpu: None,
             runnable_waiting: None,
             timeslices: None,
+            virtual_times: None,
         }
     }
 
@@ -303,6 +415,17 @@ impl std::fmt::Display for TimeBreakdown {
                 ms(c),
                 ms(w),
                 self.timeslices.unwrap_or(0)
+            )?;
+        }
+        if let Some(v) = &self.virtual_times {
+            write!(
+                f,
+                " | virtual {} ms = user {} + protocol {} + communication {} + wait {}",
+                ms(v.end - v.begin),
+                ms(v.user),
+                ms(v.protocol),
+                ms(v.communication),
+                ms(v.wait)
             )?;
         }
         Ok(())

@@ -26,6 +26,8 @@
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+use mc_api::vclock;
+
 /// What a wait is for: it decides how long the waiter spins first and how
 /// long one sleep lasts at most before it looks again (a bound, for
 /// wake-ups that cannot come: a lost packet, a crashed node).
@@ -183,7 +185,24 @@ impl FutexBell {
     /// Wait until `ready` yields a value or an error: spin a while, then
     /// sleep until the doorbell rings (at most a nap at a time). `ready`
     /// decides about timeouts and failures (it returns `Err`).
+    ///
+    /// In virtual time the wait costs the thread nothing of its own; it
+    /// resumes at `arrival()`, the virtual arrival of what it waited for
+    /// (read once `ready` saw it), if that is later than its own time
+    /// (`vclock::wait_end`; docs/virtual-time.md s.5).
     pub fn wait<T, E>(
+        &self,
+        what: WaitKind,
+        ready: impl FnMut() -> Result<Option<T>, E>,
+        arrival: impl FnOnce() -> Option<u64>,
+    ) -> Result<T, E> {
+        vclock::wait_begin();
+        let r = self.wait_untimed(what, ready);
+        vclock::wait_end(if r.is_ok() { arrival() } else { None });
+        r
+    }
+
+    fn wait_untimed<T, E>(
         &self,
         what: WaitKind,
         mut ready: impl FnMut() -> Result<Option<T>, E>,
@@ -237,26 +256,33 @@ impl FutexBell {
 /// new mark), and the wait goes on for that one. `meanwhile` runs at every
 /// look (answering requests, say) and ends the wait with its error (a node
 /// failed, too long).
+///
+/// `arrival` gives the echo's virtual arrival, once back.
 pub fn await_echo<E>(
     bell: &FutexBell,
     mut mark: u64,
     post: impl Fn() -> Result<u64, E>,
     seen: impl Fn() -> u64,
     mut meanwhile: impl FnMut() -> Result<(), E>,
+    arrival: impl FnOnce() -> Option<u64>,
 ) -> Result<(), E> {
     const AGAIN: Duration = Duration::from_millis(50);
     let mut asked = Instant::now();
-    bell.wait(WaitKind::Loopback, || {
-        if seen() >= mark {
-            return Ok(Some(()));
-        }
-        meanwhile()?;
-        if asked.elapsed() > AGAIN {
-            mark = post()?;
-            asked = Instant::now();
-        }
-        Ok(None)
-    })
+    bell.wait(
+        WaitKind::Loopback,
+        || {
+            if seen() >= mark {
+                return Ok(Some(()));
+            }
+            meanwhile()?;
+            if asked.elapsed() > AGAIN {
+                mark = post()?;
+                asked = Instant::now();
+            }
+            Ok(None)
+        },
+        arrival,
+    )
 }
 
 fn futex_wait(word: &AtomicU32, expected: u32, timeout: Duration) {
@@ -314,9 +340,11 @@ mod tests {
         let start = Instant::now();
         // The flag comes 20 ms later: past any spin, and past the 5 ms
         // nap, so the ring or a nap ends each sleep.
-        let got: Result<u32, ()> = bell.wait(WaitKind::Remote, || {
-            Ok(flag.load(Ordering::Acquire).then_some(7))
-        });
+        let got: Result<u32, ()> = bell.wait(
+            WaitKind::Remote,
+            || Ok(flag.load(Ordering::Acquire).then_some(7)),
+            || None,
+        );
         assert_eq!(got, Ok(7));
         assert!(start.elapsed() < Duration::from_secs(10));
         t.join().unwrap();
@@ -327,13 +355,17 @@ mod tests {
         let bell = FutexBell::default();
         let start = Instant::now();
         // Nobody rings: the naps let `ready` see its own deadline.
-        let r: Result<(), &str> = bell.wait(WaitKind::Loopback, || {
-            if start.elapsed() > Duration::from_millis(20) {
-                Err("late")
-            } else {
-                Ok(None)
-            }
-        });
+        let r: Result<(), &str> = bell.wait(
+            WaitKind::Loopback,
+            || {
+                if start.elapsed() > Duration::from_millis(20) {
+                    Err("late")
+                } else {
+                    Ok(None)
+                }
+            },
+            || None,
+        );
         assert_eq!(r, Err("late"));
         // It had to sleep: the next waits spin less.
         assert!(bell.loopback.get() < Duration::from_micros(20));

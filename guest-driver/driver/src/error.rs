@@ -65,6 +65,8 @@ pub enum Error {
     /// A previous request timed out and is still in flight.
     #[error("{0} is busy: an earlier request has not completed")]
     Busy(&'static str),
+    #[error("an arrival table of {bytes} bytes does not fit in the {budget} bytes of DMA memory it may take (give the guest more memory)")]
+    ArrivalTableTooLarge { bytes: u64, budget: u64 },
     #[error("no status page: call set_status_page first")]
     NoStatusPage,
     #[error("the status page has not been written by the adapter")]

@@ -25,6 +25,7 @@ use crate::backoff::{poll_until_with, BackoffPolicy};
 use crate::dma::DmaRegion;
 use crate::error::{Error, Result};
 use crate::transport::Doorbell;
+use crate::vclock;
 
 /// One store: a global address and the bytes to write there.
 pub type Store<'a> = (u64, &'a [u8]);
@@ -63,6 +64,23 @@ struct Planned<'a> {
     position: u64,
     header: TxRecordHeader,
     data: &'a [u8],
+    /// The sender's virtual time, for a stamped record.
+    vt: Option<u64>,
+}
+
+/// The time a record carries: the posting thread's virtual time as last
+/// synced, in a predicted-time run (docs/virtual-time.md); none otherwise.
+fn stamp() -> Option<u64> {
+    vclock::enabled().then(vclock::stamp)
+}
+
+/// The header of a store of `len` bytes at `addr`, stamped or not.
+fn store_header(addr: u64, len: usize, vt: Option<u64>) -> TxRecordHeader {
+    TxRecordHeader {
+        addr,
+        len: len as u32,
+        flags: if vt.is_some() { fifo::FLAG_VTIME } else { 0 },
+    }
 }
 
 impl TxFifo {
@@ -146,12 +164,9 @@ impl TxFifo {
         }
         // The common case, without the batch's bookkeeping: claim, write,
         // commit (a padding record first if it would wrap).
-        let header = TxRecordHeader {
-            addr,
-            len: data.len() as u32,
-            flags: 0,
-        };
-        let need = TxRecordHeader::slots(header.len);
+        let vt = stamp();
+        let header = store_header(addr, data.len(), vt);
+        let need = TxRecordHeader::slots_with(header.len, vt.is_some());
         let ring = u64::from(self.slots);
         let mut from = self.reserved.load(Ordering::Relaxed);
         let (pad, at, end) = loop {
@@ -173,11 +188,7 @@ impl TxFifo {
                 Err(now) => from = now,
             }
         };
-        let off = self.layout.slot_offset(at);
-        self.mem.write(off, &header.to_bytes())?;
-        if !data.is_empty() {
-            self.mem.write(off + TX_RECORD_HEADER_SIZE, data)?;
-        }
+        self.write_record(at, &header, vt, data)?;
         self.commit(at)?;
         if pad > 0 {
             self.mem.write(
@@ -188,6 +199,27 @@ impl TxFifo {
         }
         self.ring_if_asked()?;
         Ok(end)
+    }
+
+    /// Write a record's header, its time if stamped, and its data.
+    fn write_record(
+        &self,
+        at: u64,
+        header: &TxRecordHeader,
+        vt: Option<u64>,
+        data: &[u8],
+    ) -> Result<()> {
+        let off = self.layout.slot_offset(at);
+        self.mem.write(off, &header.to_bytes())?;
+        if let Some(vt) = vt {
+            self.mem
+                .write(off + TX_RECORD_HEADER_SIZE, &vt.to_le_bytes())?;
+        }
+        if !data.is_empty() {
+            let prefix = TxRecordHeader::prefix_bytes(vt.is_some());
+            self.mem.write(off + prefix, data)?;
+        }
+        Ok(())
     }
 
     /// Write the tag that commits the record at `position`.
@@ -217,6 +249,9 @@ impl TxFifo {
                 records.push((addr + (k * MAX_RECORD_DATA as usize) as u64, piece));
             }
         }
+        // A batch: the thread's clock is brought up to date for its stamps
+        // (no gate: the poster may hold a lock the slowest thread needs).
+        let vt = vclock::enabled().then(vclock::tick);
         // A group may take at most half the ring, so it always fits.
         let half = u64::from(self.slots / 2);
         let mut end = self.reserved();
@@ -225,14 +260,14 @@ impl TxFifo {
             let mut taken = 0u64;
             let mut stop = start;
             while stop < records.len() {
-                let s = TxRecordHeader::slots(records[stop].1.len() as u32);
+                let s = TxRecordHeader::slots_with(records[stop].1.len() as u32, vt.is_some());
                 if stop > start && taken + s > half {
                     break;
                 }
                 taken += s;
                 stop += 1;
             }
-            end = self.post_group(&records[start..stop])?;
+            end = self.post_group(&records[start..stop], vt)?;
             start = stop;
         }
         Ok(end)
@@ -247,7 +282,8 @@ impl TxFifo {
             return self.post_all(&[(addr, data)]);
         }
         let ring = u64::from(self.slots);
-        let need = TxRecordHeader::slots(data.len() as u32);
+        let vt = stamp();
+        let need = TxRecordHeader::slots_with(data.len() as u32, vt.is_some());
         let mut from = self.reserved.load(Ordering::Relaxed);
         let (pad, at, end) = loop {
             let to_end = ring - from % ring;
@@ -268,14 +304,8 @@ impl TxFifo {
                 Err(now) => from = now,
             }
         };
-        let header = TxRecordHeader {
-            addr,
-            len: data.len() as u32,
-            flags: 0,
-        };
-        let off = self.layout.slot_offset(at);
-        self.mem.write(off, &header.to_bytes())?;
-        self.mem.write(off + TX_RECORD_HEADER_SIZE, data)?;
+        let header = store_header(addr, data.len(), vt);
+        self.write_record(at, &header, vt, data)?;
         if let Some(slots) = pad {
             self.mem.write(
                 self.layout.slot_offset(from),
@@ -297,12 +327,12 @@ impl TxFifo {
 
     /// Claim room for `records` (with padding where the ring wraps), write
     /// them, commit them, ring the doorbell if the hub asked for it.
-    fn post_group(&self, records: &[Store<'_>]) -> Result<u64> {
+    fn post_group(&self, records: &[Store<'_>], vt: Option<u64>) -> Result<u64> {
         let mut plan: Vec<Planned<'_>> = Vec::with_capacity(records.len() + 1);
         let mut from = self.reserved.load(Ordering::Relaxed);
         let end = loop {
             plan.clear();
-            let end = self.lay_out(from, records, &mut plan);
+            let end = self.lay_out(from, records, vt, &mut plan);
             self.wait_for_room(end)?;
             match self.reserved.compare_exchange_weak(
                 from,
@@ -315,11 +345,7 @@ impl TxFifo {
             }
         };
         for p in &plan {
-            let off = self.layout.slot_offset(p.position);
-            self.mem.write(off, &p.header.to_bytes())?;
-            if !p.data.is_empty() {
-                self.mem.write(off + TX_RECORD_HEADER_SIZE, p.data)?;
-            }
+            self.write_record(p.position, &p.header, p.vt, p.data)?;
         }
         // Commit the last first: when the hub sees the first tag it finds
         // the whole group committed and takes (and merges) it in one go.
@@ -332,28 +358,32 @@ impl TxFifo {
 
     /// Positions for `records` from `from`, padding to the end of the ring
     /// before a record that would wrap. Returns the position after them.
-    fn lay_out<'a>(&self, from: u64, records: &[Store<'a>], plan: &mut Vec<Planned<'a>>) -> u64 {
+    fn lay_out<'a>(
+        &self,
+        from: u64,
+        records: &[Store<'a>],
+        vt: Option<u64>,
+        plan: &mut Vec<Planned<'a>>,
+    ) -> u64 {
         let ring = u64::from(self.slots);
         let mut at = from;
         for &(addr, data) in records {
-            let need = TxRecordHeader::slots(data.len() as u32);
+            let need = TxRecordHeader::slots_with(data.len() as u32, vt.is_some());
             let to_end = ring - at % ring;
             if need > to_end {
                 plan.push(Planned {
                     position: at,
                     header: TxRecordHeader::pad(to_end),
                     data: &[],
+                    vt: None,
                 });
                 at += to_end;
             }
             plan.push(Planned {
                 position: at,
-                header: TxRecordHeader {
-                    addr,
-                    len: data.len() as u32,
-                    flags: 0,
-                },
+                header: store_header(addr, data.len(), vt),
                 data,
+                vt,
             });
             at += need;
         }
@@ -369,11 +399,13 @@ impl TxFifo {
         // The hub may be asleep behind records that other threads posted
         // before it armed the doorbell: make sure it looks.
         self.ring_if_asked()?;
-        poll_until_with(WAIT_POLICY, self.timeout, || -> Result<Option<()>> {
+        vclock::wait_begin();
+        let room = poll_until_with(WAIT_POLICY, self.timeout, || -> Result<Option<()>> {
             self.check_running()?;
             Ok((end.saturating_sub(self.consumed()) <= ring).then_some(()))
-        })?
-        .ok_or(Error::Timeout {
+        });
+        vclock::wait_end_quiet();
+        room?.ok_or(Error::Timeout {
             what: "room in the transmit FIFO",
             after: self.timeout,
         })
@@ -413,11 +445,15 @@ impl TxFifo {
         let target = self.reserved();
         if self.consumed() < target {
             self.ring_if_asked()?;
-            poll_until_with(WAIT_POLICY, self.timeout, || -> Result<Option<()>> {
+            // The hub draining the ring is the emulator's own work: the
+            // wait costs no virtual time (posted writes do not wait).
+            vclock::wait_begin();
+            let drained = poll_until_with(WAIT_POLICY, self.timeout, || -> Result<Option<()>> {
                 self.check_running()?;
                 Ok((self.consumed() >= target).then_some(()))
-            })?
-            .ok_or(Error::Timeout {
+            });
+            vclock::wait_end_quiet();
+            drained?.ok_or(Error::Timeout {
                 what: "the transmit FIFO to drain",
                 after: self.timeout,
             })?;
@@ -479,6 +515,19 @@ mod tests {
     /// Take what is committed, as the device does; returns the records and
     /// publishes `consumed`.
     fn drain(mem: &DmaRegion, slots: u32, head: &mut u64) -> Vec<(u64, Vec<u8>)> {
+        drain_with_times(mem, slots, head)
+            .into_iter()
+            .map(|(a, d, _)| (a, d))
+            .collect()
+    }
+
+    /// [`drain`], with each record's virtual time if it carries one (the
+    /// clock may be on in this test binary: vclock's tests turn it on).
+    fn drain_with_times(
+        mem: &DmaRegion,
+        slots: u32,
+        head: &mut u64,
+    ) -> Vec<(u64, Vec<u8>, Option<u64>)> {
         let mut out = Vec::new();
         loop {
             let i = (*head % u64::from(slots)) as usize;
@@ -488,17 +537,45 @@ mod tests {
             }
             let off = fifo::slots_offset(slots) + fifo::SLOT_SIZE * i;
             let h = TxRecordHeader::from_bytes(&mem.read_vec(off, 16).unwrap()).unwrap();
-            let n = TxRecordHeader::slots(h.len);
+            let n = TxRecordHeader::slots_with(h.len, h.has_vtime());
             assert!(i as u64 + n <= u64::from(slots), "a record wraps");
-            if h.flags == 0 {
-                out.push((h.addr, mem.read_vec(off + 16, h.len as usize).unwrap()));
-            } else {
-                assert_eq!(h.flags, fifo::FLAG_PAD);
+            match h.flags {
+                0 => out.push((
+                    h.addr,
+                    mem.read_vec(off + 16, h.len as usize).unwrap(),
+                    None,
+                )),
+                fifo::FLAG_VTIME => out.push((
+                    h.addr,
+                    mem.read_vec(off + 24, h.len as usize).unwrap(),
+                    Some(mem.read_u64(off + 16).unwrap()),
+                )),
+                f => assert_eq!(f, fifo::FLAG_PAD),
             }
             *head += n;
         }
         mem.write_u64(fifo::header::CONSUMED, *head).unwrap();
         out
+    }
+
+    #[test]
+    fn in_virtual_time_every_store_carries_its_senders_time() {
+        crate::vclock::test_on();
+        let (f, mem, _) = fifo(128);
+        let _me = crate::vclock::join(5_000_000).unwrap();
+        let mut head = 0;
+        f.post(0x100, &[1; 8]).unwrap();
+        f.post_one(0x200, &[2; 40]).unwrap();
+        f.post_all(&[(0x300, &[3; 9][..]), (0x400, &[4; 100][..])])
+            .unwrap();
+        let got = drain_with_times(&mem, 128, &mut head);
+        assert_eq!(got.len(), 4);
+        for (i, (_, data, vt)) in got.iter().enumerate() {
+            let vt = vt.expect("stamped");
+            assert!(vt >= 5_000_000, "record {i}: {vt}");
+            assert_eq!(data[0], i as u8 + 1);
+        }
+        assert_eq!(got[3].1.len(), 100);
     }
 
     #[test]

@@ -34,7 +34,9 @@ pub mod transport;
 pub mod vclock;
 pub mod virtqueue;
 
-pub use adapter::{Adapter, AdapterOptions, ReceiveFrames, StatusView, MIN_FIFO_SLOTS};
+pub use adapter::{
+    Adapter, AdapterOptions, ArrivalTable, ReceiveFrames, StatusView, MIN_FIFO_SLOTS,
+};
 pub use dma::{DmaAllocator, DmaBacking, DmaError, DmaRegion, HugepageMemory, MemfdMemory};
 pub use error::{Chain, Error, Result};
 pub use fifo::{Refusal, Store, TxFifo};

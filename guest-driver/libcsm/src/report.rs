@@ -54,6 +54,12 @@ pub fn report(rt: &Runtime, stats: &Stats) -> Result<(), RunError> {
         stats: record::stats_json(stats),
         compute_stats: None,
         breakdown: record::breakdown_json(&breakdowns),
+        // C programs' records carry wall-clock times only: libcsm's
+        // processes do not keep the virtual clock yet (docs/c-programs.md).
+        sequential_cpu_seconds: None,
+        virtual_window: None,
+        virtual_breakdown: None,
+        quantum_breaks: 0,
     };
     let all = gather::collect(&rt.mc, &mine).map_err(|e| RunError::Record(e.to_string()))?;
     if let Some(all) = all {

@@ -21,7 +21,22 @@ use cmd::cli::{GuestCli, GuestCommand};
 use cmd::connect::open;
 use cmd::error::GuestError;
 
+/// Turn the virtual clock on when the run asks for it (`MC_CLOCK=virtual`,
+/// set by `mc-host run --clock virtual`). Only a virtual guest can: the
+/// clock board the guests share is a file on the host.
+fn init_clock(cli: &GuestCli) -> Result<(), GuestError> {
+    let Some(config) = mc_api::vclock::ClockConfig::from_env()? else {
+        return Ok(());
+    };
+    if mc_driver::TransportChoice::socket_or_env(cli.socket.clone()).is_none() {
+        return Err(GuestError::VirtualClockInQemu);
+    }
+    mc_api::vclock::init(config)?;
+    Ok(())
+}
+
 fn run(cli: &GuestCli) -> Result<(), GuestError> {
+    init_clock(cli)?;
     match &cli.command {
         GuestCommand::Info => cmd::info::info(cli),
         GuestCommand::Selftest { iterations } => {

@@ -108,6 +108,17 @@ impl DmaDelivery<'_> {
         at > self.now || !self.queues.is_empty(r)
     }
 
+    /// Write a stamped packet's virtual arrival into `r`'s arrival table,
+    /// before its data is copied (node/arrival.rs).
+    fn stamp(&self, r: NodeId, d: &Delivery) {
+        let (Some(vt), Some(mem)) = (d.vt, self.mems.get(r)) else {
+            return;
+        };
+        if let Some(t) = self.nodes.get(r.index()).and_then(|n| n.arrival) {
+            t.stamp(mem, d.packet.addr.0, d.packet.len, vt.0);
+        }
+    }
+
     fn enqueue(&mut self, r: NodeId, item: PendingItem) {
         self.flush(r);
         self.queues.push(r, item);
@@ -143,11 +154,14 @@ impl DeliverySink for DmaDelivery<'_> {
                         page_offset: d.page_offset,
                         bytes,
                         src,
+                        stamp: d.vt.map(|vt| (d.packet.addr.0, vt)),
                     },
                 },
             );
             return;
         }
+        // Before the copy, which flush() makes later.
+        self.stamp(r, d);
         let i = r.index();
         if i >= self.runs.len() {
             self.runs.resize(i + 1, None);

@@ -82,6 +82,7 @@ impl DeviceState {
                 page,
                 page_offset,
                 bytes,
+                stamp,
                 ..
             } => {
                 let (Some(mem), Some(frames)) =
@@ -90,6 +91,10 @@ impl DeviceState {
                     // Unbound meanwhile: the receive mapping is gone.
                     return;
                 };
+                if let (Some((addr, vt)), Some(t)) = (stamp, self.nodes[r.index()].arrival) {
+                    let len = u32::try_from(bytes.len()).unwrap_or(u32::MAX);
+                    t.stamp(mem, addr, len, vt.0);
+                }
                 if !scatter_write(mem, frames, u64::from(page_offset), &bytes, packet) {
                     failures.push(DmaFailure {
                         node: r,

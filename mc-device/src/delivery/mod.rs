@@ -28,6 +28,9 @@ pub(crate) enum Pending {
         bytes: Box<[u8]>,
         /// The sender, whose queued bytes this counts against.
         src: NodeId,
+        /// Global address and virtual arrival of a stamped packet, for the
+        /// receiver's arrival table (written before the data).
+        stamp: Option<(u64, Nanos)>,
     },
     /// The answer to an ACK-page store (at the writer).
     Ack(AckReport),

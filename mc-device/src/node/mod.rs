@@ -5,6 +5,7 @@
 //! (events.rs, status_page.rs, queues.rs); what needs the hub as well is done
 //! by the device state (state.rs), which calls these and is never called back.
 
+mod arrival;
 mod dma_map;
 mod events;
 mod queues;
@@ -19,6 +20,7 @@ use log::{log, Level};
 use vhost_user_backend::VringRwLock;
 use vm_memory::{GuestAddressSpace, GuestMemoryAtomic};
 
+pub(crate) use arrival::ArrivalTable;
 pub(crate) use dma_map::DmaMap;
 pub(crate) use events::{EventQueue, EventsFlushed};
 pub(crate) use queues::{queue_name, RingDefect, ServedQueue};
@@ -43,6 +45,8 @@ pub(crate) struct NodeState {
     pub(crate) frames: DmaMap,
     /// The registered transmit FIFO (transmit/), if any.
     pub(crate) fifo: Option<RegisteredFifo>,
+    /// Where stamped deliveries' virtual arrivals go (arrival.rs), if any.
+    pub(crate) arrival: Option<ArrivalTable>,
     /// How far the hub has taken the FIFO, readable without the device lock.
     pub(crate) tx_progress: Arc<TxProgress>,
     pub(crate) status: StatusView,
@@ -61,6 +65,7 @@ impl NodeState {
             broken_queues: 0,
             frames: DmaMap::new(pages),
             fifo: None,
+            arrival: None,
             tx_progress: Arc::default(),
             status: StatusView::default(),
             events: EventQueue::default(),
@@ -80,6 +85,7 @@ impl NodeState {
         self.vrings = None;
         self.frames.clear();
         self.fifo = None;
+        self.arrival = None;
         self.tx_progress.replaced();
         self.status.forget_page();
         self.events.forget_guest();

@@ -33,8 +33,9 @@ pub(crate) struct RegisteredFifo {
 pub(crate) enum Take {
     /// Not committed yet.
     Empty,
-    /// A record to send, or padding to skip, and the slots it takes.
-    Record(TxRecordHeader, u64),
+    /// A record to send, or padding to skip, the slots it takes, and the
+    /// sender's virtual time if it carries one (`fifo::FLAG_VTIME`).
+    Record(TxRecordHeader, u64, Option<u64>),
     /// The record does not parse: the FIFO is broken.
     Broken(Status, u32),
 }
@@ -49,6 +50,9 @@ pub(crate) struct Run {
     pub(crate) records: u32,
     /// Padding to skip, not a store.
     pub(crate) pad: bool,
+    /// The sender's virtual time, if its records carry one (every record
+    /// of a run carries the same).
+    pub(crate) vt: Option<u64>,
 }
 
 impl RegisteredFifo {
@@ -76,8 +80,8 @@ impl RegisteredFifo {
         GuestAddress(self.gpa + self.layout.slot_offset(position) as u64)
     }
 
-    fn data_gpa(&self, position: u64) -> u64 {
-        self.gpa + self.layout.data_offset(position) as u64
+    fn data_gpa(&self, position: u64, vtime: bool) -> u64 {
+        self.gpa + self.layout.data_offset_with(position, vtime) as u64
     }
 
     /// The record at `at`, if committed.
@@ -96,18 +100,29 @@ impl RegisteredFifo {
         let Some(hdr) = TxRecordHeader::from_bytes(&h) else {
             return Take::Broken(Status::Malformed, 0);
         };
-        if hdr.flags & !fifo::FLAG_PAD != 0 {
+        // Padding carries no time; a store may (virtual time, ABI 3).
+        if hdr.flags & !fifo::KNOWN_FLAGS != 0 || hdr.flags == fifo::KNOWN_FLAGS {
             return Take::Broken(Status::Malformed, hdr.flags);
         }
-        if hdr.flags == 0 && hdr.len > MAX_RECORD_DATA {
+        if hdr.flags != fifo::FLAG_PAD && hdr.len > MAX_RECORD_DATA {
             return Take::Broken(Status::TooLarge, hdr.len);
         }
-        let slots = TxRecordHeader::slots(hdr.len);
+        let slots = TxRecordHeader::slots_with(hdr.len, hdr.has_vtime());
         if slots > self.layout.slots_to_end(at) {
             // A record never wraps past the last slot.
             return Take::Broken(Status::Malformed, hdr.len);
         }
-        Take::Record(hdr, slots)
+        let vt = if hdr.has_vtime() {
+            let gpa = GuestAddress(self.gpa + self.layout.vtime_offset(at) as u64);
+            let mut b = [0u8; 8];
+            if mem.read_slice(&mut b, gpa).is_err() {
+                return Take::Broken(Status::BadAddress, 0);
+            }
+            Some(u64::from_le_bytes(b))
+        } else {
+            None
+        };
+        Take::Record(hdr, slots, vt)
     }
 
     /// The next store to send from position `at`: one record, or several that
@@ -125,10 +140,10 @@ impl RegisteredFifo {
         data: &mut Vec<Piece>,
     ) -> Result<Option<Run>, (Status, u32)> {
         data.clear();
-        let (hdr, slots) = match self.take(mem, at) {
+        let (hdr, slots, vt) = match self.take(mem, at) {
             Take::Empty => return Ok(None),
             Take::Broken(s, d) => return Err((s, d)),
-            Take::Record(h, s) => (h, s),
+            Take::Record(h, s, vt) => (h, s, vt),
         };
         if hdr.flags == fifo::FLAG_PAD {
             return Ok(Some(Run {
@@ -137,24 +152,29 @@ impl RegisteredFifo {
                 end: at + slots,
                 records: 1,
                 pad: true,
+                vt: None,
             }));
         }
-        data.push((self.data_gpa(at), hdr.len));
+        data.push((self.data_gpa(at, vt.is_some()), hdr.len));
         let mut run = Run {
             addr: hdr.addr,
             len: hdr.len,
             end: at + slots,
             records: 1,
             pad: false,
+            vt,
         };
         if !mergeable(hdr.addr, hdr.len) {
             return Ok(Some(run));
         }
         let page = hdr.addr / page_size;
-        while let Take::Record(next, s) = self.take(mem, run.end) {
+        while let Take::Record(next, s, next_vt) = self.take(mem, run.end) {
             let end = next.addr.checked_add(u64::from(next.len));
+            // Stores of different virtual times are not merged: each packet
+            // arrives at its own sender's time.
             if run.records >= max_records
-                || next.flags != 0
+                || next.flags != hdr.flags
+                || next_vt != run.vt
                 || next.len == 0
                 || next.addr != run.addr + u64::from(run.len)
                 || end.is_none_or(|e| (e - 1) / page_size != page)
@@ -162,7 +182,7 @@ impl RegisteredFifo {
             {
                 break;
             }
-            data.push((self.data_gpa(run.end), next.len));
+            data.push((self.data_gpa(run.end, next_vt.is_some()), next.len));
             run.len += next.len;
             run.end += s;
             run.records += 1;
@@ -178,7 +198,7 @@ impl RegisteredFifo {
         let lap = self.head + u64::from(self.layout.slots());
         while at < lap {
             match self.take(mem, at) {
-                Take::Record(_, slots) => at += slots,
+                Take::Record(_, slots, _) => at += slots,
                 Take::Empty | Take::Broken(..) => break,
             }
         }

@@ -23,7 +23,7 @@ mod progress;
 use std::sync::atomic::Ordering;
 
 use firmware_model::abi::{self, status_of, CtrlResponse, Status};
-use firmware_model::{GlobalAddr, Hub, NodeId, PageNumber, Turn};
+use firmware_model::{GlobalAddr, Hub, Nanos, NodeId, PageNumber, Turn};
 use log::Level;
 use vm_memory::{Bytes, GuestAddress, GuestMemoryBackend};
 
@@ -172,7 +172,9 @@ impl DeviceState {
             runs: copies,
             seq: hub.last_seq(),
         };
-        let sent = hub.transmit(now, id, GlobalAddr(s.run.addr), s.run.len, &mut sink);
+        let addr = GlobalAddr(s.run.addr);
+        let send_vt = s.run.vt.map(Nanos);
+        let sent = hub.transmit_stamped(now, id, addr, s.run.len, send_vt, &mut sink);
         sink.finish();
         if let Err(e) = sent {
             // The model has counted the protection error and raised the event.

@@ -172,21 +172,26 @@ impl Manager {
             .store(Self::meta_addr(&l, off), &v.to_le_bytes())?;
         let c = &host.node().control;
         let mut polls = 0u32;
-        let back = wait_for_loopback(host.node(), WaitFor::JoinMarker, || {
-            if c.load_u64(off) == v {
-                return Some(true);
-            }
-            // This thread is the one that would notice a crash: look now
-            // and then (the status page takes the port lock).
-            polls = polls.wrapping_add(1);
-            let left = polls % 64 == 0
-                && status(host.node()).is_some_and(|st| {
-                    !AdapterErrorStatus::from_word(st.error_status).online
-                        || (st.membership_epoch != epoch
-                            && Self::adapter_is_fresh(host).unwrap_or(false))
-                });
-            left.then_some(false)
-        })?;
+        let back = wait_for_loopback(
+            host.node(),
+            WaitFor::JoinMarker,
+            || {
+                if c.load_u64(off) == v {
+                    return Some(true);
+                }
+                // This thread is the one that would notice a crash: look now
+                // and then (the status page takes the port lock).
+                polls = polls.wrapping_add(1);
+                let left = polls % 64 == 0
+                    && status(host.node()).is_some_and(|st| {
+                        !AdapterErrorStatus::from_word(st.error_status).online
+                            || (st.membership_epoch != epoch
+                                && Self::adapter_is_fresh(host).unwrap_or(false))
+                    });
+                left.then_some(false)
+            },
+            || host.node().arrival(host.node().control_addr(off), 8),
+        )?;
         if back {
             Ok(())
         } else {

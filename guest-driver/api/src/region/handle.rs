@@ -243,6 +243,27 @@ impl RxRegion {
         self.host.set_receiving(&self.entry, first, count, on)
     }
 
+    /// Global address of the region's byte 0.
+    pub fn global_addr(&self) -> u64 {
+        self.host.node().layout.page_addr(self.entry.first_page)
+    }
+
+    /// The virtual arrival of the last stamped store that landed in the
+    /// granule of byte `offset` (virtual time on, docs/virtual-time.md):
+    /// read it after seeing the data. `None` without virtual time, outside
+    /// the region, or before any stamped store landed there.
+    pub fn arrival(&self, offset: usize) -> Option<u64> {
+        self.arrival_range(offset, 1)
+    }
+
+    /// The latest such arrival over `[offset, offset + len)`.
+    pub fn arrival_range(&self, offset: usize, len: usize) -> Option<u64> {
+        check(offset, len, self.entry.size).ok()?;
+        self.host
+            .node()
+            .arrival(self.global_addr() + offset as u64, len as u64)
+    }
+
     pub fn read(&self, offset: usize, buf: &mut [u8]) -> Result<(), McError> {
         check(offset, buf.len(), self.entry.size)?;
         self.mem.read(self.offset + offset, buf);

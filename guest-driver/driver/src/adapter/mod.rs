@@ -17,6 +17,7 @@
 //! ([`ReceiveFrames`]), `status.rs` the status page ([`StatusView`]),
 //! `events.rs` the event queue.
 
+mod arrival;
 mod control;
 mod events;
 mod receive;
@@ -40,6 +41,7 @@ use crate::fifo::TxFifo;
 use crate::transport::Transport;
 use crate::virtqueue::{Buffer, RingLayout, Token, Virtqueue};
 
+pub use arrival::{ArrivalTable, DEFAULT_GRANULE_SHIFT};
 pub use receive::ReceiveFrames;
 pub use status::StatusView;
 
@@ -87,6 +89,9 @@ pub struct Adapter<T: Transport> {
     /// By token index: the buffer of a posted event chain.
     event_bufs: Vec<Option<DmaRegion>>,
     status_page: Option<DmaRegion>,
+    /// Where the device writes stamped packets' virtual arrivals (virtual
+    /// time on: arrival.rs).
+    arrivals: Option<ArrivalTable>,
 }
 
 impl<T: Transport> std::fmt::Debug for Adapter<T> {
@@ -195,6 +200,7 @@ impl<T: Transport> Adapter<T> {
             events,
             event_bufs,
             status_page: None,
+            arrivals: None,
         };
         let gpa = adapter.fifo.gpa();
         adapter.ctrl_ok(
@@ -204,6 +210,9 @@ impl<T: Transport> Adapter<T> {
                 slots: adapter.opts.fifo_slots,
             },
         )?;
+        if crate::vclock::enabled() {
+            adapter.register_arrival_table()?;
+        }
         Ok(adapter)
     }
 

@@ -239,6 +239,8 @@ struct ThreadClock {
     started: Cell<bool>,
     slot: Cell<u32>,
     waiting: Cell<u32>,
+    /// Serving a request inside a wait ([`serve`]): its CPU counts.
+    serving: Cell<bool>,
     stalled: Cell<Option<(u32, u64)>>,
 }
 
@@ -250,6 +252,7 @@ thread_local! {
             started: Cell::new(false),
             slot: Cell::new(NO_SLOT),
             waiting: Cell::new(0),
+            serving: Cell::new(false),
             stalled: Cell::new(None),
         }
     };
@@ -278,7 +281,7 @@ impl ThreadClock {
         let used = cpu.saturating_sub(self.cpu_mark.get());
         self.cpu_mark.set(cpu);
         let mut vt = self.vt.get();
-        if self.waiting.get() == 0 {
+        if self.waiting.get() == 0 || self.serving.get() {
             vt = vt.saturating_add(scaled(used, g.scale));
         }
         let slot = self.slot.get();
@@ -326,9 +329,84 @@ pub fn sync() -> u64 {
     })
 }
 
+/// When a store of `bytes` sent at virtual time `send` arrives, at Memory
+/// Channel 2 timing (`firmware_model::vtime::arrival`): for a receiver that
+/// knows the sender's time from the data itself.
+pub fn one_way(send: u64, bytes: u64) -> u64 {
+    firmware_model::vtime::arrival(firmware_model::Nanos(send), bytes).0
+}
+
 /// This thread's virtual time, brought up to date ([`sync`]).
 pub fn now() -> u64 {
     sync()
+}
+
+/// Bring this thread's clock up to date and show it on the board, without
+/// the quantum's gate: for code that may hold a lock another thread needs
+/// (an activity change inside the protocol, a batch of stores), where
+/// holding the thread could hold the slowest one too. Returns its time.
+pub fn tick() -> u64 {
+    let Some(g) = GLOBAL.get().filter(|_| enabled()) else {
+        return 0;
+    };
+    CLOCK.with(|c| {
+        let vt = c.advance(g);
+        c.set(g, vt);
+        vt
+    })
+}
+
+/// The thread is inside a wait ([`wait_begin`] .. [`wait_end`]).
+pub fn waiting() -> bool {
+    enabled() && CLOCK.with(|c| c.waiting.get() > 0)
+}
+
+/// Serve a request that arrived at `arrival`, found by a poll (seed 000
+/// s.2.1's polling, or a waiter answering while it waits;
+/// docs/virtual-time.md s.5). A waiting thread serves it at
+/// `max(its time at the wait, arrival)`: the service's CPU time counts from
+/// there, what it sends is stamped so, and its own clock is put back when
+/// the returned guard drops (its processor was idle while it waited). Any
+/// other thread serves at `max(its time, arrival)` on its own clock.
+pub fn serve(arrival: Option<u64>) -> Serving {
+    let Some(g) = GLOBAL.get().filter(|_| enabled()) else {
+        return Serving { restore: None };
+    };
+    CLOCK.with(|c| {
+        let now = c.advance(g);
+        c.set(g, now);
+        let at = now.max(arrival.unwrap_or(0));
+        if c.waiting.get() > 0 && !c.serving.get() {
+            c.serving.set(true);
+            c.vt.set(at);
+            Serving { restore: Some(now) }
+        } else {
+            c.set(g, at);
+            Serving { restore: None }
+        }
+    })
+}
+
+/// A request being served ([`serve`]); dropping it ends the service.
+#[derive(Debug)]
+pub struct Serving {
+    restore: Option<u64>,
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        let Some(vt) = self.restore else {
+            return;
+        };
+        let Some(g) = GLOBAL.get() else {
+            return;
+        };
+        let _ = CLOCK.try_with(|c| {
+            c.serving.set(false);
+            c.cpu_mark.set(thread_cpu_ns());
+            c.set(g, vt);
+        });
+    }
 }
 
 /// This thread's virtual time as last synced: what a store carries (reading
@@ -362,6 +440,17 @@ pub fn wait_begin() {
 /// the later of its own time and `arrival` (the data's virtual arrival, if
 /// known), plus [`NOTICE_NS`]. Returns its new time.
 pub fn wait_end(arrival: Option<u64>) -> u64 {
+    end_wait(arrival, NOTICE_NS)
+}
+
+/// End a wait that waited for the host's own machinery, nothing of the
+/// emulated network (a transmit FIFO draining into the hub): its CPU is not
+/// counted and no time is added. Returns the thread's time.
+pub fn wait_end_quiet() -> u64 {
+    end_wait(None, 0)
+}
+
+fn end_wait(arrival: Option<u64>, notice: u64) -> u64 {
     let Some(g) = GLOBAL.get().filter(|_| enabled()) else {
         return 0;
     };
@@ -374,14 +463,13 @@ pub fn wait_end(arrival: Option<u64>) -> u64 {
         if let Some(a) = arrival {
             vt = vt.max(a);
         }
-        vt = vt.saturating_add(NOTICE_NS);
+        vt = vt.saturating_add(notice);
         c.set(g, vt);
-        if depth == 0 {
-            if c.slot.get() != NO_SLOT {
-                g.board.set_state(c.slot.get(), SlotState::Running);
-            }
-            c.gate(g);
+        if depth == 0 && c.slot.get() != NO_SLOT {
+            g.board.set_state(c.slot.get(), SlotState::Running);
         }
+        // No gate here: a wait may end with a lock held that the slowest
+        // thread needs; the next [`sync`] holds the thread if it must.
         c.vt.get()
     })
 }
@@ -396,7 +484,6 @@ pub fn observe(vt: u64) {
     CLOCK.with(|c| {
         let now = c.advance(g);
         c.set(g, now.max(vt));
-        c.gate(g);
     });
 }
 
@@ -459,6 +546,18 @@ impl Drop for Participant {
         }
         let _ = CLOCK.try_with(|c| c.slot.set(NO_SLOT));
     }
+}
+
+/// Virtual time on, with the one configuration every test of this crate's
+/// test binary uses (a process has one clock).
+#[cfg(test)]
+pub(crate) fn test_on() {
+    init(ClockConfig {
+        cpu_scale: 1.0,
+        board: None,
+        quantum_ns: 1_000_000_000,
+    })
+    .expect("one configuration for every test of this binary");
 }
 
 #[cfg(test)]

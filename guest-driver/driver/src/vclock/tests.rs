@@ -2,12 +2,7 @@ use super::*;
 use std::time::{Duration, Instant};
 
 fn on() {
-    init(ClockConfig {
-        cpu_scale: 1.0,
-        board: None,
-        quantum_ns: 1_000_000_000,
-    })
-    .expect("one configuration for every test of this binary");
+    test_on();
 }
 
 fn burn(d: Duration) {
@@ -151,6 +146,35 @@ fn off_costs_nothing_and_returns_zero_outside_a_run() {
         let a = sync();
         burn(Duration::from_millis(5));
         assert!(sync() > a);
+    })
+    .join()
+    .unwrap();
+}
+
+#[test]
+fn a_waiter_serves_at_the_arrival_without_moving_its_own_clock() {
+    on();
+    std::thread::spawn(|| {
+        let _p = join(1_000_000).unwrap();
+        wait_begin();
+        let before = stamp();
+        {
+            let _s = serve(Some(before + 50_000_000));
+            burn(Duration::from_millis(2));
+            // What it sends while serving carries the service's time.
+            let during = tick();
+            assert!(during >= before + 50_000_000 + 1_000_000, "{during}");
+            assert_eq!(stamp(), during);
+        }
+        assert!(waiting());
+        assert_eq!(stamp(), before, "the waiter's clock is put back");
+        wait_end(None);
+        // A computing thread serves on its own clock.
+        let t = sync();
+        {
+            let _s = serve(Some(t + 7_000));
+        }
+        assert!(stamp() >= t + 7_000);
     })
     .join()
     .unwrap();

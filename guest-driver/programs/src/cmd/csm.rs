@@ -128,9 +128,12 @@ fn csm_main(
         cashmere::Levels::Two => 1,
     };
     let arena = (4 << 20) + 2 * p.config().space(nodes.max(8) * per_node).arena_bytes(8192);
-    let ram_mib = cli
-        .ram_mib
-        .unwrap_or_else(|| 64.max(((4 << 20) + 2 * p.heap_bytes) >> 20) + 32 * per_node as usize);
+    // In virtual time the adapter's arrival table takes 16 MiB more (a
+    // 512 MiB address space at 256-byte granules, docs/virtual-time.md).
+    let table_mib = if mc_api::vclock::enabled() { 32 } else { 0 };
+    let ram_mib = cli.ram_mib.unwrap_or_else(|| {
+        64.max(((4 << 20) + 2 * p.heap_bytes) >> 20) + 32 * per_node as usize + table_mib
+    });
     let cli = GuestCli {
         ram_mib: Some(ram_mib),
         ..cli.clone()

@@ -26,6 +26,13 @@ pub(crate) enum GuestError {
     BenchUmp(#[from] mc_guest::bench_ump::BenchUmpError),
     #[error(transparent)]
     Csm(#[from] AppError),
+    #[error("virtual time")]
+    Clock(#[from] mc_api::vclock::VclockError),
+    #[error(
+        "MC_CLOCK=virtual needs a virtual guest (`mc-host run --clock virtual`): a QEMU \
+         guest cannot reach the clock board the guests of a predicted-time run share"
+    )]
+    VirtualClockInQemu,
     #[error(transparent)]
     Gather(#[from] csm::gather::GatherError),
     #[error(transparent)]

@@ -73,6 +73,28 @@ pub fn breakdown_json(times: &[cashmere::TimeBreakdown]) -> Option<Map<String, V
     )
 }
 
+/// The node's time in virtual time (a predicted-time run,
+/// docs/virtual-time.md), in seconds summed over its application threads'
+/// timed parts: `user`, `protocol`, `communication` (waiting for pages and
+/// acknowledgements) and `wait` (barriers, locks, flags). None without
+/// virtual time or a measured breakdown.
+pub fn virtual_breakdown_json(times: &[cashmere::TimeBreakdown]) -> Option<Map<String, Value>> {
+    let app: Vec<_> = times
+        .iter()
+        .filter(|t| t.thread != "proto")
+        .filter_map(|t| t.virtual_times)
+        .collect();
+    if app.is_empty() {
+        return None;
+    }
+    let mut out = Map::new();
+    for (i, (k, _)) in app[0].fields().iter().enumerate() {
+        let sum: f64 = app.iter().map(|v| v.fields()[i].1).sum();
+        out.insert(k.to_string(), Value::from(sum));
+    }
+    Some(out)
+}
+
 /// Field-by-field sum of per-node objects: numbers add up (integers stay
 /// integers), anything else is left out.
 pub fn total(per_node: &[Map<String, Value>]) -> Map<String, Value> {
@@ -136,6 +158,17 @@ pub struct NodeReport {
     /// Counters at the end of the computation, before verification.
     pub compute_stats: Option<Map<String, Value>>,
     pub breakdown: Option<Map<String, Value>>,
+    /// Virtual time: the sequential run's CPU seconds, the timed part's
+    /// window on the virtual clock (ns), the node's virtual breakdown and
+    /// the quantum breaks it saw.
+    #[serde(default)]
+    pub sequential_cpu_seconds: Option<f64>,
+    #[serde(default)]
+    pub virtual_window: Option<(u64, u64)>,
+    #[serde(default)]
+    pub virtual_breakdown: Option<Map<String, Value>>,
+    #[serde(default)]
+    pub quantum_breaks: u64,
 }
 
 impl NodeReport {
@@ -150,8 +183,57 @@ impl NodeReport {
             stats: stats_json(&o.stats),
             compute_stats: o.compute_stats.as_ref().map(stats_json),
             breakdown: breakdown_json(&o.breakdown),
+            sequential_cpu_seconds: o.sequential_cpu_seconds,
+            virtual_window: o.virtual_window,
+            virtual_breakdown: virtual_breakdown_json(&o.breakdown),
+            quantum_breaks: mc_api::vclock::quantum_breaks(),
         }
     }
+}
+
+/// The run's times in virtual time, for the record's `times` object:
+/// `clock` ("wall" or "virtual"), and in virtual time `predicted_s` (from
+/// the earliest start of the timed part on any node to its latest end, on
+/// the virtual clock), `cpu_scale`, `quantum_ns`, `quantum_breaks`,
+/// `sequential_cpu_s` and `predicted_speedup` (sequential CPU time x scale
+/// / predicted time).
+fn clock_fields(reports: &[NodeReport]) -> Map<String, Value> {
+    let mut m = Map::new();
+    let Some(config) = mc_api::vclock::config() else {
+        m.insert("clock".into(), Value::from("wall"));
+        return m;
+    };
+    m.insert("clock".into(), Value::from("virtual"));
+    let start = reports
+        .iter()
+        .filter_map(|r| r.virtual_window)
+        .map(|w| w.0)
+        .min();
+    let end = reports
+        .iter()
+        .filter_map(|r| r.virtual_window)
+        .map(|w| w.1)
+        .max();
+    let predicted = start
+        .zip(end)
+        .map(|(s, e)| e.saturating_sub(s) as f64 / 1e9);
+    let seq_cpu = reports.first().and_then(|r| r.sequential_cpu_seconds);
+    m.insert("predicted_s".into(), json!(predicted));
+    m.insert("cpu_scale".into(), json!(config.cpu_scale));
+    m.insert("quantum_ns".into(), json!(config.quantum_ns));
+    m.insert(
+        "quantum_breaks".into(),
+        json!(reports.iter().map(|r| r.quantum_breaks).sum::<u64>()),
+    );
+    m.insert("sequential_cpu_s".into(), json!(seq_cpu));
+    m.insert(
+        "predicted_speedup".into(),
+        json!(seq_cpu
+            .zip(predicted)
+            .filter(|(_, p)| *p > 0.0)
+            .map(|(s, p)| s * config.cpu_scale / p)),
+    );
+    m
 }
 
 fn max(reports: &[NodeReport], f: impl Fn(&NodeReport) -> Option<f64>) -> Option<f64> {
@@ -190,6 +272,7 @@ pub fn build(p: &Params, ctx: &RunContext, reports: &[NodeReport]) -> Value {
             })
         })
         .collect();
+    let clock = clock_fields(reports);
     let mut record = json!({
         "schema": SCHEMA,
         "app": p.app.name(),
@@ -221,6 +304,19 @@ pub fn build(p: &Params, ctx: &RunContext, reports: &[NodeReport]) -> Value {
         "stats": stats,
         "stats_at_finish": per_node(&|r| r.stats.clone()),
     });
+    if let Some(times) = record.get_mut("times").and_then(Value::as_object_mut) {
+        times.extend(clock);
+    }
+    let virtual_breakdowns: Option<Vec<Map<String, Value>>> = reports
+        .iter()
+        .map(|r| r.virtual_breakdown.clone())
+        .collect();
+    if let (Some(b), Some(obj)) = (virtual_breakdowns, record.as_object_mut()) {
+        obj.insert(
+            "virtual_breakdown".into(),
+            json!({ "total": total(&b), "per_node": b }),
+        );
+    }
     let breakdowns: Option<Vec<Map<String, Value>>> =
         reports.iter().map(|r| r.breakdown.clone()).collect();
     if let (Some(b), Some(obj)) = (breakdowns, record.as_object_mut()) {
@@ -270,6 +366,10 @@ mod tests {
             compute_stats: Some(stats_json(&stats)),
             breakdown: None,
             summary: "clu (n 64, block 16)".into(),
+            sequential_cpu_seconds: None,
+            virtual_window: None,
+            virtual_breakdown: None,
+            quantum_breaks: 0,
         }
     }
 

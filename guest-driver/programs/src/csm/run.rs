@@ -22,6 +22,12 @@ pub struct Outcome {
     pub seconds: f64,
     /// The sequential version's time on this node, when asked for.
     pub sequential_seconds: Option<f64>,
+    /// ... and its CPU time (what a predicted speedup divides).
+    pub sequential_cpu_seconds: Option<f64>,
+    /// Predicted time (virtual time on): the timed part's window on the
+    /// virtual clock, (earliest start, latest end) in ns over this node's
+    /// processors (docs/virtual-time.md).
+    pub virtual_window: Option<(u64, u64)>,
     /// Elements (or values) checked against the expected result.
     pub checked: u64,
     pub stats: Stats,
@@ -44,12 +50,22 @@ impl std::fmt::Display for Outcome {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "csm {}: verified {} values; computed in {:.4} s{} on node {}\ncsm stats node {}: {}",
+            "csm {}: verified {} values; computed in {:.4} s{}{} on node {}\ncsm stats node {}: {}",
             self.summary,
             self.checked,
             self.seconds,
             match self.sequential_seconds {
                 Some(s) => format!(" (sequential {s:.4} s, speedup {:.2})", s / self.seconds),
+                None => String::new(),
+            },
+            match self.predicted_seconds() {
+                Some(p) => format!(
+                    "; predicted {p:.4} s{}",
+                    match self.predicted_speedup() {
+                        Some(s) => format!(" (predicted speedup {s:.2})"),
+                        None => String::new(),
+                    }
+                ),
                 None => String::new(),
             },
             self.node,
@@ -60,6 +76,21 @@ impl std::fmt::Display for Outcome {
             write!(f, "\ncsm time {b}")?;
         }
         Ok(())
+    }
+}
+
+impl Outcome {
+    /// This node's predicted time of the timed part, in seconds.
+    pub fn predicted_seconds(&self) -> Option<f64> {
+        self.virtual_window
+            .map(|(s, e)| e.saturating_sub(s) as f64 / 1e9)
+    }
+
+    /// The sequential program's CPU time at the run's CPU scale over the
+    /// predicted time.
+    pub fn predicted_speedup(&self) -> Option<f64> {
+        let scale = mc_api::vclock::config()?.cpu_scale;
+        Some(self.sequential_cpu_seconds? * scale / self.predicted_seconds()?)
     }
 }
 
@@ -151,10 +182,14 @@ pub fn run(mc: &MemoryChannel, p: &Params) -> Result<Outcome, AppError> {
         run_node(csm, p, problem, p.threads, (size, iters), &summary, started)?
     };
     let procs = (mc.nodes() * p.threads) as usize;
-    o.sequential_seconds = p
+    if let Some((wall, cpu)) = p
         .time_sequential
-        .then(|| suite::time_sequential(p.app, problem, procs))
-        .flatten();
+        .then(|| suite::time_sequential_cpu(p.app, problem, procs))
+        .flatten()
+    {
+        o.sequential_seconds = Some(wall);
+        o.sequential_cpu_seconds = Some(cpu);
+    }
     Ok(o)
 }
 
@@ -186,6 +221,10 @@ fn merge_processors(
                     _ => None,
                 };
                 m.breakdown.extend(o.breakdown);
+                m.virtual_window = match (m.virtual_window, o.virtual_window) {
+                    (Some(a), Some(b)) => Some((a.0.min(b.0), a.1.max(b.1))),
+                    (a, b) => a.or(b),
+                };
             }
         }
     }
@@ -220,6 +259,8 @@ fn run_node(
     let data = std::sync::Arc::new(data);
     let app = p.app;
     let breakdown = p.time_breakdown;
+    // A spawned thread starts at its spawner's virtual time.
+    let spawned_at = mc_api::vclock::now();
     let handles: Vec<_> = (0..threads)
         .map(|t| {
             let csm = csm.clone();
@@ -228,6 +269,15 @@ fn run_node(
             std::thread::Builder::new()
                 .name(format!("csm-app{tid}"))
                 .spawn(move || {
+                    // On the virtual clock (a predicted-time run) until
+                    // the thread ends.
+                    let _clock = match csm.join_clock(t, spawned_at) {
+                        Ok(c) => c,
+                        Err(e) => {
+                            csm.abort();
+                            return Err(AppError::from(e));
+                        }
+                    };
                     // A panic (a bug) must not leave the other threads,
                     // here and on other nodes, waiting for this one.
                     let _guard = AbortOnPanic(&csm);
@@ -288,6 +338,8 @@ fn run_node(
         node: csm.node_id(),
         seconds,
         sequential_seconds: None,
+        sequential_cpu_seconds: None,
+        virtual_window: csm.virtual_window(),
         checked,
         stats,
         compute_stats,

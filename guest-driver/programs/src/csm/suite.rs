@@ -153,6 +153,14 @@ pub fn locks(app: App) -> u32 {
 /// program without Cashmere: plain vectors), or None for the debugging
 /// programs, which have none. EM3D's graph depends on the processor count.
 pub fn time_sequential(app: App, problem: Problem, procs: usize) -> Option<f64> {
+    time_sequential_cpu(app, problem, procs).map(|(wall, _)| wall)
+}
+
+/// [`time_sequential`], with the sequential run's CPU time (this thread's,
+/// `CLOCK_THREAD_CPUTIME_ID`): what a predicted speedup divides, times the
+/// CPU scale (docs/virtual-time.md). (wall seconds, CPU seconds).
+pub fn time_sequential_cpu(app: App, problem: Problem, procs: usize) -> Option<(f64, f64)> {
+    let cpu = mc_api::vclock::thread_cpu_ns();
     let t = Instant::now();
     match (app, problem) {
         (App::Sor, Problem::Sor { rows, cols, iters }) => drop(std::hint::black_box(
@@ -181,7 +189,8 @@ pub fn time_sequential(app: App, problem: Problem, procs: usize) -> Option<f64> 
         )),
         _ => return None,
     }
-    Some(t.elapsed().as_secs_f64())
+    let cpu = mc_api::vclock::thread_cpu_ns().saturating_sub(cpu) as f64 / 1e9;
+    Some((t.elapsed().as_secs_f64(), cpu))
 }
 
 #[cfg(test)]

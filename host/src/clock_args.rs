@@ -1,0 +1,161 @@
+//! `mc-host run --clock wall|virtual [--cpu-scale X] [--quantum-us N]`: which
+//! clock the guests' times come from (issue 29; docs/virtual-time.md).
+//!
+//! With `--clock virtual` every guest thread keeps a virtual time (its own
+//! CPU time times the CPU scale, plus the network's modelled time when it
+//! waits) and the guests predict how long the run would take on Memory
+//! Channel 2 hardware. The guests of one run share a clock board, a small
+//! file in the socket directory (`clock-board`), through which no running
+//! thread gets more than a quantum ahead of the slowest.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use clap::{Args, ValueEnum};
+
+/// Environment variables the guests read (`mc_driver::vclock::env`).
+pub mod env {
+    pub const CLOCK: &str = "MC_CLOCK";
+    pub const CPU_SCALE: &str = "MC_CPU_SCALE";
+    pub const QUANTUM: &str = "MC_QUANTUM_NS";
+    pub const BOARD: &str = "MC_CLOCK_BOARD";
+}
+
+/// The clock board's file name in the socket directory.
+pub const BOARD_FILE: &str = "clock-board";
+
+/// Which clock the guests' times come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ClockChoice {
+    /// The host's wall clock: the times describe this host.
+    Wall,
+    /// Predicted time on Memory Channel 2 hardware, whatever the host.
+    Virtual,
+}
+
+/// Why the clock options cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ClockArgsError {
+    #[error("{0} only applies with --clock virtual")]
+    NeedsVirtual(&'static str),
+    #[error("cannot remove the stale clock board {}", path.display())]
+    StaleBoard {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn parse_scale(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if x.is_finite() && x > 0.0 && x <= 1e6 => Ok(x),
+        _ => Err(format!(
+            "{s:?} is not a CPU scale (a positive number: virtual ns per ns of this host's CPU time)"
+        )),
+    }
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ClockArgs {
+    /// Where the guests' times come from: `wall` (this host's clock) or
+    /// `virtual` (predicted time on Memory Channel 2 hardware,
+    /// docs/virtual-time.md).
+    #[arg(long, value_enum, default_value_t = ClockChoice::Wall)]
+    pub clock: ClockChoice,
+    /// With --clock virtual: virtual ns per ns of this host's CPU time
+    /// (1 = this host's processor).
+    #[arg(long, value_name = "X", value_parser = parse_scale)]
+    pub cpu_scale: Option<f64>,
+    /// With --clock virtual: how far (us of virtual time) a running thread
+    /// may get ahead of the slowest (default 100).
+    #[arg(long, value_name = "US", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub quantum_us: Option<u64>,
+}
+
+impl ClockArgs {
+    /// Check the options and, in virtual time, make room for a fresh clock
+    /// board in `dir`. Returns the environment every guest gets.
+    pub fn guest_env(&self, dir: &Path) -> Result<Vec<(&'static str, String)>, ClockArgsError> {
+        if self.clock == ClockChoice::Wall {
+            if self.cpu_scale.is_some() {
+                return Err(ClockArgsError::NeedsVirtual("--cpu-scale"));
+            }
+            if self.quantum_us.is_some() {
+                return Err(ClockArgsError::NeedsVirtual("--quantum-us"));
+            }
+            return Ok(vec![(env::CLOCK, "wall".into())]);
+        }
+        let board = dir.join(BOARD_FILE);
+        match std::fs::remove_file(&board) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(source) => {
+                return Err(ClockArgsError::StaleBoard {
+                    path: board,
+                    source,
+                })
+            }
+        }
+        let mut vars = vec![
+            (env::CLOCK, "virtual".to_string()),
+            (env::CPU_SCALE, self.cpu_scale.unwrap_or(1.0).to_string()),
+            (env::BOARD, board.display().to_string()),
+        ];
+        if let Some(q) = self.quantum_us {
+            vars.push((env::QUANTUM, (q * 1000).to_string()));
+        }
+        Ok(vars)
+    }
+}
+
+/// Set `vars` on a guest's command.
+pub fn apply(cmd: &mut Command, vars: &[(&'static str, String)]) {
+    for (k, v) in vars {
+        cmd.env(k, v);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(clock: ClockChoice, scale: Option<f64>, q: Option<u64>) -> ClockArgs {
+        ClockArgs {
+            clock,
+            cpu_scale: scale,
+            quantum_us: q,
+        }
+    }
+
+    #[test]
+    fn virtual_time_sets_every_variable_and_removes_a_stale_board() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(BOARD_FILE), b"old").unwrap();
+        let vars = args(ClockChoice::Virtual, Some(2.5), Some(50))
+            .guest_env(dir.path())
+            .unwrap();
+        let get = |k| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.as_str());
+        assert_eq!(get(env::CLOCK), Some("virtual"));
+        assert_eq!(get(env::CPU_SCALE), Some("2.5"));
+        assert_eq!(get(env::QUANTUM), Some("50000"));
+        assert!(get(env::BOARD).unwrap().ends_with(BOARD_FILE));
+        assert!(!dir.path().join(BOARD_FILE).exists());
+    }
+
+    #[test]
+    fn virtual_options_need_the_virtual_clock() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(args(ClockChoice::Wall, Some(2.0), None)
+            .guest_env(dir.path())
+            .is_err());
+        assert!(args(ClockChoice::Wall, None, Some(10))
+            .guest_env(dir.path())
+            .is_err());
+        let wall = args(ClockChoice::Wall, None, None)
+            .guest_env(dir.path())
+            .unwrap();
+        assert_eq!(wall, vec![(env::CLOCK, "wall".to_string())]);
+        assert!(parse_scale("0").is_err() && parse_scale("nan").is_err());
+        assert_eq!(parse_scale("0.5"), Ok(0.5));
+    }
+}

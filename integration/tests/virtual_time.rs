@@ -1,0 +1,135 @@
+//! Predicted time (issue 29, docs/virtual-time.md): `mc-host run --clock
+//! virtual` end to end. No timed assertions: predicted times are virtual
+//! time, checked only within generous bands against the run's own CPU time.
+
+use integration::mc_host_run;
+use serde_json::Value;
+
+/// Run `mc-guest csm ARGS` on `nodes` nodes in virtual time with a JSON
+/// record; returns the record.
+fn record(nodes: u32, host: &[&str], guest: &[&str]) -> Value {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("r.jsonl");
+    let f = file.to_str().unwrap();
+    let mut g = vec!["mc-guest", "csm"];
+    g.extend_from_slice(guest);
+    g.extend_from_slice(&["--json", f]);
+    let mut h = vec!["--clock", "virtual"];
+    h.extend_from_slice(host);
+    let (ok, out) = mc_host_run(nodes, 300, &h, &g);
+    assert!(ok, "{h:?} {g:?}\n{out}");
+    assert!(
+        out.contains("predicted "),
+        "the predicted time is printed: {out}"
+    );
+    let text = std::fs::read_to_string(&file).unwrap();
+    serde_json::from_str(text.lines().last().expect("a record")).unwrap()
+}
+
+fn times(r: &Value, k: &str) -> f64 {
+    r["times"][k]
+        .as_f64()
+        .unwrap_or_else(|| panic!("times.{k} in {}", r["times"]))
+}
+
+#[test]
+fn one_node_predicts_its_own_computing_time() {
+    let r = record(
+        1,
+        &[],
+        &["sor", "--preset", "small", "--sequential", "--stats"],
+    );
+    assert_eq!(r["times"]["clock"], "virtual");
+    let predicted = times(&r, "predicted_s");
+    let seq = times(&r, "sequential_cpu_s");
+    // One node has nobody to wait for: its prediction is its own computing
+    // time, the sequential program's within what Cashmere adds on one node.
+    assert!(
+        predicted > 0.5 * seq && predicted < 3.0 * seq,
+        "predicted {predicted} s, sequential CPU {seq} s"
+    );
+    let v = &r["virtual_breakdown"]["total"];
+    let user = v["user"].as_f64().unwrap();
+    assert!(user > 0.5 * predicted, "mostly user time: {v}");
+}
+
+#[test]
+fn two_nodes_with_little_sharing_predict_a_speedup_near_two() {
+    // SOR: each node computes its own band of rows and shares only the rows
+    // at the bands' edges.
+    let r = record(2, &[], &["sor", "--preset", "small", "--sequential"]);
+    let speedup = times(&r, "predicted_speedup");
+    assert!(
+        (1.3..=2.6).contains(&speedup),
+        "predicted speedup {speedup} ({})",
+        r["times"]
+    );
+}
+
+#[test]
+fn skewed_delivery_in_virtual_time_gives_verified_results() {
+    for seed in integration::delivery::skewed_seeds(&[3, 11]) {
+        let seed = seed.to_string();
+        for app in ["sor", "gauss"] {
+            let r = record(
+                2,
+                &["--delivery", "skewed", "--seed", &seed],
+                &[app, "--preset", "small"],
+            );
+            assert!(r["checked"].as_u64().unwrap() > 0, "{app} seed {seed}");
+            assert!(times(&r, "predicted_s") > 0.0);
+        }
+    }
+}
+
+#[test]
+fn the_mode_is_refused_where_it_must_be() {
+    // Virtual-time options without the virtual clock.
+    let (ok, out) = mc_host_run(1, 60, &["--cpu-scale", "2"], &["mc-guest", "info"]);
+    assert!(
+        !ok && out.contains("--cpu-scale only applies with --clock virtual"),
+        "{out}"
+    );
+    let (ok, out) = mc_host_run(
+        1,
+        60,
+        &["--clock", "virtual", "--quantum-us", "0"],
+        &["mc-guest", "info"],
+    );
+    assert!(!ok, "{out}");
+    // A guest with no socket would drive PCI (a QEMU guest): refused before
+    // it touches anything.
+    let out = std::process::Command::new(integration::binary("mc-guest"))
+        .arg("info")
+        .env("MC_CLOCK", "virtual")
+        .env_remove("MC_SOCKET")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("MC_CLOCK=virtual needs a virtual guest"),
+        "{err}"
+    );
+    // A wall-clock run records its clock.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("r.jsonl");
+    let (ok, out) = mc_host_run(
+        2,
+        120,
+        &[],
+        &[
+            "mc-guest",
+            "csm",
+            "sor",
+            "--preset",
+            "small",
+            "--json",
+            file.to_str().unwrap(),
+        ],
+    );
+    assert!(ok, "{out}");
+    let r: Value = serde_json::from_str(std::fs::read_to_string(&file).unwrap().trim()).unwrap();
+    assert_eq!(r["times"]["clock"], "wall");
+    assert!(r["times"].get("predicted_s").is_none());
+}
