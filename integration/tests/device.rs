@@ -309,11 +309,18 @@ fn a_flooding_guest_does_not_stop_the_others() {
             let data = vec![0xeeu8; 60_000];
             while !s.load(Ordering::Acquire) {
                 // Stores, and refused stores (page 0 is not enabled), as fast as it can.
-                flood
+                // The hub gives it one bounded turn a pass (docs/device.md s.20), so on a
+                // loaded host its ring may stay full for a while: it tries again.
+                match flood
                     .fifo()
                     .post_all(&[(8 * PAGE, &data), (0, &data[..8])])
-                    .unwrap();
-                d.fetch_add(1, Ordering::AcqRel);
+                {
+                    Ok(_) => {
+                        d.fetch_add(1, Ordering::AcqRel);
+                    }
+                    Err(mc_driver::Error::Timeout { .. }) => {}
+                    Err(e) => panic!("the flooder's post failed: {e}"),
+                }
             }
             let _ = flood.flush();
         });
