@@ -116,6 +116,7 @@ static void wildcards(void)
 			CHECK(st.MPI_TAG == 7 + v[1] % 3, "tag %d for message %d", st.MPI_TAG, v[1]);
 			seen[st.MPI_SOURCE]++;
 		}
+		MPI_Barrier(MPI_COMM_WORLD);
 		/* A wildcard receive straight into the buffer. */
 		for (int i = 1; i < size; i++) {
 			MPI_Status st;
@@ -128,6 +129,7 @@ static void wildcards(void)
 			int v[2] = {rank, i};
 			MPI_Send(v, 2, MPI_INT, 0, 7 + i % 3, MPI_COMM_WORLD);
 		}
+		MPI_Barrier(MPI_COMM_WORLD);
 		int v[2] = {rank, -1};
 		MPI_Send(v, 2, MPI_INT, 0, 99, MPI_COMM_WORLD);
 	}
