@@ -4,7 +4,7 @@
 # virtual cluster), and in the same run Open MPI's shared memory (vader)
 # and libfabric's `udp;ofi_rxd` and `tcp;ofi_rxm`, beside seed 004's
 # Digital MPI (16 us one way) and the adapter's own one-way latency and
-# streaming bandwidth (`mc-guest bench latency bandwidth`, same run).
+# streaming bandwidth (`mc-guest bench latency` and `bandwidth`, same run).
 #
 #   scripts/mpi-bench.sh [MAX_BYTES] [ITERATIONS]     (4194304 200)
 #
@@ -20,14 +20,14 @@ ROOT_FLAG=()
 command -v mpicc >/dev/null && command -v mpirun >/dev/null ||
     { echo "mpi-bench: Open MPI is not installed (scripts/setup-mpi.sh)" >&2; exit 1; }
 
-cargo build --release -q -p host --bin mc-host -p libfabric-mc -p mc-guest
+cargo build --release -q -p host -p libfabric-mc -p mc-guest
 OUT="$(mktemp -d)"
 trap 'rm -rf "$OUT"' EXIT
 mpicc -O2 -o "$OUT/bench" integration/c/mpi/bench.c
 HOST=target/release/mc-host
 
-echo "== the adapter's own figures (mc-guest bench latency bandwidth, 2 nodes)"
-"$HOST" run --nodes 2 -- mc-guest bench latency bandwidth | tee "$OUT/adapter.txt" |
+echo "== the adapter's own figures (mc-guest bench latency, bandwidth; 2 nodes)"
+{ "$HOST" run --nodes 2 -- mc-guest bench latency; "$HOST" run --nodes 2 -- mc-guest bench bandwidth; } | tee "$OUT/adapter.txt" |
     grep -E "one-way latency, 8-byte write \(median\)|streaming" || true
 ADAPTER_US=$(awk '/one-way latency, 8-byte write \(median\)/ {for (i=1;i<=NF;i++) if ($i ~ /^[0-9.]+$/) {print $i; exit}}' "$OUT/adapter.txt")
 ADAPTER_MBS=$(awk '/streaming/ {for (i=1;i<=NF;i++) if ($i ~ /^[0-9.]+$/ && $(i+1) == "MB/s") v=$i} END {print v}' "$OUT/adapter.txt")

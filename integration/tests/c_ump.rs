@@ -81,7 +81,10 @@ fn a_c_echo_server_serves_clients_on_every_node() {
     let Some(p) = program("c_echo", "guest-driver/libump/tests/c/echo.c", "echo") else {
         return;
     };
-    for (nodes, opts) in [(3u32, vec![]), (2, vec!["--delivery", "skewed", "--seed", "9"])] {
+    for (nodes, opts) in [
+        (3u32, vec![]),
+        (2, vec!["--delivery", "skewed", "--seed", "9"]),
+    ] {
         let (ok, out) = integration::mc_host_run(nodes, 180, &opts, &[&p]);
         assert!(ok, "{nodes} nodes {opts:?}:\n{out}");
         assert!(!out.contains("FAIL"), "{out}");

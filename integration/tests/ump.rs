@@ -105,7 +105,9 @@ fn several_mib_both_ways_at_once_with_non_blocking_writes() {
             let me = u64::from(mc.node_id().0);
             let node = Node::open(&mc, small_rings()).unwrap();
             let u = Ump::init(&node);
-            let ch = u.open(200 + me, 201 - me, Transport::MemoryChannel).unwrap();
+            let ch = u
+                .open(200 + me, 201 - me, Transport::MemoryChannel)
+                .unwrap();
             let len = 3 << 20;
             let out: Arc<Vec<u8>> = Arc::new(message(me, len));
             let w = u.nbwrite(ch, out).unwrap();
@@ -131,7 +133,11 @@ fn every_task_talks_to_every_other_over_the_transport_its_place_chooses() {
             let node = Node::open(&mc, small_rings()).unwrap();
             // Endpoints: node*10 + task.
             let all: Vec<u64> = vec![0, 1, 2, 10, 11];
-            let mine: Vec<u64> = all.iter().copied().filter(|e| e / 10 == u64::from(me)).collect();
+            let mine: Vec<u64> = all
+                .iter()
+                .copied()
+                .filter(|e| e / 10 == u64::from(me))
+                .collect();
             let threads: Vec<_> = mine
                 .iter()
                 .map(|&ep| {
@@ -147,7 +153,8 @@ fn every_task_talks_to_every_other_over_the_transport_its_place_chooses() {
                             .map(|&p| (p, u.open(ep, p, Transport::Auto).unwrap()))
                             .collect();
                         for &(p, ch) in &chans {
-                            u.write(ch, &message(ep * 100 + p, 3000 + p as usize)).unwrap();
+                            u.write(ch, &message(ep * 100 + p, 3000 + p as usize))
+                                .unwrap();
                         }
                         for &(p, ch) in &chans {
                             assert_eq!(
@@ -225,9 +232,10 @@ fn a_registered_endpoint_accepts_clients_it_does_not_know() {
                     u
                 };
                 let early = (me == 1).then(|| Ump::init(&node));
-                let early_ch = early
-                    .as_ref()
-                    .map(|u| u.open(0x100 + u64::from(me), SERVER, Transport::Auto).unwrap());
+                let early_ch = early.as_ref().map(|u| {
+                    u.open(0x100 + u64::from(me), SERVER, Transport::Auto)
+                        .unwrap()
+                });
                 b.wait(T).unwrap();
                 b.wait(T).unwrap();
                 let node2 = node.clone();
@@ -310,7 +318,9 @@ fn a_close_comes_after_the_messages_and_gives_the_rings_back() {
         let node = Node::open(&mc, config).unwrap();
         let u = Ump::init(&node);
         for round in 0..40u64 {
-            let ch = u.open(10 * round + me, 10 * round + 1 - me, Transport::Auto).unwrap();
+            let ch = u
+                .open(10 * round + me, 10 * round + 1 - me, Transport::Auto)
+                .unwrap();
             if me == 0 {
                 u.write(ch, &message(round, 100)).unwrap();
                 u.close(ch).unwrap();
@@ -340,7 +350,10 @@ fn misuse_is_refused_with_the_reason() {
         assert!(matches!(Node::open(&mc, bad), Err(UmpError::Config(_))));
         let node = Node::open(&mc, small_rings()).unwrap();
         let u = Ump::init(&node);
-        assert!(matches!(u.open(5, 5, Transport::Auto), Err(UmpError::SameEndpoint(5))));
+        assert!(matches!(
+            u.open(5, 5, Transport::Auto),
+            Err(UmpError::SameEndpoint(5))
+        ));
         let ch = u.open(1, 2, Transport::Auto).unwrap();
         assert!(matches!(
             u.open(1, 2, Transport::Auto),
@@ -370,7 +383,15 @@ fn misuse_is_refused_with_the_reason() {
         let y = v.open(4, 3, Transport::Auto).unwrap();
         w.write(x, b"loop").unwrap();
         assert_eq!(read_msg(&v, y, 8), b"loop");
-        assert_eq!(v.info().channels.iter().find(|c| c.id == y).unwrap().transport, Some(Transport::MemoryChannel));
+        assert_eq!(
+            v.info()
+                .channels
+                .iter()
+                .find(|c| c.id == y)
+                .unwrap()
+                .transport,
+            Some(Transport::MemoryChannel)
+        );
         u.exit().unwrap();
         v.exit().unwrap();
         w.exit().unwrap();

@@ -157,7 +157,10 @@ fn dropped_packets_are_caught_by_the_checksum_and_the_numbers() {
             vec![(PacketFault::Drop, 0.003)],
         );
         eprintln!("{mode}: {seen:?}");
-        assert!(!seen.damaged.is_empty() || !seen.other.is_empty(), "{seen:?}");
+        assert!(
+            !seen.damaged.is_empty() || !seen.other.is_empty(),
+            "{seen:?}"
+        );
     });
 }
 
@@ -176,7 +179,10 @@ fn the_writers_check_alone_catches_corruption() {
         eprintln!("{mode}: {seen:?}");
         assert!(
             seen.damaged.contains(&Damage::WriterCheck)
-                || seen.damaged.iter().any(|d| matches!(d, Damage::Framing { .. } | Damage::Sequence { .. })),
+                || seen
+                    .damaged
+                    .iter()
+                    .any(|d| matches!(d, Damage::Framing { .. } | Damage::Sequence { .. })),
             "{seen:?}"
         );
     });

@@ -718,10 +718,11 @@ impl Ep {
             tag: s.tag,
             data: s.data.unwrap_or(0),
         };
-        // SAFETY: the caller passed `len` readable bytes at `buf`.
         let payload: &[u8] = if s.len == 0 {
             &[]
         } else {
+            // SAFETY: the caller passed `len` readable bytes at `buf`,
+            // valid until the send completes (fi_send's contract).
             unsafe { std::slice::from_raw_parts(s.buf as *const u8, s.len as usize) }
         };
         if to == self.addr {
