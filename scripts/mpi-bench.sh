@@ -28,9 +28,9 @@ HOST=target/release/mc-host
 
 echo "== the adapter's own figures (mc-guest bench latency, bandwidth; 2 nodes)"
 { "$HOST" run --nodes 2 -- mc-guest bench latency; "$HOST" run --nodes 2 -- mc-guest bench bandwidth; } | tee "$OUT/adapter.txt" |
-    grep -E "one-way latency, 8-byte write \(median\)|streaming" || true
+    grep -E "one-way latency, 8-byte write \(median\)|streaming, 65536" || true
 ADAPTER_US=$(awk '/one-way latency, 8-byte write \(median\)/ {for (i=1;i<=NF;i++) if ($i ~ /^[0-9.]+$/) {print $i; exit}}' "$OUT/adapter.txt")
-ADAPTER_MBS=$(awk '/streaming/ {for (i=1;i<=NF;i++) if ($i ~ /^[0-9.]+$/ && $(i+1) == "MB/s") v=$i} END {print v}' "$OUT/adapter.txt")
+ADAPTER_MBS=$(awk '/streaming, 65536 B writes/ {for (i=1;i<NF;i++) if ($(i+1) == "MB/s") {print $i; exit}}' "$OUT/adapter.txt")
 
 run_mc() {
     "$HOST" mpirun -np 2 -- "$OUT/bench" "$MAX" "$ITERS"
