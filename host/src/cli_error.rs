@@ -76,11 +76,17 @@ pub enum CliError {
     GuestCommand(i32),
     #[error(transparent)]
     Report(#[from] ReportError),
+    #[error(transparent)]
+    Mpirun(#[from] crate::mpirun::MpirunError),
 }
 
 impl CliError {
     /// The process exit status for this failure.
     pub fn exit_code(&self) -> u8 {
+        // mpirun's own status is passed on.
+        if let CliError::Mpirun(crate::mpirun::MpirunError::Exit(c)) = self {
+            return u8::try_from(*c).unwrap_or(1);
+        }
         if self.is_usage() {
             2
         } else {

@@ -8,6 +8,7 @@ mod control;
 mod demo;
 mod fault_cmd;
 mod fault_plan;
+mod mpirun;
 mod qemu_cmd;
 mod run;
 mod serve;
@@ -38,6 +39,9 @@ enum McHostCommand {
     /// Start the backend and one virtual guest per node (no QEMU), each running
     /// the given program (usually `mc-guest ...`); print their output by node.
     Run(run::RunArgs),
+    /// Run an MPI program on a virtual cluster, one node per rank, through Open
+    /// MPI's mpirun and the `mc` libfabric provider (docs/mpi.md).
+    Mpirun(mpirun::MpirunArgs),
     /// Inject a fault into a running cluster, or show the faults in force
     /// (`status`).
     Fault(fault_cmd::FaultArgs),
@@ -62,13 +66,14 @@ enum McHostCommand {
 }
 
 fn main() -> ExitCode {
-    let cli = McHostCli::parse();
+    let cli = McHostCli::parse_from(mpirun::np_spelling(std::env::args_os()));
     // Server and QEMU commands narrate progress; in `run` and `demo` the
     // backend's log would drown the guests' output, so only warnings show there
     // unless RUST_LOG says otherwise.
     let level = if !matches!(
         cli.command,
         McHostCommand::Run(_)
+            | McHostCommand::Mpirun(_)
             | McHostCommand::Demo(_)
             | McHostCommand::Fault(_)
             | McHostCommand::Stats(_)
@@ -83,6 +88,7 @@ fn main() -> ExitCode {
         McHostCommand::Demo(args) => demo::run(&args).map_err(CliError::from),
         McHostCommand::Serve(args) => serve::run(&args),
         McHostCommand::Run(args) => run::run(&args),
+        McHostCommand::Mpirun(args) => mpirun::run(&args),
         McHostCommand::Fault(args) => fault_cmd::fault(&args),
         McHostCommand::Stats(args) => fault_cmd::stats(&args),
         McHostCommand::Image(args) => qemu_cmd::image(&args).map_err(CliError::from),

@@ -311,10 +311,7 @@ fn a_flooding_guest_does_not_stop_the_others() {
                 // Stores, and refused stores (page 0 is not enabled), as fast as it can.
                 // The hub gives it one bounded turn a pass (docs/device.md s.20), so on a
                 // loaded host its ring may stay full for a while: it tries again.
-                match flood
-                    .fifo()
-                    .post_all(&[(8 * PAGE, &data), (0, &data[..8])])
-                {
+                match flood.fifo().post_all(&[(8 * PAGE, &data), (0, &data[..8])]) {
                     Ok(_) => {
                         d.fetch_add(1, Ordering::AcqRel);
                     }

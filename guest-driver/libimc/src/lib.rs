@@ -34,7 +34,7 @@ use std::ffi::c_int;
 use mc_api::{McError, MemoryChannel};
 
 pub use abi::*;
-pub use connect::{ConnectError, ConnectOptions};
+pub use connect::{open as open_adapter, ConnectError, ConnectOptions};
 
 thread_local! {
     /// What the last failing call of this thread said, for `imc_perror`.

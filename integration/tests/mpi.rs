@@ -1,0 +1,292 @@
+//! MPI programs on the emulated Memory Channel: Open MPI (`mpicc`,
+//! `mpirun`) through the `mc` libfabric provider (guest-driver/libfabric-mc)
+//! and `mc-host mpirun`, and the provider's own contract through libfabric
+//! alone (integration/c/mpi/fi_contract.c).
+//!
+//! Skipped, saying why, where Open MPI or libfabric is not installed
+//! (scripts/setup-mpi.sh installs them). 16 ranks, larger sizes and more
+//! seeds run with MC_TEST_EXHAUSTIVE=1.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use integration::{binary, c_program};
+
+fn exhaustive() -> bool {
+    std::env::var("MC_TEST_EXHAUSTIVE").is_ok_and(|v| v == "1")
+}
+
+/// target/<profile>/ of this test.
+fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable");
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("target dir")
+        .to_path_buf()
+}
+
+fn on_path(name: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(name).is_file()))
+}
+
+/// The provider library, built with this test's profile; Err says why it
+/// cannot be used.
+fn provider() -> Result<PathBuf, String> {
+    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let dir = profile_dir();
+            let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+            cmd.args(["build", "-p", "libfabric-mc"])
+                .current_dir(c_program::workspace());
+            if dir.file_name().is_some_and(|p| p == "release") {
+                cmd.arg("--release");
+            }
+            assert!(cmd.status().expect("cargo build -p libfabric-mc").success());
+            let lib = dir.join("libmc_fi.so");
+            let bytes = std::fs::read(&lib).map_err(|e| format!("{}: {e}", lib.display()))?;
+            if !bytes.windows(12).any(|w| w == b"fi_prov_ini\0") {
+                return Err("libfabric's headers were missing when the provider was built (install libfabric-dev: scripts/setup-mpi.sh)".into());
+            }
+            Ok(lib)
+        })
+        .clone()
+}
+
+/// Why MPI programs cannot run here, if they cannot.
+fn missing() -> Option<String> {
+    for (tool, package) in [("mpicc", "libopenmpi-dev"), ("mpirun", "openmpi-bin")] {
+        if !on_path(tool) {
+            return Some(format!(
+                "`{tool}` is not installed ({package}; scripts/setup-mpi.sh)"
+            ));
+        }
+    }
+    provider().err()
+}
+
+/// Compile an MPI program of integration/c/mpi with mpicc.
+fn mpi_program(name: &str) -> PathBuf {
+    let dir = profile_dir().join("mpi-programs");
+    std::fs::create_dir_all(&dir).expect("program dir");
+    let exe = dir.join(name);
+    let src = c_program::workspace().join(format!("integration/c/mpi/{name}.c"));
+    let o = Command::new("mpicc")
+        .args(["-O2", "-Wall", "-Werror", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .output()
+        .expect("run mpicc");
+    assert!(
+        o.status.success(),
+        "mpicc {name}.c failed:\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    exe
+}
+
+/// `mc-host mpirun OPTS -- PROG ARGS`: success, and the output.
+fn mpirun(opts: &[&str], prog: &Path, args: &[&str]) -> (bool, String) {
+    let out = Command::new(binary("mc-host"))
+        .arg("mpirun")
+        .args(opts)
+        .arg("--")
+        .arg(prog)
+        .args(args)
+        .env("MC_FI_LIB", provider().expect("checked"))
+        .output()
+        .expect("run mc-host mpirun");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+macro_rules! skip_without_mpi {
+    ($test:expr) => {
+        if let Some(why) = missing() {
+            eprintln!("SKIPPED {}: {why}", $test);
+            return;
+        }
+    };
+}
+
+/// A seed not used before, printed so that a failure replays.
+fn new_seed() -> u64 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64);
+    let seed = t % 1_000_000_007;
+    eprintln!("skewed delivery seed {seed}");
+    seed
+}
+
+fn suite(np: u8, max: &str, extra: &[&str]) {
+    let prog = mpi_program("suite");
+    let np = np.to_string();
+    let mut opts = vec!["-np", &np, "--timeout", "500"];
+    opts.extend_from_slice(extra);
+    let (ok, out) = mpirun(&opts, &prog, &[max]);
+    assert!(ok && out.contains("suite: ok"), "{out}");
+}
+
+#[test]
+fn point_to_point_and_collectives_on_two_ranks_up_to_4_mib() {
+    skip_without_mpi!("point_to_point_and_collectives_on_two_ranks_up_to_4_mib");
+    suite(2, "4194304", &[]);
+}
+
+#[test]
+fn four_ranks_under_skewed_delivery_with_a_new_seed() {
+    skip_without_mpi!("four_ranks_under_skewed_delivery_with_a_new_seed");
+    let seed = new_seed().to_string();
+    suite(4, "262144", &["--delivery", "skewed", "--seed", &seed]);
+}
+
+#[test]
+fn eight_ranks_on_eight_nodes() {
+    skip_without_mpi!("eight_ranks_on_eight_nodes");
+    suite(8, "65536", &[]);
+}
+
+#[test]
+fn sixteen_ranks_skewed_and_large_exhaustive() {
+    if !exhaustive() {
+        eprintln!("SKIPPED sixteen_ranks_skewed_and_large_exhaustive: set MC_TEST_EXHAUSTIVE=1");
+        return;
+    }
+    skip_without_mpi!("sixteen_ranks_skewed_and_large_exhaustive");
+    suite(16, "262144", &[]);
+    for _ in 0..3 {
+        let seed = new_seed().to_string();
+        suite(16, "65536", &["--delivery", "skewed", "--seed", &seed]);
+        suite(8, "4194304", &["--delivery", "skewed", "--seed", &seed]);
+    }
+}
+
+/// Drops on every link from the start: the run fails, naming the cause (a
+/// message UMP found damaged or lost, the adapter's error count, or UMP's
+/// set-up that a lost packet broke), and never reports a result. (Drops
+/// that start later race with a fast run, which may finish first.)
+#[test]
+fn a_run_under_drops_fails_naming_the_cause() {
+    skip_without_mpi!("a_run_under_drops_fails_naming_the_cause");
+    let prog = mpi_program("suite");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let plan = dir.path().join("drops.toml");
+    let seeds: &[u64] = if exhaustive() {
+        &[1, 2, 3, 4, 5]
+    } else {
+        &[11]
+    };
+    for &seed in seeds {
+        std::fs::write(
+            &plan,
+            format!("seed = {seed}\n[[fault]]\nat = \"0ms\"\ndo = \"drop 2% everywhere\"\n"),
+        )
+        .expect("plan");
+        let (ok, out) = mpirun(
+            &[
+                "-np",
+                "2",
+                "--timeout",
+                "120",
+                "--fault-plan",
+                plan.to_str().expect("utf-8"),
+            ],
+            &prog,
+            &["4194304"],
+        );
+        assert!(!ok, "a run that lost packets succeeded:\n{out}");
+        assert!(!out.contains("suite: ok"), "{out}");
+        assert!(
+            !out.contains("check failed"),
+            "wrong data was delivered:\n{out}"
+        );
+        assert!(
+            !out.contains("timed out"),
+            "the run hung until --timeout:\n{out}"
+        );
+        assert!(
+            out.contains("libfabric-mc"),
+            "the cause is not named:\n{out}"
+        );
+    }
+}
+
+/// The provider's contract through libfabric's API, without MPI.
+#[test]
+fn the_provider_keeps_its_libfabric_contract() {
+    skip_without_mpi!("the_provider_keeps_its_libfabric_contract");
+    let cc = match c_program::compiler() {
+        Ok(cc) => cc,
+        Err(why) => {
+            eprintln!("SKIPPED the_provider_keeps_its_libfabric_contract: {why}");
+            return;
+        }
+    };
+    let dir = profile_dir().join("mpi-programs");
+    std::fs::create_dir_all(&dir).expect("program dir");
+    let exe = dir.join("fi_contract");
+    let o = Command::new(cc)
+        .args(["-O2", "-Wall", "-Werror", "-o"])
+        .arg(&exe)
+        .arg(c_program::workspace().join("integration/c/mpi/fi_contract.c"))
+        .arg("-lfabric")
+        .output()
+        .expect("run the C compiler");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let fi_dir = tempfile::tempdir().expect("tempdir");
+    std::os::unix::fs::symlink(
+        provider().expect("checked"),
+        fi_dir.path().join("libmc-fi.so"),
+    )
+    .expect("symlink");
+    let out = Command::new(binary("mc-host"))
+        .args(["run", "--nodes", "1", "--timeout", "120", "--"])
+        .arg(&exe)
+        .env("FI_PROVIDER_PATH", fi_dir.path())
+        .env("FI_PROVIDER", "mc")
+        .output()
+        .expect("run mc-host");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() && text.contains("fi_contract: ok"),
+        "{text}"
+    );
+}
+
+/// What is missing is said plainly.
+#[test]
+fn a_missing_open_mpi_is_named() {
+    if missing().is_some() {
+        eprintln!("SKIPPED a_missing_open_mpi_is_named: the provider is not built");
+        return;
+    }
+    let out = Command::new(binary("mc-host"))
+        .args([
+            "mpirun",
+            "-np",
+            "2",
+            "--mpirun",
+            "no-such-mpirun",
+            "--",
+            "true",
+        ])
+        .output()
+        .expect("run mc-host");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("Open MPI") && err.contains("not installed"),
+        "{err}"
+    );
+}
