@@ -55,7 +55,8 @@ fn a_ump_program_runs_across_two_qemu_guests() {
     let state = std::env::temp_dir().join(format!("mc-qc-u-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&state);
     std::fs::create_dir_all(&state).unwrap();
-    let echo = state.join("echo");
+    // Not `echo`: the guest's busybox has an applet of that name first on PATH.
+    let echo = state.join("ump_echo");
     let root = workspace();
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     let o = Command::new(cc)
@@ -72,7 +73,7 @@ fn a_ump_program_runs_across_two_qemu_guests() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let image = state.join("image");
     let cluster = RunningCluster::up(&state, 2, &image, &["--add", echo.to_str().unwrap()]);
-    let (ok, text) = cluster.run(&["echo"]);
+    let (ok, text) = cluster.run(&["ump_echo"]);
     assert!(ok, "echo failed:\n{text}");
     assert!(!text.contains("FAIL"), "{text}");
     for n in 0..2 {
