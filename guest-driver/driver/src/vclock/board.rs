@@ -188,20 +188,7 @@ impl ClockBoard {
     pub fn private(quantum_ns: u64, capacity: u32) -> Result<ClockBoard, VclockError> {
         let map =
             MmapRegion::new(board_bytes(capacity)).map_err(|e| VclockError::Map(e.to_string()))?;
-        let board = ClockBoard {
-            map,
-            capacity,
-            quantum: quantum_ns,
-        };
-        board
-            .u64_at(at::QUANTUM)
-            .store(quantum_ns, Ordering::Relaxed);
-        board
-            .u32_at(at::CAPACITY)
-            .store(capacity, Ordering::Relaxed);
-        board.u32_at(at::VERSION).store(VERSION, Ordering::Relaxed);
-        board.u32_at(at::MAGIC).store(MAGIC, Ordering::Release);
-        Ok(board)
+        Ok(ClockBoard::format(map, quantum_ns, capacity))
     }
 
     pub fn quantum(&self) -> u64 {
