@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 
+use crate::clock::TimeBasis;
 use crate::error::ReportError;
 use crate::render::render;
 use crate::runner;
@@ -32,14 +33,26 @@ pub struct RenderArgs {
     /// Where report.md and the charts go (created if need be).
     #[arg(long)]
     pub out: PathBuf,
+    /// Which times the tables and charts show: `predicted` (the virtual
+    /// clock's, for the emulated cluster) or `wall` (this host's).
+    /// Default: predicted when the results have them, else wall-clock.
+    #[arg(long, value_enum)]
+    pub clock: Option<TimeBasis>,
 }
 
 /// Run `mc-host report ARGS`.
 pub fn run(args: &ReportArgs) -> Result<(), ReportError> {
     match &args.command {
         ReportCommand::Run(a) => runner::run_matrix(a),
-        ReportCommand::Render(a) => render(&a.results, &a.out).map(|files| {
-            for f in files {
+        ReportCommand::Render(a) => render(&a.results, &a.out, a.clock).map(|r| {
+            if r.fell_back_to_wall {
+                eprintln!(
+                    "note: {} holds no predicted times (its runs kept the wall clock): \
+                     the report shows wall-clock times",
+                    a.results.display()
+                );
+            }
+            for f in r.files {
                 println!("{}", f.display());
             }
         }),

@@ -1,14 +1,15 @@
 //! Which clock a report's times come from, and how every table and chart
 //! says so: the one place that names it.
 //!
-//! Today every record's times are wall-clock on the host that ran it
-//! (`times.compute_s`, `times.sequential_s`), so a speedup is only shown
-//! where the run had a core per application thread. A virtual clock (issue
-//! 29) adds predicted times to the records; [`TimeBasis::Predicted`] reads
-//! those fields instead, needs no such guard, and relabels everything.
+//! Every record has wall-clock times on the host that ran it
+//! (`times.compute_s`, `times.sequential_s`), so a wall-clock speedup is
+//! only shown where the run had a core per application thread. A run on the
+//! virtual clock (issue 29, `report run`'s default) adds predicted times;
+//! [`TimeBasis::Predicted`] (`report render`'s default) reads those instead,
+//! needs no such guard, and relabels everything.
 
 /// Where the times in a report come from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum TimeBasis {
     /// Measured on the host that ran the runs.
     #[default]

@@ -5,12 +5,15 @@
 use std::path::PathBuf;
 
 use crate::matrix::MatrixError;
+use crate::run_clock::ClockError;
 
 /// Why `mc-host report` failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
     #[error(transparent)]
     Matrix(#[from] MatrixError),
+    #[error(transparent)]
+    Clock(#[from] ClockError),
     #[error("{}", path.display())]
     Io {
         path: PathBuf,
@@ -42,12 +45,18 @@ pub enum ReportError {
     },
     #[error("{} holds no runs", path.display())]
     NoRuns { path: PathBuf },
+    #[error(
+        "{} holds no predicted times: its runs kept the wall clock (run the matrix with \
+         `report run --clock virtual`, the default, or render with --clock wall)",
+        path.display()
+    )]
+    NoPredictedTimes { path: PathBuf },
 }
 
 impl ReportError {
     /// True when the command line asked for something impossible.
     pub fn is_usage(&self) -> bool {
-        matches!(self, ReportError::Matrix(_))
+        matches!(self, ReportError::Matrix(_) | ReportError::Clock(_))
     }
 
     pub(crate) fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> ReportError {

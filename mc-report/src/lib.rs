@@ -6,8 +6,9 @@
 //! (Tables III and IV) and SVG charts (Figs. 1-6 style).
 //!
 //! Modules, leaves first: `matrix` (what to run), `paper` (the paper's
-//! figures), `clock` (which clock the times come from and how that is said), `host_info` (this machine), `error`, `progress`, `results`
-//! (reading the file back), `runner` (one run, the matrix), `tables`
+//! figures), `run_clock` (which clock the runs keep), `clock` (which clock
+//! a report's times are read from and how that is said), `host_info` (this
+//! machine), `error`, `progress`, `results` (reading the file back), `runner` (one run, the matrix), `tables`
 //! (report.md), `charts` (SVG), `render` (both), `cli` (the subcommand).
 //! With the `raster` feature, `raster` turns a chart into pixels (tests).
 
@@ -25,11 +26,12 @@ pub mod progress;
 pub mod raster;
 pub mod render;
 pub mod results;
+pub mod run_clock;
 pub mod runner;
 pub mod tables;
 
 pub use cli::{run, RenderArgs, ReportArgs, ReportCommand};
 pub use error::ReportError;
 pub use matrix::{ClusterShape, MatrixError, RunSpec};
-pub use render::render;
+pub use render::{render, Rendered};
 pub use results::RunRecord;

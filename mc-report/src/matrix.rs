@@ -7,6 +7,8 @@
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
+use crate::run_clock::ClockSpec;
+
 /// The applications of seed 000 Table III, as `mc-guest csm` names them.
 pub const APPS: [&str; 10] = [
     "barnes",
@@ -126,7 +128,7 @@ pub enum HomesRole {
 }
 
 /// One run of the matrix.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct RunSpec {
     pub app: String,
     pub preset: Option<String>,
@@ -139,6 +141,8 @@ pub struct RunSpec {
     pub seed: Option<u64>,
     pub link: String,
     pub homes: HomesRole,
+    /// The clock the run's guests keep.
+    pub clock: ClockSpec,
 }
 
 /// Whether `variant` (`None`: mc-guest's default) is CSM-DMS.
@@ -174,7 +178,7 @@ impl RunSpec {
             self.delivery,
             self.link,
             self.seed.map_or("-".to_string(), |s| s.to_string()),
-        )
+        ) + &self.clock.key_suffix()
     }
 
     /// A file name for the run's log.
@@ -191,8 +195,9 @@ impl RunSpec {
             .collect()
     }
 
-    /// `mc-host run` arguments before `--`.
-    pub fn host_args(&self, timeout_s: u64) -> Vec<String> {
+    /// `mc-host run` arguments before `--`; `scale` is the application's
+    /// CPU scale when the matrix's is `paper`.
+    pub fn host_args(&self, timeout_s: u64, scale: Option<f64>) -> Vec<String> {
         let mut a = vec![
             "run".to_string(),
             "--nodes".into(),
@@ -209,6 +214,7 @@ impl RunSpec {
         if let Some(s) = self.seed {
             a.extend(["--seed".into(), s.to_string()]);
         }
+        a.extend(self.clock.host_args(scale));
         a
     }
 
@@ -263,6 +269,7 @@ pub struct Matrix {
     /// Impose CSM-DMS's first-touch homes on the other variants (seed 000
     /// s.3.4.1), running CSM-DMS on each shape first even if not asked for.
     pub impose_homes: bool,
+    pub clock: ClockSpec,
 }
 
 /// Comma-separated applications; `all` for the ten.
@@ -318,6 +325,7 @@ impl Matrix {
             seed: self.seed,
             link: self.link.clone(),
             homes,
+            clock: self.clock,
         };
         let mut variants: Vec<Option<String>> = match &self.variants {
             Some(v) => v.iter().cloned().map(Some).collect(),
@@ -397,6 +405,7 @@ mod tests {
             link: "unthrottled".into(),
             baselines: true,
             impose_homes: false,
+            clock: ClockSpec::default(),
         };
         let runs = m.runs();
         assert_eq!(runs.len(), 6);
@@ -409,13 +418,25 @@ mod tests {
         assert!(runs[0]
             .guest_args(Path::new("/r"))
             .contains(&"--sequential".to_string()));
-        assert_eq!(runs[1].key(), "clu|small|dms|2:1|eager|unthrottled|-");
+        assert_eq!(
+            runs[1].key(),
+            "clu|small|dms|2:1|eager|unthrottled|-|virtual@1"
+        );
         let keys: std::collections::HashSet<String> = runs.iter().map(RunSpec::key).collect();
         assert_eq!(keys.len(), runs.len());
-        assert!(runs[2]
-            .host_args(60)
-            .join(" ")
-            .starts_with("run --nodes 2 --threads 2"));
+        let host = runs[2].host_args(60, None).join(" ");
+        assert!(host.starts_with("run --nodes 2 --threads 2"), "{host}");
+        assert!(host.ends_with("--clock virtual --cpu-scale 1"), "{host}");
+        // A wall-clock run keeps the key it always had.
+        let wall = RunSpec {
+            clock: ClockSpec {
+                clock: crate::run_clock::RunClock::Wall,
+                ..ClockSpec::default()
+            },
+            ..runs[1].clone()
+        };
+        assert_eq!(wall.key(), "clu|small|dms|2:1|eager|unthrottled|-");
+        assert!(!wall.host_args(60, None).contains(&"--clock".to_string()));
     }
 
     #[test]
@@ -430,6 +451,7 @@ mod tests {
             link: "unthrottled".into(),
             baselines: false,
             impose_homes: true,
+            clock: ClockSpec::default(),
         };
         let runs = m.runs();
         // CSM-DMS added, first on each shape.

@@ -78,14 +78,34 @@ impl Progress {
         ));
     }
 
-    pub fn finished(&mut self, spec: &RunSpec, ok: bool, wall_s: f64, compute_s: Option<f64>) {
+    pub fn finished(
+        &mut self,
+        spec: &RunSpec,
+        ok: bool,
+        wall_s: f64,
+        compute_s: Option<f64>,
+        predicted_s: Option<f64>,
+    ) {
         self.done += 1;
+        let predicted = predicted_s.map_or(String::new(), |p| format!(", predicted {p:.3} s"));
         let how = match (ok, compute_s) {
-            (true, Some(c)) => format!("ok in {wall_s:.1} s (computation {c:.3} s)"),
+            (true, Some(c)) => format!("ok in {wall_s:.1} s (computation {c:.3} s{predicted})"),
             (true, None) => format!("ok in {wall_s:.1} s"),
             (false, _) => format!("FAILED after {wall_s:.1} s"),
         };
         self.line(&format!("{} {}: {how}", self.counter(), label(spec)));
+    }
+
+    /// A run left out: the `paper` CPU scale of its application is not
+    /// known, since its sequential baseline failed or was not run.
+    pub fn no_scale(&mut self, spec: &RunSpec) {
+        self.done += 1;
+        self.line(&format!(
+            "{} {}: NOT RUN: no `paper` CPU scale for {} (its sequential baseline failed or was not run)",
+            self.counter(),
+            label(spec),
+            spec.app
+        ));
     }
 
     fn line(&self, text: &str) {

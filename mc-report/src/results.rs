@@ -164,6 +164,11 @@ pub fn load(path: &Path) -> Result<Vec<RunRecord>, ReportError> {
         .collect()
 }
 
+/// The record field (under `times`) of the sequential program's CPU time.
+const SEQUENTIAL_CPU: &str = "sequential_cpu_s";
+/// The record field (under `times`) of a virtual-clock run's CPU scale.
+const CPU_SCALE: &str = "cpu_scale";
+
 /// A run's speedup, or why it has none.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Speedup {
@@ -263,11 +268,33 @@ impl ResultSet {
             .collect()
     }
 
+    /// The latest successful sequential baseline of an application and
+    /// preset that has a sequential time on this set's clock.
     pub fn baseline(&self, app: &str, preset: &str) -> Option<&RunRecord> {
+        self.records.iter().rev().find(|r| {
+            r.baseline()
+                && r.ok()
+                && r.app() == app
+                && r.preset() == preset
+                && match self.basis {
+                    TimeBasis::Wall => r.time(TimeBasis::Wall.sequential_field()).is_some(),
+                    TimeBasis::Predicted => {
+                        r.time(SEQUENTIAL_CPU).is_some()
+                            || r.time(TimeBasis::Predicted.sequential_field()).is_some()
+                    }
+                }
+        })
+    }
+
+    /// The CPU scale the parallel runs of an application used (at the
+    /// `paper` scale it differs from application to application, and the
+    /// baseline itself ran at 1).
+    fn app_scale(&self, app: &str, preset: &str) -> Option<f64> {
         self.records
             .iter()
             .rev()
-            .find(|r| r.baseline() && r.ok() && r.app() == app && r.preset() == preset)
+            .filter(|r| !r.baseline() && r.ok() && r.app() == app && r.preset() == preset)
+            .find_map(|r| r.time(CPU_SCALE))
     }
 
     pub fn get(
@@ -286,10 +313,19 @@ impl ResultSet {
         })
     }
 
-    /// The sequential program's time for an application and preset.
+    /// The sequential program's time for an application and preset: on
+    /// the virtual clock, its CPU time at the scale the application's runs
+    /// used.
     pub fn sequential_s(&self, app: &str, preset: &str) -> Option<f64> {
-        self.baseline(app, preset)?
-            .time(self.basis.sequential_field())
+        self.sequential_at(app, preset, self.app_scale(app, preset))
+    }
+
+    fn sequential_at(&self, app: &str, preset: &str, scale: Option<f64>) -> Option<f64> {
+        let b = self.baseline(app, preset)?;
+        match (self.basis, b.time(SEQUENTIAL_CPU), scale) {
+            (TimeBasis::Predicted, Some(cpu), Some(scale)) => Some(cpu * scale),
+            _ => b.time(self.basis.sequential_field()),
+        }
     }
 
     /// seq / parallel computation time, unless oversubscribed or missing.
@@ -308,7 +344,8 @@ impl ResultSet {
         if self.basis.host_bound() && r.oversubscribed() {
             return Speedup::Oversubscribed;
         }
-        match (self.sequential_s(r.app(), &r.preset()), self.compute_s(r)) {
+        let seq = self.sequential_at(r.app(), &r.preset(), r.time(CPU_SCALE));
+        match (seq, self.compute_s(r)) {
             (Some(seq), Some(t)) => Speedup::Value(seq / t),
             _ => Speedup::NoBaseline,
         }
@@ -412,5 +449,38 @@ mod tests {
         assert_eq!(predicted.speedup_of(&r), Speedup::Value(3.0));
         assert!(predicted.time_line().starts_with("times are predicted"));
         assert!(predicted.time_line().contains("host: 2 cores"));
+    }
+
+    #[test]
+    fn a_predicted_speedup_takes_the_sequential_cpu_time_at_the_run_s_scale() {
+        // The `paper` scale: the baseline ran at 1, the runs at 10.
+        let base = json!({"app":"sor","preset":"paper","nodes":1,"threads":1,
+            "times":{"compute_s":2.2,"sequential_s":2.0,"sequential_cpu_s":1.8,
+                     "cpu_scale":1.0,"sequential_predicted_s":1.8,"predicted_s":1.9},
+            "run":{"key":"b","status":"ok","baseline":true,"host":{"cores":2}}});
+        let run = json!({"app":"sor","preset":"paper","variant":"dms","nodes":2,"threads":1,
+            "times":{"compute_s":1.0,"predicted_s":9.0,"cpu_scale":10.0},
+            "run":{"key":"r","status":"ok","host":{"cores":2}}});
+        let set = ResultSet::new(vec![rec(base), rec(run)]).with_basis(TimeBasis::Predicted);
+        let r = set
+            .get("sor", "paper", "dms", "2:1".parse().unwrap())
+            .unwrap()
+            .clone();
+        assert_eq!(set.speedup_of(&r), Speedup::Value(2.0));
+        assert_eq!(set.sequential_s("sor", "paper"), Some(18.0));
+        // A wall-clock baseline has no sequential CPU time: no predicted
+        // speedup from it.
+        let wall_base = json!({"app":"sor","preset":"paper","nodes":1,"threads":1,
+            "times":{"compute_s":2.2,"sequential_s":2.0},
+            "run":{"key":"w","status":"ok","baseline":true,"host":{"cores":2}}});
+        let run2 = json!({"app":"sor","preset":"paper","variant":"dms","nodes":2,"threads":1,
+            "times":{"compute_s":1.0,"predicted_s":9.0,"cpu_scale":10.0},
+            "run":{"key":"r","status":"ok","host":{"cores":2}}});
+        let set = ResultSet::new(vec![rec(wall_base), rec(run2)]).with_basis(TimeBasis::Predicted);
+        let r = set
+            .get("sor", "paper", "dms", "2:1".parse().unwrap())
+            .unwrap()
+            .clone();
+        assert_eq!(set.speedup_of(&r), Speedup::NoBaseline);
     }
 }

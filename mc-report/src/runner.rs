@@ -4,10 +4,10 @@
 //! appended to the results file (JSON lines). Runs whose key already has a
 //! successful record there are skipped, so an interrupted matrix resumes.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
 use std::time::Instant;
 
 use clap::Args;
@@ -18,6 +18,7 @@ use crate::host_info::HostInfo;
 use crate::matrix::{check_preset, parse_apps, parse_shapes, Matrix, RunSpec};
 use crate::progress::Progress;
 use crate::results;
+use crate::run_clock::{paper_scale, ClockError, ClockSpec, CpuScale, RunClock};
 
 #[derive(Args, Debug, Clone)]
 pub struct RunMatrixArgs {
@@ -69,9 +70,38 @@ pub struct RunMatrixArgs {
     /// under CSM-DMS and CSM-None on 2 nodes, once per results file).
     #[arg(long)]
     pub no_table2: bool,
+    /// The guests' clock: `virtual` (the default: times predicted for
+    /// Memory Channel 2 hardware, whatever this host) or `wall` (this
+    /// host's clock; docs/virtual-time.md).
+    #[arg(long, value_enum, default_value_t = RunClock::Virtual)]
+    pub clock: RunClock,
+    /// With the virtual clock: virtual ns per ns of this host's CPU time (1
+    /// = this host's processor), or `paper`: per application, seed 000
+    /// Table III's sequential time over its sequential CPU time here (needs
+    /// --preset paper).
+    #[arg(long, value_name = "X|paper")]
+    pub cpu_scale: Option<CpuScale>,
+    /// With the virtual clock: how far (us of virtual time) a running
+    /// thread may get ahead of the slowest (mc-host run's default: 100).
+    #[arg(long, value_name = "US", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub quantum_us: Option<u64>,
 }
 
 impl RunMatrixArgs {
+    /// The clock every run keeps, checked against the preset.
+    pub fn clock_spec(&self) -> Result<ClockSpec, ReportError> {
+        if self.clock == RunClock::Wall && self.cpu_scale.is_some() {
+            return Err(ClockError::NeedsVirtual("--cpu-scale").into());
+        }
+        let spec = ClockSpec {
+            clock: self.clock,
+            scale: self.cpu_scale.unwrap_or_default(),
+            quantum_us: self.quantum_us,
+        };
+        spec.check(self.preset.as_deref())?;
+        Ok(spec)
+    }
+
     pub fn matrix(&self) -> Result<Matrix, ReportError> {
         Ok(Matrix {
             apps: parse_apps(&self.apps)?,
@@ -89,6 +119,7 @@ impl RunMatrixArgs {
             link: self.link.clone(),
             baselines: !self.no_baselines,
             impose_homes: !self.first_touch_homes,
+            clock: self.clock_spec()?,
         })
     }
 
@@ -117,28 +148,16 @@ pub fn append(path: &Path, record: &Value) -> Result<(), ReportError> {
     f.write_all(line.as_bytes()).map_err(ReportError::io(path))
 }
 
-/// What became of one run.
-pub struct RunOutcome {
-    pub ok: bool,
-    pub wall_s: f64,
-    pub record: Value,
-}
-
-/// Run `spec` with `mc_host`, its output to a log in `logs`.
-pub fn run_one(
+/// Run `mc_host HOST_ARGS -- GUEST_ARGS` with its output (the command line
+/// first) in `log_path`.
+fn spawn_logged(
     mc_host: &Path,
-    spec: &RunSpec,
-    logs: &Path,
-    timeout_s: u64,
-) -> Result<RunOutcome, ReportError> {
-    let stem = spec.file_stem();
-    let log_path = logs.join(format!("{stem}.log"));
-    let json_path = absolute(&logs.join(format!("{stem}.json")));
-    let _ = std::fs::remove_file(&json_path);
-    let log = std::fs::File::create(&log_path).map_err(ReportError::io(&log_path))?;
-    let err_log = log.try_clone().map_err(ReportError::io(&log_path))?;
-    let host_args = spec.host_args(timeout_s);
-    let guest_args = spec.guest_args(&json_path);
+    host_args: &[String],
+    guest_args: &[String],
+    log_path: &Path,
+) -> Result<ExitStatus, ReportError> {
+    let log = std::fs::File::create(log_path).map_err(ReportError::io(log_path))?;
+    let err_log = log.try_clone().map_err(ReportError::io(log_path))?;
     {
         let mut l = &log;
         let _ = writeln!(
@@ -149,12 +168,10 @@ pub fn run_one(
             guest_args.join(" ")
         );
     }
-    let before = HostInfo::now();
-    let t = Instant::now();
-    let status = Command::new(mc_host)
-        .args(&host_args)
+    Command::new(mc_host)
+        .args(host_args)
         .arg("--")
-        .args(&guest_args)
+        .args(guest_args)
         .stdin(Stdio::null())
         .stdout(log)
         .stderr(err_log)
@@ -162,12 +179,44 @@ pub fn run_one(
         .map_err(|source| ReportError::Spawn {
             program: mc_host.to_path_buf(),
             source,
-        })?;
+        })
+}
+
+/// The last JSON line a guest wrote to `path`, if any.
+fn guest_record(path: &Path) -> Option<Value> {
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|t| t.lines().last().and_then(|l| serde_json::from_str(l).ok()))
+}
+
+/// What became of one run.
+pub struct RunOutcome {
+    pub ok: bool,
+    pub wall_s: f64,
+    pub record: Value,
+}
+
+/// Run `spec` with `mc_host`, its output to a log in `logs`; `scale` is the
+/// application's CPU scale when the matrix's is `paper`.
+pub fn run_one(
+    mc_host: &Path,
+    spec: &RunSpec,
+    logs: &Path,
+    timeout_s: u64,
+    scale: Option<f64>,
+) -> Result<RunOutcome, ReportError> {
+    let stem = spec.file_stem();
+    let log_path = logs.join(format!("{stem}.log"));
+    let json_path = absolute(&logs.join(format!("{stem}.json")));
+    let _ = std::fs::remove_file(&json_path);
+    let host_args = spec.host_args(timeout_s, scale);
+    let guest_args = spec.guest_args(&json_path);
+    let before = HostInfo::now();
+    let t = Instant::now();
+    let status = spawn_logged(mc_host, &host_args, &guest_args, &log_path)?;
     let wall_s = t.elapsed().as_secs_f64();
     let after = HostInfo::now();
-    let guest_record: Option<Value> = std::fs::read_to_string(&json_path)
-        .ok()
-        .and_then(|t| t.lines().last().and_then(|l| serde_json::from_str(l).ok()));
+    let guest_record = guest_record(&json_path);
     let ok = status.success() && guest_record.is_some();
     let run = json!({
         "key": spec.key(),
@@ -219,10 +268,12 @@ const TABLE2_ITERS: u32 = 200;
 const TABLE2_VARIANTS: [&str; 2] = ["dms", "none"];
 
 /// Table II's micro-benchmark under `variant`: `mc-guest bench csm` on 2
-/// nodes, its JSON record completed as a run's is.
+/// nodes, on the matrix's clock (at the `paper` scale, 1: an operation's
+/// CPU part at this host's speed), its JSON record completed as a run's is.
 fn run_table2(
     mc_host: &Path,
     args: &RunMatrixArgs,
+    clock: &ClockSpec,
     variant: &str,
     key: &str,
     logs: &Path,
@@ -231,8 +282,6 @@ fn run_table2(
     let log_path = logs.join(format!("{stem}.log"));
     let json_path = absolute(&logs.join(format!("{stem}.json")));
     let _ = std::fs::remove_file(&json_path);
-    let log = std::fs::File::create(&log_path).map_err(ReportError::io(&log_path))?;
-    let err_log = log.try_clone().map_err(ReportError::io(&log_path))?;
     let mut host_args: Vec<String> = [
         "run",
         "--nodes",
@@ -250,6 +299,7 @@ fn run_table2(
     if let Some(seed) = args.seed {
         host_args.extend(["--seed".into(), seed.to_string()]);
     }
+    host_args.extend(clock.host_args(None));
     let guest_args = [
         "mc-guest".to_string(),
         "bench".into(),
@@ -261,21 +311,8 @@ fn run_table2(
         "--json".into(),
         json_path.display().to_string(),
     ];
-    let status = Command::new(mc_host)
-        .args(&host_args)
-        .arg("--")
-        .args(&guest_args)
-        .stdin(Stdio::null())
-        .stdout(log)
-        .stderr(err_log)
-        .status()
-        .map_err(|source| ReportError::Spawn {
-            program: mc_host.to_path_buf(),
-            source,
-        })?;
-    let rec: Option<Value> = std::fs::read_to_string(&json_path)
-        .ok()
-        .and_then(|t| t.lines().last().and_then(|l| serde_json::from_str(l).ok()));
+    let status = spawn_logged(mc_host, &host_args, &guest_args, &log_path)?;
+    let rec = guest_record(&json_path);
     let ok = status.success() && rec.is_some();
     let run = json!({
         "key": key,
@@ -290,19 +327,38 @@ fn run_table2(
     Ok((ok, v))
 }
 
+/// The `paper` CPU scale of `app`, from its baseline's sequential CPU time.
+fn scale_from(record: &Value, app: &str) -> Option<f64> {
+    record["times"]["sequential_cpu_s"]
+        .as_f64()
+        .and_then(|cpu| paper_scale(app, cpu))
+}
+
 /// `report run`: every run of the matrix not yet in the results file.
 pub fn run_matrix(args: &RunMatrixArgs) -> Result<(), ReportError> {
     let matrix = args.matrix()?;
     let runs = matrix.runs();
-    let done: HashSet<String> = if args.results.exists() {
+    let clock = matrix.clock;
+    let earlier = if args.results.exists() {
         results::load(&args.results)?
-            .iter()
-            .filter(|r| r.ok())
-            .filter_map(|r| r.key().map(String::from))
-            .collect()
     } else {
-        HashSet::new()
+        Vec::new()
     };
+    let done: HashSet<String> = earlier
+        .iter()
+        .filter(|r| r.ok())
+        .filter_map(|r| r.key().map(String::from))
+        .collect();
+    // At the `paper` scale, each application's scale comes from its
+    // baseline: recorded earlier (a resumed matrix) or run first below.
+    let mut scales: HashMap<String, f64> = HashMap::new();
+    if clock.scale == CpuScale::Paper {
+        for r in earlier.iter().filter(|r| r.ok() && r.baseline()) {
+            if let Some(s) = scale_from(&r.v, r.app()) {
+                scales.insert(r.app().to_string(), s);
+            }
+        }
+    }
     let logs = args.logs_dir();
     std::fs::create_dir_all(&logs).map_err(ReportError::io(&logs))?;
     if let Some(dir) = args.results.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -313,15 +369,16 @@ pub fn run_matrix(args: &RunMatrixArgs) -> Result<(), ReportError> {
     if !args.no_table2 {
         for v in TABLE2_VARIANTS {
             let key = format!(
-                "table2|{v}|{}|{}|{}",
+                "table2|{v}|{}|{}|{}{}",
                 args.delivery,
                 args.link,
-                args.seed.map_or("-".to_string(), |s| s.to_string())
+                args.seed.map_or("-".to_string(), |s| s.to_string()),
+                clock.key_suffix()
             );
             if done.contains(&key) {
                 continue;
             }
-            let (ok, rec) = run_table2(&mc_host, args, v, &key, &logs)?;
+            let (ok, rec) = run_table2(&mc_host, args, &clock, v, &key, &logs)?;
             append(&args.results, &rec)?;
             eprintln!(
                 "Table II micro-benchmark under CSM-{}: {}",
@@ -339,11 +396,28 @@ pub fn run_matrix(args: &RunMatrixArgs) -> Result<(), ReportError> {
             progress.skipped(spec);
             continue;
         }
+        let scale = scales.get(&spec.app).copied();
+        if clock.scale == CpuScale::Paper && !spec.baseline && scale.is_none() {
+            progress.no_scale(spec);
+            failed += 1;
+            continue;
+        }
         progress.start(spec);
-        let o = run_one(&mc_host, spec, &logs, args.timeout)?;
+        let o = run_one(&mc_host, spec, &logs, args.timeout, scale)?;
         append(&args.results, &o.record)?;
-        let compute = o.record["times"]["compute_s"].as_f64();
-        progress.finished(spec, o.ok, o.wall_s, compute);
+        if spec.baseline && o.ok && clock.scale == CpuScale::Paper {
+            if let Some(s) = scale_from(&o.record, &spec.app) {
+                scales.insert(spec.app.clone(), s);
+            }
+        }
+        let times = &o.record["times"];
+        progress.finished(
+            spec,
+            o.ok,
+            o.wall_s,
+            times["compute_s"].as_f64(),
+            times["predicted_s"].as_f64(),
+        );
         if !o.ok {
             failed += 1;
         }

@@ -37,7 +37,7 @@ fn render_breakdowns_oversubscription_and_failures() {
     ));
     std::fs::write(&results, lines.join("\n") + "\n").unwrap();
     let out = dir.path().join("out");
-    let files = mc_report::render(&results, &out).unwrap();
+    let files = mc_report::render(&results, &out, None).unwrap().files;
     let names: Vec<String> = files
         .iter()
         .map(|f| f.file_name().unwrap().to_string_lossy().into_owned())
@@ -79,7 +79,7 @@ fn render_breakdowns_oversubscription_and_failures() {
 fn the_committed_results_render_to_charts_a_page_wide() {
     let results = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/report/results.jsonl");
     let dir = tempfile::tempdir().unwrap();
-    let files = mc_report::render(&results, dir.path()).unwrap();
+    let files = mc_report::render(&results, dir.path(), None).unwrap().files;
     let md = std::fs::read_to_string(&files[0]).unwrap();
     assert!(
         md.contains("times are wall-clock, on the host that ran them"),

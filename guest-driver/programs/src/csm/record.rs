@@ -195,7 +195,8 @@ impl NodeReport {
 /// `clock` ("wall" or "virtual"), and in virtual time `predicted_s` (from
 /// the earliest start of the timed part on any node to its latest end, on
 /// the virtual clock), `cpu_scale`, `quantum_ns`, `quantum_breaks`,
-/// `sequential_cpu_s` and `predicted_speedup` (sequential CPU time x scale
+/// `sequential_cpu_s`, `sequential_predicted_s` (that CPU time x scale) and
+/// `predicted_speedup` (sequential CPU time x scale
 /// / predicted time).
 fn clock_fields(reports: &[NodeReport]) -> Map<String, Value> {
     let mut m = Map::new();
@@ -226,6 +227,12 @@ fn clock_fields(reports: &[NodeReport]) -> Map<String, Value> {
         json!(reports.iter().map(|r| r.quantum_breaks).sum::<u64>()),
     );
     m.insert("sequential_cpu_s".into(), json!(seq_cpu));
+    // The sequential program's predicted time: its CPU time at the run's
+    // scale (it neither waits nor communicates).
+    m.insert(
+        "sequential_predicted_s".into(),
+        json!(seq_cpu.map(|s| s * config.cpu_scale)),
+    );
     m.insert(
         "predicted_speedup".into(),
         json!(seq_cpu

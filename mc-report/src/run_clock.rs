@@ -1,0 +1,228 @@
+//! Which clock `report run` runs the guests under (issue 29): by default
+//! the virtual clock (`mc-host run --clock virtual`), so the records carry
+//! predicted times for Memory Channel 2 hardware whatever the host;
+//! `--clock wall` keeps the host's wall clock. A CPU scale of `paper`
+//! takes, per application, the ratio of seed 000 Table III's sequential
+//! time to the sequential CPU time of the same program measured here (its
+//! baseline run), so that computing is charged at the paper's 600 MHz
+//! Alpha 21164A speed (docs/virtual-time.md s.1).
+
+use std::str::FromStr;
+
+use clap::ValueEnum;
+
+/// A clock option the matrix cannot use.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ClockError {
+    #[error("{0} only applies with --clock virtual")]
+    NeedsVirtual(&'static str),
+    #[error(
+        "--cpu-scale paper needs --preset paper: it is Table III's sequential time over the \
+         same program's here, and only the paper preset has Table III's sizes"
+    )]
+    PaperScale,
+}
+
+/// The clock of every run of a matrix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, ValueEnum)]
+pub enum RunClock {
+    /// Predicted time on Memory Channel 2 hardware (the default).
+    #[default]
+    Virtual,
+    /// This host's wall clock: the times describe this host.
+    Wall,
+}
+
+/// Virtual ns per ns of this host's CPU time.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum CpuScale {
+    /// A fixed factor (1 = this host's processor).
+    Fixed(f64),
+    /// Per application: Table III's sequential time / its sequential CPU
+    /// time here (only at the paper preset, where the sizes are Table III's).
+    Paper,
+}
+
+impl Default for CpuScale {
+    fn default() -> Self {
+        CpuScale::Fixed(1.0)
+    }
+}
+
+impl FromStr for CpuScale {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s == "paper" {
+            return Ok(CpuScale::Paper);
+        }
+        match s.parse::<f64>() {
+            Ok(x) if x.is_finite() && x > 0.0 && x <= 1e6 => Ok(CpuScale::Fixed(x)),
+            _ => Err(format!(
+                "{s:?} is not a CPU scale: a positive number (virtual ns per ns of this \
+                 host's CPU time) or `paper`"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for CpuScale {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CpuScale::Fixed(x) => write!(f, "{x}"),
+            CpuScale::Paper => f.write_str("paper"),
+        }
+    }
+}
+
+/// The clock, scale and quantum every run of a matrix gets.
+#[derive(Clone, Copy, Debug, PartialEq, Default)]
+pub struct ClockSpec {
+    pub clock: RunClock,
+    pub scale: CpuScale,
+    /// `mc-host run --quantum-us` (its default when `None`).
+    pub quantum_us: Option<u64>,
+}
+
+impl ClockSpec {
+    /// Check the combination against the matrix's preset.
+    pub fn check(&self, preset: Option<&str>) -> Result<(), ClockError> {
+        match (self.clock, self.scale) {
+            (RunClock::Wall, CpuScale::Fixed(x)) if x != 1.0 => {
+                Err(ClockError::NeedsVirtual("--cpu-scale"))
+            }
+            (RunClock::Wall, CpuScale::Paper) => Err(ClockError::NeedsVirtual("--cpu-scale")),
+            (RunClock::Wall, _) if self.quantum_us.is_some() => {
+                Err(ClockError::NeedsVirtual("--quantum-us"))
+            }
+            (RunClock::Virtual, CpuScale::Paper) if preset != Some("paper") => {
+                Err(ClockError::PaperScale)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// What the run key adds, so that runs on different clocks or scales
+    /// are different runs (a wall-clock key is as it always was).
+    pub fn key_suffix(&self) -> String {
+        match self.clock {
+            RunClock::Wall => String::new(),
+            RunClock::Virtual => {
+                let q = self.quantum_us.map_or(String::new(), |q| format!("@q{q}"));
+                format!("|virtual@{}{q}", self.scale)
+            }
+        }
+    }
+
+    /// `mc-host run` arguments; `resolved` is the application's scale when
+    /// it is `paper` (1 before it is known: the baseline's CPU time does
+    /// not depend on it).
+    pub fn host_args(&self, resolved: Option<f64>) -> Vec<String> {
+        if self.clock == RunClock::Wall {
+            return Vec::new();
+        }
+        let scale = match self.scale {
+            CpuScale::Fixed(x) => x,
+            CpuScale::Paper => resolved.unwrap_or(1.0),
+        };
+        let mut a = vec![
+            "--clock".to_string(),
+            "virtual".into(),
+            "--cpu-scale".into(),
+            scale.to_string(),
+        ];
+        if let Some(q) = self.quantum_us {
+            a.extend(["--quantum-us".into(), q.to_string()]);
+        }
+        a
+    }
+}
+
+/// The `paper` scale of an application: Table III's sequential seconds over
+/// the sequential CPU seconds measured here.
+pub fn paper_scale(app: &str, sequential_cpu_s: f64) -> Option<f64> {
+    let (_, paper_s) = crate::paper::table3(app)?;
+    (sequential_cpu_s > 0.0 && sequential_cpu_s.is_finite()).then(|| paper_s / sequential_cpu_s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scales_parse_and_bad_ones_say_why() {
+        assert_eq!("2.5".parse::<CpuScale>(), Ok(CpuScale::Fixed(2.5)));
+        assert_eq!("paper".parse::<CpuScale>(), Ok(CpuScale::Paper));
+        for bad in ["0", "-1", "nan", "inf", "fast", ""] {
+            let e = bad.parse::<CpuScale>().unwrap_err();
+            assert!(e.contains("not a CPU scale"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn the_clock_is_virtual_by_default_and_keys_tell_clocks_apart() {
+        let v = ClockSpec::default();
+        assert_eq!(v.clock, RunClock::Virtual);
+        assert_eq!(v.key_suffix(), "|virtual@1");
+        assert_eq!(
+            v.host_args(None),
+            ["--clock", "virtual", "--cpu-scale", "1"]
+        );
+        let w = ClockSpec {
+            clock: RunClock::Wall,
+            ..v
+        };
+        assert_eq!(w.key_suffix(), "");
+        assert!(w.host_args(None).is_empty());
+        let p = ClockSpec {
+            scale: CpuScale::Paper,
+            quantum_us: Some(50),
+            ..v
+        };
+        assert_eq!(p.key_suffix(), "|virtual@paper@q50");
+        assert_eq!(
+            p.host_args(Some(12.5)),
+            [
+                "--clock",
+                "virtual",
+                "--cpu-scale",
+                "12.5",
+                "--quantum-us",
+                "50"
+            ]
+        );
+    }
+
+    #[test]
+    fn options_that_need_the_virtual_clock_or_the_paper_preset_are_refused() {
+        let wall = ClockSpec {
+            clock: RunClock::Wall,
+            ..ClockSpec::default()
+        };
+        assert!(wall.check(None).is_ok());
+        let e = ClockSpec {
+            scale: CpuScale::Fixed(2.0),
+            ..wall
+        };
+        assert_eq!(e.check(None), Err(ClockError::NeedsVirtual("--cpu-scale")));
+        let q = ClockSpec {
+            quantum_us: Some(10),
+            ..wall
+        };
+        assert_eq!(q.check(None), Err(ClockError::NeedsVirtual("--quantum-us")));
+        let p = ClockSpec {
+            scale: CpuScale::Paper,
+            ..ClockSpec::default()
+        };
+        assert_eq!(p.check(Some("small")), Err(ClockError::PaperScale));
+        assert!(p.check(Some("paper")).is_ok());
+    }
+
+    #[test]
+    fn the_paper_scale_is_table_iii_over_the_time_here() {
+        let s = paper_scale("sor", 3.62).unwrap();
+        assert!((s - 10.0).abs() < 1e-9);
+        assert_eq!(paper_scale("sor", 0.0), None);
+        assert_eq!(paper_scale("nonesuch", 1.0), None);
+    }
+}
