@@ -363,11 +363,22 @@ pub fn waiting() -> bool {
 
 /// Serve a request that arrived at `arrival`, found by a poll (seed 000
 /// s.2.1's polling, or a waiter answering while it waits;
-/// docs/virtual-time.md s.5). A waiting thread serves it at
-/// `max(its time at the wait, arrival)`: the service's CPU time counts from
-/// there, what it sends is stamped so, and its own clock is put back when
-/// the returned guard drops (its processor was idle while it waited). Any
-/// other thread serves at `max(its time, arrival)` on its own clock.
+/// docs/virtual-time.md s.5).
+///
+/// The service happens at the request's arrival, whoever does it and
+/// whenever the host ran it: its CPU time counts from `arrival`, and what
+/// it sends is stamped so. (The real cluster's processors poll every few
+/// microseconds, at loop back-edges; on this host a poller may notice the
+/// request only after its clock has run far past the arrival while the
+/// requester waited, and a reply stamped then would make the prediction
+/// follow the host's scheduling.) When the returned guard drops, a thread
+/// that was waiting gets its clock back (its processor was idle); a thread
+/// that was computing gets its clock back plus the service's time (its
+/// processor did the work). A request from the server's own virtual future
+/// (a computing poller leaves those, `cashmere::requests`) moves a
+/// computing server's clock up to it first. Nested calls serve on the
+/// outer one's terms. Without `arrival` the service starts at the thread's
+/// own time.
 pub fn serve(arrival: Option<u64>) -> Serving {
     let Some(g) = GLOBAL.get().filter(|_| enabled()) else {
         return Serving { restore: None };
@@ -375,14 +386,21 @@ pub fn serve(arrival: Option<u64>) -> Serving {
     CLOCK.with(|c| {
         let now = c.advance(g);
         c.set(g, now);
-        let at = now.max(arrival.unwrap_or(0));
-        if c.waiting.get() > 0 && !c.serving.get() {
-            c.serving.set(true);
-            c.vt.set(at);
-            Serving { restore: Some(now) }
-        } else {
-            c.set(g, at);
-            Serving { restore: None }
+        if c.serving.get() {
+            return Serving { restore: None };
+        }
+        let waiting = c.waiting.get() > 0;
+        let at = arrival.unwrap_or(now);
+        c.serving.set(true);
+        // Not published: the board shows the thread's own time, which the
+        // service does not move back.
+        c.vt.set(at);
+        Serving {
+            restore: Some(Restore {
+                back_to: if waiting { now } else { now.max(at) },
+                from: at,
+                add_service: !waiting,
+            }),
         }
     })
 }
@@ -390,20 +408,37 @@ pub fn serve(arrival: Option<u64>) -> Serving {
 /// A request being served ([`serve`]); dropping it ends the service.
 #[derive(Debug)]
 pub struct Serving {
-    restore: Option<u64>,
+    restore: Option<Restore>,
+}
+
+/// Where a server's clock goes when its service ends.
+#[derive(Debug, Clone, Copy)]
+struct Restore {
+    /// Its own time, before the service.
+    back_to: u64,
+    /// When the service started.
+    from: u64,
+    /// The service's time is added (the thread was computing).
+    add_service: bool,
 }
 
 impl Drop for Serving {
     fn drop(&mut self) {
-        let Some(vt) = self.restore else {
+        let Some(r) = self.restore else {
             return;
         };
         let Some(g) = GLOBAL.get() else {
             return;
         };
         let _ = CLOCK.try_with(|c| {
+            let end = c.advance(g);
             c.serving.set(false);
-            c.cpu_mark.set(thread_cpu_ns());
+            let service = end.saturating_sub(r.from);
+            let vt = if r.add_service {
+                r.back_to.saturating_add(service)
+            } else {
+                r.back_to
+            };
             c.set(g, vt);
         });
     }

@@ -169,12 +169,45 @@ fn a_waiter_serves_at_the_arrival_without_moving_its_own_clock() {
         assert!(waiting());
         assert_eq!(stamp(), before, "the waiter's clock is put back");
         wait_end(None);
-        // A computing thread serves on its own clock.
+        // A computing thread serving a request from its virtual future
+        // moves up to it.
         let t = sync();
         {
             let _s = serve(Some(t + 7_000));
         }
         assert!(stamp() >= t + 7_000);
+    })
+    .join()
+    .unwrap();
+}
+
+#[test]
+fn a_computing_poller_serves_a_past_request_at_its_arrival_and_pays_for_it() {
+    on();
+    std::thread::spawn(|| {
+        let _p = join(10_000_000).unwrap();
+        // The poller's clock ran 9 ms past the request's arrival before it
+        // noticed the request.
+        let arrival = 1_000_000;
+        let before = sync();
+        assert!(before >= 10_000_000);
+        {
+            let _s = serve(Some(arrival));
+            burn(Duration::from_millis(2));
+            // The reply goes out as if served when the request arrived.
+            let during = tick();
+            assert!(
+                (arrival + 2_000_000..arrival + 6_000_000).contains(&during),
+                "{during}"
+            );
+            assert_eq!(stamp(), during);
+        }
+        // Its own clock gets the service's time on top of where it was.
+        let after = stamp();
+        assert!(
+            (before + 2_000_000..before + 6_000_000).contains(&after),
+            "{before} -> {after}"
+        );
     })
     .join()
     .unwrap();
