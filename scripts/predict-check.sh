@@ -15,7 +15,9 @@
 #   caches and first-touch page faults, whose CPU cost depends on the host.
 #   MC_QUANTUM_US sets --quantum-us.
 # Builds the release mc-host and mc-guest first. Prints one line per
-# application and shape: the median predicted time per load and the spread.
+# application and shape: the median predicted time per load, their spread,
+# and beside them the median wall-clock time of the same runs per load
+# (what the host measured; it follows the load).
 # A measurement, not a test: it takes minutes and its figures depend on
 # the host only as far as the prediction fails to be host-independent.
 set -eu
@@ -47,7 +49,7 @@ problem() {
     esac
 }
 
-# One run: prints its predicted time in seconds.
+# One run: prints its predicted and its wall-clock time in seconds.
 run_once() { # load app nodes threads
     rec="$work/r.jsonl"
     rm -f "$rec"
@@ -57,29 +59,38 @@ run_once() { # load app nodes threads
         cmd="taskset -c 0 $cmd"
     fi
     $cmd > "$work/out" 2>&1 || { cat "$work/out" >&2; echo "run failed" >&2; exit 1; }
-    sed -n 's/.*"predicted_s":\([0-9.e+-]*\).*/\1/p' "$rec" | tail -1
+    p=$(sed -n 's/.*"predicted_s":\([0-9.e+-]*\).*/\1/p' "$rec" | tail -1)
+    # The run's own compute_s: the first in the record's times object
+    # (the nodes' follow it).
+    w=$(sed -n 's/.*"times":{"compute_s":\([0-9.e+-]*\).*/\1/p' "$rec" | tail -1)
+    echo "$p $w"
 }
 
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
-printf '%-16s %-5s %12s %12s %12s %8s\n' app shape quiet hogs core0 spread
+printf '%-16s %-5s %12s %12s %12s %8s   %-30s\n' app shape quiet hogs core0 spread \
+    "wall-clock: quiet hogs core0"
 for app in $apps; do
     for shape in $shapes; do
         nodes=${shape%:*} threads=${shape#*:}
         line=""
+        walls=""
         for load in quiet hogs core0; do
             if [ "$load" = hogs ]; then
                 sh -c 'while :; do :; done' & hogs="$hogs $!"
                 sh -c 'while :; do :; done' & hogs="$hogs $!"
             fi
-            m=$(for _ in $(seq "$reps"); do run_once "$load" "$app" "$nodes" "$threads"; done | median)
+            for _ in $(seq "$reps"); do run_once "$load" "$app" "$nodes" "$threads"; done \
+                > "$work/times"
             stop_hogs
-            line="$line $m"
+            line="$line $(cut -d' ' -f1 "$work/times" | median)"
+            walls="$walls $(cut -d' ' -f2 "$work/times" | median)"
         done
         # shellcheck disable=SC2086
         set -- $line
         spread=$(printf '%s\n%s\n%s\n' "$1" "$2" "$3" |
             awk 'NR==1{mn=$1;mx=$1} {if($1<mn)mn=$1; if($1>mx)mx=$1} END {printf "%.1f%%", 100*(mx-mn)/mn}')
-        printf '%-16s %-5s %12s %12s %12s %8s\n' "$app" "$shape" "$1" "$2" "$3" "$spread"
+        printf '%-16s %-5s %12s %12s %12s %8s  %s\n' "$app" "$shape" "$1" "$2" "$3" "$spread" \
+            "$walls"
     done
 done
