@@ -106,3 +106,26 @@ pub fn binary(name: &str) -> PathBuf {
     );
     path
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_build_names_the_command_and_says_why() {
+        let why = run_cargo_build(&profile_dir(), &["-p", "no-such-package-here"])
+            .expect_err("a build of a package that does not exist fails");
+        assert!(
+            why.contains("cargo build --profile dev -p no-such-package-here"),
+            "{why}"
+        );
+        assert!(why.contains("did not match any packages"), "{why}");
+    }
+
+    #[test]
+    fn the_profile_follows_the_directory() {
+        assert_eq!(profile_name(Path::new("target/debug")), "dev");
+        assert_eq!(profile_name(Path::new("target/release")), "release");
+        assert_eq!(profile_name(Path::new("target/bench-lto")), "bench-lto");
+    }
+}
