@@ -11,7 +11,8 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::figure::{Bar, GroupedFigure, Panel};
 use super::layout::{
-    chart_err, panel_chart, series_style, text_px, y_top, Page, PanelAxes, BAND, FONT, INK,
+    chart_err, draw_group_name, panel_chart, series_style, text_px, y_top, Page, PanelAxes, BAND,
+    FONT, INK,
 };
 use crate::error::ReportError;
 
@@ -151,14 +152,8 @@ pub fn draw(path: &Path, f: &GroupedFigure) -> Result<(), ReportError> {
                     .map_err(|x| e(&x))?;
             }
         }
-        let centered = TextStyle::from((FONT, 12).into_font())
-            .color(&BLACK)
-            .pos(Pos::new(HPos::Center, VPos::Top));
         for (g, name) in f.groups.iter().enumerate() {
-            let (px, py) = chart.backend_coord(&(g as f64 + 0.5, 0.0));
-            page.root
-                .draw_text(name, &centered, (px, py + 6))
-                .map_err(|x| e(&x))?;
+            draw_group_name(&page, &chart, g, name, 6, &e)?;
         }
     }
     page.finish(path, &f.notes)

@@ -79,16 +79,17 @@ pub struct PanelAxes<'t> {
     pub ymax: f64,
 }
 
+/// One panel's chart: groups along x, values up.
+pub type PanelChart<'c, 'b> =
+    ChartContext<'c, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
 /// A panel's chart in `cell`, its mesh and y labels drawn (what every
 /// small-multiples figure shares).
 pub fn panel_chart<'c, 'b>(
     cell: &'c DrawingArea<SVGBackend<'b>, Shift>,
     axes: &PanelAxes<'_>,
     e: &impl Fn(&dyn std::fmt::Display) -> ReportError,
-) -> Result<
-    ChartContext<'c, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
-    ReportError,
-> {
+) -> Result<PanelChart<'c, 'b>, ReportError> {
     let ymax = axes.ymax;
     let mut chart = ChartBuilder::on(cell)
         .caption(axes.title, (FONT, 16))
@@ -114,6 +115,24 @@ pub fn panel_chart<'c, 'b>(
         .draw()
         .map_err(|x| e(&x))?;
     Ok(chart)
+}
+
+/// Group `g`'s `name`, centred under its slot, `below_px` under the x axis.
+pub fn draw_group_name(
+    page: &Page<'_>,
+    chart: &PanelChart<'_, '_>,
+    g: usize,
+    name: &str,
+    below_px: i32,
+    e: &impl Fn(&dyn std::fmt::Display) -> ReportError,
+) -> Result<(), ReportError> {
+    let centered = TextStyle::from((FONT, 12).into_font())
+        .color(&BLACK)
+        .pos(Pos::new(HPos::Center, VPos::Top));
+    let (px, py) = chart.backend_coord(&(g as f64 + 0.5, 0.0));
+    page.root
+        .draw_text(name, &centered, (px, py + below_px))
+        .map_err(|x| e(&x))
 }
 
 /// About how wide `text` is at `size` pixels in a sans-serif font.

@@ -10,7 +10,9 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::figure::{StackedFigure, StackedPanel};
 use super::grouped::slot;
-use super::layout::{chart_err, panel_chart, y_top, Page, PanelAxes, FONT, INK, PALETTE};
+use super::layout::{
+    chart_err, draw_group_name, panel_chart, y_top, Page, PanelAxes, FONT, INK, PALETTE,
+};
 use crate::error::ReportError;
 
 /// Panel height in pixels (taller than a grouped panel: the variants'
@@ -87,9 +89,6 @@ pub fn draw(path: &Path, f: &StackedFigure) -> Result<(), ReportError> {
             .color(&INK)
             .transform(FontTransform::Rotate270)
             .pos(Pos::new(HPos::Right, VPos::Center));
-        let centered = TextStyle::from((FONT, 12).into_font())
-            .color(&BLACK)
-            .pos(Pos::new(HPos::Center, VPos::Top));
         for g in 0..groups {
             for s in 0..n {
                 let (x0, x1) = slot(g, s, n);
@@ -99,10 +98,7 @@ pub fn draw(path: &Path, f: &StackedFigure) -> Result<(), ReportError> {
                     .map_err(|x| e(&x))?;
             }
             if let Some(name) = f.groups.get(g) {
-                let (px, py) = chart.backend_coord(&(g as f64 + 0.5, 0.0));
-                page.root
-                    .draw_text(name, &centered, (px, py + names_px as i32 + 6))
-                    .map_err(|x| e(&x))?;
+                draw_group_name(&page, &chart, g, name, names_px as i32 + 6, &e)?;
             }
         }
     }
