@@ -14,16 +14,8 @@
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 prefix=${1:-$root/target/imc}
-target=${CARGO_TARGET_DIR:-$root/target}
-cargo build --release -p libump --manifest-path "$root/Cargo.toml"
-install -d "$prefix/lib" "$prefix/include/sys"
-install -m 644 "$root/guest-driver/libump/include/ump.h" "$prefix/include/ump.h"
-install -m 644 "$root/guest-driver/libimc/include/sys/imc.h" "$prefix/include/sys/imc.h"
-install -m 644 "$target/release/libump.a" "$prefix/lib/libump.a"
-install -m 755 "$target/release/libump.so" "$prefix/lib/libump.so"
-echo "installed libump in $prefix:"
-echo "  $prefix/include/ump.h"
-echo "  $prefix/include/sys/imc.h"
-echo "  $prefix/lib/libump.a"
-echo "  $prefix/lib/libump.so"
+. "$root/scripts/lib/install-c-library.sh"
+install_c_library "$root" libump "$prefix" \
+    guest-driver/libump/include/ump.h:ump.h \
+    guest-driver/libimc/include/sys/imc.h:sys/imc.h
 echo "build a program: cc -I $prefix/include prog.c $prefix/lib/libump.a -lpthread -ldl -lm -o prog"

@@ -11,59 +11,24 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
-use common::{qemu_skip_reason, RunningCluster, MC_HOST};
-
-fn skip_reason() -> Option<String> {
-    qemu_skip_reason().or_else(|| {
-        let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-        match Command::new(&cc).arg("--version").output() {
-            Ok(o) if o.status.success() => None,
-            _ => Some(format!("no C compiler `{cc}`")),
-        }
-    })
-}
-
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
-/// libimc.a of this test's profile, built (or found up to date) by cargo.
-fn libimc() -> PathBuf {
-    let profile = Path::new(MC_HOST).parent().unwrap().to_path_buf();
-    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    cmd.args(["build", "-p", "libimc"]).current_dir(workspace());
-    if profile.file_name().is_some_and(|p| p == "release") {
-        cmd.arg("--release");
-    }
-    assert!(cmd.status().unwrap().success(), "cargo build -p libimc");
-    profile.join("libimc.a")
-}
+use common::{build_static_c, c_skip_reason, RunningCluster};
 
 /// `cc -static` of a C program with libimc, as docs/c-api.md says.
 fn build_static(sources: &[&str], out: &Path) {
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    let root = workspace();
-    let o = Command::new(cc)
-        .args(["-static", "-s", "-O2", "-Wall", "-pthread", "-I"])
-        .arg(root.join("guest-driver/libimc/include"))
-        .args(sources.iter().map(|s| root.join(s)))
-        .arg(libimc())
-        .args(["-lpthread", "-ldl", "-lm", "-o"])
-        .arg(out)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    build_static_c(
+        "libimc",
+        "libimc.a",
+        &["guest-driver/libimc/include"],
+        sources,
+        out,
+    );
 }
 
 #[test]
 fn a_c_program_runs_across_two_qemu_guests() {
-    if let Some(why) = skip_reason() {
+    if let Some(why) = c_skip_reason() {
         eprintln!("SKIPPED a_c_program_runs_across_two_qemu_guests: {why}");
         return;
     }

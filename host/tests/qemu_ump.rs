@@ -11,43 +11,11 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
-use common::{qemu_skip_reason, RunningCluster, MC_HOST};
-
-fn skip_reason() -> Option<String> {
-    qemu_skip_reason().or_else(|| {
-        let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-        match Command::new(&cc).arg("--version").output() {
-            Ok(o) if o.status.success() => None,
-            _ => Some(format!("no C compiler `{cc}`")),
-        }
-    })
-}
-
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
-/// libump.a of this test's profile, built (or found up to date) by cargo.
-fn libump() -> PathBuf {
-    let profile = Path::new(MC_HOST).parent().unwrap().to_path_buf();
-    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    cmd.args(["build", "-p", "libump"]).current_dir(workspace());
-    if profile.file_name().is_some_and(|p| p == "release") {
-        cmd.arg("--release");
-    }
-    assert!(cmd.status().unwrap().success(), "cargo build -p libump");
-    profile.join("libump.a")
-}
+use common::{build_static_c, c_skip_reason, RunningCluster};
 
 #[test]
 fn a_ump_program_runs_across_two_qemu_guests() {
-    if let Some(why) = skip_reason() {
+    if let Some(why) = c_skip_reason() {
         eprintln!("SKIPPED a_ump_program_runs_across_two_qemu_guests: {why}");
         return;
     }
@@ -57,20 +25,13 @@ fn a_ump_program_runs_across_two_qemu_guests() {
     std::fs::create_dir_all(&state).unwrap();
     // Not `echo`: the guest's busybox has an applet of that name first on PATH.
     let echo = state.join("ump_echo");
-    let root = workspace();
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    let o = Command::new(cc)
-        .args(["-static", "-s", "-O2", "-Wall", "-pthread", "-I"])
-        .arg(root.join("guest-driver/libump/include"))
-        .arg("-I")
-        .arg(root.join("guest-driver/libimc/include"))
-        .arg(root.join("guest-driver/libump/tests/c/echo.c"))
-        .arg(libump())
-        .args(["-lpthread", "-ldl", "-lm", "-o"])
-        .arg(&echo)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    build_static_c(
+        "libump",
+        "libump.a",
+        &["guest-driver/libump/include", "guest-driver/libimc/include"],
+        &["guest-driver/libump/tests/c/echo.c"],
+        &echo,
+    );
     let image = state.join("image");
     let cluster = RunningCluster::up(&state, 2, &image, &["--add", echo.to_str().unwrap()]);
     let (ok, text) = cluster.run(&["ump_echo"]);

@@ -1,18 +1,13 @@
-//! C programs for the tests of libimc (the TruCluster API in C): compiled
-//! with the system C compiler at test time against `libimc.a`, built first
-//! with the test's own profile, and `<sys/imc.h>` from the source tree.
+//! C programs for the tests of libimc (the TruCluster API in C) and libump
+//! (UMP for C): compiled with the system C compiler at test time against
+//! `libimc.a` or `libump.a`, built first with the test's own profile, and
+//! their headers from the source tree.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
 
-/// The workspace root.
-pub fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("workspace root")
-        .to_path_buf()
-}
+use crate::build;
+pub use crate::build::workspace;
 
 /// The C compiler (`$CC`, else `cc`), if one runs; None says why not.
 pub fn compiler() -> Result<String, String> {
@@ -24,43 +19,59 @@ pub fn compiler() -> Result<String, String> {
     }
 }
 
+/// A C library of the workspace that programs link with: its package,
+/// the archive it builds and the include directories of its headers.
+pub struct CLibrary {
+    pub package: &'static str,
+    pub archive: &'static str,
+    pub includes: &'static [&'static str],
+}
+
+/// libimc, the TruCluster API in C (`<sys/imc.h>`).
+pub const LIBIMC: CLibrary = CLibrary {
+    package: "libimc",
+    archive: "libimc.a",
+    includes: &["guest-driver/libimc/include"],
+};
+
+/// libump, UMP for C (`ump.h`); it holds libimc too.
+pub const LIBUMP: CLibrary = CLibrary {
+    package: "libump",
+    archive: "libump.a",
+    includes: &["guest-driver/libump/include", "guest-driver/libimc/include"],
+};
+
 /// The directory holding `libimc.a` for this test's profile, built (or
 /// found up to date by cargo) once per test process.
 pub fn libimc_dir() -> PathBuf {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let exe = std::env::current_exe().expect("test executable");
-            let profile_dir = exe
-                .parent()
-                .and_then(Path::parent)
-                .expect("target dir")
-                .to_path_buf();
-            let release = profile_dir.file_name().is_some_and(|p| p == "release");
-            let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-            cmd.args(["build", "-p", "libimc"]).current_dir(workspace());
-            if release {
-                cmd.arg("--release");
-            }
-            let status = cmd.status().expect("run cargo build -p libimc");
-            assert!(status.success(), "cargo build -p libimc failed");
-            profile_dir
-        })
-        .clone()
+    build::library_dir(LIBIMC.package)
 }
 
 /// Compile `sources` (paths relative to the workspace) into `out/name`,
 /// linked statically with libimc; `extra` are more compiler flags (`-static`
 /// for a QEMU guest). Panics with the compiler's output on failure.
 pub fn build(cc: &str, sources: &[&str], out: &Path, name: &str, extra: &[&str]) -> PathBuf {
+    build_with(&LIBIMC, cc, sources, out, name, extra)
+}
+
+/// [`build`], linked with `library` (built first) instead of libimc.
+pub fn build_with(
+    library: &CLibrary,
+    cc: &str,
+    sources: &[&str],
+    out: &Path,
+    name: &str,
+    extra: &[&str],
+) -> PathBuf {
     let root = workspace();
     let exe = out.join(name);
     let mut cmd = Command::new(cc);
-    cmd.args(["-O2", "-Wall", "-Werror", "-pthread"])
-        .arg("-I")
-        .arg(root.join("guest-driver/libimc/include"))
-        .args(sources.iter().map(|s| root.join(s)))
-        .arg(libimc_dir().join("libimc.a"))
+    cmd.args(["-O2", "-Wall", "-Werror", "-pthread"]);
+    for include in library.includes {
+        cmd.arg("-I").arg(root.join(include));
+    }
+    cmd.args(sources.iter().map(|s| root.join(s)))
+        .arg(build::library_dir(library.package).join(library.archive))
         .args(["-lpthread", "-ldl", "-lm"])
         .args(extra)
         .arg("-o")

@@ -4,7 +4,7 @@
 //!   guest per node (a thread speaking vhost-user to its socket, exactly as a
 //!   guest process does), each with the Memory Channel API open.
 //! - [`binary`]: the path of a workspace binary (`mc-host`, `mc-guest`) for
-//!   tests that run whole processes.
+//!   tests that run whole processes, built first ([`build`]).
 //! - [`hostile`]: a hostile vhost-user frontend and a well-behaved victim, for
 //!   the tests that attack the backend.
 //! - [`delivery`]: which delivery modes (eager, skewed with which seeds) a
@@ -12,11 +12,14 @@
 //! - [`c_program`]: C programs built with the system `cc` against libimc
 //!   (the C library of `guest-driver/libimc`).
 
+pub mod build;
 pub mod c_program;
 pub mod delivery;
 
+pub use build::binary;
+
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
 use std::sync::Arc;
 
 use firmware_model::{ClusterConfig, DeliveryMode};
@@ -114,33 +117,8 @@ impl VirtualCluster {
     }
 }
 
-/// Path of workspace binary `name`, built with the same profile as this test
-/// if it is not there yet (as under `cargo test -p integration`).
-pub fn binary(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable");
-    // target/<profile>/deps/<test> -> target/<profile>/<name>
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target dir")
-        .to_path_buf();
-    let path = profile_dir.join(name);
-    if !path.is_file() {
-        let release = profile_dir.file_name().is_some_and(|p| p == "release");
-        let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-        cmd.args(["build", "--workspace", "--bin", name])
-            .current_dir(env!("CARGO_MANIFEST_DIR"));
-        if release {
-            cmd.arg("--release");
-        }
-        let status = cmd.status().expect("run cargo build");
-        assert!(status.success(), "cargo build --bin {name} failed");
-    }
-    path
-}
-
 /// `mc-host run --nodes N --timeout SECS HOST_OPTS -- GUEST...` (mc-host finds
-/// `mc-guest` beside itself; both are built first if need be). Returns whether
+/// `mc-guest` beside itself; both are built first). Returns whether
 /// it succeeded, and its stdout and stderr together.
 pub fn mc_host_run(
     nodes: u32,
@@ -148,7 +126,6 @@ pub fn mc_host_run(
     host_opts: &[&str],
     guest: &[&str],
 ) -> (bool, String) {
-    binary("mc-guest");
     let out = Command::new(binary("mc-host"))
         .args(["run", "--nodes", &nodes.to_string()])
         .args(["--timeout", &timeout_s.to_string()])
@@ -157,10 +134,14 @@ pub fn mc_host_run(
         .args(guest)
         .output()
         .expect("run mc-host");
-    let text = format!(
+    (out.status.success(), output_text(&out))
+}
+
+/// A finished process's stdout and stderr together, as one text.
+pub fn output_text(out: &Output) -> String {
+    format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
+    )
 }

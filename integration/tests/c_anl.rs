@@ -20,7 +20,7 @@ use std::process::Command;
 use std::sync::{Mutex, OnceLock};
 
 use cashmere::CsmVariant;
-use integration::c_program;
+use integration::{build, c_program};
 
 /// Each program with the arguments the tests give it (besides `-p`).
 const PROGRAMS: &[(&str, &[&str])] = &[
@@ -55,22 +55,7 @@ fn tool(name: &str, arg: &str) -> Result<(), String> {
 
 /// libcsm.a for this test's profile, built once per test process.
 fn libcsm_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable");
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target dir")
-        .to_path_buf();
-    let release = profile_dir.file_name().is_some_and(|p| p == "release");
-    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    cmd.args(["build", "-p", "libcsm"])
-        .current_dir(c_program::workspace());
-    if release {
-        cmd.arg("--release");
-    }
-    let status = cmd.status().expect("run cargo build -p libcsm");
-    assert!(status.success(), "cargo build -p libcsm failed");
-    profile_dir
+    build::library_dir("libcsm")
 }
 
 fn mc_cc(cc: &str, lib: &Path, args: &[&str], out: &Path, src: &Path) -> Result<(), String> {

@@ -5,62 +5,16 @@
 //!
 //! Skipped, saying so, when no C compiler runs.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::OnceLock;
+use std::path::PathBuf;
 
-use integration::c_program;
-
-/// The directory holding `libump.a` for this test's profile, built once.
-fn libump_dir() -> PathBuf {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let exe = std::env::current_exe().expect("test executable");
-            let profile_dir = exe
-                .parent()
-                .and_then(Path::parent)
-                .expect("target dir")
-                .to_path_buf();
-            let release = profile_dir.file_name().is_some_and(|p| p == "release");
-            let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-            cmd.args(["build", "-p", "libump"])
-                .current_dir(c_program::workspace());
-            if release {
-                cmd.arg("--release");
-            }
-            assert!(cmd.status().expect("cargo build -p libump").success());
-            profile_dir
-        })
-        .clone()
-}
+use integration::{build, c_program};
 
 /// Compile `source` (relative to the workspace) against ump.h and
 /// sys/imc.h, linked with libump.a.
 fn build(cc: &str, source: &str, name: &str) -> PathBuf {
-    let root = c_program::workspace();
-    let dir = libump_dir().join("c-ump-programs");
+    let dir = build::library_dir(c_program::LIBUMP.package).join("c-ump-programs");
     std::fs::create_dir_all(&dir).expect("program dir");
-    let exe = dir.join(name);
-    let o = Command::new(cc)
-        .args(["-O2", "-Wall", "-Werror", "-pthread"])
-        .arg("-I")
-        .arg(root.join("guest-driver/libump/include"))
-        .arg("-I")
-        .arg(root.join("guest-driver/libimc/include"))
-        .arg(root.join(source))
-        .arg(libump_dir().join("libump.a"))
-        .args(["-lpthread", "-ldl", "-lm", "-o"])
-        .arg(&exe)
-        .output()
-        .expect("run the C compiler");
-    assert!(
-        o.status.success(),
-        "compiling {name} failed:\n{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    exe
+    c_program::build_with(&c_program::LIBUMP, cc, &[source], &dir, name, &[])
 }
 
 fn program(test: &str, source: &str, name: &str) -> Option<String> {

@@ -11,19 +11,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use integration::{binary, c_program};
+use integration::{binary, build, c_program, output_text};
 
 fn exhaustive() -> bool {
     std::env::var("MC_TEST_EXHAUSTIVE").is_ok_and(|v| v == "1")
-}
-
-/// target/<profile>/ of this test.
-fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable");
-    exe.parent()
-        .and_then(Path::parent)
-        .expect("target dir")
-        .to_path_buf()
 }
 
 fn on_path(name: &str) -> bool {
@@ -37,14 +28,7 @@ fn provider() -> Result<PathBuf, String> {
     static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     BUILT
         .get_or_init(|| {
-            let dir = profile_dir();
-            let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-            cmd.args(["build", "-p", "libfabric-mc"])
-                .current_dir(c_program::workspace());
-            if dir.file_name().is_some_and(|p| p == "release") {
-                cmd.arg("--release");
-            }
-            assert!(cmd.status().expect("cargo build -p libfabric-mc").success());
+            let dir = build::library_dir("libfabric-mc");
             let lib = dir.join("libmc_fi.so");
             let bytes = std::fs::read(&lib).map_err(|e| format!("{}: {e}", lib.display()))?;
             if !bytes.windows(12).any(|w| w == b"fi_prov_ini\0") {
@@ -69,7 +53,7 @@ fn missing() -> Option<String> {
 
 /// Compile an MPI program of integration/c/mpi with mpicc.
 fn mpi_program(name: &str) -> PathBuf {
-    let dir = profile_dir().join("mpi-programs");
+    let dir = build::profile_dir().join("mpi-programs");
     std::fs::create_dir_all(&dir).expect("program dir");
     let exe = dir.join(name);
     let src = c_program::workspace().join(format!("integration/c/mpi/{name}.c"));
@@ -98,12 +82,7 @@ fn mpirun(opts: &[&str], prog: &Path, args: &[&str]) -> (bool, String) {
         .env("MC_FI_LIB", provider().expect("checked"))
         .output()
         .expect("run mc-host mpirun");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
+    (out.status.success(), output_text(&out))
 }
 
 macro_rules! skip_without_mpi {
@@ -229,7 +208,7 @@ fn the_provider_keeps_its_libfabric_contract() {
             return;
         }
     };
-    let dir = profile_dir().join("mpi-programs");
+    let dir = build::profile_dir().join("mpi-programs");
     std::fs::create_dir_all(&dir).expect("program dir");
     let exe = dir.join("fi_contract");
     let o = Command::new(cc)
@@ -253,11 +232,7 @@ fn the_provider_keeps_its_libfabric_contract() {
         .env("FI_PROVIDER", "mc")
         .output()
         .expect("run mc-host");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = output_text(&out);
     assert!(
         out.status.success() && text.contains("fi_contract: ok"),
         "{text}"

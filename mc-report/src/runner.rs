@@ -148,27 +148,52 @@ pub fn append(path: &Path, record: &Value) -> Result<(), ReportError> {
     f.write_all(line.as_bytes()).map_err(ReportError::io(path))
 }
 
-/// Run `mc_host HOST_ARGS -- GUEST_ARGS` with its output (the command line
-/// first) in `log_path`.
-fn spawn_logged(
+/// What became of one run.
+pub struct RunOutcome {
+    pub ok: bool,
+    pub wall_s: f64,
+    pub record: Value,
+}
+
+/// A run's files in the logs directory: its log (mc-host's stdout and
+/// stderr) and the JSON record the guest writes (an old one removed).
+struct RunFiles {
+    log_path: PathBuf,
+    json_path: PathBuf,
+    log: std::fs::File,
+}
+
+impl RunFiles {
+    fn create(logs: &Path, stem: &str) -> Result<RunFiles, ReportError> {
+        let log_path = logs.join(format!("{stem}.log"));
+        let json_path = absolute(&logs.join(format!("{stem}.json")));
+        let _ = std::fs::remove_file(&json_path);
+        let log = std::fs::File::create(&log_path).map_err(ReportError::io(&log_path))?;
+        Ok(RunFiles {
+            log_path,
+            json_path,
+            log,
+        })
+    }
+}
+
+/// `mc_host HOST_ARGS -- GUEST_ARGS`, its output to the run's log; then
+/// the guest's record (the JSON file's last line), if it wrote one.
+fn run_mc_host(
     mc_host: &Path,
     host_args: &[String],
     guest_args: &[String],
-    log_path: &Path,
-) -> Result<ExitStatus, ReportError> {
-    let log = std::fs::File::create(log_path).map_err(ReportError::io(log_path))?;
-    let err_log = log.try_clone().map_err(ReportError::io(log_path))?;
-    {
-        let mut l = &log;
-        let _ = writeln!(
-            l,
-            "$ {} {} -- {}",
-            mc_host.display(),
-            host_args.join(" "),
-            guest_args.join(" ")
-        );
-    }
-    Command::new(mc_host)
+    files: &RunFiles,
+) -> Result<(ExitStatus, Option<Value>), ReportError> {
+    let log = files
+        .log
+        .try_clone()
+        .map_err(ReportError::io(&files.log_path))?;
+    let err_log = files
+        .log
+        .try_clone()
+        .map_err(ReportError::io(&files.log_path))?;
+    let status = Command::new(mc_host)
         .args(host_args)
         .arg("--")
         .args(guest_args)
@@ -179,21 +204,11 @@ fn spawn_logged(
         .map_err(|source| ReportError::Spawn {
             program: mc_host.to_path_buf(),
             source,
-        })
-}
-
-/// The last JSON line a guest wrote to `path`, if any.
-fn guest_record(path: &Path) -> Option<Value> {
-    std::fs::read_to_string(path)
+        })?;
+    let record = std::fs::read_to_string(&files.json_path)
         .ok()
-        .and_then(|t| t.lines().last().and_then(|l| serde_json::from_str(l).ok()))
-}
-
-/// What became of one run.
-pub struct RunOutcome {
-    pub ok: bool,
-    pub wall_s: f64,
-    pub record: Value,
+        .and_then(|t| t.lines().last().and_then(|l| serde_json::from_str(l).ok()));
+    Ok((status, record))
 }
 
 /// Run `spec` with `mc_host`, its output to a log in `logs`; `scale` is the
@@ -205,24 +220,30 @@ pub fn run_one(
     timeout_s: u64,
     scale: Option<f64>,
 ) -> Result<RunOutcome, ReportError> {
-    let stem = spec.file_stem();
-    let log_path = logs.join(format!("{stem}.log"));
-    let json_path = absolute(&logs.join(format!("{stem}.json")));
-    let _ = std::fs::remove_file(&json_path);
+    let files = RunFiles::create(logs, &spec.file_stem())?;
     let host_args = spec.host_args(timeout_s, scale);
-    let guest_args = spec.guest_args(&json_path);
+    let guest_args = spec.guest_args(&files.json_path);
+    {
+        let mut l = &files.log;
+        let _ = writeln!(
+            l,
+            "$ {} {} -- {}",
+            mc_host.display(),
+            host_args.join(" "),
+            guest_args.join(" ")
+        );
+    }
     let before = HostInfo::now();
     let t = Instant::now();
-    let status = spawn_logged(mc_host, &host_args, &guest_args, &log_path)?;
+    let (status, guest_record) = run_mc_host(mc_host, &host_args, &guest_args, &files)?;
     let wall_s = t.elapsed().as_secs_f64();
     let after = HostInfo::now();
-    let guest_record = guest_record(&json_path);
     let ok = status.success() && guest_record.is_some();
     let run = json!({
         "key": spec.key(),
         "status": if ok { "ok" } else { "failed" },
         "exit_code": status.code(),
-        "log": absolute(&log_path).display().to_string(),
+        "log": absolute(&files.log_path).display().to_string(),
         "wall_s": wall_s,
         "baseline": spec.baseline,
         "config": spec.shape.to_string(),
@@ -278,10 +299,7 @@ fn run_table2(
     key: &str,
     logs: &Path,
 ) -> Result<(bool, Value), ReportError> {
-    let stem = format!("table2-{variant}");
-    let log_path = logs.join(format!("{stem}.log"));
-    let json_path = absolute(&logs.join(format!("{stem}.json")));
-    let _ = std::fs::remove_file(&json_path);
+    let files = RunFiles::create(logs, &format!("table2-{variant}"))?;
     let mut host_args: Vec<String> = [
         "run",
         "--nodes",
@@ -309,16 +327,15 @@ fn run_table2(
         "--iters".into(),
         TABLE2_ITERS.to_string(),
         "--json".into(),
-        json_path.display().to_string(),
+        files.json_path.display().to_string(),
     ];
-    let status = spawn_logged(mc_host, &host_args, &guest_args, &log_path)?;
-    let rec = guest_record(&json_path);
+    let (status, rec) = run_mc_host(mc_host, &host_args, &guest_args, &files)?;
     let ok = status.success() && rec.is_some();
     let run = json!({
         "key": key,
         "status": if ok { "ok" } else { "failed" },
         "exit_code": status.code(),
-        "log": absolute(&log_path).display().to_string(),
+        "log": absolute(&files.log_path).display().to_string(),
     });
     let mut v = rec.unwrap_or_else(|| json!({ "schema": 1, "kind": "table2", "variant": variant }));
     if let Some(o) = v.as_object_mut() {

@@ -19,6 +19,7 @@ use firmware_model::NodeId;
 use crate::error::McError;
 use crate::error_count::ErrorCheck;
 use crate::events::{EventSignal, Notification};
+use crate::host::NodeHost;
 use crate::join::{Coherence, JoinHost, Resync, Window};
 use crate::layout::Layout;
 use crate::lock::{self, LocalLocks, LockHost, LockSet};
@@ -46,37 +47,28 @@ impl Inner {
     }
 }
 
-impl LockHost for Inner {
+impl NodeHost for Inner {
     fn node(&self) -> &Node {
         &self.node
     }
     fn tables(&self) -> &Tables {
         &self.tables
     }
+}
+
+impl LockHost for Inner {
     fn local_locks(&self) -> &LocalLocks {
         &self.locks
     }
 }
 
 impl RegionHost for Inner {
-    fn node(&self) -> &Node {
-        &self.node
-    }
-    fn tables(&self) -> &Tables {
-        &self.tables
-    }
     fn attachments(&self) -> &Attachments {
         &self.attachments
     }
 }
 
 impl JoinHost for Inner {
-    fn node(&self) -> &Node {
-        &self.node
-    }
-    fn tables(&self) -> &Tables {
-        &self.tables
-    }
     fn local_locks(&self) -> &LocalLocks {
         &self.locks
     }

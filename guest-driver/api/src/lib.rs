@@ -44,6 +44,7 @@ mod coherence;
 mod error;
 mod error_count;
 mod events;
+mod host;
 mod join;
 pub mod layout;
 mod lock;
@@ -69,6 +70,8 @@ pub use firmware_model::NodeId;
 pub use lock::LockSet;
 /// The one way the guest side waits (re-exported for the layers above).
 pub use mc_driver::backoff;
+/// Futex sleeps and wakes on a word (re-exported for the layers above).
+pub use mc_driver::futex;
 /// The virtual clock of predicted-time runs (docs/virtual-time.md).
 pub use mc_driver::vclock;
 /// How a program prints an error with each of its causes once.

@@ -12,6 +12,7 @@ use mc_driver::vclock;
 use crate::error::{McError, Shortage};
 use mc_driver::backoff::Backoff;
 
+use crate::host::NodeHost;
 use crate::node::{wait_policy, Node};
 use crate::spinlock::ClusterLock;
 use crate::table::{first_fit, LockSetEntry, Tables};
@@ -82,9 +83,7 @@ impl LocalLocks {
 /// What lock sets need of the node they belong to: the node, its tables and
 /// its threads' local locks (the handle, `MemoryChannel`, provides them; a
 /// lock set keeps the node's API open while it lives).
-pub(crate) trait LockHost: Send + Sync {
-    fn node(&self) -> &Node;
-    fn tables(&self) -> &Tables;
+pub(crate) trait LockHost: NodeHost {
     fn local_locks(&self) -> &LocalLocks;
 }
 

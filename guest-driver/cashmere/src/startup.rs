@@ -70,24 +70,14 @@ pub(crate) fn start_node(
             &site,
         )?)
     };
-    let sync: Box<dyn seams::Synchronization> = if v.sync_by_messages() {
-        Box::new(msg_sync::MsgSync::new(
-            mc,
-            space,
-            cfg.locks,
-            mail.clone(),
-            bell.clone(),
-            &site,
-        )?)
-    } else {
-        Box::new(dms_sync::DmsSync::new(
-            mc,
-            space,
-            cfg.locks,
-            mail.clone(),
-            bell.clone(),
-            &site,
-        )?)
+    // Both kinds of synchronisation are built from the same parts.
+    let sync: Box<dyn seams::Synchronization> = {
+        let (locks, mail, bell) = (cfg.locks, mail.clone(), bell.clone());
+        if v.sync_by_messages() {
+            Box::new(msg_sync::MsgSync::new(mc, space, locks, mail, bell, &site)?)
+        } else {
+            Box::new(dms_sync::DmsSync::new(mc, space, locks, mail, bell, &site)?)
+        }
     };
     let signal = mc.event_signal()?;
     let node = Arc::new(Node {

@@ -26,6 +26,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+use mc_api::futex::{self, Scope};
 use mc_api::vclock;
 
 /// What a wait is for: it decides how long the waiter spins first and how
@@ -127,7 +128,7 @@ impl FutexBell {
     pub fn ring(&self) {
         self.generation.fetch_add(1, Ordering::SeqCst);
         if self.sleepers.load(Ordering::SeqCst) > 0 {
-            futex_wake_all(&self.generation);
+            futex::wake_all(&self.generation, Scope::Private);
         }
     }
 
@@ -155,7 +156,7 @@ impl FutexBell {
         // Looked at after `ticking` is set: a waiter that registers after
         // this look finds it set and rings.
         if self.sleepers.load(Ordering::SeqCst) == 0 {
-            futex_wait(&self.generation, seen, tick);
+            futex::wait(&self.generation, seen, tick, Scope::Private);
         }
         self.ticking.store(false, Ordering::SeqCst);
     }
@@ -244,7 +245,7 @@ impl FutexBell {
                 self.sleepers.fetch_sub(1, Ordering::SeqCst);
                 return r.map(|v| v.expect("checked above"));
             }
-            futex_wait(&self.generation, seen, what.nap());
+            futex::wait(&self.generation, seen, what.nap(), Scope::Private);
             self.sleepers.fetch_sub(1, Ordering::SeqCst);
         }
     }
@@ -283,42 +284,6 @@ pub fn await_echo<E>(
         },
         arrival,
     )
-}
-
-fn futex_wait(word: &AtomicU32, expected: u32, timeout: Duration) {
-    let ts = libc::timespec {
-        tv_sec: timeout.as_secs() as libc::time_t,
-        tv_nsec: timeout.subsec_nanos() as libc::c_long,
-    };
-    // SAFETY: FUTEX_WAIT reads the aligned 32-bit word `word` points at,
-    // which lives as long as this call; `ts` is a valid timespec. A spurious
-    // or early return is harmless: the caller looks again.
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
-            expected,
-            &ts as *const libc::timespec,
-            0usize,
-            0u32,
-        );
-    }
-}
-
-fn futex_wake_all(word: &AtomicU32) {
-    // SAFETY: FUTEX_WAKE only uses the word's address as a key.
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
-            i32::MAX,
-            0usize,
-            0usize,
-            0u32,
-        );
-    }
 }
 
 #[cfg(test)]

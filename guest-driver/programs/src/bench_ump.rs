@@ -16,6 +16,9 @@ use mc_api::{Barrier, McError, MemoryChannel, NodeId, Sharing};
 use serde::Serialize;
 use ump::{ChannelId, Config, Node, Transport, Ump, UmpError};
 
+// Waits as `mc-guest bench latency` does, so the figures compare.
+use crate::bench::spin_until;
+
 const T: Duration = Duration::from_secs(120);
 const KEY_BARRIER: u32 = 0x554d_b001;
 const KEY_PING: u32 = 0x554d_b002;
@@ -93,20 +96,6 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
     v.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
     v[v.len() / 2]
-}
-
-/// Wait as `mc-guest bench latency` does (spin briefly, then yield), so
-/// the adapter's figure here is the one that bench reports.
-fn spin_until(mut f: impl FnMut() -> bool) {
-    let mut spins = 0u32;
-    while !f() {
-        spins = spins.saturating_add(1);
-        if spins > 50 {
-            std::thread::yield_now();
-        } else {
-            std::hint::spin_loop();
-        }
-    }
 }
 
 /// Round trips for a message of `size` bytes.

@@ -26,6 +26,75 @@ pub fn qemu_skip_reason() -> Option<String> {
         .map(|e| e.to_string())
 }
 
+/// Why the QEMU tests of C programs cannot run here: [`qemu_skip_reason`],
+/// or no C compiler (`$CC`, else `cc`).
+pub fn c_skip_reason() -> Option<String> {
+    qemu_skip_reason().or_else(|| {
+        let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+        match Command::new(&cc).arg("--version").output() {
+            Ok(o) if o.status.success() => None,
+            _ => Some(format!("no C compiler `{cc}`")),
+        }
+    })
+}
+
+/// The workspace root.
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .to_path_buf()
+}
+
+/// The static library `archive` of workspace package `package`, built (or
+/// found up to date) by cargo with the profile of this test's mc-host.
+fn library(package: &str, archive: &str) -> PathBuf {
+    let dir = Path::new(MC_HOST).parent().expect("profile dir");
+    let profile = match dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") | None => "dev",
+        Some(name) => name,
+    };
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .args(["build", "--profile", profile, "-p", package])
+        .current_dir(workspace())
+        .output()
+        .expect("run cargo build");
+    assert!(
+        out.status.success(),
+        "cargo build -p {package} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    dir.join(archive)
+}
+
+/// `cc -static` of C `sources` (relative to the workspace) into `out`,
+/// linked with `archive` of workspace package `package` and its headers in
+/// `includes`, as a program for the QEMU guests (docs/c-api.md).
+pub fn build_static_c(
+    package: &str,
+    archive: &str,
+    includes: &[&str],
+    sources: &[&str],
+    out: &Path,
+) {
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let root = workspace();
+    let mut cmd = Command::new(cc);
+    cmd.args(["-static", "-s", "-O2", "-Wall", "-pthread"]);
+    for include in includes {
+        cmd.arg("-I").arg(root.join(include));
+    }
+    let o = cmd
+        .args(sources.iter().map(|s| root.join(s)))
+        .arg(library(package, archive))
+        .args(["-lpthread", "-ldl", "-lm", "-o"])
+        .arg(out)
+        .output()
+        .expect("run the C compiler");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
 /// `MC_TEST_GUEST_BINARY`, if set: a static mc-guest to use instead of the
 /// one `cluster up` builds from this checkout.
 pub fn given_guest_binary() -> Option<String> {

@@ -10,7 +10,10 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::figure::{Bar, GroupedFigure, Panel};
-use super::layout::{axis_label, chart_err, series_style, text_px, y_top, Page, BAND, FONT, INK};
+use super::layout::{
+    chart_err, draw_group_name, panel_chart, series_style, text_px, y_top, Page, PanelAxes, BAND,
+    FONT, INK,
+};
 use crate::error::ReportError;
 
 /// Panel height in pixels.
@@ -79,33 +82,18 @@ pub fn draw(path: &Path, f: &GroupedFigure) -> Result<(), ReportError> {
         let max = panel_max(p);
         let reference = reference_in(max, f.reference.as_ref().map(|r| r.0));
         let ymax = y_top(max.max(reference.unwrap_or(0.0)));
-        let mut chart = ChartBuilder::on(cell)
-            .caption(&p.title, (FONT, 16))
-            .margin_top(6)
-            .margin_right(12)
-            .margin_left(4)
-            .x_label_area_size(28)
-            .y_label_area_size(if page.first_in_row(i) { 58 } else { 40 })
-            .build_cartesian_2d(0f64..groups as f64, 0f64..ymax)
-            .map_err(|x| e(&x))?;
-        chart
-            .configure_mesh()
-            .disable_x_mesh()
-            .x_labels(0)
-            .x_label_formatter(&|_| String::new())
-            .y_labels(6)
-            .y_desc(if page.first_in_row(i) {
-                f.y_desc.as_str()
-            } else {
-                ""
-            })
-            .y_label_formatter(&|v| axis_label(*v, ymax))
-            .label_style((FONT, 11))
-            .axis_desc_style((FONT, 12))
-            .light_line_style(RGBColor(245, 245, 245))
-            .bold_line_style(RGBColor(225, 225, 225))
-            .draw()
-            .map_err(|x| e(&x))?;
+        let mut chart = panel_chart(
+            cell,
+            &PanelAxes {
+                title: &p.title,
+                y_desc: &f.y_desc,
+                first_in_row: page.first_in_row(i),
+                x_label_px: 28,
+                groups,
+                ymax,
+            },
+            &e,
+        )?;
         // Grey bands first, so bars and text sit on top of them.
         let mut bands = Vec::new();
         for (g, row) in p.values.iter().enumerate() {
@@ -164,14 +152,8 @@ pub fn draw(path: &Path, f: &GroupedFigure) -> Result<(), ReportError> {
                     .map_err(|x| e(&x))?;
             }
         }
-        let centered = TextStyle::from((FONT, 12).into_font())
-            .color(&BLACK)
-            .pos(Pos::new(HPos::Center, VPos::Top));
         for (g, name) in f.groups.iter().enumerate() {
-            let (px, py) = chart.backend_coord(&(g as f64 + 0.5, 0.0));
-            page.root
-                .draw_text(name, &centered, (px, py + 6))
-                .map_err(|x| e(&x))?;
+            draw_group_name(&page, &chart, g, name, 6, &e)?;
         }
     }
     page.finish(path, &f.notes)

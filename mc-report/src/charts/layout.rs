@@ -5,6 +5,7 @@
 
 use std::path::Path;
 
+use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -64,6 +65,74 @@ pub fn chart_err(path: &Path) -> impl Fn(&dyn std::fmt::Display) -> ReportError 
         path: path.to_path_buf(),
         message: x.to_string(),
     }
+}
+
+/// The axes of one panel: its title, `groups` slots along x (the caller
+/// labels them, in `x_label_px` under the axis), 0 to `ymax` up, the y axis
+/// described on the first panel of a row only.
+pub struct PanelAxes<'t> {
+    pub title: &'t str,
+    pub y_desc: &'t str,
+    pub first_in_row: bool,
+    pub x_label_px: u32,
+    pub groups: usize,
+    pub ymax: f64,
+}
+
+/// One panel's chart: groups along x, values up.
+pub type PanelChart<'c, 'b> =
+    ChartContext<'c, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// A panel's chart in `cell`, its mesh and y labels drawn (what every
+/// small-multiples figure shares).
+pub fn panel_chart<'c, 'b>(
+    cell: &'c DrawingArea<SVGBackend<'b>, Shift>,
+    axes: &PanelAxes<'_>,
+    e: &impl Fn(&dyn std::fmt::Display) -> ReportError,
+) -> Result<PanelChart<'c, 'b>, ReportError> {
+    let ymax = axes.ymax;
+    let mut chart = ChartBuilder::on(cell)
+        .caption(axes.title, (FONT, 16))
+        .margin_top(6)
+        .margin_right(12)
+        .margin_left(4)
+        .x_label_area_size(axes.x_label_px)
+        .y_label_area_size(if axes.first_in_row { 58 } else { 40 })
+        .build_cartesian_2d(0f64..axes.groups as f64, 0f64..ymax)
+        .map_err(|x| e(&x))?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(0)
+        .x_label_formatter(&|_| String::new())
+        .y_labels(6)
+        .y_desc(if axes.first_in_row { axes.y_desc } else { "" })
+        .y_label_formatter(&|v| axis_label(*v, ymax))
+        .label_style((FONT, 11))
+        .axis_desc_style((FONT, 12))
+        .light_line_style(RGBColor(245, 245, 245))
+        .bold_line_style(RGBColor(225, 225, 225))
+        .draw()
+        .map_err(|x| e(&x))?;
+    Ok(chart)
+}
+
+/// Group `g`'s `name`, centred under its slot, `below_px` under the x axis.
+pub fn draw_group_name(
+    page: &Page<'_>,
+    chart: &PanelChart<'_, '_>,
+    g: usize,
+    name: &str,
+    below_px: i32,
+    e: &impl Fn(&dyn std::fmt::Display) -> ReportError,
+) -> Result<(), ReportError> {
+    let centered = TextStyle::from((FONT, 12).into_font())
+        .color(&BLACK)
+        .pos(Pos::new(HPos::Center, VPos::Top));
+    let (px, py) = chart.backend_coord(&(g as f64 + 0.5, 0.0));
+    page.root
+        .draw_text(name, &centered, (px, py + below_px))
+        .map_err(|x| e(&x))
 }
 
 /// About how wide `text` is at `size` pixels in a sans-serif font.

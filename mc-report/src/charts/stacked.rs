@@ -10,7 +10,9 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::figure::{StackedFigure, StackedPanel};
 use super::grouped::slot;
-use super::layout::{axis_label, chart_err, y_top, Page, FONT, INK, PALETTE};
+use super::layout::{
+    chart_err, draw_group_name, panel_chart, y_top, Page, PanelAxes, FONT, INK, PALETTE,
+};
 use crate::error::ReportError;
 
 /// Panel height in pixels (taller than a grouped panel: the variants'
@@ -54,33 +56,18 @@ pub fn draw(path: &Path, f: &StackedFigure) -> Result<(), ReportError> {
     let names_px = (longest as u32 * 5 + 8).min(60);
     for (i, (cell, p)) in page.cells.iter().zip(&f.panels).enumerate() {
         let ymax = y_top(panel_max(p));
-        let mut chart = ChartBuilder::on(cell)
-            .caption(&p.title, (FONT, 16))
-            .margin_top(6)
-            .margin_right(12)
-            .margin_left(4)
-            .x_label_area_size(names_px + 24)
-            .y_label_area_size(if page.first_in_row(i) { 58 } else { 40 })
-            .build_cartesian_2d(0f64..groups as f64, 0f64..ymax)
-            .map_err(|x| e(&x))?;
-        chart
-            .configure_mesh()
-            .disable_x_mesh()
-            .x_labels(0)
-            .x_label_formatter(&|_| String::new())
-            .y_labels(6)
-            .y_desc(if page.first_in_row(i) {
-                f.y_desc.as_str()
-            } else {
-                ""
-            })
-            .y_label_formatter(&|v| axis_label(*v, ymax))
-            .label_style((FONT, 11))
-            .axis_desc_style((FONT, 12))
-            .light_line_style(RGBColor(245, 245, 245))
-            .bold_line_style(RGBColor(225, 225, 225))
-            .draw()
-            .map_err(|x| e(&x))?;
+        let mut chart = panel_chart(
+            cell,
+            &PanelAxes {
+                title: &p.title,
+                y_desc: &f.y_desc,
+                first_in_row: page.first_in_row(i),
+                x_label_px: names_px + 24,
+                groups,
+                ymax,
+            },
+            &e,
+        )?;
         for k in 0..f.components.len() {
             let color = PALETTE[k % PALETTE.len()];
             let mut rects = Vec::new();
@@ -102,9 +89,6 @@ pub fn draw(path: &Path, f: &StackedFigure) -> Result<(), ReportError> {
             .color(&INK)
             .transform(FontTransform::Rotate270)
             .pos(Pos::new(HPos::Right, VPos::Center));
-        let centered = TextStyle::from((FONT, 12).into_font())
-            .color(&BLACK)
-            .pos(Pos::new(HPos::Center, VPos::Top));
         for g in 0..groups {
             for s in 0..n {
                 let (x0, x1) = slot(g, s, n);
@@ -114,10 +98,7 @@ pub fn draw(path: &Path, f: &StackedFigure) -> Result<(), ReportError> {
                     .map_err(|x| e(&x))?;
             }
             if let Some(name) = f.groups.get(g) {
-                let (px, py) = chart.backend_coord(&(g as f64 + 0.5, 0.0));
-                page.root
-                    .draw_text(name, &centered, (px, py + names_px as i32 + 6))
-                    .map_err(|x| e(&x))?;
+                draw_group_name(&page, &chart, g, name, names_px as i32 + 6, &e)?;
             }
         }
     }

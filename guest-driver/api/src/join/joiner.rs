@@ -10,6 +10,7 @@ use firmware_model::{AdapterErrorStatus, NodeId, PctEntry};
 use log::{debug, info, warn};
 
 use super::notice::{status, Manager, POLL_BUSY};
+use super::window::with_resync_window;
 use super::JoinHost;
 use super::{Coherence, Resync, BATCH};
 use crate::error::McError;
@@ -48,25 +49,9 @@ impl Manager {
             // 2. The window aliases control pages and arena here.
             let mut frames = inner.control.frames();
             frames.extend(inner.arena.frames());
-            host.node().port().set_pct_transient(
-                l.resync_first(),
-                l.resync_pages(),
-                PctEntry::receive(),
-                &frames,
-            )?;
-            let r = self.request_and_wait(host);
-            if let Err(e) = host.node().port().set_pct_transient(
-                l.resync_first(),
-                l.resync_pages(),
-                PctEntry::DISABLED,
-                &[],
-            ) {
-                warn!(
-                    "node{me}: unmapping the resync window: {}",
-                    crate::Chain(&e)
-                );
-            }
-            r?
+            with_resync_window(host.node(), PctEntry::receive(), &frames, || {
+                self.request_and_wait(host)
+            })?
         };
         repair_own_lock_entries(host)?;
         host.tables().forget_written();

@@ -51,9 +51,8 @@ pub use crate::coherence::{Coherence, Resync};
 pub(crate) use notice::{adapter_offline, start};
 pub(crate) use window::Window;
 
+use crate::host::NodeHost;
 use crate::lock::LocalLocks;
-use crate::node::Node;
-use crate::table::Tables;
 
 /// Records per transmit batch: the port is free for the node's own threads in
 /// between.
@@ -63,8 +62,6 @@ const BATCH: usize = 32;
 /// forget this node's own writes after a catch-up) and its threads' local
 /// locks (to repair lock entries left set by a crash). The thread holds it
 /// weakly and ends when the node's last handle is gone.
-pub(crate) trait JoinHost: Send + Sync {
-    fn node(&self) -> &Node;
-    fn tables(&self) -> &Tables;
+pub(crate) trait JoinHost: NodeHost {
     fn local_locks(&self) -> &LocalLocks;
 }

@@ -10,6 +10,7 @@ use firmware_model::{NodeId, PctEntry};
 use log::{debug, info, warn};
 
 use super::notice::{Manager, RETRY};
+use super::window::with_resync_window;
 use super::JoinHost;
 use super::{Window, BATCH};
 use crate::error::McError;
@@ -92,25 +93,12 @@ impl Manager {
         let (me, l) = (self.me, inner.layout);
         let t0 = Instant::now();
         info!("node{me}: serving join request {seq} of node {j}");
-        host.node().port().set_pct_transient(
-            l.resync_first(),
-            l.resync_pages(),
+        let (rounds, sent) = with_resync_window(
+            host.node(),
             PctEntry::transmit_to(NodeId(j as u8)),
             &[],
+            || self.retransmit(host, j),
         )?;
-        let r = self.retransmit(host, j);
-        if let Err(e) = host.node().port().set_pct_transient(
-            l.resync_first(),
-            l.resync_pages(),
-            PctEntry::DISABLED,
-            &[],
-        ) {
-            warn!(
-                "node{me}: unmapping the resync window: {}",
-                crate::Chain(&e)
-            );
-        }
-        let (rounds, sent) = r?;
         // Ordered after every retransmission: the joiner sees it last.
         let answer = (seq << 8) | u64::from(me);
         host.node().store(

@@ -1,6 +1,11 @@
 //! The coherent state (control pages, then the arena) as one byte range: what
-//! a server retransmits to a joiner and what `coherent_snapshot` reads.
+//! a server retransmits to a joiner and what `coherent_snapshot` reads; and
+//! the resync window both ends map while they do it.
 
+use firmware_model::PctEntry;
+use log::warn;
+
+use crate::error::McError;
 use crate::layout::CONTROL_PAGES;
 use crate::node::Node;
 use crate::port::ReceiveMemory;
@@ -33,4 +38,30 @@ impl<'a> Window<'a> {
             self.arena.read(0, b);
         }
     }
+}
+
+/// Map the resync window (the layout's resync pages) with `entry` over
+/// `frames`, run `f`, and unmap the window again whatever `f` returned (an
+/// unmapping that fails is logged; `f`'s result is what counts).
+pub(crate) fn with_resync_window<T>(
+    node: &Node,
+    entry: PctEntry,
+    frames: &[u64],
+    f: impl FnOnce() -> Result<T, McError>,
+) -> Result<T, McError> {
+    let l = node.layout;
+    node.port()
+        .set_pct_transient(l.resync_first(), l.resync_pages(), entry, frames)?;
+    let r = f();
+    if let Err(e) =
+        node.port()
+            .set_pct_transient(l.resync_first(), l.resync_pages(), PctEntry::DISABLED, &[])
+    {
+        warn!(
+            "node{}: unmapping the resync window: {}",
+            node.me,
+            crate::Chain(&e)
+        );
+    }
+    r
 }

@@ -6,9 +6,8 @@ use std::sync::{Arc, Mutex};
 
 use firmware_model::NodeId;
 
-use crate::node::Node;
+use crate::host::NodeHost;
 use crate::port::ReceiveMemory;
-use crate::table::Tables;
 
 /// This node's attachments of one region.
 #[derive(Default)]
@@ -46,8 +45,6 @@ impl Attachments {
 /// What regions need of the node they belong to: the node, its tables and
 /// its local attachments (the handle, `MemoryChannel`, provides them; an
 /// attached region keeps the node's API open while it lives).
-pub(crate) trait RegionHost: Send + Sync {
-    fn node(&self) -> &Node;
-    fn tables(&self) -> &Tables;
+pub(crate) trait RegionHost: NodeHost {
     fn attachments(&self) -> &Attachments;
 }

@@ -21,7 +21,9 @@ pub(super) const KEY_BCAST: u32 = 0xbe4c_0006;
 pub(super) const KEY_LOOP: u32 = 0xbe4c_0007;
 pub(super) const KEY_POST: u32 = 0xbe4c_0008;
 
-pub(super) fn spin_until(mut f: impl FnMut() -> bool) {
+/// Wait until `f` holds: spin briefly, then yield (what every benchmark's
+/// waits do, so that their figures compare).
+pub(crate) fn spin_until(mut f: impl FnMut() -> bool) {
     let mut spins = 0u32;
     while !f() {
         spins = spins.saturating_add(1);

@@ -19,6 +19,7 @@ use std::time::Instant;
 
 use mc_api::{Barrier, MemoryChannel, Sharing};
 
+pub(crate) use measure::spin_until;
 pub use report::{format, BenchError, BenchReport, BenchRow, Which};
 pub(crate) use stats::median;
 pub use stats::{raw_cache_line_one_way_ns, raw_memcpy_mb_s};

@@ -1,0 +1,204 @@
+//! `MAIN_INITENV`: the shared heap's layout (control block, the program's
+//! `G_MALLOC` space, its globals at their link-time address), Cashmere
+//! started over it, and the node's [`Runtime`].
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Mutex;
+use std::time::Instant;
+
+use cashmere::{Config, Csm, CsmError, Levels};
+
+use super::control::{W_FUNCS, W_NEXT_ALLOC, W_NEXT_LOCK};
+use super::exit::{register_exit_handler, stdout};
+use super::{Creation, RunError, Runtime, DEFAULT_HEAP, PROC, RUNTIME};
+use crate::connect;
+use crate::globals::{self, Globals, GLOBALS_AT};
+use crate::settings::Settings;
+
+fn page_round(n: usize, page: usize) -> usize {
+    n.div_ceil(page) * page
+}
+
+/// Where the loader put this thread's errno: the same on every node only
+/// when their address space layouts agree.
+pub(super) fn layout_fingerprint() -> usize {
+    // SAFETY: always valid for the calling thread.
+    unsafe { libc::__errno_location() as usize }
+}
+
+/// The heap the program asked for: `CSM_HEAP_MIB`, else `MAIN_INITENV`'s
+/// size, else [`DEFAULT_HEAP`].
+fn user_heap(settings: &Settings, asked: u64) -> usize {
+    match settings.heap_mib {
+        Some(m) => m << 20,
+        None if asked > 0 => usize::try_from(asked).unwrap_or(usize::MAX),
+        None => DEFAULT_HEAP,
+    }
+}
+
+/// `MAIN_INITENV`: start Cashmere on this node. Returns on node 0; on every
+/// other node it runs that node's processes and exits.
+pub fn main_initenv(
+    asked: u64,
+    globals: Globals,
+    built: bool,
+) -> Result<&'static Runtime, RunError> {
+    if let Some(rt) = RUNTIME.get() {
+        // Started already, by a macro used before MAIN_INITENV, with the
+        // default heap or CSM_HEAP_MIB (a G_MALLOC beyond it says so).
+        return Ok(rt);
+    }
+    let settings = Settings::from_env()?;
+    let page = settings.page_size as usize;
+    let nodes_hint = settings.nodes_hint;
+    let procs_hint = nodes_hint * settings.threads;
+    // Globals not where mc-cc's linker script puts them are the process's
+    // own, not shared (a program not built by mc-cc).
+    let globals = if built && globals.start == GLOBALS_AT {
+        globals
+    } else {
+        Globals { start: 0, len: 0 }
+    };
+    let globals_len = page_round(globals.len, page);
+    let control_len = page_round(8 * (W_FUNCS + procs_hint.max(64) as usize), page);
+    // The most the program may get; less if it is only asked for and does
+    // not fit the cluster's Memory Channel space (below, once it is open).
+    let mut user = page_round(user_heap(&settings, asked), page);
+    let heap_len = |user: usize| control_len + user + globals_len;
+    if heap_len(user) > cashmere::MAX_HEAP_BYTES {
+        return Err(RunError::HeapTooLarge {
+            bytes: heap_len(user),
+            user,
+            globals: globals.len,
+            max: cashmere::MAX_HEAP_BYTES,
+        });
+    }
+    let mut cfg = Config {
+        heap_bytes: heap_len(user),
+        page_size: settings.page_size,
+        threads: settings.threads,
+        levels: if settings.one_level {
+            Levels::One
+        } else {
+            Levels::Two
+        },
+        locks: settings.locks,
+        flags: 4,
+        exclusive_mode: settings.exclusive_mode,
+        home_direct: settings.home_direct,
+        variant: settings.variant,
+        detection: settings.detection.protocol(),
+        ..Config::default()
+    };
+    let arena = (4 << 20) + 2 * cfg.space(nodes_hint.max(8)).arena_bytes(8192);
+    let mc = connect::open(heap_len(user), arena).map_err(RunError::Connect)?;
+    let nodes = mc.nodes();
+    if nodes > nodes_hint {
+        return Err(RunError::NodesHint {
+            hint: nodes_hint,
+            nodes,
+        });
+    }
+    if !built && nodes > 1 {
+        return Err(RunError::NotBuilt);
+    }
+    if settings.heap_mib.is_none() {
+        // Every node's home region is the heap: a size SPLASH's MAIN_INITENV
+        // names (sized for its allocator, often far more than it uses) or
+        // the default shrinks to what N of them leave of the address space.
+        let fit = (mc.registers().address_space as usize / 2 / nodes.max(1) as usize)
+            .saturating_sub(control_len + globals_len);
+        user = user.min(page_round(fit.max(1 << 20), page));
+    }
+    cfg.heap_bytes = heap_len(user);
+    // The heap ends where the globals end.
+    let base = GLOBALS_AT - control_len - user;
+    let floor = globals::image_end();
+    if base < floor {
+        return Err(RunError::HeapBelow {
+            user,
+            base,
+            floor,
+            globals: GLOBALS_AT,
+        });
+    }
+    cfg.heap_base = Some(base);
+    // Node 0's globals as main left them; the pages go to Cashmere.
+    let saved = globals.copy();
+    if globals_len > 0 {
+        // SAFETY: the range is the program's own data segment (mc-cc's
+        // linker script puts nothing else there, and pads it to 64 KiB);
+        // until the heap is mapped over it, only this thread runs and no
+        // code touches the program's globals.
+        if unsafe { libc::munmap(GLOBALS_AT as *mut libc::c_void, globals_len) } != 0 {
+            return Err(RunError::Csm(CsmError::Io(std::io::Error::last_os_error())));
+        }
+    }
+    let csm = Csm::start(&mc, &cfg).map_err(|e| match e {
+        CsmError::Mc(source @ mc_api::McError::NoSpace(_)) => RunError::NoSpace {
+            heap_mib: heap_len(user) >> 20,
+            nodes,
+            why: source,
+        },
+        e => e.into(),
+    })?;
+    let me = mc.node_id().0 as u32;
+    if me == 0 && !saved.is_empty() {
+        // SAFETY: the globals are heap pages now; node 0 writes them first
+        // (their home) and publishes them with the start flag.
+        unsafe {
+            std::ptr::copy_nonoverlapping(saved.as_ptr(), GLOBALS_AT as *mut u8, saved.len())
+        };
+    }
+    let control = csm.alloc::<u64>(control_len / 8, true)?;
+    // SAFETY: a pointer to the start of the array; the slice is not read.
+    let control = unsafe { control.as_mut_slice(0..0).as_mut_ptr() };
+    let procs = nodes * settings.threads;
+    let program = std::env::args()
+        .next()
+        .map(|a| {
+            std::path::Path::new(&a)
+                .file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+                .unwrap_or(a)
+        })
+        .unwrap_or_else(|| "program".into());
+    let rt = Runtime {
+        me,
+        nodes,
+        threads: settings.threads,
+        procs,
+        heap_len: heap_len(user),
+        globals,
+        control,
+        base,
+        user_start: control_len,
+        user_end: control_len + user,
+        creation: Mutex::new(Creation {
+            funcs: vec![0; procs as usize],
+            ..Default::default()
+        }),
+        finished: AtomicBool::new(false),
+        breakdowns: Mutex::new(Vec::new()),
+        roi: Mutex::new((None, None)),
+        program,
+        started_at: Instant::now(),
+        settings,
+        mc,
+        csm,
+    };
+    if me == 0 {
+        rt.write(W_NEXT_ALLOC, control_len as u64);
+        rt.write(W_NEXT_LOCK, 0);
+    }
+    let rt = RUNTIME.get_or_init(|| rt);
+    register_exit_handler();
+    // SAFETY: line-buffered stdout, so each node's lines reach `mc-host run`
+    // as they are printed (it prefixes them by node), not at exit.
+    unsafe { libc::setvbuf(stdout(), std::ptr::null_mut(), libc::_IOLBF, 0) };
+    if me != 0 {
+        rt.serve();
+    }
+    PROC.with(|p| p.set(Some(0)));
+    Ok(rt)
+}
