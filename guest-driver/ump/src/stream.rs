@@ -26,7 +26,9 @@
 
 use crate::error::{Damage, UmpError};
 use crate::link::{Link, STREAM_LIMIT};
-use crate::wire::{padded, Header, Trailer, HEADER, OVERHEAD, TRAILER, VERDICT_BAD, VERDICT_GOOD};
+use crate::wire::{
+    framed, padded, Header, Trailer, HEADER, OVERHEAD, TRAILER, VERDICT_BAD, VERDICT_GOOD,
+};
 
 /// Messages up to this many framed bytes go as one store (the short path
 /// for latency).
@@ -388,7 +390,7 @@ impl Reader {
         if !h.short || h.seq != self.next_seq {
             return false;
         }
-        let framed = OVERHEAD as u64 + padded(h.len);
+        let framed = framed(h.len);
         if framed > SHORT as u64 || framed > link.in_size() as u64 {
             // Not what a writer of this channel sends as one store.
             return false;
