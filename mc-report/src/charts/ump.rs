@@ -123,6 +123,8 @@ struct Figure<'a> {
     y_desc: &'a str,
     value: fn(&UmpPoint) -> f64,
     refs: Vec<(f64, String)>,
+    /// Where the legend covers no line.
+    legend: SeriesLabelPosition,
 }
 
 /// Draw `fig8.svg` and `fig9.svg` into `out` (created if need be).
@@ -137,6 +139,7 @@ pub fn draw(b: &UmpBench, out: &Path) -> Result<Vec<PathBuf>, ReportError> {
             title: "UMP one-way transfer time (seed 004 Fig. 8)",
             y_desc: "one-way time (us, log)",
             value: |p| p.one_way_us,
+            legend: SeriesLabelPosition::UpperLeft,
             refs: vec![
                 (b.seed_mc_us, format!("seed 004, MC: {} us", b.seed_mc_us)),
                 (
@@ -154,6 +157,7 @@ pub fn draw(b: &UmpBench, out: &Path) -> Result<Vec<PathBuf>, ReportError> {
             title: "UMP bandwidth (seed 004 Fig. 9)",
             y_desc: "bandwidth (MB/s, log)",
             value: |p| p.mb_s,
+            legend: SeriesLabelPosition::LowerRight,
             refs: vec![
                 (
                     b.seed_mc_mb_s,
@@ -303,7 +307,7 @@ fn draw_one(b: &UmpBench, f: &Figure<'_>, path: &Path) -> Result<(), ReportError
     }
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
+        .position(f.legend.clone())
         .background_style(WHITE.mix(0.85))
         .border_style(INK)
         .label_font((FONT, 13))
