@@ -541,7 +541,7 @@ impl Reader {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::sync::Arc;
 
     use super::*;
@@ -619,7 +619,7 @@ mod tests {
 
     /// One direction of a Memory Channel-like link in one buffer: short
     /// messages go without their producer index and the reader polls.
-    struct Polled {
+    pub(crate) struct Polled {
         ring: std::sync::Mutex<Vec<u8>>,
         prod: std::sync::atomic::AtomicU64,
         cons: std::sync::atomic::AtomicU64,
@@ -627,7 +627,7 @@ mod tests {
     }
 
     impl Polled {
-        fn new(size: usize, uid: u32) -> Polled {
+        pub(crate) fn new(size: usize, uid: u32) -> Polled {
             Polled {
                 ring: std::sync::Mutex::new(vec![0; size]),
                 prod: Default::default(),

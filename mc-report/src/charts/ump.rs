@@ -247,7 +247,9 @@ fn draw_one(b: &UmpBench, f: &Figure<'_>, path: &Path) -> Result<(), ReportError
         .x_label_area_size(48)
         .y_label_area_size(72)
         .build_cartesian_2d(
-            (4f64..smax * 2.0).log_scale().with_key_points(size_ticks(smax)),
+            (4f64..smax * 2.0)
+                .log_scale()
+                .with_key_points(size_ticks(smax)),
             (lo..hi).log_scale(),
         )
         .map_err(|x| e(&x))?;
