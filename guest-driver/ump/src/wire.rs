@@ -2,14 +2,18 @@
 //! "the message is streamed through the buffer in a series of fragments").
 //!
 //! A message is a 24-byte header, the payload padded to 8 bytes, and a
-//! 24-byte trailer whose last word is the error count the writer saved
-//! before it wrote the first byte ("If the transmitter writes the saved
+//! 24-byte trailer whose last word holds the error count the writer saved
+//! before it wrote the first byte (its low 32 bits) and a tag of the
+//! message's number, which tells a reader polling a short message's slot
+//! that the whole message has landed ("If the transmitter writes the saved
 //! error count at the end of the message, the message receiver can
 //! determine if any intervening errors have occurred", seed 004, Error
 //! Management). Every word is 8-byte aligned, so each is one packet, and a
 //! lost packet leaves the word that was there before: so each word of the
 //! header and trailer carries the message's number or a check of the
-//! others, and a stale word cannot pass for a fresh one. The trailer also
+//! others, and a stale word cannot pass for a fresh one; the checks also
+//! take the channel's number, so a ring that another channel used before
+//! shows none of its messages as this one's. The trailer also
 //! carries a CRC-32 of the payload: Memory Channel counts a corrupted
 //! packet but not a dropped one (docs/device.md, faults), so the reader
 //! checks that what it read is the message that was written.
