@@ -24,6 +24,19 @@ pub enum ReportCommand {
     Run(runner::RunMatrixArgs),
     /// Write report.md and the SVG charts from a results file.
     Render(RenderArgs),
+    /// Draw seed 004's Figures 8 and 9 (fig8.svg, fig9.svg) from what
+    /// `mc-guest bench ump --json FILE` wrote.
+    UmpChart(UmpChartArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct UmpChartArgs {
+    /// The JSON file `mc-guest bench ump --json` wrote.
+    #[arg(long)]
+    pub json: PathBuf,
+    /// Where the charts go (created if need be).
+    #[arg(long)]
+    pub out: PathBuf,
 }
 
 #[derive(Args, Debug)]
@@ -56,5 +69,12 @@ pub fn run(args: &ReportArgs) -> Result<(), ReportError> {
                 println!("{}", f.display());
             }
         }),
+        ReportCommand::UmpChart(a) => {
+            let bench = crate::charts::ump::UmpBench::load(&a.json)?;
+            for f in crate::charts::ump::draw(&bench, &a.out)? {
+                println!("{}", f.display());
+            }
+            Ok(())
+        }
     }
 }

@@ -37,7 +37,10 @@ pub struct Config {
     pub timeout: Duration,
     /// Polls a wait spins before it starts yielding the core (then it
     /// sleeps in growing steps up to 50 us): more is lower latency while
-    /// cores are free, less leaves them to the hub and other tasks.
+    /// cores are free, less leaves them to the hub and other tasks. The
+    /// default, 50, is what the adapter's own latency bench spins before it
+    /// yields: on a loaded 2-core host, 200 doubled the 8-byte one-way time
+    /// (docs/ump.md, costs).
     pub spins: u32,
 }
 
@@ -52,7 +55,7 @@ impl Default for Config {
             receiver_check: true,
             writer_check: false,
             timeout: Duration::from_secs(60),
-            spins: 200,
+            spins: 50,
         }
     }
 }

@@ -47,6 +47,16 @@ pub(crate) trait Link: Send + Sync {
     /// The writer's check (imc_ckerrcnt): the count once every store made
     /// so far has reached every adapter.
     fn check_errors(&self) -> Result<Option<u64>, UmpError>;
+    /// The channel's number, which ties its headers and trailers to it.
+    fn uid(&self) -> u32;
+    /// Whether a short message goes as one store and its reader polls the
+    /// message's slot (Memory Channel: the producer index would be a second
+    /// store on the latency path) rather than the producer index (shared
+    /// memory: a reader must not load bytes the writer may be storing).
+    fn polled(&self) -> bool;
+    /// Load the aligned 8-byte word at `at` of the incoming ring (acquire:
+    /// the loads after it see what arrived before it).
+    fn in_word(&self, at: usize) -> u64;
 }
 
 /// One direction of a shared-memory channel: a ring in process memory.
@@ -173,6 +183,18 @@ impl Link for ShmLink {
     fn check_errors(&self) -> Result<Option<u64>, UmpError> {
         Ok(None)
     }
+    fn uid(&self) -> u32 {
+        // Each shared-memory channel has rings of its own, fresh.
+        0
+    }
+    fn polled(&self) -> bool {
+        false
+    }
+    fn in_word(&self, at: usize) -> u64 {
+        let mut b = [0u8; 8];
+        self.inc().read(at, &mut b);
+        u64::from_le_bytes(b)
+    }
 }
 
 /// Bytes at the start of each Memory Channel buffer before its ring: the
@@ -268,6 +290,15 @@ impl Link for McLink {
         let healthy = c.all_healthy(self.mc.members_mask());
         // An unhealthy member counts as a moved count: its stores may be lost.
         Ok(Some(if healthy { c.count } else { u64::MAX }))
+    }
+    fn uid(&self) -> u32 {
+        self.uid
+    }
+    fn polled(&self) -> bool {
+        true
+    }
+    fn in_word(&self, at: usize) -> u64 {
+        self.rx.load_u64(self.my_off + CTRL + at).unwrap_or(0)
     }
 }
 

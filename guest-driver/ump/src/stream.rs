@@ -8,17 +8,30 @@
 //! improves message bandwidth by allowing ... the overlapped writing and
 //! reading of the message"). The writer publishes its producer index after
 //! each fragment; the reader copies what has arrived straight into the
-//! caller's buffer and publishes its consumer index every quarter ring and
-//! at the end of each message. Both state machines only ever do what is
-//! possible now and say so, so a blocking call, a non-blocking one and the
-//! background writer all drive the same code.
+//! caller's buffer and publishes its consumer index every quarter ring.
+//! Both state machines only ever do what is possible now and say so, so a
+//! blocking call, a non-blocking one and the background writer all drive
+//! the same code.
+//!
+//! A short message over Memory Channel is one store: header, payload and
+//! trailer, without the producer index. Its reader polls the message's slot
+//! itself: a header of this channel with the expected number, then the
+//! trailer's last word tagged with the same number. The hub delivers a
+//! sender's stores in order, so once that last word is seen, every earlier
+//! word of the message has landed or was lost, and a loss is caught by the
+//! checks as before. The producer index still goes with a short message
+//! once a quarter ring has passed since it last went, so a reader that
+//! waits on a lost header learns that something should be there and
+//! reports it.
 
 use crate::error::{Damage, UmpError};
 use crate::link::{Link, STREAM_LIMIT};
-use crate::wire::{padded, Header, Trailer, HEADER, OVERHEAD, TRAILER, VERDICT_BAD, VERDICT_GOOD};
+use crate::wire::{
+    framed, padded, Header, Trailer, HEADER, OVERHEAD, TRAILER, VERDICT_BAD, VERDICT_GOOD,
+};
 
-/// Messages up to this many framed bytes go as one store with their
-/// producer index (the short path for latency).
+/// Messages up to this many framed bytes go as one store (the short path
+/// for latency).
 const SHORT: usize = 512;
 
 /// Store `data` at stream position `pos` of the outgoing ring, wrapping at
@@ -80,6 +93,8 @@ pub(crate) enum Step {
 pub(crate) struct Writer {
     /// Stream position of the next byte (the producer index).
     pos: u64,
+    /// The producer index the reader was last told.
+    prod_sent: u64,
     next_seq: u32,
     fragment: usize,
     checksum: bool,
@@ -90,6 +105,7 @@ impl Writer {
     pub(crate) fn new(fragment: usize, checksum: bool, writer_check: bool) -> Writer {
         Writer {
             pos: 0,
+            prod_sent: 0,
             next_seq: 0,
             fragment: fragment.max(8),
             checksum,
@@ -160,9 +176,12 @@ impl Writer {
                     let h = Header {
                         seq: m.seq,
                         len: m.len,
+                        short: false,
                     };
                     self.pos += HEADER as u64;
-                    put_wrapped(link, self.pos - HEADER as u64, &h.encode(), Some(self.pos))?;
+                    self.prod_sent = self.pos;
+                    let at = self.pos - HEADER as u64;
+                    put_wrapped(link, at, &h.encode(link.uid()), Some(self.pos))?;
                     m.phase = Phase::Payload;
                 }
                 Phase::Payload => {
@@ -189,6 +208,7 @@ impl Writer {
                     }
                     let at = self.pos;
                     self.pos += n as u64;
+                    self.prod_sent = self.pos;
                     m.sent += n as u64;
                     put_wrapped(link, at, chunk, Some(self.pos))?;
                     progressed = true;
@@ -231,7 +251,8 @@ impl Writer {
                     let t = self.trailer(m, verdict);
                     let at = self.pos;
                     self.pos += TRAILER as u64;
-                    put_wrapped(link, at, &t.encode(), Some(self.pos))?;
+                    self.prod_sent = self.pos;
+                    put_wrapped(link, at, &t.encode(link.uid()), Some(self.pos))?;
                     m.phase = Phase::Done;
                     if verdict == VERDICT_BAD {
                         return Err(UmpError::Damaged {
@@ -255,12 +276,13 @@ impl Writer {
                 0
             },
             verdict,
-            saved_count: m.saved,
+            saved_count: m.saved as u32,
         }
     }
 
-    /// A short message: header, payload, padding and trailer as one store,
-    /// with the producer index (written once into the reader's memory).
+    /// A short message: header, payload, padding and trailer as one store
+    /// into the reader's memory; the producer index with it only where the
+    /// reader polls it (shared memory) or once a quarter ring has passed.
     fn short(
         &mut self,
         link: &dyn Link,
@@ -272,18 +294,25 @@ impl Writer {
         let h = Header {
             seq: m.seq,
             len: m.len,
+            short: true,
         };
-        buf[..HEADER].copy_from_slice(&h.encode());
+        let uid = link.uid();
+        buf[..HEADER].copy_from_slice(&h.encode(uid));
         buf[HEADER..HEADER + data.len()].copy_from_slice(data);
         if self.checksum {
             m.crc.update(data);
         }
         m.sent = m.len;
         let t = self.trailer(m, VERDICT_GOOD);
-        buf[framed - TRAILER..framed].copy_from_slice(&t.encode());
+        buf[framed - TRAILER..framed].copy_from_slice(&t.encode(uid));
         let at = self.pos;
         self.pos += framed as u64;
-        put_wrapped(link, at, &buf[..framed], Some(self.pos))
+        let prod = (!link.polled() || self.pos - self.prod_sent >= (link.out_size() / 4) as u64)
+            .then_some(self.pos);
+        if let Some(p) = prod {
+            self.prod_sent = p;
+        }
+        put_wrapped(link, at, &buf[..framed], prod)
     }
 }
 
@@ -300,6 +329,9 @@ pub(crate) struct Reader {
     /// Stream position of the next byte to read (the consumer index).
     pos: u64,
     published: u64,
+    /// The end of the last short message seen whole by polling its slot:
+    /// bytes up to here have arrived, as if the producer index said so.
+    landed: u64,
     next_seq: u32,
     cur: Option<InMsg>,
     checksum: bool,
@@ -322,6 +354,7 @@ impl Reader {
         Reader {
             pos: 0,
             published: 0,
+            landed: 0,
             next_seq: 0,
             cur: None,
             checksum,
@@ -340,7 +373,34 @@ impl Reader {
     }
 
     fn avail(&self, link: &dyn Link) -> u64 {
-        link.in_prod().saturating_sub(self.pos)
+        link.in_prod().max(self.landed).saturating_sub(self.pos)
+    }
+
+    /// Poll the slot at the head of the stream for a short message that
+    /// has landed whole (see the module's doc); true if one has. Anything
+    /// else there (an older message, a torn or lost header) is "not yet":
+    /// the producer index says when something should be there.
+    fn poll_slot(&mut self, link: &dyn Link) -> bool {
+        let mut b = [0u8; HEADER];
+        get_wrapped(link, self.pos, &mut b);
+        let uid = link.uid();
+        let Some(h) = Header::decode(&b, uid) else {
+            return false;
+        };
+        if !h.short || h.seq != self.next_seq {
+            return false;
+        }
+        let framed = framed(h.len);
+        if framed > SHORT as u64 || framed > link.in_size() as u64 {
+            // Not what a writer of this channel sends as one store.
+            return false;
+        }
+        let last = (self.pos + framed - 8) % link.in_size() as u64;
+        if Trailer::landed(link.in_word(last as usize), h.seq, uid) {
+            self.landed = self.pos + framed;
+            return true;
+        }
+        false
     }
 
     /// The message at the head of the stream, if its header has arrived.
@@ -354,12 +414,12 @@ impl Reader {
                 got: m.got,
             }));
         }
-        if self.avail(link) < HEADER as u64 {
+        if self.avail(link) < HEADER as u64 && !(link.polled() && self.poll_slot(link)) {
             return Ok(None);
         }
         let mut b = [0u8; HEADER];
         get_wrapped(link, self.pos, &mut b);
-        let Some(h) = Header::decode(&b) else {
+        let Some(h) = Header::decode(&b, link.uid()) else {
             return Err(self.fail(Damage::Framing { at: self.pos }));
         };
         if h.seq != self.next_seq {
@@ -428,7 +488,7 @@ impl Reader {
     }
 
     fn check(&self, link: &dyn Link, m: &InMsg, b: &[u8; TRAILER]) -> Result<(), Damage> {
-        let Some(t) = Trailer::decode(b) else {
+        let Some(t) = Trailer::decode(b, link.uid()) else {
             return Err(Damage::Framing {
                 at: self.pos - TRAILER as u64,
             });
@@ -442,9 +502,11 @@ impl Reader {
         // Receiver-only detection (seed 004): the count the writer saved
         // before the message against this node's count after it.
         if let Some(now) = link.error_count().filter(|_| self.receiver_check) {
-            if now != t.saved_count {
+            // The low 32 bits: the trailer's last word also carries the
+            // landing tag.
+            if now as u32 != t.saved_count {
                 return Err(Damage::CountMoved {
-                    saved: t.saved_count,
+                    saved: u64::from(t.saved_count),
                     now,
                 });
             }
@@ -479,7 +541,7 @@ impl Reader {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::sync::Arc;
 
     use super::*;
@@ -553,6 +615,157 @@ mod tests {
         assert_eq!(rd.peek(&b), Err(Damage::Framing { at: 0 }));
         // Failed for good.
         assert!(rd.peek(&b).is_err());
+    }
+
+    /// One direction of a Memory Channel-like link in one buffer: short
+    /// messages go without their producer index and the reader polls.
+    pub(crate) struct Polled {
+        ring: std::sync::Mutex<Vec<u8>>,
+        prod: std::sync::atomic::AtomicU64,
+        cons: std::sync::atomic::AtomicU64,
+        uid: u32,
+    }
+
+    impl Polled {
+        pub(crate) fn new(size: usize, uid: u32) -> Polled {
+            Polled {
+                ring: std::sync::Mutex::new(vec![0; size]),
+                prod: Default::default(),
+                cons: Default::default(),
+                uid,
+            }
+        }
+    }
+
+    impl Link for Polled {
+        fn out_size(&self) -> usize {
+            self.ring.lock().unwrap().len()
+        }
+        fn put(&self, at: usize, data: &[u8], prod: Option<u64>) -> Result<(), UmpError> {
+            self.ring.lock().unwrap()[at..at + data.len()].copy_from_slice(data);
+            if let Some(p) = prod {
+                self.prod.store(p, std::sync::atomic::Ordering::SeqCst);
+            }
+            Ok(())
+        }
+        fn out_cons(&self) -> u64 {
+            self.cons.load(std::sync::atomic::Ordering::SeqCst)
+        }
+        fn in_size(&self) -> usize {
+            self.out_size()
+        }
+        fn get(&self, at: usize, buf: &mut [u8]) {
+            buf.copy_from_slice(&self.ring.lock().unwrap()[at..at + buf.len()]);
+        }
+        fn in_prod(&self) -> u64 {
+            self.prod.load(std::sync::atomic::Ordering::SeqCst)
+        }
+        fn publish_cons(&self, c: u64) -> Result<(), UmpError> {
+            self.cons.store(c, std::sync::atomic::Ordering::SeqCst);
+            Ok(())
+        }
+        fn error_count(&self) -> Option<u64> {
+            Some(0)
+        }
+        fn check_errors(&self) -> Result<Option<u64>, UmpError> {
+            Ok(Some(0))
+        }
+        fn uid(&self) -> u32 {
+            self.uid
+        }
+        fn polled(&self) -> bool {
+            true
+        }
+        fn in_word(&self, at: usize) -> u64 {
+            let mut b = [0u8; 8];
+            self.get(at, &mut b);
+            u64::from_le_bytes(b)
+        }
+    }
+
+    fn send(wr: &mut Writer, link: &dyn Link, data: &[u8]) {
+        let mut om = wr.start(data.len() as u64);
+        assert_eq!(wr.step(link, &mut om, data).unwrap(), Step::Done);
+    }
+
+    fn take(rd: &mut Reader, link: &dyn Link) -> Result<Option<Vec<u8>>, Damage> {
+        let Some(p) = rd.peek(link)? else {
+            return Ok(None);
+        };
+        let mut buf = vec![0u8; p.len as usize];
+        assert_eq!(rd.read_some(link, &mut buf), buf.len());
+        assert!(rd.finish(link)?);
+        rd.release(link, true).unwrap();
+        Ok(Some(buf))
+    }
+
+    #[test]
+    fn a_short_message_is_one_store_and_its_slot_is_polled() {
+        let link = Polled::new(1024, 7);
+        let (mut wr, mut rd) = (Writer::new(256, true, false), Reader::new(true, true));
+        assert_eq!(take(&mut rd, &link), Ok(None));
+        for i in 0..100u32 {
+            let msg = vec![i as u8; (i % 40) as usize];
+            send(&mut wr, &link, &msg);
+            // The producer index goes only once a quarter ring has passed.
+            assert!(link.in_prod() <= wr.pos && wr.pos - link.in_prod() < 256 + 512);
+            assert_eq!(take(&mut rd, &link), Ok(Some(msg)), "message {i}");
+            // Nothing more: the older messages around the ring stay old.
+            assert_eq!(take(&mut rd, &link), Ok(None));
+        }
+        // A long message still streams with its producer index.
+        let long = vec![3u8; 600];
+        send(&mut wr, &link, &long);
+        assert_eq!(link.in_prod(), wr.pos);
+        assert_eq!(take(&mut rd, &link), Ok(Some(long)));
+    }
+
+    #[test]
+    fn a_reused_ring_shows_no_message_of_the_old_channel() {
+        let link = Polled::new(1024, 1);
+        let mut wr = Writer::new(256, true, false);
+        send(&mut wr, &link, b"old channel");
+        // A new channel in the same memory: same numbers, same places.
+        let new = Polled {
+            ring: std::sync::Mutex::new(link.ring.lock().unwrap().clone()),
+            prod: Default::default(),
+            cons: Default::default(),
+            uid: 2,
+        };
+        let mut rd = Reader::new(true, true);
+        assert_eq!(take(&mut rd, &new), Ok(None));
+        send(&mut Writer::new(256, true, false), &new, b"new channel");
+        assert_eq!(take(&mut rd, &new), Ok(Some(b"new channel".to_vec())));
+    }
+
+    #[test]
+    fn a_short_message_not_landed_whole_is_not_taken_and_a_loss_is_reported() {
+        let link = Polled::new(1024, 3);
+        let mut wr = Writer::new(256, true, false);
+        send(&mut wr, &link, &[1; 16]);
+        // The trailer's last word has not arrived yet: not a message.
+        let saved = link.in_word(64 - 8);
+        link.put(64 - 8, &[0; 8], None).unwrap();
+        let mut rd = Reader::new(true, true);
+        assert_eq!(take(&mut rd, &link), Ok(None));
+        link.put(64 - 8, &saved.to_le_bytes(), None).unwrap();
+        assert_eq!(take(&mut rd, &link), Ok(Some(vec![1; 16])));
+        // A payload word lost: the stale bytes fail the checksum.
+        send(&mut wr, &link, &[2; 16]);
+        link.put(64 + 24, &[9; 8], None).unwrap();
+        assert!(matches!(take(&mut rd, &link), Err(Damage::Checksum { .. })));
+        // A lost header: nothing is taken until the producer index (sent
+        // once a quarter ring has passed) says a message is there.
+        let link = Polled::new(1024, 3);
+        let mut wr = Writer::new(256, true, false);
+        let mut rd = Reader::new(true, true);
+        send(&mut wr, &link, &[5; 8]);
+        link.put(0, &[0; 8], None).unwrap();
+        assert_eq!(take(&mut rd, &link), Ok(None));
+        while link.in_prod() == 0 {
+            send(&mut wr, &link, &[6; 8]);
+        }
+        assert_eq!(take(&mut rd, &link), Err(Damage::Framing { at: 0 }));
     }
 
     #[test]

@@ -15,6 +15,7 @@ pub mod figure;
 pub mod grouped;
 pub mod layout;
 pub mod stacked;
+pub mod ump;
 
 use std::path::{Path, PathBuf};
 
