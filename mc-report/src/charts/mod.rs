@@ -86,11 +86,17 @@ fn grouped_panels(
 }
 
 fn speedup_figure(set: &ResultSet, shapes: &[ClusterShape], variants: &[String]) -> GroupedFigure {
+    let over = if set.basis.host_bound() {
+        "the run's (slowest node)"
+    } else {
+        "the run's predicted time (earliest start to latest end on the virtual clock)"
+    };
     let mut notes = vec![
         set.time_line(),
-        "Speedup: the sequential program's time over the run's (slowest node). Dashed: 1, as fast as \
-         the sequential program (drawn where bars come near it; each panel has its own scale)."
-            .to_string(),
+        format!(
+            "Speedup: the sequential program's time over {over}. Dashed: 1, as fast as the \
+             sequential program (drawn where bars come near it; each panel has its own scale)."
+        ),
     ];
     if set.basis.host_bound() {
         notes.push(
