@@ -35,6 +35,10 @@ pub const MAX_MSG: u64 = 1 << 32;
 /// error count moved, before the endpoint gives up (a lost packet that
 /// left a message unfinished, which no message boundary will reveal).
 const STALL: Duration = Duration::from_secs(2);
+/// Progress calls between looks at UMP's channel events once every
+/// channel is open (a look costs a directory check and a peek of every
+/// channel).
+const EVENTS_EVERY: u32 = 64;
 
 /// A user buffer handed to UMP's background writer; the libfabric contract
 /// keeps it valid until the send completes.
@@ -139,7 +143,15 @@ struct State {
     rx_cq: Option<Arc<Cq>>,
     enabled: bool,
     peers: HashMap<u64, Peer>,
+    /// The peers' addresses, in the order their channels were opened: the
+    /// progress loop walks this without allocating.
+    order: Vec<u64>,
     by_chan: HashMap<ChannelId, u64>,
+    /// Channels opened here whose other end has not opened yet: while any
+    /// is, every progress call looks at UMP's directory.
+    opening: usize,
+    /// Progress calls since UMP's events were last looked at.
+    since_events: u32,
     posted: VecDeque<Recv>,
     unexpected: VecDeque<Unexp>,
     sends: VecDeque<Sent>,
@@ -241,7 +253,9 @@ impl Ep {
             };
             if let Some(ch) = ch {
                 st.by_chan.insert(ch, addr);
+                st.opening += 1;
             }
+            st.order.push(addr);
             st.peers.insert(
                 addr,
                 Peer {
@@ -451,10 +465,23 @@ impl Ep {
             return false;
         }
         let mut moved = false;
-        // Channel events; a damaged channel is reported here too.
-        for _ in 0..64 {
+        // Channel events (a channel opened at the other end, a close, a
+        // damaged message): each look at them reads UMP's directory
+        // version and peeks every channel, which the reads below do again,
+        // so once every channel is open they are looked at only every
+        // EVENTS_EVERY calls. Data and damage on an open channel are seen
+        // by drain_peer's peek at once.
+        st.since_events += 1;
+        let look = st.opening > 0 || st.since_events >= EVENTS_EVERY;
+        for _ in 0..if look { 64 } else { 0 } {
+            st.since_events = 0;
             match self.ump.poll(None) {
-                Ok(Some(Event::Opened(_) | Event::Closed(_))) => continue,
+                Ok(Some(Event::Opened(ch))) => {
+                    if st.by_chan.contains_key(&ch) {
+                        st.opening = st.opening.saturating_sub(1);
+                    }
+                }
+                Ok(Some(Event::Closed(_))) => continue,
                 Ok(_) => break,
                 Err(UmpError::Damaged { channel, damage }) => {
                     if let Some(&from) = st.by_chan.get(&channel) {
@@ -471,8 +498,8 @@ impl Ep {
                 }
             }
         }
-        let addrs: Vec<u64> = st.peers.keys().copied().collect();
-        for from in addrs {
+        for i in 0..st.order.len() {
+            let from = st.order[i];
             moved |= self.drain_peer(&mut st, from);
         }
         moved |= self.reap_sends(&mut st);
