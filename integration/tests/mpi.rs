@@ -4,8 +4,8 @@
 //! alone (integration/c/mpi/fi_contract.c).
 //!
 //! Skipped, saying why, where Open MPI or libfabric is not installed
-//! (scripts/setup-mpi.sh installs them). 16 ranks, larger sizes and more
-//! seeds run with MC_TEST_EXHAUSTIVE=1.
+//! (scripts/setup-mpi.sh installs them). 16 ranks at larger sizes, and
+//! more seeds, run with MC_TEST_EXHAUSTIVE=1.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -151,6 +151,15 @@ fn four_ranks_under_skewed_delivery_with_a_new_seed() {
 fn eight_ranks_on_eight_nodes() {
     skip_without_mpi!("eight_ranks_on_eight_nodes");
     suite(8, "65536", &[]);
+}
+
+/// 16 ranks on 2 cores (8 per core, with the hub): ranks that poll
+/// yield between polls, so none starves the others or the hub.
+#[test]
+fn sixteen_ranks_on_sixteen_nodes_under_skewed_delivery() {
+    skip_without_mpi!("sixteen_ranks_on_sixteen_nodes_under_skewed_delivery");
+    let seed = new_seed().to_string();
+    suite(16, "65536", &["--delivery", "skewed", "--seed", &seed]);
 }
 
 #[test]

@@ -35,6 +35,9 @@ pub const MAX_MSG: u64 = 1 << 32;
 /// error count moved, before the endpoint gives up (a lost packet that
 /// left a message unfinished, which no message boundary will reveal).
 const STALL: Duration = Duration::from_secs(2);
+/// How long a message that has begun to arrive may stop before the
+/// endpoint gives up (a dropped packet is counted nowhere).
+const STALL_PARTIAL: Duration = Duration::from_secs(5);
 /// Progress calls between looks at UMP's channel events once every
 /// channel is open (a look costs a directory check and a peek of every
 /// channel).
@@ -246,7 +249,10 @@ impl Ep {
             let (ch, failed) = match self.ump.open(self.addr, addr, Transport::Auto) {
                 Ok(ch) => (Some(ch), None),
                 Err(e) => {
-                    let why = format!("cannot open a UMP channel to endpoint {addr:#x}: {e}");
+                    let why = format!(
+                        "cannot open a UMP channel to endpoint {addr:#x}: {}",
+                        crate::domain::blame_lost_packets(self.dom.memory_channel(), &e)
+                    );
                     say(self.dom.me, &why);
                     (None, Some(why))
                 }
@@ -493,7 +499,8 @@ impl Ep {
                     }
                 }
                 Err(e) => {
-                    self.fail_all(&mut st, format!("UMP failed: {e}"));
+                    let why = crate::domain::blame_lost_packets(self.dom.memory_channel(), &e);
+                    self.fail_all(&mut st, format!("UMP failed: {why}"));
                     return true;
                 }
             }
@@ -699,9 +706,28 @@ impl Ep {
         if since.elapsed() < STALL {
             return;
         }
-        st.last_data = Some(Instant::now());
+        // A message whose header came, with its payload stopped for
+        // STALL_PARTIAL: the writer streams a message without pausing while
+        // this end reads, so a packet of it (a producer index) was dropped,
+        // which no error count sees.
+        if since.elapsed() >= STALL_PARTIAL {
+            let partial = st
+                .peers
+                .iter()
+                .find_map(|(&from, p)| p.incoming.as_ref().map(|i| (from, i.got, i.hdr.len)));
+            if let Some((from, got, len)) = partial {
+                let why = format!(
+                    "a message of {len} bytes from node{} stopped arriving after {got} bytes and nothing has moved for {} s: a packet was lost on the network (Memory Channel does not retransmit), the run cannot go on",
+                    crate::domain::node_of(from).unwrap_or(0),
+                    STALL_PARTIAL.as_secs()
+                );
+                self.fail_all(st, why);
+                return;
+            }
+        }
         let now = self.dom.memory_channel().error_count();
         if now != st.err_base {
+            st.last_data = Some(Instant::now());
             let why = format!(
                 "the Memory Channel error count at node{} went from {} to {} and no data has moved for {} s: a packet was lost on the network, the run cannot go on",
                 self.dom.me,
