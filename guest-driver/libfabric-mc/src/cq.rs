@@ -65,10 +65,12 @@ const YIELDS: u32 = 2000;
 
 /// Empty reads before a reader yields: MC_FI_SPIN if set; otherwise many
 /// when the cluster's nodes (MC_NODES, one rank each) and the backend's hub
-/// fit on this host's cores, none when they do not. Measured on 2 cores
-/// with 2 ranks (docs/mpi.md): spinning 2000 reads before yielding kept
-/// the hub off a core, and one-way 8-byte time went from about 8 us (MPI,
-/// which yields between polls itself) to 130-370 us.
+/// each have a core, none when they do not. `mc-host mpirun` sets 2000 on
+/// a crowded host, where Open MPI yields between its polls itself
+/// (`mpi_yield_when_idle`). Measured on 2 cores with 2 nodes, straight on
+/// the provider (integration/c/mpi/fi_pingpong.c, which never yields):
+/// 2000 reads before yielding kept the hub off a core, and an 8-byte
+/// one-way took 120-370 us; yielding at once, 3.6-15 us (docs/mpi.md).
 fn spin_reads() -> u32 {
     static SPIN: OnceLock<u32> = OnceLock::new();
     *SPIN.get_or_init(|| {
@@ -83,7 +85,8 @@ fn spin_reads() -> u32 {
             .and_then(|v| v.parse().ok())
             .unwrap_or(usize::MAX - 1);
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        if nodes + 1 <= cores {
+        // A core for each rank, and one for the hub.
+        if nodes < cores {
             SPIN_ALONE
         } else {
             0
