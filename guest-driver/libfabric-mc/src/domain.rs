@@ -62,15 +62,17 @@ fn connect_options() -> Result<imc::ConnectOptions, OpenError> {
 /// `MC_UMP_RING_KIB` / `MC_UMP_FRAGMENT_KIB` / `MC_UMP_REGION_KIB` say
 /// otherwise. Rings of 32 KiB (UMP's default, the seed's) make a large
 /// message wait on its reader every 32 KiB; measured on 2 nodes, 512 KiB
-/// rings with 64 KiB fragments tripled the 1 MiB bandwidth. The rings of
-/// the whole cluster are kept within 128 MiB of the global address space
-/// (a node holds a ring for each other node): 512 KiB up to 16 nodes, down
-/// to 32 KiB at 64.
+/// rings with 64 KiB fragments tripled the 1 MiB bandwidth, and 2 MiB
+/// rings (a whole 1 MiB message fits while the reader is descheduled)
+/// raised it again on a loaded host (docs/mpi.md). The rings of the whole
+/// cluster are kept within 128 MiB of the global address space (a node
+/// holds a ring for each other node): 2 MiB up to 8 nodes, 512 KiB at 16,
+/// down to 32 KiB at 64.
 fn ump_config(mc: &MemoryChannel) -> Config {
     let mut c = Config::from_env();
     let nodes = u64::from(mc.nodes().max(1));
     if std::env::var_os("MC_UMP_RING_KIB").is_none() {
-        let fair = ((128u64 << 20) / (nodes * nodes)).clamp(32 << 10, 512 << 10);
+        let fair = ((128u64 << 20) / (nodes * nodes)).clamp(32 << 10, 2 << 20);
         c.ring_bytes = 1usize << (63 - fair.leading_zeros());
     }
     if std::env::var_os("MC_UMP_FRAGMENT_KIB").is_none() {
