@@ -113,13 +113,16 @@ fn open() -> Result<Arc<Domain>, OpenError> {
 /// faults): it leaves a node's copy of a record incomplete, which then
 /// reads as something else. UMP's regions admit every node, so a refusal
 /// to attach one, or one that cannot be found, means this node's copy of
-/// the table lost a packet, not that permissions forbid it; a directory
-/// that never reads whole lost one too.
+/// the table lost a packet, not that permissions forbid it; a table or a
+/// directory that never reads whole lost one too.
 pub fn blame_lost_packets(mc: &MemoryChannel, e: &UmpError) -> String {
     let me = mc.node_id().0;
     match (mc.error_count(), e) {
         (0, UmpError::Mc(McError::PermissionDenied { .. } | McError::NoSuchRegion(_))) => format!(
             "a packet was lost on the network: node{me}'s copy of the region table does not hold what UMP wrote there (UMP's regions admit every node), and the Memory Channel API reads the incomplete record as: {e}"
+        ),
+        (0, UmpError::Mc(McError::CorruptTable(_) | McError::UnstableTable(_))) => format!(
+            "a packet was lost on the network: node{me}'s copy of the Memory Channel API's tables, written across it, does not read whole: {e}"
         ),
         (0, UmpError::Timeout { what, .. }) if what.contains("directory") => format!(
             "a packet was lost on the network: node{me}'s copy of UMP's directory never became whole (each record carries a CRC, so an incomplete one is waited on, not used): {e}"
