@@ -86,7 +86,9 @@ fn ump_config(mc: &MemoryChannel) -> Config {
     }
     if std::env::var_os("MC_UMP_REGION_KIB").is_none() {
         let per_channel = (c.ring_bytes + 4096) as u64;
-        let need = nodes * per_channel + (64 << 10);
+        // A ring for each other node, and one more: a channel between two
+        // endpoints of this node holds a ring here at each end.
+        let need = (nodes + 1) * per_channel + (64 << 10);
         c.region_bytes = c.region_bytes.max(need.next_power_of_two());
     }
     c
