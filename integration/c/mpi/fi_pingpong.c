@@ -46,15 +46,29 @@ static double now_us(void)
 	return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
 }
 
-/* Wait for the completion of `ctx`. */
-static void wait_for(void *ctx)
+static struct fi_context sctx, rctx;
+static int send_done, recv_done;
+
+/* Wait until the send (`want_send`) or the receive has completed; a
+ * completion of the other one that comes first is kept, not lost (a send
+ * that could not finish at once completes after the reply's receive). */
+static void wait_for(int want_send)
 {
 	struct fi_cq_tagged_entry e;
 	for (;;) {
+		if (want_send ? send_done : recv_done) {
+			if (want_send)
+				send_done = 0;
+			else
+				recv_done = 0;
+			return;
+		}
 		ssize_t n = fi_cq_read(cq, &e, 1);
 		if (n == 1) {
-			if (e.op_context == ctx)
-				return;
+			if (e.op_context == &sctx)
+				send_done = 1;
+			else if (e.op_context == &rctx)
+				recv_done = 1;
 			continue;
 		}
 		if (n == -FI_EAVAIL) {
@@ -94,7 +108,6 @@ int main(int argc, char **argv)
 	struct fid_ep *ep;
 	struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_TAGGED};
 	struct fi_av_attr av_attr = {.type = FI_AV_MAP};
-	struct fi_context sctx, rctx;
 	uint64_t name, peer_name;
 	size_t len = sizeof(name);
 	fi_addr_t peer;
@@ -127,13 +140,13 @@ int main(int argc, char **argv)
 		if (me == 0) {
 			OK(fi_tsend(ep, buf, size, NULL, peer, 1, &sctx));
 			OK(fi_trecv(ep, buf, size, NULL, peer, 1, 0, &rctx));
-			wait_for(&sctx);
-			wait_for(&rctx);
+			wait_for(1);
+			wait_for(0);
 		} else {
 			OK(fi_trecv(ep, buf, size, NULL, peer, 1, 0, &rctx));
-			wait_for(&rctx);
+			wait_for(0);
 			OK(fi_tsend(ep, buf, size, NULL, peer, 1, &sctx));
-			wait_for(&sctx);
+			wait_for(1);
 		}
 		if (i >= 0)
 			rt[i] = now_us() - t0;
@@ -149,14 +162,14 @@ int main(int argc, char **argv)
 	/* A last exchange, so neither closes while the other still reads. */
 	if (me == 0) {
 		OK(fi_tsend(ep, buf, 0, NULL, peer, 2, &sctx));
-		wait_for(&sctx);
+		wait_for(1);
 		OK(fi_trecv(ep, buf, 0, NULL, peer, 2, 0, &rctx));
-		wait_for(&rctx);
+		wait_for(0);
 	} else {
 		OK(fi_trecv(ep, buf, 0, NULL, peer, 2, 0, &rctx));
-		wait_for(&rctx);
+		wait_for(0);
 		OK(fi_tsend(ep, buf, 0, NULL, peer, 2, &sctx));
-		wait_for(&sctx);
+		wait_for(1);
 	}
 	qsort(rt, (size_t)iters, sizeof(double), cmp_double);
 	if (me == 0)
