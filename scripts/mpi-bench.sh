@@ -4,7 +4,8 @@
 # virtual cluster), and in the same run Open MPI's shared memory (vader)
 # and libfabric's `udp;ofi_rxd` and `tcp;ofi_rxm`, beside seed 004's
 # Digital MPI (16 us one way) and the adapter's own one-way latency and
-# streaming bandwidth (`mc-guest bench latency` and `bandwidth`, same run).
+# streaming bandwidth (`mc-guest bench latency` and `bandwidth`, same run),
+# and the provider alone without MPI (integration/c/mpi/fi_pingpong.c).
 #
 #   scripts/mpi-bench.sh [MAX_BYTES] [ITERATIONS]     (4194304 200)
 #
@@ -24,7 +25,10 @@ cargo build --release -q -p host -p libfabric-mc -p mc-guest
 OUT="$(mktemp -d)"
 trap 'rm -rf "$OUT"' EXIT
 mpicc -O2 -o "$OUT/bench" integration/c/mpi/bench.c
+cc -O2 -o "$OUT/fi_pingpong" integration/c/mpi/fi_pingpong.c -lfabric
 HOST=target/release/mc-host
+mkdir "$OUT/fi" && ln -s "$PWD/target/release/libmc_fi.so" "$OUT/fi/libmc-fi.so"
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 echo "== the adapter's own figures (mc-guest bench latency, bandwidth; 2 nodes)"
 { "$HOST" run --nodes 2 -- mc-guest bench latency; "$HOST" run --nodes 2 -- mc-guest bench bandwidth; } | tee "$OUT/adapter.txt" |
@@ -39,6 +43,10 @@ run_ompi() {
     mpirun "${ROOT_FLAG[@]}" -np 2 --bind-to none "$@" "$OUT/bench" "$MAX" "$ITERS"
 }
 
+echo "== the provider without MPI (fi_pingpong: fi_tsend, fi_cq_read; 8 B, median)"
+FI_PROVIDER_PATH="$OUT/fi" FI_PROVIDER=mc "$HOST" run --nodes 2 -- "$OUT/fi_pingpong" 8 20000 |
+    tee "$OUT/fi.txt" | grep fi_pingpong || true
+FI_US=$(awk '/fi_pingpong 8 / {print $(NF-1); exit}' "$OUT/fi.txt")
 echo "== mc provider (UMP on the emulated Memory Channel, 2 nodes)"
 run_mc | grep '^bench [0-9]' > "$OUT/mc.txt" || true
 echo "== vader (Open MPI shared memory)"
@@ -52,7 +60,9 @@ run_ompi --mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include "tcp;ofi_rxm"
 
 echo
 echo "adapter's own one-way latency (8 B): ${ADAPTER_US:-?} us; streaming bandwidth: ${ADAPTER_MBS:-?} MB/s"
+echo "the provider without MPI (fi_pingpong, 8 B): ${FI_US:-?} us one way"
 echo "seed 004, Digital MPI on Memory Channel: 16 us one way"
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 printf '%10s | %10s %10s | %10s %10s | %10s %10s | %10s %10s\n' size "mc us" "mc MB/s" "vader us" "MB/s" "rxd us" "MB/s" "rxm us" "MB/s"
 join -j 2 -a 1 -e - -o 0,1.3,1.4,2.3,2.4 <(sort -k2,2 "$OUT/mc.txt") <(sort -k2,2 "$OUT/vader.txt") > "$OUT/a"

@@ -7,9 +7,12 @@
 //! adapter from `MC_SOCKET_DIR` and its rank (`node<rank>.sock`), so rank
 //! r is node r. Output goes straight through; mpirun's exit status is
 //! passed on. As root it adds `--allow-run-as-root`; with more ranks than
-//! cores, `--oversubscribe`; ranks yield when idle
-//! (`mpi_yield_when_idle`), and the provider's completion queue spins
-//! briefly, then yields, then sleeps.
+//! cores, `--oversubscribe`. When the ranks and the backend's hub do not
+//! each have a core, ranks yield between polls (`mpi_yield_when_idle 1`)
+//! and the provider's completion queue, which Open MPI then polls between
+//! yields, yields itself only after 2000 empty reads (`MC_FI_SPIN`); when
+//! they do, ranks spin (`mpi_yield_when_idle 0`) and the provider spins
+//! longer before it yields. Either way it sleeps in short steps at last.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus};
@@ -261,6 +264,11 @@ pub fn run(args: &MpirunArgs) -> Result<(), CliError> {
     if usize::from(args.np) > cores() {
         cmd.arg("--oversubscribe");
     }
+    // The ranks and the hub: one core each, or not.
+    let crowded = usize::from(args.np) + 1 > cores();
+    if crowded && std::env::var_os("MC_FI_SPIN").is_none() {
+        cmd.env("MC_FI_SPIN", "2000");
+    }
     let delivery = match args.delivery {
         DeliveryChoice::Eager => "eager",
         DeliveryChoice::Skewed => "skewed",
@@ -268,7 +276,11 @@ pub fn run(args: &MpirunArgs) -> Result<(), CliError> {
     cmd.args(["-np", &args.np.to_string(), "--bind-to", "none"])
         .args(["--mca", "pml", "cm", "--mca", "mtl", "ofi"])
         .args(["--mca", "mtl_ofi_provider_include", "mc"])
-        .args(["--mca", "mpi_yield_when_idle", "1"])
+        .args([
+            "--mca",
+            "mpi_yield_when_idle",
+            if crowded { "1" } else { "0" },
+        ])
         .args(&args.mpirun_args)
         .args([
             "-x",
@@ -279,6 +291,11 @@ pub fn run(args: &MpirunArgs) -> Result<(), CliError> {
             "MC_SOCKET_DIR",
         ])
         .args(["-x", "MC_NODES", "-x", "MC_DELIVERY", "-x", "MC_SEED"])
+        .args(if crowded || std::env::var_os("MC_FI_SPIN").is_some() {
+            &["-x", "MC_FI_SPIN"][..]
+        } else {
+            &[]
+        })
         .args(&args.command)
         .env("FI_PROVIDER_PATH", &fi_dir)
         .env("FI_PROVIDER", "mc")

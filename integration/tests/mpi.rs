@@ -4,8 +4,8 @@
 //! alone (integration/c/mpi/fi_contract.c).
 //!
 //! Skipped, saying why, where Open MPI or libfabric is not installed
-//! (scripts/setup-mpi.sh installs them). 16 ranks, larger sizes and more
-//! seeds run with MC_TEST_EXHAUSTIVE=1.
+//! (scripts/setup-mpi.sh installs them). 16 ranks at larger sizes, and
+//! more seeds, run with MC_TEST_EXHAUSTIVE=1.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -132,6 +132,15 @@ fn eight_ranks_on_eight_nodes() {
     suite(8, "65536", &[]);
 }
 
+/// 16 ranks on 2 cores (8 per core, with the hub): ranks that poll
+/// yield between polls, so none starves the others or the hub.
+#[test]
+fn sixteen_ranks_on_sixteen_nodes_under_skewed_delivery() {
+    skip_without_mpi!("sixteen_ranks_on_sixteen_nodes_under_skewed_delivery");
+    let seed = new_seed().to_string();
+    suite(16, "65536", &["--delivery", "skewed", "--seed", &seed]);
+}
+
 #[test]
 fn sixteen_ranks_skewed_and_large_exhaustive() {
     if !exhaustive() {
@@ -237,6 +246,57 @@ fn the_provider_keeps_its_libfabric_contract() {
         out.status.success() && text.contains("fi_contract: ok"),
         "{text}"
     );
+}
+
+/// A ping-pong straight on the provider between two nodes, without MPI
+/// (integration/c/mpi/fi_pingpong.c, which scripts/mpi-bench.sh times):
+/// every size from inline to streamed completes, in order.
+#[test]
+fn the_provider_ping_pongs_between_two_nodes_without_mpi() {
+    skip_without_mpi!("the_provider_ping_pongs_between_two_nodes_without_mpi");
+    let cc = match c_program::compiler() {
+        Ok(cc) => cc,
+        Err(why) => {
+            eprintln!("SKIPPED the_provider_ping_pongs_between_two_nodes_without_mpi: {why}");
+            return;
+        }
+    };
+    let dir = profile_dir().join("mpi-programs");
+    std::fs::create_dir_all(&dir).expect("program dir");
+    let exe = dir.join("fi_pingpong");
+    let o = Command::new(cc)
+        .args(["-O2", "-Wall", "-Werror", "-o"])
+        .arg(&exe)
+        .arg(c_program::workspace().join("integration/c/mpi/fi_pingpong.c"))
+        .arg("-lfabric")
+        .output()
+        .expect("run the C compiler");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let fi_dir = tempfile::tempdir().expect("tempdir");
+    std::os::unix::fs::symlink(
+        provider().expect("checked"),
+        fi_dir.path().join("libmc-fi.so"),
+    )
+    .expect("symlink");
+    for size in ["0", "8", "1024", "1025", "300000"] {
+        let out = Command::new(binary("mc-host"))
+            .args(["run", "--nodes", "2", "--timeout", "120", "--"])
+            .arg(&exe)
+            .args([size, "50"])
+            .env("FI_PROVIDER_PATH", fi_dir.path())
+            .env("FI_PROVIDER", "mc")
+            .output()
+            .expect("run mc-host");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            out.status.success() && text.contains(&format!("fi_pingpong {size} ")),
+            "{text}"
+        );
+    }
 }
 
 /// What is missing is said plainly.

@@ -5,7 +5,7 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::Duration;
 
 use crate::ep::Ep;
@@ -35,11 +35,21 @@ pub struct McComp {
     pub olen: u64,
 }
 
-#[derive(Default)]
 struct Queues {
     ok: VecDeque<McComp>,
     err: VecDeque<McComp>,
-    eps: Vec<Weak<Ep>>,
+    /// Shared, so that a read takes the list without allocating.
+    eps: Arc<[Weak<Ep>]>,
+}
+
+impl Default for Queues {
+    fn default() -> Queues {
+        Queues {
+            ok: VecDeque::new(),
+            err: VecDeque::new(),
+            eps: Arc::new([]),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -48,9 +58,41 @@ pub struct Cq {
     idle: AtomicU32,
 }
 
-/// Empty reads before a reader yields, and before it sleeps.
-const SPIN: u32 = 2000;
-const YIELD: u32 = 4000;
+/// Empty reads a reader spins through before it yields, when every rank
+/// and the hub can have a core of their own; then yields before it sleeps.
+const SPIN_ALONE: u32 = 20_000;
+const YIELDS: u32 = 2000;
+
+/// Empty reads before a reader yields: MC_FI_SPIN if set; otherwise many
+/// when the cluster's nodes (MC_NODES, one rank each) and the backend's hub
+/// each have a core, none when they do not. `mc-host mpirun` sets 2000 on
+/// a crowded host, where Open MPI yields between its polls itself
+/// (`mpi_yield_when_idle`). Measured on 2 cores with 2 nodes, straight on
+/// the provider (integration/c/mpi/fi_pingpong.c, which never yields):
+/// 2000 reads before yielding kept the hub off a core, and an 8-byte
+/// one-way took 120-370 us; yielding at once, 3.6-15 us (docs/mpi.md).
+fn spin_reads() -> u32 {
+    static SPIN: OnceLock<u32> = OnceLock::new();
+    *SPIN.get_or_init(|| {
+        if let Some(n) = std::env::var("MC_FI_SPIN")
+            .ok()
+            .and_then(|v| v.parse().ok())
+        {
+            return n;
+        }
+        let nodes: usize = std::env::var("MC_NODES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(usize::MAX - 1);
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        // A core for each rank, and one for the hub.
+        if nodes < cores {
+            SPIN_ALONE
+        } else {
+            0
+        }
+    })
+}
 
 impl Cq {
     fn q(&self) -> MutexGuard<'_, Queues> {
@@ -67,15 +109,19 @@ impl Cq {
     }
 
     pub fn bind(&self, ep: Weak<Ep>) {
-        self.q().eps.push(ep);
+        let mut q = self.q();
+        let mut eps: Vec<_> = q
+            .eps
+            .iter()
+            .filter(|e| e.strong_count() > 0)
+            .cloned()
+            .collect();
+        eps.push(ep);
+        q.eps = eps.into();
     }
 
     fn progress(&self) -> bool {
-        let eps: Vec<_> = {
-            let mut q = self.q();
-            q.eps.retain(|e| e.strong_count() > 0);
-            q.eps.clone()
-        };
+        let eps = self.q().eps.clone();
         let mut any = false;
         for e in eps.iter().filter_map(Weak::upgrade) {
             any |= e.progress();
@@ -113,9 +159,10 @@ impl Cq {
 
     fn idle_step(&self) {
         let n = self.idle.fetch_add(1, Ordering::Relaxed);
-        if n >= YIELD {
+        let spin = spin_reads();
+        if n >= spin.saturating_add(YIELDS) {
             std::thread::sleep(Duration::from_micros(20));
-        } else if n >= SPIN {
+        } else if n >= spin {
             std::thread::yield_now();
         }
     }

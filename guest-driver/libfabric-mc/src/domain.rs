@@ -10,9 +10,10 @@
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
-use mc_api::MemoryChannel;
-use ump::{Config, Node};
+use mc_api::{McError, MemoryChannel};
+use ump::{Config, Node, UmpError};
 
 /// Tag of this provider's addresses (the top 16 bits), so that a foreign
 /// address is refused instead of naming some endpoint.
@@ -61,23 +62,33 @@ fn connect_options() -> Result<imc::ConnectOptions, OpenError> {
 /// `MC_UMP_RING_KIB` / `MC_UMP_FRAGMENT_KIB` / `MC_UMP_REGION_KIB` say
 /// otherwise. Rings of 32 KiB (UMP's default, the seed's) make a large
 /// message wait on its reader every 32 KiB; measured on 2 nodes, 512 KiB
-/// rings with 64 KiB fragments tripled the 1 MiB bandwidth. The rings of
-/// the whole cluster are kept within 128 MiB of the global address space
-/// (a node holds a ring for each other node): 512 KiB up to 16 nodes, down
-/// to 32 KiB at 64.
+/// rings with 64 KiB fragments tripled the 1 MiB bandwidth, and 2 MiB
+/// rings (a whole 1 MiB message fits while the reader is descheduled)
+/// raised it again on a loaded host (docs/mpi.md). The rings of the whole
+/// cluster are kept within 128 MiB of the global address space (a node
+/// holds a ring for each other node): 2 MiB up to 8 nodes, 512 KiB at 16,
+/// down to 32 KiB at 64.
 fn ump_config(mc: &MemoryChannel) -> Config {
     let mut c = Config::from_env();
     let nodes = u64::from(mc.nodes().max(1));
     if std::env::var_os("MC_UMP_RING_KIB").is_none() {
-        let fair = ((128u64 << 20) / (nodes * nodes)).clamp(32 << 10, 512 << 10);
+        let fair = ((128u64 << 20) / (nodes * nodes)).clamp(32 << 10, 2 << 20);
         c.ring_bytes = 1usize << (63 - fair.leading_zeros());
     }
     if std::env::var_os("MC_UMP_FRAGMENT_KIB").is_none() {
         c.fragment_bytes = (c.ring_bytes / 8).max(8 << 10);
     }
+    // The provider's blocking UMP calls wait only for what has begun to
+    // arrive (the rest of a short message): a packet lost there should end
+    // the run in seconds, not UMP's minute.
+    if std::env::var_os("MC_UMP_TIMEOUT_S").is_none() {
+        c.timeout = c.timeout.min(Duration::from_secs(10));
+    }
     if std::env::var_os("MC_UMP_REGION_KIB").is_none() {
         let per_channel = (c.ring_bytes + 4096) as u64;
-        let need = nodes * per_channel + (64 << 10);
+        // A ring for each other node, and one more: a channel between two
+        // endpoints of this node holds a ring here at each end.
+        let need = (nodes + 1) * per_channel + (64 << 10);
         c.region_bytes = c.region_bytes.max(need.next_power_of_two());
     }
     c
@@ -86,7 +97,8 @@ fn ump_config(mc: &MemoryChannel) -> Config {
 fn open() -> Result<Arc<Domain>, OpenError> {
     let opts = connect_options()?;
     let mc = imc::open_adapter(&opts).map_err(|e| format!("opening the Memory Channel: {e}"))?;
-    let node = Node::open(&mc, ump_config(&mc)).map_err(|e| format!("bringing UMP up: {e}"))?;
+    let node = Node::open(&mc, ump_config(&mc))
+        .map_err(|e| format!("bringing UMP up: {}", blame_lost_packets(&mc, &e)))?;
     let me = mc.node_id().0;
     log::info!("libfabric-mc: node{me} of {} open", mc.nodes());
     Ok(Arc::new(Domain {
@@ -94,6 +106,34 @@ fn open() -> Result<Arc<Domain>, OpenError> {
         me,
         next_ep: AtomicU32::new(1),
     }))
+}
+
+/// What a failure of UMP's set-up (its directory, its regions, a channel)
+/// says, with its real cause first when that is a lost packet. The Memory
+/// Channel API's region table and UMP's directory are written across the
+/// network, and a dropped packet is counted nowhere (docs/device.md,
+/// faults): it leaves a node's copy of a record incomplete, which then
+/// reads as something else. UMP's regions admit every node, so a refusal
+/// to attach one, or one that cannot be found, means this node's copy of
+/// the table lost a packet, not that permissions forbid it; a table or a
+/// directory that never reads whole lost one too.
+pub fn blame_lost_packets(mc: &MemoryChannel, e: &UmpError) -> String {
+    let me = mc.node_id().0;
+    match (mc.error_count(), e) {
+        (0, UmpError::Mc(McError::PermissionDenied { .. } | McError::NoSuchRegion(_))) => format!(
+            "a packet was lost on the network: node{me}'s copy of the region table does not hold what UMP wrote there (UMP's regions admit every node), and the Memory Channel API reads the incomplete record as: {e}"
+        ),
+        (0, UmpError::Mc(McError::CorruptTable(_) | McError::UnstableTable(_))) => format!(
+            "a packet was lost on the network: node{me}'s copy of the Memory Channel API's tables, written across it, does not read whole: {e}"
+        ),
+        (0, UmpError::Timeout { what, .. }) if what.contains("directory") => format!(
+            "a packet was lost on the network: node{me}'s copy of UMP's directory never became whole (each record carries a CRC, so an incomplete one is waited on, not used): {e}"
+        ),
+        (0, _) => e.to_string(),
+        (n, _) => format!(
+            "packets were lost on the network (the Memory Channel error count at node{me} is {n}), so the state written across it is incomplete; what that broke: {e}"
+        ),
+    }
 }
 
 /// The process's domain, opened on first use.

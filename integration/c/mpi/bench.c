@@ -4,12 +4,20 @@
  *
  *   bench [max_bytes] [iterations]
  *
- * Prints one line per size: "bench SIZE one_way_us MB/s" (rank 0).
+ * Prints one line per size: "bench SIZE one_way_us MB/s" (rank 0). The
+ * one-way time is half the median round trip (a mean would let a few
+ * descheduled round trips on a busy host decide it).
  */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
 
 int main(int argc, char **argv)
 {
@@ -24,6 +32,7 @@ int main(int argc, char **argv)
 		MPI_Abort(MPI_COMM_WORLD, 2);
 	}
 	char *buf = malloc(max);
+	double *rt = malloc(sizeof(double) * (size_t)(iters > 4 ? iters : 4));
 	memset(buf, 1, max);
 	const int window = 16;
 	MPI_Request q[16];
@@ -36,9 +45,9 @@ int main(int argc, char **argv)
 			int peer = 1 - rank;
 			/* warm up, then ping-pong */
 			for (int w = 0; w < 2; w++) {
-				double t0 = MPI_Wtime();
 				int reps = w ? it : 2;
 				for (int i = 0; i < reps; i++) {
+					double t0 = MPI_Wtime();
 					if (rank == 0) {
 						MPI_Send(buf, (int)n, MPI_BYTE, peer, 1, MPI_COMM_WORLD);
 						MPI_Recv(buf, (int)n, MPI_BYTE, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
@@ -46,8 +55,10 @@ int main(int argc, char **argv)
 						MPI_Recv(buf, (int)n, MPI_BYTE, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
 						MPI_Send(buf, (int)n, MPI_BYTE, peer, 1, MPI_COMM_WORLD);
 					}
+					rt[i] = MPI_Wtime() - t0;
 				}
-				lat = (MPI_Wtime() - t0) / reps / 2 * 1e6;
+				qsort(rt, (size_t)reps, sizeof(double), cmp_double);
+				lat = rt[reps / 2] / 2 * 1e6;
 			}
 			/* streaming: windows of non-blocking sends, one ack each */
 			int wins = it / 4 > 2 ? it / 4 : 2;
@@ -73,6 +84,7 @@ int main(int argc, char **argv)
 		fflush(stdout);
 		MPI_Barrier(MPI_COMM_WORLD);
 	}
+	free(rt);
 	free(buf);
 	MPI_Finalize();
 	return 0;

@@ -2,7 +2,8 @@
  * An MPI program that checks what MPI programs rely on, for the `mc`
  * libfabric provider (mc-host mpirun): point-to-point, blocking and
  * non-blocking, MPI_ANY_SOURCE and MPI_ANY_TAG, sizes from 0 bytes to
- * several MiB, MPI_Probe, ordering, and the collectives common benchmarks
+ * several MiB, MPI_Probe, matched probes (MPI_Mprobe, MPI_Improbe,
+ * MPI_Mrecv, MPI_Imrecv), ordering, and the collectives common benchmarks
  * use. Every byte received is checked against what its sender wrote.
  *
  *   suite [max_bytes]     (default 4 MiB)
@@ -135,6 +136,61 @@ static void wildcards(void)
 	}
 }
 
+/* Matched probes (MPI_Mprobe, MPI_Improbe, MPI_Mrecv, MPI_Imrecv: the
+ * provider's FI_PEEK | FI_CLAIM): a claimed message is no longer seen by
+ * other receives, and is received whole later. Each sender sends tag 40
+ * then tag 41, small and large; rank 0 claims the first of each sender,
+ * receives the second with a wildcard tag, then the claimed one. */
+static void matched_probes(size_t max)
+{
+	size_t sizes[2] = {8, max < 300000 ? max : 300000};
+	unsigned char *b = malloc(sizes[1] + 1), *c = malloc(sizes[1] + 1);
+	/* Rank 0's wildcard receives before this must not see these. */
+	MPI_Barrier(MPI_COMM_WORLD);
+	for (int k = 0; k < 2; k++) {
+		size_t n = sizes[k];
+		if (rank == 0) {
+			for (int src = 1; src < size; src++) {
+				MPI_Message m;
+				MPI_Status st;
+				int count, flag = 0;
+				if (src % 2) {
+					MPI_Mprobe(src, MPI_ANY_TAG, MPI_COMM_WORLD, &m, &st);
+				} else {
+					while (!flag)
+						MPI_Improbe(src, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, &m, &st);
+				}
+				MPI_Get_count(&st, MPI_BYTE, &count);
+				CHECK(st.MPI_TAG == 40 && (size_t)count == n,
+				      "mprobe from %d: tag %d, %d bytes (not 40, %zu)", src, st.MPI_TAG, count, n);
+				/* The claimed message is not this receive's. */
+				MPI_Recv(c, (int)n, MPI_BYTE, src, MPI_ANY_TAG, MPI_COMM_WORLD, &st);
+				CHECK(st.MPI_TAG == 41, "after a claim from %d: tag %d, not 41", src, st.MPI_TAG);
+				verify(c, n, src, 41, "receive beside a claim");
+				memset(b, 0, n);
+				if (src % 2) {
+					MPI_Mrecv(b, (int)n, MPI_BYTE, &m, &st);
+				} else {
+					MPI_Request q;
+					MPI_Imrecv(b, (int)n, MPI_BYTE, &m, &q);
+					MPI_Wait(&q, &st);
+				}
+				CHECK(st.MPI_SOURCE == src && st.MPI_TAG == 40, "mrecv: from %d tag %d", st.MPI_SOURCE,
+				      st.MPI_TAG);
+				verify(b, n, src, 40, "mrecv");
+			}
+		} else {
+			fill(b, n, rank, 40);
+			fill(c, n, rank, 41);
+			MPI_Send(b, (int)n, MPI_BYTE, 0, 40, MPI_COMM_WORLD);
+			MPI_Send(c, (int)n, MPI_BYTE, 0, 41, MPI_COMM_WORLD);
+		}
+		MPI_Barrier(MPI_COMM_WORLD);
+	}
+	free(b);
+	free(c);
+}
+
 static void collectives(size_t max)
 {
 	int n = (int)(max / sizeof(int) / (size_t)size);
@@ -217,6 +273,8 @@ int main(int argc, char **argv)
 	if (rank == 0) printf("suite: non-blocking all pairs ok\n");
 	wildcards();
 	if (rank == 0) printf("suite: wildcards, probe, order ok\n");
+	matched_probes(max);
+	if (rank == 0) printf("suite: matched probe and receive ok\n");
 	collectives(max);
 	if (rank == 0) printf("suite: collectives ok\n");
 	MPI_Barrier(MPI_COMM_WORLD);
