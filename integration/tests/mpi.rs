@@ -261,7 +261,7 @@ fn the_provider_ping_pongs_between_two_nodes_without_mpi() {
             return;
         }
     };
-    let dir = profile_dir().join("mpi-programs");
+    let dir = build::profile_dir().join("mpi-programs");
     std::fs::create_dir_all(&dir).expect("program dir");
     let exe = dir.join("fi_pingpong");
     let o = Command::new(cc)
