@@ -89,7 +89,7 @@ fn speedup_figure(set: &ResultSet, shapes: &[ClusterShape], variants: &[String])
     let over = if set.basis.host_bound() {
         "the run's (slowest node)"
     } else {
-        "the run's predicted time (earliest start to latest end on the virtual clock)"
+        "the run's predicted time"
     };
     let mut notes = vec![
         set.time_line(),
