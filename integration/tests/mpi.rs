@@ -220,24 +220,24 @@ fn a_run_under_drops_fails_naming_the_cause() {
     }
 }
 
-/// The provider's contract through libfabric's API, without MPI.
-#[test]
-fn the_provider_keeps_its_libfabric_contract() {
-    skip_without_mpi!("the_provider_keeps_its_libfabric_contract");
+/// `integration/c/mpi/NAME.c` compiled against libfabric, and a directory
+/// that offers the provider to libfabric (`FI_PROVIDER_PATH`); `None`, said
+/// on stderr, without a C compiler.
+fn fabric_program(name: &str) -> Option<(PathBuf, tempfile::TempDir)> {
     let cc = match c_program::compiler() {
         Ok(cc) => cc,
         Err(why) => {
-            eprintln!("SKIPPED the_provider_keeps_its_libfabric_contract: {why}");
-            return;
+            eprintln!("SKIPPED the {name} test: {why}");
+            return None;
         }
     };
     let dir = build::profile_dir().join("mpi-programs");
     std::fs::create_dir_all(&dir).expect("program dir");
-    let exe = dir.join("fi_contract");
+    let exe = dir.join(name);
     let o = Command::new(cc)
         .args(["-O2", "-Wall", "-Werror", "-o"])
         .arg(&exe)
-        .arg(c_program::workspace().join("integration/c/mpi/fi_contract.c"))
+        .arg(c_program::workspace().join(format!("integration/c/mpi/{name}.c")))
         .arg("-lfabric")
         .output()
         .expect("run the C compiler");
@@ -248,6 +248,16 @@ fn the_provider_keeps_its_libfabric_contract() {
         fi_dir.path().join("libmc-fi.so"),
     )
     .expect("symlink");
+    Some((exe, fi_dir))
+}
+
+/// The provider's contract through libfabric's API, without MPI.
+#[test]
+fn the_provider_keeps_its_libfabric_contract() {
+    skip_without_mpi!("the_provider_keeps_its_libfabric_contract");
+    let Some((exe, fi_dir)) = fabric_program("fi_contract") else {
+        return;
+    };
     let out = Command::new(binary("mc-host"))
         .args(["run", "--nodes", "1", "--timeout", "120", "--"])
         .arg(&exe)
@@ -268,30 +278,9 @@ fn the_provider_keeps_its_libfabric_contract() {
 #[test]
 fn the_provider_ping_pongs_between_two_nodes_without_mpi() {
     skip_without_mpi!("the_provider_ping_pongs_between_two_nodes_without_mpi");
-    let cc = match c_program::compiler() {
-        Ok(cc) => cc,
-        Err(why) => {
-            eprintln!("SKIPPED the_provider_ping_pongs_between_two_nodes_without_mpi: {why}");
-            return;
-        }
+    let Some((exe, fi_dir)) = fabric_program("fi_pingpong") else {
+        return;
     };
-    let dir = build::profile_dir().join("mpi-programs");
-    std::fs::create_dir_all(&dir).expect("program dir");
-    let exe = dir.join("fi_pingpong");
-    let o = Command::new(cc)
-        .args(["-O2", "-Wall", "-Werror", "-o"])
-        .arg(&exe)
-        .arg(c_program::workspace().join("integration/c/mpi/fi_pingpong.c"))
-        .arg("-lfabric")
-        .output()
-        .expect("run the C compiler");
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let fi_dir = tempfile::tempdir().expect("tempdir");
-    std::os::unix::fs::symlink(
-        provider().expect("checked"),
-        fi_dir.path().join("libmc-fi.so"),
-    )
-    .expect("symlink");
     for size in ["0", "8", "1024", "1025", "300000"] {
         let out = Command::new(binary("mc-host"))
             .args(["run", "--nodes", "2", "--timeout", "120", "--"])
