@@ -414,7 +414,8 @@ impl Ump {
                 Ok(tx.queue.is_empty())
             })?;
         }
-        let through_outbuf = chans.len() >= OUTBUF_MIN_LIST
+        let through_outbuf = self.inner.node.outbuf_on.load(Ordering::Relaxed)
+            && chans.len() >= OUTBUF_MIN_LIST
             && (OUTBUF_MIN_PAYLOAD..=OUTBUF_MAX_PAYLOAD).contains(&data.len())
             && chans
                 .iter()

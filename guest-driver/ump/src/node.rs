@@ -92,6 +92,9 @@ pub struct Node {
     pub(crate) outbufs: Vec<Option<RxRegion>>,
     /// Multicasts written through the outbuf (one copy each).
     pub(crate) outbuf_sent: std::sync::atomic::AtomicU64,
+    /// Whether multicasts use the outbuf (`Config::outbuf`, then
+    /// [`Node::set_outbuf`]).
+    pub(crate) outbuf_on: std::sync::atomic::AtomicBool,
 }
 
 impl Node {
@@ -139,7 +142,6 @@ impl Node {
         );
         Ok(Arc::new(Node {
             mc: mc.clone(),
-            config,
             dir,
             region,
             tx_to: Mutex::new(HashMap::new()),
@@ -150,6 +152,8 @@ impl Node {
             outbuf: Mutex::new(OutbufWriter::new(outbuf, outbuf_uid)),
             outbufs,
             outbuf_sent: std::sync::atomic::AtomicU64::new(0),
+            outbuf_on: std::sync::atomic::AtomicBool::new(config.outbuf),
+            config,
         }))
     }
 
@@ -159,6 +163,12 @@ impl Node {
 
     pub fn config(&self) -> &Config {
         &self.config
+    }
+
+    /// Turn multicast through the outbuf on or off for this node's tasks
+    /// from now on (off: one copy per channel; to compare the two).
+    pub fn set_outbuf(&self, on: bool) {
+        self.outbuf_on.store(on, Ordering::Relaxed);
     }
 
     pub(crate) fn me(&self) -> u8 {

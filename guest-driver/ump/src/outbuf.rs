@@ -295,4 +295,24 @@ mod tests {
         junk[31] = 1;
         assert_eq!(Ref::decode(&junk), None);
     }
+
+    proptest::proptest! {
+        /// Any 32 bytes a channel delivers as a reference: either refused
+        /// or pointing inside the outbuf, whole.
+        #[test]
+        fn any_reference_is_refused_or_inside_the_outbuf(
+            b in proptest::array::uniform32(proptest::num::u8::ANY),
+            pos in 0u64..1 << 40,
+            len in 0u64..OUTBUF_MAX_PAYLOAD as u64 + 64,
+        ) {
+            for b in [b, Ref { pos: pos & !7, len, seq: 1, crc: 2, uid: 3, node: 1 }.encode()] {
+                if let Some(r) = Ref::decode(&b) {
+                    let at = (r.pos % OUTBUF_BYTES as u64) as usize;
+                    proptest::prop_assert!(at + framed(r.len) as usize <= OUTBUF_BYTES);
+                    proptest::prop_assert!(r.len as usize <= OUTBUF_MAX_PAYLOAD);
+                    proptest::prop_assert_eq!(r.encode(), b);
+                }
+            }
+        }
+    }
 }
