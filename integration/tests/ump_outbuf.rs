@@ -115,6 +115,24 @@ fn multicasts_go_through_the_outbuf_once_in_order_to_late_joiners() {
                     }
                 }
             }
+            // Forty of the largest: 160 KiB through the
+            // 64 KiB outbuf, so its slots are reused as readers free them.
+            for m in 0..40u64 {
+                let msg = message(9000 + m, OUTBUF_MAX_PAYLOAD);
+                if me == 0 {
+                    u.mcast(&chans, &msg).unwrap();
+                    through += 1;
+                } else {
+                    for &ch in &chans {
+                        let mut buf = vec![0u8; OUTBUF_MAX_PAYLOAD];
+                        assert_eq!(u.read(ch, &mut buf).unwrap(), OUTBUF_MAX_PAYLOAD);
+                        assert!(
+                            buf == msg,
+                            "{mode}: node {me}: reused slot, message {m} wrong"
+                        );
+                    }
+                }
+            }
             if me == 0 {
                 assert_eq!(u.info().outbuf_multicasts, through);
             }

@@ -88,7 +88,9 @@ pub struct McastPoint {
     pub us_per_mcast: f64,
 }
 
-const MCAST_SIZES: &[usize] = &[1024, 4096, 16 << 10];
+/// Multicast sizes: the outbuf's range (`ump::OUTBUF_MIN_PAYLOAD` to
+/// `ump::OUTBUF_MAX_PAYLOAD`).
+const MCAST_SIZES: &[usize] = &[256, 1024, 4096];
 const KEY_MCAST: u64 = 0xd0;
 
 /// Multicasts per point.

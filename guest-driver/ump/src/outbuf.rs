@@ -34,10 +34,12 @@ pub(crate) const KEY_OUTBUF: u32 = 0x554d_5200;
 /// Bytes of every node's outbuf (the same on all nodes: every node attaches
 /// every other node's).
 pub(crate) const OUTBUF_BYTES: usize = 64 << 10;
-/// Largest payload that goes through the outbuf: a quarter of it framed,
-/// so four multicasts are in flight before the writer waits for readers.
-/// Larger messages stream per channel (they fragment through the rings).
-pub const OUTBUF_MAX_PAYLOAD: usize = OUTBUF_BYTES / 4 - crate::wire::OVERHEAD;
+/// Largest payload that goes through the outbuf (sixteen in flight before
+/// the writer waits for readers). Larger messages stream per channel: to 3
+/// nodes one copy was faster at 1 KiB in 5 runs of 5, at 4 KiB in 3 of 5,
+/// and at 8 and 16 KiB not (docs/ump.md, costs): there the hub's delivery
+/// to each reader, not the writer's stores, sets the time.
+pub const OUTBUF_MAX_PAYLOAD: usize = 4096;
 /// Smallest payload worth an outbuf: below it a reference (32 bytes framed
 /// to 80) costs about what the message's own copy does.
 pub const OUTBUF_MIN_PAYLOAD: usize = 256;
