@@ -391,8 +391,10 @@ impl Ump {
     }
 
     /// `ump_mcast`: write `data` as one message to every channel of `to`.
-    /// The copies stream side by side, so one slow reader does not hold
-    /// the others back more than its ring's worth.
+    /// To two or more channels on other nodes, a message of
+    /// [`crate::OUTBUF_MIN_PAYLOAD`] to [`crate::OUTBUF_MAX_PAYLOAD`] bytes
+    /// is written once, into this node's outbuf, and each of those channels
+    /// gets a reference to it; otherwise each channel gets its own copy.
     pub fn mcast(&self, to: &[ChannelId], data: &[u8]) -> Result<(), UmpError> {
         let deadline = self.deadline();
         let mut chans = Vec::with_capacity(to.len());
@@ -414,14 +416,34 @@ impl Ump {
                 Ok(tx.queue.is_empty())
             })?;
         }
+        // Channels to other nodes over Memory Channel can take the message
+        // from this node's outbuf; the rest (shared memory, this node over
+        // Memory Channel) get their own copy.
+        let (remote, local): (Vec<_>, Vec<_>) = chans
+            .into_iter()
+            .partition(|c| c.link().and_then(|l| l.peer_node()).is_some());
         let through_outbuf = self.inner.node.outbuf_on.load(Ordering::Relaxed)
-            && chans.len() >= OUTBUF_MIN_LIST
-            && (OUTBUF_MIN_PAYLOAD..=OUTBUF_MAX_PAYLOAD).contains(&data.len())
-            && chans
-                .iter()
-                .all(|c| c.link().and_then(|l| l.peer_node()).is_some());
-        if through_outbuf {
-            return self.mcast_outbuf(&chans, data, deadline);
+            && remote.len() >= OUTBUF_MIN_LIST
+            && (OUTBUF_MIN_PAYLOAD..=OUTBUF_MAX_PAYLOAD).contains(&data.len());
+        if !through_outbuf {
+            let all: Vec<_> = remote.into_iter().chain(local).collect();
+            return self.mcast_each(&all, data, deadline);
+        }
+        let r = self.mcast_outbuf(&remote, data, deadline);
+        let l = self.mcast_each(&local, data, deadline);
+        r.and(l)
+    }
+
+    /// A multicast with one copy per channel, streamed side by side, so one
+    /// slow reader does not hold the others back more than its ring's worth.
+    fn mcast_each(
+        &self,
+        chans: &[Arc<Chan>],
+        data: &[u8],
+        deadline: Instant,
+    ) -> Result<(), UmpError> {
+        if chans.is_empty() {
+            return Ok(());
         }
         let mut txs: Vec<_> = chans.iter().map(|c| c.tx()).collect();
         let mut msgs: Vec<_> = txs
