@@ -43,10 +43,11 @@ fn small_rings() -> Config {
 const SIZES: &[usize] = &[
     0,
     1,
-    255,
     256,
-    257,
     1000,
+    1023,
+    1024,
+    1025,
     9000,
     OUTBUF_MAX_PAYLOAD,
     OUTBUF_MAX_PAYLOAD + 1,

@@ -90,7 +90,7 @@ pub struct McastPoint {
 
 /// Multicast sizes: the outbuf's range (`ump::OUTBUF_MIN_PAYLOAD` to
 /// `ump::OUTBUF_MAX_PAYLOAD`).
-const MCAST_SIZES: &[usize] = &[256, 1024, 4096];
+const MCAST_SIZES: &[usize] = &[1024, 4096];
 const KEY_MCAST: u64 = 0xd0;
 
 /// Multicasts per point.

@@ -36,16 +36,19 @@ pub(crate) const KEY_OUTBUF: u32 = 0x554d_5200;
 pub(crate) const OUTBUF_BYTES: usize = 64 << 10;
 /// Largest payload that goes through the outbuf (sixteen in flight before
 /// the writer waits for readers). Larger messages stream per channel: to 3
-/// nodes one copy was faster at 1 KiB in 5 runs of 5, at 4 KiB in 3 of 5,
-/// and at 8 and 16 KiB not (docs/ump.md, costs): there the hub's delivery
-/// to each reader, not the writer's stores, sets the time.
+/// nodes one copy was faster at 4 KiB in 13 runs of 17, at 8 and 16 KiB in
+/// about half (docs/ump.md, costs): there the hub's delivery to each
+/// reader, not the writer's stores, sets the time.
 pub const OUTBUF_MAX_PAYLOAD: usize = 4096;
-/// Smallest payload worth an outbuf: below it a reference (32 bytes framed
-/// to 80) costs about what the message's own copy does.
-pub const OUTBUF_MIN_PAYLOAD: usize = 256;
-/// Shortest list worth an outbuf: with two channels one copy plus two
+/// Smallest payload that goes through the outbuf. Bytes alone say less
+/// (a reference costs 80 bytes framed against a copy's 48 plus the
+/// payload), but each reader then loads twice and sends its consumer index
+/// at once: to 3 nodes one copy was faster at 256 B in 6 runs of 13, at
+/// 1 KiB in 13 of 17 (docs/ump.md, costs).
+pub const OUTBUF_MIN_PAYLOAD: usize = 1024;
+/// Shortest list worth an outbuf: with two channels, one copy plus two
 /// references already costs fewer bytes on the writer's link than two
-/// copies from 256 bytes up.
+/// copies (1 KiB: 1232 bytes against 2144).
 pub const OUTBUF_MIN_LIST: usize = 2;
 /// Bytes of a reference's payload.
 pub(crate) const REF_LEN: usize = 32;
