@@ -14,8 +14,8 @@
  * vhost-user when MC_SOCKET names a socket (`mc-host run`), else the PCI
  * function (as root in a QEMU guest). MC_UMP_RING_KIB, MC_UMP_SHM_RING_KIB,
  * MC_UMP_REGION_KIB, MC_UMP_FRAGMENT_KIB, MC_UMP_CHECKSUM,
- * MC_UMP_RECEIVER_CHECK, MC_UMP_WRITER_CHECK and MC_UMP_TIMEOUT_S
- * configure it (docs/ump.md).
+ * MC_UMP_RECEIVER_CHECK, MC_UMP_WRITER_CHECK, MC_UMP_TIMEOUT_S, MC_UMP_SPINS
+ * and MC_UMP_OUTBUF configure it (docs/ump.md).
  *
  * Every call returns UMP_SUCCESS (0) or a UMP_E* code; ump_perror prints
  * it with the reason of this thread's last failure.
@@ -94,6 +94,8 @@ int ump_nbwrite(ump_task_t *task, ump_channel_t channel, const void *buf, size_t
                 ump_request_t **request);
 int ump_test(ump_request_t *request);      /* UMP_SUCCESS when done, UMP_EAGAIN if not */
 int ump_complete(ump_request_t *request);  /* waits, frees the request, returns its outcome */
+/* One message to every channel of the list; to 2+ channels on other nodes,
+ * 1 to 4 KiB, written once into the node's outbuf (docs/ump.md). */
 int ump_mcast(ump_task_t *task, const ump_channel_t *channels, int count, const void *buf,
               size_t len);
 int ump_info(ump_task_t *task, ump_info_t *info);

@@ -71,7 +71,89 @@ pub struct Report {
     pub shm_ring_bytes: usize,
     pub raw: Raw,
     pub points: Vec<Point>,
+    /// Multicast from node 0 to one channel on each of up to 3 other nodes
+    /// (run with 3 or more nodes), one copy (outbuf) against one per channel.
+    pub mcast: Vec<McastPoint>,
     pub seed: Seed,
+}
+
+/// One multicast point: a stream of `ump_mcast`s of `size` bytes to
+/// `readers` nodes, until every reader has read them all.
+#[derive(Clone, Debug, Serialize)]
+pub struct McastPoint {
+    pub size: usize,
+    pub readers: u8,
+    /// Through node 0's outbuf (one copy) or one copy per channel.
+    pub outbuf: bool,
+    pub us_per_mcast: f64,
+}
+
+/// Multicast sizes: the outbuf's range (`ump::OUTBUF_MIN_PAYLOAD` to
+/// `ump::OUTBUF_MAX_PAYLOAD`).
+const MCAST_SIZES: &[usize] = &[1024, 4096];
+const KEY_MCAST: u64 = 0xd0;
+
+/// Multicasts per point.
+fn mcasts(size: usize, iters: u32) -> usize {
+    ((8usize << 20) / size).min(iters as usize * 4).max(20)
+}
+
+/// The multicast points: node 0 writes, nodes 1..=readers read, each
+/// answering once it has read a point's messages.
+fn measure_mcast(
+    node: &Arc<Node>,
+    me: u8,
+    readers: u8,
+    iters: u32,
+) -> Result<Vec<McastPoint>, BenchUmpError> {
+    let u = Ump::init(node);
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 16 << 10];
+    if me == 0 {
+        let chans = (1..=readers)
+            .map(|n| {
+                let n = u64::from(n);
+                u.open(KEY_MCAST, KEY_MCAST + n, Transport::MemoryChannel)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        for &size in MCAST_SIZES {
+            let data = vec![0x5au8; size];
+            for outbuf in [false, true] {
+                node.set_outbuf(outbuf);
+                let n = mcasts(size, iters);
+                let t0 = Instant::now();
+                for _ in 0..n {
+                    u.mcast(&chans, &data)?;
+                }
+                for &ch in &chans {
+                    u.read(ch, &mut buf)?;
+                }
+                out.push(McastPoint {
+                    size,
+                    readers,
+                    outbuf,
+                    us_per_mcast: t0.elapsed().as_secs_f64() * 1e6 / n as f64,
+                });
+            }
+        }
+        node.set_outbuf(node.config().outbuf);
+    } else {
+        let ch = u.open(
+            KEY_MCAST + u64::from(me),
+            KEY_MCAST,
+            Transport::MemoryChannel,
+        )?;
+        for &size in MCAST_SIZES {
+            for _ in 0..2 {
+                for _ in 0..mcasts(size, iters) {
+                    u.read(ch, &mut buf)?;
+                }
+                u.write(ch, &[0u8; 8])?;
+            }
+        }
+    }
+    u.exit()?;
+    Ok(out)
 }
 
 /// Seed 004's figures (AlphaServer 4100 5/300, MEMORY CHANNEL 1.5).
@@ -193,6 +275,12 @@ pub fn run(
         other.join().expect("shared-memory task")?;
     }
     barrier.wait(T)?;
+    let readers = mc.nodes().saturating_sub(1).min(3) as u8;
+    let mut mcast = Vec::new();
+    if readers >= 2 && me <= readers {
+        mcast = measure_mcast(&node, me, readers, iters)?;
+    }
+    barrier.wait(T)?;
     if me != 0 {
         return Ok(None);
     }
@@ -206,6 +294,7 @@ pub fn run(
             memcpy_64k_mb_s: memcpy_mb_s(64 << 10),
         },
         points,
+        mcast,
         seed: SEED,
     };
     if let Some(path) = json {
@@ -438,6 +527,22 @@ pub fn format(r: &Report) -> String {
         "this machine, same run: adapter one-way {:.2} us; adapter 64 KiB streaming {:.0} MB/s; memcpy 64 KiB {:.0} MB/s\n",
         r.raw.adapter_one_way_us, r.raw.adapter_stream_64k_mb_s, r.raw.memcpy_64k_mb_s
     );
+    for &size in MCAST_SIZES {
+        let get = |outbuf| {
+            r.mcast
+                .iter()
+                .find(|p| p.size == size && p.outbuf == outbuf)
+        };
+        if let (Some(per), Some(one)) = (get(false), get(true)) {
+            s += &format!(
+                "mcast {size} B to {} nodes: one copy (outbuf) {:.1} us, per channel {:.1} us ({:.2}x)\n",
+                one.readers,
+                one.us_per_mcast,
+                per.us_per_mcast,
+                per.us_per_mcast / one.us_per_mcast
+            );
+        }
+    }
     let goal = |name: &str, ok: bool, detail: String| {
         format!(
             "goal {}: {name}: {detail}\n",

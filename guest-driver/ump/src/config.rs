@@ -42,6 +42,9 @@ pub struct Config {
     /// yields: on a loaded 2-core host, 200 doubled the 8-byte one-way time
     /// (docs/ump.md, costs).
     pub spins: u32,
+    /// Multicast through this node's outbuf (one copy of a message for a
+    /// list of channels, `outbuf`); off: one copy per channel always.
+    pub outbuf: bool,
 }
 
 impl Default for Config {
@@ -56,6 +59,7 @@ impl Default for Config {
             writer_check: false,
             timeout: Duration::from_secs(60),
             spins: 50,
+            outbuf: true,
         }
     }
 }
@@ -73,7 +77,8 @@ fn flag(name: &str) -> Option<bool> {
 impl Config {
     /// The defaults, changed by `MC_UMP_RING_KIB`, `MC_UMP_SHM_RING_KIB`,
     /// `MC_UMP_REGION_KIB`, `MC_UMP_FRAGMENT_KIB`, `MC_UMP_CHECKSUM`, `MC_UMP_RECEIVER_CHECK`,
-    /// `MC_UMP_WRITER_CHECK`, `MC_UMP_TIMEOUT_S` and `MC_UMP_SPINS` (for the C library).
+    /// `MC_UMP_WRITER_CHECK`, `MC_UMP_TIMEOUT_S`, `MC_UMP_SPINS` and `MC_UMP_OUTBUF` (for the C
+    /// library).
     pub fn from_env() -> Config {
         let d = Config::default();
         Config {
@@ -88,6 +93,7 @@ impl Config {
             writer_check: flag("MC_UMP_WRITER_CHECK").unwrap_or(d.writer_check),
             timeout: env::<u64>("MC_UMP_TIMEOUT_S").map_or(d.timeout, Duration::from_secs),
             spins: env::<u32>("MC_UMP_SPINS").unwrap_or(d.spins),
+            outbuf: flag("MC_UMP_OUTBUF").unwrap_or(d.outbuf),
         }
     }
 

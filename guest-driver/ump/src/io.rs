@@ -10,8 +10,10 @@ use std::time::Instant;
 use crate::channel::{
     failure_error, Chan, Payload, PendingWrite, Queued, WriteFailure, WriteStatus,
 };
-use crate::error::{Transport, UmpError};
-use crate::stream::Step;
+use crate::error::{Damage, Transport, UmpError};
+use crate::link::Link;
+use crate::outbuf::{self, Ref, OUTBUF_MAX_PAYLOAD, OUTBUF_MIN_LIST, OUTBUF_MIN_PAYLOAD, REF_LEN};
+use crate::stream::{Reader, Step};
 use crate::task::Ump;
 use crate::ChannelId;
 
@@ -53,6 +55,8 @@ pub struct Info {
     pub region_bytes: u64,
     /// The Memory Channel error count now (imc_rderrcnt).
     pub error_count: u64,
+    /// Multicasts of this node's tasks written once, through the outbuf.
+    pub outbuf_multicasts: u64,
     pub channels: Vec<ChannelInfo>,
 }
 
@@ -101,6 +105,9 @@ impl Ump {
             Ok(p.is_some())
         })?;
         let p = p.expect("waited for it");
+        if p.reference {
+            return self.take_reference(&chan, link, &mut rx, buf, deadline);
+        }
         let left = p.len - p.got;
         if (buf.len() as u64) < left {
             return Err(UmpError::BufferTooSmall {
@@ -163,6 +170,17 @@ impl Ump {
                 }
                 return Ok(min == 0);
             };
+            if p.reference {
+                // A multicast through an outbuf: taken whole (it is there
+                // whole once its reference is).
+                let len = self.take_reference(&chan, link, &mut rx, buf, deadline)?;
+                out = Some(ReadProgress {
+                    copied: len,
+                    len: len as u64,
+                    remaining: 0,
+                });
+                return Ok(true);
+            }
             let want = (p.len - p.got).min(buf.len() as u64) as usize;
             copied += rx.read_some(link, &mut buf[copied..want.max(copied)]);
             rx.release(link, false)?;
@@ -201,11 +219,82 @@ impl Ump {
         let Some(link) = chan.link() else {
             return Ok(None);
         };
-        let p = chan.rx().peek(link).map_err(|d| UmpError::Damaged {
+        let mut rx = chan.rx();
+        let p = rx.peek(link).map_err(|d| UmpError::Damaged {
             channel: ch,
             damage: d,
         })?;
-        Ok(p.map(|p| (p.len, p.got)))
+        match p {
+            Some(p) if p.reference => {
+                let mut b = [0u8; REF_LEN];
+                // The real message's length, once its reference is whole.
+                Ok(rx
+                    .look(link, &mut b)
+                    .then(|| Ref::decode(&b))
+                    .flatten()
+                    .map(|r| (r.len, 0)))
+            }
+            p => Ok(p.map(|p| (p.len, p.got))),
+        }
+    }
+
+    /// The message at the head of `chan` is a reference into the peer's
+    /// outbuf: copy the message from this node's copy of the outbuf into
+    /// `buf` and check it, then consume the reference and send the consumer
+    /// index back at once (the writer reuses the outbuf slot only then).
+    fn take_reference(
+        &self,
+        chan: &Chan,
+        link: &dyn Link,
+        rx: &mut Reader,
+        buf: &mut [u8],
+        deadline: Instant,
+    ) -> Result<usize, UmpError> {
+        let ch = chan.id;
+        let damaged = |d| UmpError::Damaged {
+            channel: ch,
+            damage: d,
+        };
+        let mut b = [0u8; REF_LEN];
+        // A reference is one store: whole once its header is seen.
+        self.wait_until(
+            "an outbuf reference",
+            deadline,
+            || Ok(rx.look(link, &mut b)),
+        )?;
+        let node = &self.inner.node;
+        let r = Ref::decode(&b)
+            .filter(|r| link.peer_node() == Some(r.node))
+            .and_then(|r| {
+                let rx = node.outbufs.get(usize::from(r.node))?.as_ref()?;
+                Some((r, rx))
+            });
+        let got = match r {
+            None => Err(Damage::Framing { at: 0 }),
+            Some((r, _)) if (buf.len() as u64) < r.len => {
+                return Err(UmpError::BufferTooSmall {
+                    channel: ch,
+                    len: r.len,
+                    have: buf.len(),
+                })
+            }
+            Some((r, orx)) => {
+                let count = link.error_count().filter(|_| node.config.receiver_check);
+                outbuf::take(orx, &r, buf, count).map(|()| r.len as usize)
+            }
+        };
+        // Consume the reference (its own checks too), then say so.
+        let mut scratch = [0u8; REF_LEN];
+        rx.read_some(link, &mut scratch);
+        let finished = rx.finish(link).map_err(damaged)?;
+        let len = match got {
+            Ok(len) if finished => len,
+            Ok(_) => return Err(damaged(rx.fail_with(Damage::Framing { at: 0 }))),
+            Err(d) => return Err(damaged(rx.fail_with(d))),
+        };
+        rx.release(link, true)?;
+        chan.received.fetch_add(1, Ordering::Relaxed);
+        Ok(len)
     }
 
     /// `ump_write`: write `data` as one message to `ch`, returning when all
@@ -302,8 +391,10 @@ impl Ump {
     }
 
     /// `ump_mcast`: write `data` as one message to every channel of `to`.
-    /// The copies stream side by side, so one slow reader does not hold
-    /// the others back more than its ring's worth.
+    /// To two or more channels on other nodes, a message of
+    /// [`crate::OUTBUF_MIN_PAYLOAD`] to [`crate::OUTBUF_MAX_PAYLOAD`] bytes
+    /// is written once, into this node's outbuf, and each of those channels
+    /// gets a reference to it; otherwise each channel gets its own copy.
     pub fn mcast(&self, to: &[ChannelId], data: &[u8]) -> Result<(), UmpError> {
         let deadline = self.deadline();
         let mut chans = Vec::with_capacity(to.len());
@@ -324,6 +415,35 @@ impl Ump {
                 }
                 Ok(tx.queue.is_empty())
             })?;
+        }
+        // Channels to other nodes over Memory Channel can take the message
+        // from this node's outbuf; the rest (shared memory, this node over
+        // Memory Channel) get their own copy.
+        let (remote, local): (Vec<_>, Vec<_>) = chans
+            .into_iter()
+            .partition(|c| c.link().and_then(|l| l.peer_node()).is_some());
+        let through_outbuf = self.inner.node.outbuf_on.load(Ordering::Relaxed)
+            && remote.len() >= OUTBUF_MIN_LIST
+            && (OUTBUF_MIN_PAYLOAD..=OUTBUF_MAX_PAYLOAD).contains(&data.len());
+        if !through_outbuf {
+            let all: Vec<_> = remote.into_iter().chain(local).collect();
+            return self.mcast_each(&all, data, deadline);
+        }
+        let r = self.mcast_outbuf(&remote, data, deadline);
+        let l = self.mcast_each(&local, data, deadline);
+        r.and(l)
+    }
+
+    /// A multicast with one copy per channel, streamed side by side, so one
+    /// slow reader does not hold the others back more than its ring's worth.
+    fn mcast_each(
+        &self,
+        chans: &[Arc<Chan>],
+        data: &[u8],
+        deadline: Instant,
+    ) -> Result<(), UmpError> {
+        if chans.is_empty() {
+            return Ok(());
         }
         let mut txs: Vec<_> = chans.iter().map(|c| c.tx()).collect();
         let mut msgs: Vec<_> = txs
@@ -361,6 +481,57 @@ impl Ump {
         Ok(())
     }
 
+    /// A multicast through this node's outbuf: the message once into the
+    /// outbuf, then a reference to it down each channel (see `outbuf`).
+    fn mcast_outbuf(
+        &self,
+        chans: &[Arc<Chan>],
+        data: &[u8],
+        deadline: Instant,
+    ) -> Result<(), UmpError> {
+        let node = &self.inner.node;
+        // The seed's lock: one multicast at a time in this node's outbuf.
+        let mut ob = node.outbuf.lock().unwrap_or_else(|p| p.into_inner());
+        let mut pos = 0;
+        self.wait_until("the readers to free the outbuf", deadline, || {
+            for c in chans {
+                if c.peer_closed() {
+                    return Err(UmpError::Closed(c.id));
+                }
+            }
+            Ok(ob.room(data.len()).map(|p| pos = p).is_some())
+        })?;
+        let mut r = ob.put(pos, data, node.mc.error_count())?;
+        r.node = node.me();
+        let payload = r.encode();
+        let mut readers = Vec::with_capacity(chans.len());
+        let mut failed = None;
+        for c in chans {
+            let link = c.link().expect("open");
+            let mut tx = c.tx();
+            let mut m = tx.writer.start_reference(REF_LEN as u64);
+            let res = self.wait_until("room in the peer's ring", deadline, || {
+                if c.peer_closed() {
+                    return Err(UmpError::Closed(c.id));
+                }
+                Ok(tx.writer.step(link, &mut m, &payload)? == Step::Done)
+            });
+            match res {
+                Ok(()) => {
+                    c.sent.fetch_add(1, Ordering::Relaxed);
+                    readers.push((Arc::downgrade(c), tx.writer.position()));
+                }
+                Err(e) => {
+                    let e = self.broke(c.id, &mut tx, e);
+                    failed.get_or_insert(e);
+                }
+            }
+        }
+        ob.hold(&r, readers);
+        node.outbuf_sent.fetch_add(1, Ordering::Relaxed);
+        failed.map_or(Ok(()), Err)
+    }
+
     /// `ump_info`: the configuration and the state of this task.
     pub fn info(&self) -> Info {
         let node = &self.inner.node;
@@ -382,6 +553,7 @@ impl Ump {
             region_used: used,
             region_bytes: bytes,
             error_count: node.mc.error_count(),
+            outbuf_multicasts: node.outbuf_sent.load(Ordering::Relaxed),
             channels: chans
                 .iter()
                 .map(|c| {

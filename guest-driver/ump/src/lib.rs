@@ -31,7 +31,8 @@
 //! Files, one job each: `wire` (a message's bytes), `link` (the memory of
 //! a channel's end, per transport), `stream` (the writer's and reader's
 //! state machines), `directory` (the cluster-wide table of channels),
-//! `node` (a node's shared UMP state), `channel` (a channel as a task holds
+//! `node` (a node's shared UMP state), `outbuf` (multicast
+//! messages written once), `channel` (a channel as a task holds
 //! it), `task` (open, listen, close, wait), `io` (read, write, nbread,
 //! nbwrite, mcast, info), `writer` (the background writer), `config`,
 //! `error`.
@@ -44,6 +45,7 @@ mod io;
 mod link;
 mod model;
 mod node;
+mod outbuf;
 mod stream;
 mod task;
 mod wire;
@@ -55,6 +57,7 @@ pub use directory::RECORDS as DIRECTORY_RECORDS;
 pub use error::{Damage, Transport, UmpError};
 pub use io::{ChannelInfo, Info, ReadProgress};
 pub use node::Node;
+pub use outbuf::{OUTBUF_MAX_PAYLOAD, OUTBUF_MIN_LIST, OUTBUF_MIN_PAYLOAD};
 pub use task::{Event, Ump};
 pub use wire::OVERHEAD as MESSAGE_OVERHEAD;
 

@@ -57,6 +57,11 @@ pub(crate) trait Link: Send + Sync {
     /// Load the aligned 8-byte word at `at` of the incoming ring (acquire:
     /// the loads after it see what arrived before it).
     fn in_word(&self, at: usize) -> u64;
+    /// The peer's node, where the peer is on another node reached over
+    /// Memory Channel (it receives this node's outbuf).
+    fn peer_node(&self) -> Option<u8> {
+        None
+    }
 }
 
 /// One direction of a shared-memory channel: a ring in process memory.
@@ -237,6 +242,8 @@ pub(crate) struct McLink {
     pub(crate) peer_off: usize,
     pub(crate) peer_size: usize,
     pub(crate) uid: u32,
+    /// The peer's node, if not this one.
+    pub(crate) peer: Option<u8>,
 }
 
 impl Link for McLink {
@@ -299,6 +306,9 @@ impl Link for McLink {
     }
     fn in_word(&self, at: usize) -> u64 {
         self.rx.load_u64(self.my_off + CTRL + at).unwrap_or(0)
+    }
+    fn peer_node(&self) -> Option<u8> {
+        self.peer
     }
 }
 

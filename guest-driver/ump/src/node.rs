@@ -21,6 +21,7 @@ use crate::config::Config;
 use crate::directory::{Directory, Snapshot, KIND_CHANNEL, KIND_DAMAGED};
 use crate::error::UmpError;
 use crate::link::{ShmPair, CTRL};
+use crate::outbuf::{OutbufWriter, KEY_OUTBUF, OUTBUF_BYTES};
 
 /// Region key of node n's UMP region: this plus n.
 pub(crate) const KEY_REGION: u32 = 0x554d_5100;
@@ -84,6 +85,16 @@ pub struct Node {
     /// (uid, offset): the peer may still be writing into them, so they are
     /// given back once the channel's record is gone.
     closing: Mutex<Vec<(u32, u32)>>,
+    /// This node's outbuf (the seed's lock around it), written by
+    /// multicasts of its tasks.
+    pub(crate) outbuf: Mutex<OutbufWriter>,
+    /// Every other node's outbuf as received here, by node.
+    pub(crate) outbufs: Vec<Option<RxRegion>>,
+    /// Multicasts written through the outbuf (one copy each).
+    pub(crate) outbuf_sent: std::sync::atomic::AtomicU64,
+    /// Whether multicasts use the outbuf (`Config::outbuf`, then
+    /// [`Node::set_outbuf`]).
+    pub(crate) outbuf_on: std::sync::atomic::AtomicBool,
 }
 
 impl Node {
@@ -97,6 +108,33 @@ impl Node {
         let me = mc.node_id().0;
         let id = mc.region_alloc(KEY_REGION + u32::from(me), bytes, false)?;
         let region = Arc::new(mc.attach_receive(id, Sharing::Exclusive, false)?);
+        // Every node's outbuf is received here before any channel to this
+        // node can open, so no multicast reference can point to data that
+        // arrived before its receive mapping did.
+        let outbuf_bytes = (OUTBUF_BYTES as u64).div_ceil(page) * page;
+        let mut outbufs = Vec::new();
+        let mut outbuf = None;
+        for n in 0..mc.nodes().min(256) {
+            let id = mc.region_alloc(KEY_OUTBUF + n, outbuf_bytes, false)?;
+            if n == u32::from(me) {
+                outbuf = Some(mc.attach_transmit(id, Sharing::Shared, false)?);
+                outbufs.push(None);
+            } else {
+                outbufs.push(Some(mc.attach_receive(id, Sharing::Shared, false)?));
+            }
+        }
+        let outbuf = outbuf.ok_or(UmpError::Config(format!(
+            "node {me} is outside the cluster's {} nodes",
+            mc.nodes()
+        )))?;
+        // The outbuf's number: a fresh one per bring-up, so a reader never
+        // takes what an earlier bring-up of this node left in it.
+        let outbuf_uid = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| {
+                d.subsec_nanos() ^ (d.as_secs() as u32).rotate_left(7)
+            })
+            ^ u32::from(me).wrapping_mul(0x9e37_79b9);
         log::info!(
             "node{me}: UMP up, {} KiB of ring space, {} KiB Memory Channel rings",
             bytes >> 10,
@@ -104,7 +142,6 @@ impl Node {
         );
         Ok(Arc::new(Node {
             mc: mc.clone(),
-            config,
             dir,
             region,
             tx_to: Mutex::new(HashMap::new()),
@@ -112,6 +149,11 @@ impl Node {
             shm: Mutex::new(HashMap::new()),
             next_task: AtomicU32::new(1),
             closing: Mutex::new(Vec::new()),
+            outbuf: Mutex::new(OutbufWriter::new(outbuf, outbuf_uid)),
+            outbufs,
+            outbuf_sent: std::sync::atomic::AtomicU64::new(0),
+            outbuf_on: std::sync::atomic::AtomicBool::new(config.outbuf),
+            config,
         }))
     }
 
@@ -121,6 +163,12 @@ impl Node {
 
     pub fn config(&self) -> &Config {
         &self.config
+    }
+
+    /// Turn multicast through the outbuf on or off for this node's tasks
+    /// from now on (off: one copy per channel; to compare the two).
+    pub fn set_outbuf(&self, on: bool) {
+        self.outbuf_on.store(on, Ordering::Relaxed);
     }
 
     pub(crate) fn me(&self) -> u8 {

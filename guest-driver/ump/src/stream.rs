@@ -71,6 +71,8 @@ enum Phase {
 /// One outgoing message in progress.
 pub(crate) struct OutMsg {
     len: u64,
+    /// An outbuf reference (always short).
+    reference: bool,
     seq: u32,
     phase: Phase,
     sent: u64,
@@ -120,12 +122,27 @@ impl Writer {
         self.next_seq = self.next_seq.wrapping_add(1);
         OutMsg {
             len,
+            reference: false,
             seq,
             phase: Phase::Header,
             sent: 0,
             saved: 0,
             crc: crc32fast::Hasher::new(),
         }
+    }
+
+    /// Start an outbuf reference message (its payload is `outbuf::Ref`).
+    pub(crate) fn start_reference(&mut self, len: u64) -> OutMsg {
+        OutMsg {
+            reference: true,
+            ..self.start(len)
+        }
+    }
+
+    /// Stream position of the next byte: once the reader's consumer index
+    /// has passed it, it has taken every message written before.
+    pub(crate) fn position(&self) -> u64 {
+        self.pos
     }
 
     fn free(&self, link: &dyn Link) -> usize {
@@ -154,7 +171,13 @@ impl Writer {
                     // Short only if it fits what a caught-up reader always
                     // leaves free (it holds back up to a quarter ring of
                     // consumer index): else it streams like a long one.
-                    if framed <= SHORT && framed <= link.out_size() * 3 / 4 && !self.writer_check {
+                    let short_ok = framed <= SHORT && framed <= link.out_size() * 3 / 4;
+                    if m.reference && !short_ok {
+                        return Err(UmpError::Config(
+                            "an outbuf reference does not fit the channel's ring".into(),
+                        ));
+                    }
+                    if short_ok && (!self.writer_check || m.reference) {
                         if free < framed {
                             return Ok(if progressed {
                                 Step::Progress
@@ -177,6 +200,7 @@ impl Writer {
                         seq: m.seq,
                         len: m.len,
                         short: false,
+                        reference: false,
                     };
                     self.pos += HEADER as u64;
                     self.prod_sent = self.pos;
@@ -295,6 +319,7 @@ impl Writer {
             seq: m.seq,
             len: m.len,
             short: true,
+            reference: m.reference,
         };
         let uid = link.uid();
         buf[..HEADER].copy_from_slice(&h.encode(uid));
@@ -319,6 +344,7 @@ impl Writer {
 /// One incoming message being read.
 struct InMsg {
     len: u64,
+    reference: bool,
     got: u64,
     seq: u32,
     crc: crc32fast::Hasher,
@@ -347,6 +373,8 @@ pub(crate) struct Pending {
     pub(crate) len: u64,
     /// Bytes of it already handed to the caller.
     pub(crate) got: u64,
+    /// Its payload is an outbuf reference.
+    pub(crate) reference: bool,
 }
 
 impl Reader {
@@ -412,6 +440,7 @@ impl Reader {
             return Ok(Some(Pending {
                 len: m.len,
                 got: m.got,
+                reference: m.reference,
             }));
         }
         if self.avail(link) < HEADER as u64 && !(link.polled() && self.poll_slot(link)) {
@@ -432,11 +461,35 @@ impl Reader {
         self.pos += HEADER as u64;
         self.cur = Some(InMsg {
             len: h.len,
+            reference: h.reference,
             got: 0,
             seq: h.seq,
             crc: crc32fast::Hasher::new(),
         });
-        Ok(Some(Pending { len: h.len, got: 0 }))
+        Ok(Some(Pending {
+            len: h.len,
+            got: 0,
+            reference: h.reference,
+        }))
+    }
+
+    /// The current message's whole payload, if it has all arrived, without
+    /// taking it (an outbuf reference is looked at before it is consumed).
+    pub(crate) fn look(&self, link: &dyn Link, buf: &mut [u8]) -> bool {
+        let Some(m) = &self.cur else {
+            return false;
+        };
+        if m.got != 0 || m.len != buf.len() as u64 || self.avail(link) < m.len {
+            return false;
+        }
+        get_wrapped(link, self.pos, buf);
+        true
+    }
+
+    /// Fail the channel's reading end: what a reference pointed to was
+    /// damaged or lost.
+    pub(crate) fn fail_with(&mut self, d: Damage) -> Damage {
+        self.fail(d)
     }
 
     /// Copy what has arrived of the current message into `buf` (at most

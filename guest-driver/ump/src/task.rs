@@ -319,6 +319,7 @@ impl Ump {
                     peer_off: peer_off as usize,
                     peer_size: rec.ring as usize,
                     uid: rec.uid,
+                    peer: (peer != node.me()).then_some(peer),
                 })
             }
         };

@@ -31,6 +31,9 @@ const MAGIC_HEAD: u32 = u32::from_le_bytes(*b"UMPh");
 /// A short message, written as one store: its reader polls the slot itself
 /// (the header, then the trailer's last word) instead of a producer index.
 const MAGIC_SHORT: u32 = u32::from_le_bytes(*b"UMPs");
+/// A short message whose payload is a reference into the writer's outbuf
+/// (`outbuf`): the message itself is there, written once for a multicast.
+const MAGIC_REF: u32 = u32::from_le_bytes(*b"UMPr");
 const MAGIC_TAIL: u32 = u32::from_le_bytes(*b"UMPt");
 const MAGIC_END: u32 = u32::from_le_bytes(*b"UMPe");
 
@@ -62,25 +65,31 @@ pub struct Header {
     pub len: u64,
     /// Written as one store without a producer index (see [`MAGIC_SHORT`]).
     pub short: bool,
+    /// The payload is an outbuf reference (see [`MAGIC_REF`]); always short.
+    pub reference: bool,
 }
 
 impl Header {
     /// The third word: ties the length to the number and the channel, so a
     /// stale length (its packet lost) or another channel's header does not
     /// pass.
-    fn check(seq: u32, len: u64, uid: u32, short: bool) -> u64 {
+    fn check(seq: u32, len: u64, uid: u32, short: bool, reference: bool) -> u64 {
         len ^ u64::from(seq).wrapping_mul(0x9e37_79b9_7f4a_7c15)
-            ^ (u64::from(mix(uid)) << 32 | u64::from(short))
+            ^ (u64::from(mix(uid)) << 32 | u64::from(short) | u64::from(reference) << 1)
             ^ 0x554d_5068_6561_6421
     }
 
     pub fn encode(&self, uid: u32) -> [u8; HEADER] {
         let mut b = [0u8; HEADER];
-        let magic = if self.short { MAGIC_SHORT } else { MAGIC_HEAD };
+        let magic = match (self.reference, self.short) {
+            (true, _) => MAGIC_REF,
+            (false, true) => MAGIC_SHORT,
+            (false, false) => MAGIC_HEAD,
+        };
         b[0..4].copy_from_slice(&magic.to_le_bytes());
         b[4..8].copy_from_slice(&self.seq.to_le_bytes());
         b[8..16].copy_from_slice(&self.len.to_le_bytes());
-        let check = Self::check(self.seq, self.len, uid, self.short);
+        let check = Self::check(self.seq, self.len, uid, self.short, self.reference);
         b[16..24].copy_from_slice(&check.to_le_bytes());
         b
     }
@@ -91,12 +100,18 @@ impl Header {
         let magic = word(0) as u32;
         let seq = (word(0) >> 32) as u32;
         let len = word(8);
-        let short = match magic {
-            MAGIC_HEAD => false,
-            MAGIC_SHORT => true,
+        let (short, reference) = match magic {
+            MAGIC_HEAD => (false, false),
+            MAGIC_SHORT => (true, false),
+            MAGIC_REF => (true, true),
             _ => return None,
         };
-        (word(16) == Self::check(seq, len, uid, short)).then_some(Header { seq, len, short })
+        (word(16) == Self::check(seq, len, uid, short, reference)).then_some(Header {
+            seq,
+            len,
+            short,
+            reference,
+        })
     }
 }
 
@@ -160,6 +175,7 @@ mod tests {
             seq: 7,
             len: 1 << 33,
             short: false,
+            reference: false,
         };
         assert_eq!(Header::decode(&h.encode(3), 3), Some(h));
         assert_eq!(Header::decode(&[0; HEADER], 3), None);
@@ -167,6 +183,15 @@ mod tests {
         assert_eq!(Header::decode(&h.encode(4), 3), None);
         let s = Header { short: true, ..h };
         assert_eq!(Header::decode(&s.encode(3), 3), Some(s));
+        let r = Header {
+            reference: true,
+            ..s
+        };
+        assert_eq!(Header::decode(&r.encode(3), 3), Some(r));
+        // A reference is not a plain short message with the same words.
+        let mut forged = r.encode(3);
+        forged[0..4].copy_from_slice(&MAGIC_SHORT.to_le_bytes());
+        assert_eq!(Header::decode(&forged, 3), None);
         // A lost length packet leaves an older length behind.
         let mut stale = h.encode(3);
         stale[8..16].copy_from_slice(&1500u64.to_le_bytes());

@@ -4,7 +4,9 @@
  * other node, and a second thread on node 0 (over shared memory), is a
  * client with a handle the server does not know. Clients send messages of
  * 1 byte to 1 MiB, blocking and non-blocking, read the echoes in pieces
- * with ump_nbread, and the server ends with one multicast to all of them.
+ * with ump_nbread, and the server ends with two multicasts to all of them
+ * (the second, 1 KiB, goes through the server node's outbuf to the clients
+ * on other nodes and as a copy to the local thread).
  * Misuse is checked to return the header's codes.
  */
 #include <pthread.h>
@@ -78,6 +80,9 @@ static void *client(void *arg)
     size_t len = 0;
     OK(ump_read(t, ch, in, 64, &len));
     CHECK(len == 4 && memcmp(in, "bye", 4) == 0, "the multicast");
+    fill(out, 1024, 99);
+    OK(ump_read(t, ch, in, 1024, &len));
+    CHECK(len == 1024 && memcmp(in, out, 1024) == 0, "the 1 KiB multicast");
     ump_info_t info;
     OK(ump_info(t, &info));
     CHECK(info.channels == 1 && info.node == imc_node_id(), "ump_info");
@@ -115,6 +120,8 @@ static void server(void)
     }
     CHECK(opened == clients, "every client opened");
     OK(ump_mcast(t, chans, opened, "bye", 4));
+    fill(buf, 1024, 99);
+    OK(ump_mcast(t, chans, opened, buf, 1024));
     /* Wait for every client to close before leaving. */
     int closed = 0;
     while (closed < clients) {
