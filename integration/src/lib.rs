@@ -28,6 +28,7 @@ use mc_device::{Cluster, ClusterOptions};
 use mc_driver::{Adapter, AdapterOptions, VhostUserOptions, VhostUserTransport};
 
 pub mod hostile;
+pub mod ump_rig;
 
 /// A running backend with a socket directory that lives as long as it does.
 pub struct VirtualCluster {

@@ -13,34 +13,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use integration::delivery::{for_each_delivery, for_each_delivery_up_to};
+use integration::ump_rig::{message, small_rings};
 use integration::VirtualCluster;
 use mc_api::{Barrier, MemoryChannel};
 use ump::{ChannelId, Config, Event, Node, Transport, Ump, UmpError};
 
 const T: Duration = Duration::from_secs(60);
-
-/// A message whose bytes say which message it is, so a mix-up shows.
-fn message(tag: u64, len: usize) -> Vec<u8> {
-    let mut x = tag.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
-
-fn small_rings() -> Config {
-    Config {
-        ring_bytes: 4096,
-        shm_ring_bytes: 4096,
-        region_bytes: 256 << 10,
-        fragment_bytes: 1024,
-        ..Config::default()
-    }
-}
 
 fn wait_opened(u: &Ump, ch: ChannelId) {
     loop {
