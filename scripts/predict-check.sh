@@ -14,10 +14,24 @@
 #   molecules x 3 steps): runs of a few milliseconds are dominated by cold
 #   caches and first-touch page faults, whose CPU cost depends on the host.
 #   MC_QUANTUM_US sets --quantum-us.
-# Builds the release mc-host and mc-guest first. Prints one line per
-# application and shape: the median predicted time per load, their spread,
-# and beside them the median wall-clock time of the same runs per load
-# (what the host measured; it follows the load).
+#
+# The loads are interleaved (each repetition runs quiet, hogs, core0 in
+# turn), so a drift of the host's own speed over minutes (co-tenants of
+# this virtual machine) falls on every load alike instead of on whichever
+# ran last.
+#
+# Beside each prediction it measures, under the same load and in the same
+# repetition, the floor of the method: the CPU time of the application's
+# sequential program (one node, `--sequential`, its computation only). That
+# is plain CPU time with no emulator in it; where it spreads across loads,
+# every CPU-time-based prediction spreads at least as much. And it prints
+# the predicted speedup of each repetition (that sequential CPU time over
+# the prediction), which divides the host's speed out as the report does.
+#
+# Builds the release mc-host and mc-guest first. Prints, per application
+# and shape, one line each for the predicted time, the sequential CPU time,
+# the predicted speedup (medians per load and their spread) and the
+# wall-clock time of the parallel runs (which follows the load).
 # A measurement, not a test: it takes minutes and its figures depend on
 # the host only as far as the prediction fails to be host-independent.
 set -eu
@@ -38,6 +52,7 @@ stop_hogs() {
 trap 'stop_hogs; rm -rf "$work"' EXIT
 quantum=""
 [ -n "${MC_QUANTUM_US:-}" ] && quantum="--quantum-us $MC_QUANTUM_US"
+loads="quiet hogs core0"
 
 # The problem each application computes.
 problem() {
@@ -49,48 +64,70 @@ problem() {
     esac
 }
 
-# One run: prints its predicted and its wall-clock time in seconds.
-run_once() { # load app nodes threads
+# A field of the run's JSON record: the last match.
+field() { # name file
+    sed -n "s/.*\"$1\":\([0-9.e+-]*\).*/\1/p" "$2" | tail -1
+}
+
+# One run under `load`; leaves its record in $work/r.jsonl.
+run_once() { # load app nodes threads extra...
+    load=$1 app=$2 nodes=$3 threads=$4
+    shift 4
     rec="$work/r.jsonl"
     rm -f "$rec"
-    cmd="$mc_host run --nodes $3 --threads $4 --clock virtual $quantum -- \
-        mc-guest csm $2 $(problem "$2") --json $rec"
-    if [ "$1" = core0 ]; then
+    cmd="$mc_host run --nodes $nodes --threads $threads --clock virtual $quantum -- \
+        mc-guest csm $app $(problem "$app") --json $rec $*"
+    if [ "$load" = core0 ]; then
         cmd="taskset -c 0 $cmd"
     fi
-    $cmd > "$work/out" 2>&1 || { cat "$work/out" >&2; echo "run failed" >&2; exit 1; }
-    p=$(sed -n 's/.*"predicted_s":\([0-9.e+-]*\).*/\1/p' "$rec" | tail -1)
-    # The run's own compute_s: the first in the record's times object
-    # (the nodes' follow it).
-    w=$(sed -n 's/.*"times":{"compute_s":\([0-9.e+-]*\).*/\1/p' "$rec" | tail -1)
-    echo "$p $w"
+    $cmd > "$work/out" 2>&1 || { cat "$work/out" >&2; echo "run failed: $cmd" >&2; exit 1; }
 }
 
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
-printf '%-16s %-5s %12s %12s %12s %8s   %-30s\n' app shape quiet hogs core0 spread \
-    "wall-clock: quiet hogs core0"
+# "m1 m2 m3 spread" of the medians per load of column COL in FILE
+# (lines: load value...).
+per_load() { # file col
+    line=""
+    for load in $loads; do
+        line="$line $(awk -v l="$load" -v c="$2" '$1 == l {print $c}' "$1" | median)"
+    done
+    # shellcheck disable=SC2086
+    set -- $line
+    spread=$(printf '%s\n%s\n%s\n' "$1" "$2" "$3" |
+        awk 'NR==1{mn=$1;mx=$1} {if($1<mn)mn=$1; if($1>mx)mx=$1} END {printf "%.1f%%", 100*(mx-mn)/mn}')
+    printf '%12.4g %12.4g %12.4g %8s' "$1" "$2" "$3" "$spread"
+}
+
+printf '%-16s %-5s %-16s %12s %12s %12s %8s\n' app shape measure quiet hogs core0 spread
 for app in $apps; do
-    for shape in $shapes; do
-        nodes=${shape%:*} threads=${shape#*:}
-        line=""
-        walls=""
-        for load in quiet hogs core0; do
+    : > "$work/seq"
+    for shape in $shapes; do : > "$work/par-$shape"; done
+    for _ in $(seq "$reps"); do
+        for load in $loads; do
             if [ "$load" = hogs ]; then
                 sh -c 'while :; do :; done' & hogs="$hogs $!"
                 sh -c 'while :; do :; done' & hogs="$hogs $!"
             fi
-            for _ in $(seq "$reps"); do run_once "$load" "$app" "$nodes" "$threads"; done \
-                > "$work/times"
+            run_once "$load" "$app" 1 1 --sequential
+            seq_cpu=$(field sequential_cpu_s "$work/r.jsonl")
+            echo "$load $seq_cpu" >> "$work/seq"
+            for shape in $shapes; do
+                run_once "$load" "$app" "${shape%:*}" "${shape#*:}"
+                p=$(field predicted_s "$work/r.jsonl")
+                # The run's own compute_s: the first in the record's times
+                # object (the nodes' follow it).
+                w=$(sed -n 's/.*"times":{"compute_s":\([0-9.e+-]*\).*/\1/p' "$work/r.jsonl" | tail -1)
+                s=$(awk -v a="$seq_cpu" -v b="$p" 'BEGIN {printf "%.4f", a / b}')
+                echo "$load $p $w $s" >> "$work/par-$shape"
+            done
             stop_hogs
-            line="$line $(cut -d' ' -f1 "$work/times" | median)"
-            walls="$walls $(cut -d' ' -f2 "$work/times" | median)"
         done
-        # shellcheck disable=SC2086
-        set -- $line
-        spread=$(printf '%s\n%s\n%s\n' "$1" "$2" "$3" |
-            awk 'NR==1{mn=$1;mx=$1} {if($1<mn)mn=$1; if($1>mx)mx=$1} END {printf "%.1f%%", 100*(mx-mn)/mn}')
-        printf '%-16s %-5s %12s %12s %12s %8s  %s\n' "$app" "$shape" "$1" "$2" "$3" "$spread" \
-            "$walls"
+    done
+    for shape in $shapes; do
+        printf '%-16s %-5s %-16s %s\n' "$app" "$shape" "predicted s" "$(per_load "$work/par-$shape" 2)"
+        printf '%-16s %-5s %-16s %s\n' "$app" "$shape" "sequential cpu s" "$(per_load "$work/seq" 2)"
+        printf '%-16s %-5s %-16s %s\n' "$app" "$shape" "speedup" "$(per_load "$work/par-$shape" 4)"
+        printf '%-16s %-5s %-16s %s\n' "$app" "$shape" "wall-clock s" "$(per_load "$work/par-$shape" 3)"
     done
 done
