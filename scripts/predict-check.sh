@@ -13,7 +13,10 @@
 #   predicted time (SOR 2048x2048 x 20 iterations, Gauss 1024, Water 1000
 #   molecules x 3 steps): runs of a few milliseconds are dominated by cold
 #   caches and first-touch page faults, whose CPU cost depends on the host.
-#   MC_QUANTUM_US sets --quantum-us.
+#   MC_QUANTUM_US sets --quantum-us; MC_BIN_DIR names a directory holding
+#   prebuilt mc-host and mc-guest (then nothing is built); MC_LOADS
+#   chooses the loads (default "quiet hogs core0"; also "cores01", confined
+#   to the first two cores, as on a 2-core host).
 #
 # The loads are interleaved (each repetition runs quiet, hogs, core0 in
 # turn), so a drift of the host's own speed over minutes (co-tenants of
@@ -41,8 +44,14 @@ shapes=${2:-"2:1 2:2"}
 apps=${3:-"sor gauss water-nsquared"}
 target=${CARGO_TARGET_DIR:-$root/target}
 cd "$root"
-cargo build --release -p host -p mc-guest >&2
-mc_host="$target/release/mc-host"
+if [ -n "${MC_BIN_DIR:-}" ]; then
+    # Prebuilt binaries (mc-host with mc-guest beside it), e.g. on a host
+    # without a Rust toolchain.
+    mc_host="$MC_BIN_DIR/mc-host"
+else
+    cargo build --release -p host -p mc-guest >&2
+    mc_host="$target/release/mc-host"
+fi
 work=$(mktemp -d)
 hogs=""
 stop_hogs() {
@@ -52,7 +61,7 @@ stop_hogs() {
 trap 'stop_hogs; rm -rf "$work"' EXIT
 quantum=""
 [ -n "${MC_QUANTUM_US:-}" ] && quantum="--quantum-us $MC_QUANTUM_US"
-loads="quiet hogs core0"
+loads=${MC_LOADS:-"quiet hogs core0"}
 
 # The problem each application computes.
 problem() {
@@ -77,9 +86,10 @@ run_once() { # load app nodes threads extra...
     rm -f "$rec"
     cmd="$mc_host run --nodes $nodes --threads $threads --clock virtual $quantum -- \
         mc-guest csm $app $(problem "$app") --json $rec $*"
-    if [ "$load" = core0 ]; then
-        cmd="taskset -c 0 $cmd"
-    fi
+    case "$load" in
+        core0) cmd="taskset -c 0 $cmd" ;;
+        cores01) cmd="taskset -c 0,1 $cmd" ;;
+    esac
     $cmd > "$work/out" 2>&1 || { cat "$work/out" >&2; echo "run failed: $cmd" >&2; exit 1; }
 }
 
@@ -92,14 +102,15 @@ per_load() { # file col
     for load in $loads; do
         line="$line $(awk -v l="$load" -v c="$2" '$1 == l {print $c}' "$1" | median)"
     done
-    # shellcheck disable=SC2086
-    set -- $line
-    spread=$(printf '%s\n%s\n%s\n' "$1" "$2" "$3" |
+    spread=$(echo "$line" | tr ' ' '\n' | grep . |
         awk 'NR==1{mn=$1;mx=$1} {if($1<mn)mn=$1; if($1>mx)mx=$1} END {printf "%.1f%%", 100*(mx-mn)/mn}')
-    printf '%12.4g %12.4g %12.4g %8s' "$1" "$2" "$3" "$spread"
+    for v in $line; do printf '%12.4g ' "$v"; done
+    printf '%8s' "$spread"
 }
 
-printf '%-16s %-5s %-16s %12s %12s %12s %8s\n' app shape measure quiet hogs core0 spread
+printf '%-16s %-5s %-16s' app shape measure
+for load in $loads; do printf ' %12s' "$load"; done
+printf ' %8s\n' spread
 for app in $apps; do
     : > "$work/seq"
     for shape in $shapes; do : > "$work/par-$shape"; done
@@ -112,6 +123,7 @@ for app in $apps; do
             run_once "$load" "$app" 1 1 --sequential
             seq_cpu=$(field sequential_cpu_s "$work/r.jsonl")
             echo "$load $seq_cpu" >> "$work/seq"
+            echo "predict-check: $app sequential ($load): ${seq_cpu} s CPU" >&2
             for shape in $shapes; do
                 run_once "$load" "$app" "${shape%:*}" "${shape#*:}"
                 p=$(field predicted_s "$work/r.jsonl")
@@ -120,6 +132,7 @@ for app in $apps; do
                 w=$(sed -n 's/.*"times":{"compute_s":\([0-9.e+-]*\).*/\1/p' "$work/r.jsonl" | tail -1)
                 s=$(awk -v a="$seq_cpu" -v b="$p" 'BEGIN {printf "%.4f", a / b}')
                 echo "$load $p $w $s" >> "$work/par-$shape"
+                echo "predict-check: $app $shape ($load): predicted ${p} s, wall ${w} s, speedup $s" >&2
             done
             stop_hogs
         done

@@ -80,14 +80,15 @@ impl CsmSpace {
         let ps = self.page_size as usize;
         let mp = mc_page as usize;
         let control = ps.div_ceil(mp) * mp;
-        let messages = control + 2 * mp;
+        let requests = control + mp;
+        let messages = requests + (self.nodes as usize * WORD_APART).div_ceil(mp) * mp;
         let slot = (2 * ps).div_ceil(mp) * mp;
         let queues = messages + self.nodes as usize * slot;
         let queues_end = queues + self.nodes as usize * SYNC_QUEUE_BYTES + 8 * self.nodes as usize;
         MailboxLayout {
             nodes: self.nodes,
             control,
-            requests: control + mp,
+            requests,
             messages,
             slot,
             queues,
@@ -152,7 +153,8 @@ impl CsmSpace {
 /// A node's mailbox: the reply to its page request (the page's data from 0,
 /// then a 16-byte header on the control page), its control page (the
 /// header, its echo word, the barrier sense, the ring word, barrier
-/// arrivals), its request page (one word per requester), a message slot
+/// arrivals, each in a granule of its own: [`WORD_APART`]), its request
+/// pages (one word per requester, a granule apart), a message slot
 /// per sender (a diff sent as a message, CSM-MS; write notices, CSM-S), and
 /// a synchronisation queue per sender (CSM-None). Requests have
 /// a Memory Channel page of their own, so the interrupt says which kind of
@@ -170,9 +172,24 @@ pub struct MailboxLayout {
     mc_page: usize,
 }
 
+/// How far apart the mailbox's words are that different stores set and
+/// different waits watch (the reply header, the echo, the sense, the ring
+/// word, the block of barrier arrivals, each requester's request word): one
+/// granule of the virtual-time arrival table each (the driver's 256 bytes,
+/// `mc_driver::DEFAULT_GRANULE_SHIFT`), so that a waiter reads the arrival
+/// of what it waited for, not of a later store to a neighbouring word (a
+/// request or a ring from a node far ahead in virtual time). With them 8
+/// bytes apart, a node slow to notice its barrier's sense resumed at the
+/// arrival of a request posted after the barrier, and SOR's predicted time
+/// at the paper's CPU scale swung by 3x between runs (docs/virtual-time.md
+/// s.4).
+const WORD_APART: usize = 256;
+/// Where the barrier arrivals start on the control page (8 bytes each, up
+/// to 64 nodes: the master waits for all of them, so they may share).
+const ARRIVALS: usize = 4 * WORD_APART;
 /// Where the acknowledgement slots start on the control page (after the
 /// barrier arrivals of up to 64 nodes).
-const ACKS: usize = 1024;
+const ACKS: usize = 2048;
 /// Data an acknowledgement carries at most (a directory entry).
 pub const ACK_DATA: usize = 16;
 const ACK_STRIDE: usize = 16 + ACK_DATA;
@@ -194,20 +211,20 @@ impl MailboxLayout {
     }
     /// The echo word: this node's own stores, looped back.
     pub fn echo(&self) -> usize {
-        self.control + 64
+        self.control + WORD_APART
     }
     /// The barrier sense (episode) the master writes when all have arrived.
     pub fn sense(&self) -> usize {
-        self.control + 72
+        self.control + 2 * WORD_APART
     }
     /// A word any node writes only to wake this one (a flag was set, a node
     /// failed).
     pub fn ring(&self) -> usize {
-        self.control + 80
+        self.control + 3 * WORD_APART
     }
     /// Barrier arrival word of `node` (meaningful in the master's mailbox).
     pub fn arrival(&self, node: u32) -> usize {
-        self.control + 128 + 8 * node as usize
+        self.control + ARRIVALS + 8 * node as usize
     }
     /// The acknowledgement slot of node `from`: where `from` answers this
     /// node's diff messages (a 16-byte header, then up to `ACK_DATA` bytes),
@@ -220,7 +237,7 @@ impl MailboxLayout {
     }
     /// The request word of `requester` to this node: `seq << 32 | page`.
     pub fn request(&self, requester: u32) -> usize {
-        self.requests + 8 * requester as usize
+        self.requests + WORD_APART * requester as usize
     }
     /// The message slot of `sender` (the body of a message, a diff, whose
     /// request word follows it): room for a diff of a whole page in runs of
@@ -252,7 +269,7 @@ impl MailboxLayout {
         page as usize >= self.requests / self.mc_page
     }
     pub fn bytes(&self) -> u64 {
-        debug_assert!(128 + 8 * self.nodes as usize <= ACKS);
+        debug_assert!(ARRIVALS + 8 * self.nodes as usize <= ACKS);
         debug_assert!(ACKS + ACK_STRIDE * self.nodes as usize <= self.mc_page);
         self.bytes as u64
     }

@@ -191,6 +191,7 @@ impl FutexBell {
     /// resumes at `arrival()`, the virtual arrival of what it waited for
     /// (read once `ready` saw it), if that is later than its own time
     /// (`vclock::wait_end`; docs/virtual-time.md s.5).
+    #[track_caller]
     pub fn wait<T, E>(
         &self,
         what: WaitKind,
@@ -319,11 +320,13 @@ mod tests {
     fn an_error_ends_the_wait_and_a_nap_bounds_a_lost_ring() {
         let bell = FutexBell::default();
         let start = Instant::now();
-        // Nobody rings: the naps let `ready` see its own deadline.
+        // Nobody rings: the naps let `ready` see its own deadline. (Far
+        // longer than the spin, so that a preemption of the spinning
+        // thread on a loaded host cannot end the wait before it slept.)
         let r: Result<(), &str> = bell.wait(
             WaitKind::Loopback,
             || {
-                if start.elapsed() > Duration::from_millis(20) {
+                if start.elapsed() > Duration::from_millis(200) {
                     Err("late")
                 } else {
                     Ok(None)

@@ -474,7 +474,22 @@ pub fn wait_begin() {
 /// End a wait: the CPU the wait burnt is not counted; the thread resumes at
 /// the later of its own time and `arrival` (the data's virtual arrival, if
 /// known), plus [`NOTICE_NS`]. Returns its new time.
+///
+/// At `trace` level it logs where a wait resumed (its caller) and how far
+/// past the thread's own time: what to look at when a prediction moves.
+#[track_caller]
 pub fn wait_end(arrival: Option<u64>) -> u64 {
+    if log::log_enabled!(log::Level::Trace) {
+        if let Some(a) = arrival.filter(|_| enabled()) {
+            let own = CLOCK.with(|c| c.vt.get());
+            log::trace!(
+                "vclock: the wait at {} resumed {} us past its thread's own time {} us",
+                std::panic::Location::caller(),
+                a.saturating_sub(own) / 1000,
+                own / 1000
+            );
+        }
+    }
     end_wait(arrival, NOTICE_NS)
 }
 
