@@ -21,8 +21,9 @@ use crate::times::{self, TimeBreakdown};
 use crate::variant::Levels;
 use crate::{site, startup};
 
-/// How often `Csm::poll` brings the clock up to date (virtual time): about
-/// every 10-100 us of work at the programs' polling rates.
+/// How often `Csm::poll` looks whether the clock is due to be brought up
+/// to date (virtual time; `vclock::sync_when_due` then syncs at most every
+/// `vclock::SYNC_GAP`).
 pub const POLL_SYNC_EVERY: u32 = 16;
 
 /// A node's handle on Cashmere; clone it for each application thread.
@@ -137,13 +138,14 @@ impl Csm {
     /// under [`MessageDetection::Interrupt`].
     ///
     /// In virtual time every [`POLL_SYNC_EVERY`]th call also brings the
-    /// thread's clock up to date and holds it at the quantum if it is too
-    /// far ahead (a safe point: the program holds no protocol lock here).
+    /// thread's clock up to date, if it has not been for
+    /// `vclock::SYNC_GAP`, and holds it at the quantum if it is too far
+    /// ahead (a safe point: the program holds no protocol lock here).
     pub fn poll(&self) -> Result<(), CsmError> {
         if vclock::enabled()
             && self.node.polls.fetch_add(1, Ordering::Relaxed) % POLL_SYNC_EVERY == 0
         {
-            vclock::sync();
+            vclock::sync_when_due();
         }
         self.node.serve_if_waiting()
     }

@@ -26,6 +26,7 @@ use std::cell::Cell;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 pub use board::{ClockBoard, SlotState};
 
@@ -242,6 +243,9 @@ struct ThreadClock {
     /// Serving a request inside a wait ([`serve`]): its CPU counts.
     serving: Cell<bool>,
     stalled: Cell<Option<(u32, u64)>>,
+    /// When the thread last synced, on the host's monotonic clock: what
+    /// [`sync_when_due`] throttles by.
+    synced_at: Cell<Option<Instant>>,
 }
 
 thread_local! {
@@ -254,6 +258,7 @@ thread_local! {
             waiting: Cell::new(0),
             serving: Cell::new(false),
             stalled: Cell::new(None),
+            synced_at: Cell::new(None),
         }
     };
 }
@@ -325,8 +330,33 @@ pub fn sync() -> u64 {
         let vt = c.advance(g);
         c.set(g, vt);
         c.gate(g);
+        c.synced_at.set(Some(Instant::now()));
         c.vt.get()
     })
+}
+
+/// How often a thread that polls in a tight loop syncs at most
+/// ([`sync_when_due`]), in the host's time.
+pub const SYNC_GAP: Duration = Duration::from_micros(50);
+
+/// [`sync`], unless this thread synced less than [`SYNC_GAP`] ago (on the
+/// host's monotonic clock, which costs a fraction of reading the thread's
+/// CPU clock, a system call): for a safe point a program passes every
+/// microsecond or so (`Csm::poll` at loop back edges). Syncing there every
+/// few polls cost Gauss 1024's processors more CPU time than half the
+/// sequential program's whole computation, and that cost, counted as
+/// computing, varied with the host's load (docs/virtual-time.md s.8).
+/// Returns the thread's time as last synced (0 when off).
+pub fn sync_when_due() -> u64 {
+    if !enabled() {
+        return 0;
+    }
+    let due = CLOCK.with(|c| c.synced_at.get().is_none_or(|t| t.elapsed() >= SYNC_GAP));
+    if due {
+        sync()
+    } else {
+        stamp()
+    }
 }
 
 /// When a store of `bytes` sent at virtual time `send` arrives, at Memory

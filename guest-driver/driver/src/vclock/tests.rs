@@ -212,3 +212,23 @@ fn a_computing_poller_serves_a_past_request_at_its_arrival_and_pays_for_it() {
     .join()
     .unwrap();
 }
+
+#[test]
+fn a_tight_poller_syncs_once_its_gap_has_passed() {
+    on();
+    std::thread::spawn(|| {
+        let before = sync();
+        // CPU time never runs ahead of the host's clock: after this much
+        // computing, the gap has passed and the poller's sync counts it.
+        burn(SYNC_GAP * 20);
+        let after = sync_when_due();
+        assert!(
+            after >= before + (SYNC_GAP * 20).as_nanos() as u64,
+            "{before} -> {after}"
+        );
+        // What it returns is never behind the thread's own time.
+        assert!(sync_when_due() >= after);
+    })
+    .join()
+    .unwrap();
+}
