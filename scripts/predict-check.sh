@@ -13,7 +13,8 @@
 #   predicted time (SOR 2048x2048 x 20 iterations, Gauss 1024, Water 1000
 #   molecules x 3 steps): runs of a few milliseconds are dominated by cold
 #   caches and first-touch page faults, whose CPU cost depends on the host.
-#   MC_QUANTUM_US sets --quantum-us; MC_BIN_DIR names a directory holding
+#   MC_QUANTUM_US sets --quantum-us; MC_PROBLEM replaces the problem's
+#   options (e.g. "--size 2048" for a larger Gauss); MC_BIN_DIR names a directory holding
 #   prebuilt mc-host and mc-guest (then nothing is built); MC_LOADS
 #   chooses the loads (default "quiet hogs core0"; also "cores01", confined
 #   to the first two cores, as on a 2-core host).
@@ -65,6 +66,10 @@ loads=${MC_LOADS:-"quiet hogs core0"}
 
 # The problem each application computes.
 problem() {
+    if [ -n "${MC_PROBLEM:-}" ]; then
+        echo "$MC_PROBLEM"
+        return
+    fi
     case "$1" in
         sor) echo "--rows 2048 --cols 2048 --iters 20" ;;
         gauss) echo "--size 1024" ;;
