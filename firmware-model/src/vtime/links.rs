@@ -1,0 +1,218 @@
+//! Memory Channel 2's links and crossbar hub in virtual time: where each
+//! stamped packet waits for a busy link (docs/virtual-time.md s.3).
+//!
+//! Seed 000 s.2.2: "Memory Channel II's hub is cross-bar based with higher
+//! cross-sectional bandwidth", and a broadcast "must 'take over' the
+//! crossbar-based central network hub". So:
+//! - each node's link to the hub (its uplink) carries that node's packets one
+//!   at a time at 75 MB/s; each node's link from the hub (its downlink)
+//!   likewise;
+//! - a point-to-point packet needs its sender's uplink and its receivers'
+//!   downlinks (the destination's, and the sender's own for loopback): pairs
+//!   of nodes that share no link go through the crossbar at once;
+//! - a broadcast takes over the crossbar: it goes when EVERY downlink is free
+//!   (not only its receivers'), and holds every downlink while it goes. The
+//!   seed says the whole hub is taken over; nothing goes through it beside
+//!   the broadcast.
+//!
+//! The one-way latency (2.9 us, seed 004 Table 2) is split in two: the
+//! sender's adapter, its uplink and the crossbar ([`HUB_OFFSET`]) before the
+//! downlink, the downlink, receiving adapter and DMA after it. Every packet
+//! crosses both halves, so the split shifts all downlink calendars alike and
+//! changes no arrival.
+//!
+//! Cut-through: a packet's bytes go down as they come up, so an uncontended
+//! packet arrives exactly as `vtime::arrival` says. Work is placed per page
+//! of a store (the packets of one page have the same receivers), as a fluid
+//! that uses free time in order (calendar.rs); a packet inside the page gets
+//! the later of "packed from the page's first byte" and "packed up to its
+//! last byte", which is exact for the last packet and for an uncontended
+//! page.
+//!
+//! Bounded against any stamps: calendars keep at most `calendar::CAP`
+//! intervals and forget those that ended [`HORIZON`] before the OLDEST of the
+//! senders' newest stamps, so a node that stamps far in the future moves
+//! nobody's horizon but its own and delays nobody's present-time packets.
+
+use super::calendar::Calendar;
+use super::VIRTUAL_LINK;
+
+/// Of the one-way latency, the part before the receiver's downlink.
+pub const HUB_OFFSET: u64 = VIRTUAL_LINK.one_way_latency.0 / 2;
+
+/// How far behind the senders' clocks an interval is still kept, in ns:
+/// 100 times the default quantum (threads run at most a quantum apart).
+pub const HORIZON: u64 = 10_000_000;
+
+/// Serialisation of `bytes` of one store, in ns (saturating).
+pub(crate) fn ser(bytes: u64) -> u64 {
+    VIRTUAL_LINK.serialisation(bytes).0
+}
+
+/// One page of a store on one downlink: the span its bytes went down in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Placed {
+    /// When its first byte went down the downlink.
+    start: u64,
+    /// When its last byte had gone down.
+    end: u64,
+    /// Serialisation of the store's bytes before this page's.
+    base: u64,
+    /// Serialisation of this page's bytes (`ser(through) - base`).
+    work: u64,
+}
+
+impl Placed {
+    /// Arrival of the packet whose last byte is the `through`-th of the
+    /// store.
+    fn arrival(&self, through: u64) -> u64 {
+        let done = ser(through).saturating_sub(self.base).min(self.work);
+        let packed_first = self.start.saturating_add(done);
+        let packed_last = self.end.saturating_sub(self.work - done);
+        packed_first
+            .max(packed_last)
+            .saturating_add(VIRTUAL_LINK.one_way_latency.0 - HUB_OFFSET)
+    }
+}
+
+/// The hub's virtual occupancy: every link's calendar.
+#[derive(Clone, Debug)]
+pub(crate) struct VirtualLinks {
+    uplinks: Vec<Calendar>,
+    downlinks: Vec<Calendar>,
+    /// The union of every downlink's busy time: a broadcast, which takes
+    /// over the crossbar, goes where this is free.
+    crossbar: Calendar,
+    /// Each sender's newest stamp (`None`: never stamped).
+    newest: Vec<Option<u64>>,
+    /// Intervals that ended at or before this are forgotten.
+    horizon: u64,
+    /// The current store: its send time and where its uplink got to.
+    send: u64,
+    cursor: u64,
+    /// The current page's placement, per receiver.
+    placed: Vec<Option<Placed>>,
+}
+
+impl VirtualLinks {
+    pub(crate) fn new(nodes: usize) -> Self {
+        VirtualLinks {
+            uplinks: vec![Calendar::default(); nodes],
+            downlinks: vec![Calendar::default(); nodes],
+            crossbar: Calendar::default(),
+            newest: vec![None; nodes],
+            horizon: 0,
+            send: 0,
+            cursor: 0,
+            placed: vec![None; nodes],
+        }
+    }
+
+    /// A stamped store from `src` sent at `send` begins.
+    pub(crate) fn begin_store(&mut self, src: usize, send: u64) {
+        if let Some(n) = self.newest.get_mut(src) {
+            *n = Some(n.map_or(send, |v| v.max(send)));
+        }
+        // Not kept monotone: a sender that starts stamping late (or one
+        // that stamped far ahead first) brings it back.
+        let oldest = self.newest.iter().flatten().min().copied().unwrap_or(0);
+        self.horizon = oldest.saturating_sub(HORIZON);
+        self.send = send;
+        self.cursor = send;
+        self.placed.fill(None);
+    }
+
+    /// Place the store's bytes `before..through` (one page's packets) from
+    /// `src` to `receivers`; `broadcast`: the page is a broadcast page.
+    /// Afterwards [`VirtualLinks::arrival`] answers for those receivers.
+    pub(crate) fn place_page(
+        &mut self,
+        src: usize,
+        before: u64,
+        through: u64,
+        broadcast: bool,
+        receivers: impl Iterator<Item = usize>,
+    ) {
+        self.placed.fill(None);
+        let horizon = self.horizon;
+        let base = ser(before);
+        let work = ser(through).saturating_sub(base);
+        let Some(up) = self.uplinks.get_mut(src) else {
+            return;
+        };
+        up.forget_before(horizon);
+        let (up_start, up_end) = up.fill(self.cursor, work);
+        self.cursor = up_end;
+        // The downlink takes the bytes no faster than the uplink brought
+        // them: from as if they had all come up at the end of the uplink's
+        // span (the same when nothing was in the way; `max` for times that
+        // saturated).
+        let ready = up_end
+            .saturating_sub(work)
+            .max(up_start)
+            .saturating_add(HUB_OFFSET);
+        self.crossbar.forget_before(horizon);
+        if broadcast {
+            let (start, end) = self.crossbar.fill(ready, work);
+            for d in &mut self.downlinks {
+                d.forget_before(horizon);
+                d.occupy(start, end);
+            }
+            let p = Placed {
+                start,
+                end,
+                base,
+                work,
+            };
+            for r in receivers {
+                if let Some(slot) = self.placed.get_mut(r) {
+                    *slot = Some(p);
+                }
+            }
+        } else {
+            for r in receivers {
+                let Some(d) = self.downlinks.get_mut(r) else {
+                    continue;
+                };
+                d.forget_before(horizon);
+                let (start, end) = d.fill(ready, work);
+                self.crossbar.occupy(start, end);
+                self.placed[r] = Some(Placed {
+                    start,
+                    end,
+                    base,
+                    work,
+                });
+            }
+        }
+    }
+
+    /// The virtual arrival at `receiver` of the current page's packet whose
+    /// last byte is the store's `through`-th, and how much of it is waiting
+    /// for busy links.
+    pub(crate) fn arrival(&self, receiver: usize, through: u64) -> Option<(u64, u64)> {
+        let p = self.placed.get(receiver).copied().flatten()?;
+        let alone = super::arrival(crate::types::Nanos(self.send), through).0;
+        // Never before it would arrive alone (only times that saturated at
+        // u64::MAX could make it so).
+        let at = p.arrival(through).max(alone);
+        Some((at, at.saturating_sub(alone)))
+    }
+
+    /// Intervals kept over all calendars (tests, bounds).
+    #[cfg(test)]
+    pub(crate) fn intervals(&self) -> usize {
+        self.uplinks
+            .iter()
+            .chain(&self.downlinks)
+            .map(Calendar::len)
+            .sum::<usize>()
+            + self.crossbar.len()
+    }
+
+    /// The most intervals all calendars together may keep.
+    #[cfg(test)]
+    pub(crate) fn max_intervals(&self) -> usize {
+        (self.uplinks.len() + self.downlinks.len() + 1) * super::calendar::CAP
+    }
+}
