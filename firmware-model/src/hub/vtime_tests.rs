@@ -268,10 +268,11 @@ fn a_broadcast_takes_over_every_downlink() {
 }
 
 #[test]
-fn a_broadcast_waits_until_every_downlink_is_free() {
+fn a_broadcast_takes_over_from_point_to_point_traffic() {
     let mut h = cluster(4);
-    // 1 -> 3 first: node 3's downlink is busy; the broadcast from 0 waits
-    // for it, though node 3 does not even share its sender's uplink.
+    // 1 -> 3 streams first. The broadcast from 0, ready as its first byte
+    // reaches the hub, waits for the packet in flight on node 3's downlink
+    // only, not for the stream; the stream's rest goes after it.
     let p = Store {
         src: 1,
         dst: Some(3),
@@ -286,9 +287,41 @@ fn a_broadcast_waits_until_every_downlink_is_free() {
     };
     assert_eq!(last_at(&send(&mut h, &p), 3), alone(&p));
     let got = send(&mut h, &b);
+    let packet = ser(32);
     for n in [1, 2, 3] {
-        assert_eq!(last_at(&got, n), alone(&b) + ser(512));
+        assert_eq!(last_at(&got, n), alone(&b) + packet);
     }
+    // Node 3's downlink was held for the broadcast: what comes next to it
+    // waits for the stream and the broadcast.
+    let q = Store {
+        src: 2,
+        dst: Some(3),
+        vt: 1_000,
+        len: 8,
+    };
+    assert_eq!(
+        last_at(&send(&mut h, &q), 3),
+        alone(&q) + ser(512) + ser(64)
+    );
+}
+
+#[test]
+fn broadcasts_at_once_go_one_after_the_other() {
+    let mut h = cluster(3);
+    let a = Store {
+        src: 0,
+        dst: None,
+        vt: 1_000,
+        len: 256,
+    };
+    let b = Store {
+        src: 1,
+        dst: None,
+        vt: 1_000,
+        len: 256,
+    };
+    assert_eq!(last_at(&send(&mut h, &a), 2), alone(&a));
+    assert_eq!(last_at(&send(&mut h, &b), 2), alone(&b) + ser(256));
 }
 
 #[test]

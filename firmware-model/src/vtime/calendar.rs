@@ -77,6 +77,28 @@ impl Calendar {
         }
     }
 
+    /// The end of the busy interval `t` lies in, if it lies in one.
+    pub(crate) fn busy_at(&self, t: u64) -> Option<u64> {
+        self.busy
+            .range(..=t)
+            .next_back()
+            .map(|(_, &e)| e)
+            .filter(|&e| e > t)
+    }
+
+    /// How much of `[start, end)` is busy.
+    pub(crate) fn busy_within(&self, start: u64, end: u64) -> u64 {
+        let from = self
+            .busy
+            .range(..=start)
+            .next_back()
+            .map_or(start, |(&s, _)| s);
+        self.busy
+            .range(from..end)
+            .map(|(&s, &e)| e.min(end).saturating_sub(s.max(start)))
+            .sum()
+    }
+
     /// Forget every interval that ended at or before `horizon`.
     pub(crate) fn forget_before(&mut self, horizon: u64) {
         while let Some(entry) = self.busy.first_entry() {
@@ -148,6 +170,18 @@ mod tests {
         // 30 ns from 100: 10 before 110, 10 in 120..130, 10 in 140..150.
         assert_eq!(c.fill(100, 30), (100, 150));
         assert_eq!(c.intervals(), vec![(100, 150), (200, 300)]);
+    }
+
+    #[test]
+    fn busy_time_is_measured() {
+        let mut c = Calendar::default();
+        c.occupy(10, 20);
+        c.occupy(30, 40);
+        assert_eq!(c.busy_at(15), Some(20));
+        assert_eq!(c.busy_at(20), None);
+        assert_eq!(c.busy_within(15, 35), 10);
+        assert_eq!(c.busy_within(0, 100), 20);
+        assert_eq!(c.busy_within(20, 30), 0);
     }
 
     #[test]

@@ -10,10 +10,16 @@
 //! - a point-to-point packet needs its sender's uplink and its receivers'
 //!   downlinks (the destination's, and the sender's own for loopback): pairs
 //!   of nodes that share no link go through the crossbar at once;
-//! - a broadcast takes over the crossbar: it goes when EVERY downlink is free
-//!   (not only its receivers'), and holds every downlink while it goes. The
-//!   seed says the whole hub is taken over; nothing goes through it beside
-//!   the broadcast.
+//! - a broadcast takes over the crossbar: EVERY downlink (not only its
+//!   receivers'; the seed says the whole hub is taken over) finishes the
+//!   packet it is sending, at most one packet's serialisation, then carries
+//!   the broadcast, and what it would have sent meanwhile goes after it
+//!   (the hub holds it). Broadcasts do not take over from each other: they
+//!   go one at a time, in their own calendar. The broadcast does not wait
+//!   for the queues of point-to-point traffic behind those packets: a
+//!   calendar holds a stream's whole span, and a flag broadcast behind three
+//!   8 KiB page replies to three nodes would otherwise wait for the last of
+//!   them, as the hub's arbitration at packet boundaries never makes it.
 //!
 //! The one-way latency (2.9 us, seed 004 Table 2) is split in two: the
 //! sender's adapter, its uplink and the crossbar ([`HUB_OFFSET`]) before the
@@ -80,9 +86,13 @@ impl Placed {
 pub(crate) struct VirtualLinks {
     uplinks: Vec<Calendar>,
     downlinks: Vec<Calendar>,
-    /// The union of every downlink's busy time: a broadcast, which takes
-    /// over the crossbar, goes where this is free.
+    /// The union of every downlink's busy time: where a broadcast finds
+    /// packets in flight.
     crossbar: Calendar,
+    /// The broadcasts' spans: one takeover at a time.
+    takeover: Calendar,
+    /// Serialisation of a packet of the cluster's largest payload.
+    packet: u64,
     /// Each sender's newest stamp (`None`: never stamped).
     newest: Vec<Option<u64>>,
     /// Intervals that ended at or before this are forgotten.
@@ -95,11 +105,14 @@ pub(crate) struct VirtualLinks {
 }
 
 impl VirtualLinks {
-    pub(crate) fn new(nodes: usize) -> Self {
+    /// `nodes` adapters whose packets carry at most `max_payload` bytes.
+    pub(crate) fn new(nodes: usize, max_payload: u32) -> Self {
         VirtualLinks {
             uplinks: vec![Calendar::default(); nodes],
             downlinks: vec![Calendar::default(); nodes],
             crossbar: Calendar::default(),
+            takeover: Calendar::default(),
+            packet: ser(u64::from(max_payload)),
             newest: vec![None; nodes],
             horizon: 0,
             send: 0,
@@ -153,11 +166,24 @@ impl VirtualLinks {
             .saturating_add(HUB_OFFSET);
         self.crossbar.forget_before(horizon);
         if broadcast {
-            let (start, end) = self.crossbar.fill(ready, work);
+            let in_flight = self
+                .crossbar
+                .busy_at(ready)
+                .map_or(0, |end| (end - ready).min(self.packet));
+            self.takeover.forget_before(horizon);
+            let (start, end) = self.takeover.fill(ready.saturating_add(in_flight), work);
+            // Within its span, time that is not its own is other broadcasts'.
+            let others = (end - start).saturating_sub(work);
             for d in &mut self.downlinks {
                 d.forget_before(horizon);
+                let held = d.busy_within(start, end).saturating_sub(others);
                 d.occupy(start, end);
+                if held > 0 {
+                    let (s, e) = d.fill(end, held);
+                    self.crossbar.occupy(s, e);
+                }
             }
+            self.crossbar.occupy(start, end);
             let p = Placed {
                 start,
                 end,
@@ -208,11 +234,12 @@ impl VirtualLinks {
             .map(Calendar::len)
             .sum::<usize>()
             + self.crossbar.len()
+            + self.takeover.len()
     }
 
     /// The most intervals all calendars together may keep.
     #[cfg(test)]
     pub(crate) fn max_intervals(&self) -> usize {
-        (self.uplinks.len() + self.downlinks.len() + 1) * super::calendar::CAP
+        (self.uplinks.len() + self.downlinks.len() + 2) * super::calendar::CAP
     }
 }
