@@ -54,6 +54,39 @@ impl Calendar {
         (start, end)
     }
 
+    /// [`Calendar::fill`] in the time free in both this calendar and
+    /// `other` (which is left as it is): the span is marked busy here,
+    /// `other`'s intervals inside it included, so this calendar does not
+    /// walk them again.
+    pub(crate) fn fill_avoiding(&mut self, other: &Calendar, ready: u64, work: u64) -> (u64, u64) {
+        let free_from = |c: &Self, mut t: u64| {
+            while let Some(e) = c.busy_at(t).max(other.busy_at(t)) {
+                t = e;
+            }
+            t
+        };
+        let start = free_from(self, ready);
+        let mut t = start;
+        let mut left = work;
+        loop {
+            let mine = self.busy.range(t..).next().map(|(&s, _)| s);
+            let theirs = other.busy.range(t..).next().map(|(&s, _)| s);
+            let Some(s) = [mine, theirs].into_iter().flatten().min() else {
+                break;
+            };
+            let gap = s - t;
+            if gap >= left {
+                break;
+            }
+            left -= gap;
+            t = free_from(self, s);
+        }
+        let end = t.saturating_add(left);
+        // [ready, start) is busy in one calendar or the other: kept here too.
+        self.occupy(ready.min(start), end);
+        (start, end)
+    }
+
     /// Mark `[start, end)` busy, merged with whatever it overlaps or touches.
     pub(crate) fn occupy(&mut self, start: u64, end: u64) {
         if start >= end {
@@ -185,6 +218,21 @@ mod tests {
     }
 
     #[test]
+    fn filling_around_another_calendar_uses_time_free_in_both() {
+        let mut mine = Calendar::default();
+        let mut theirs = Calendar::default();
+        mine.occupy(100, 120);
+        theirs.occupy(115, 130);
+        theirs.occupy(140, 150);
+        // Ready at 105: free from 130, 10 ns before 140, 10 after 150.
+        assert_eq!(mine.fill_avoiding(&theirs, 105, 20), (130, 160));
+        assert_eq!(mine.intervals(), vec![(100, 160)]);
+        assert_eq!(theirs.intervals(), vec![(115, 130), (140, 150)]);
+        // Nothing in the way: as `fill`.
+        assert_eq!(mine.fill_avoiding(&theirs, 200, 5), (200, 205));
+    }
+
+    #[test]
     fn the_cap_forgets_the_earliest() {
         let mut c = Calendar::default();
         for i in 0..(CAP as u64 + 10) {
@@ -217,6 +265,36 @@ mod tests {
     }
 
     proptest! {
+        /// Around another calendar: starts at or after `ready` where both
+        /// are free, and uses exactly `work` of the time free in both.
+        #[test]
+        fn placements_around_another_use_time_free_in_both(
+            theirs in proptest::collection::vec((0u64..20_000, 1u64..500), 0..40),
+            ops in proptest::collection::vec((0u64..20_000, 1u64..500), 1..60),
+        ) {
+            let mut other = Calendar::default();
+            for (s, w) in theirs {
+                other.occupy(s, s + w);
+            }
+            let mut c = Calendar::default();
+            for (ready, work) in ops {
+                let before = c.clone();
+                let (s, e) = c.fill_avoiding(&other, ready, work);
+                prop_assert!(s >= ready);
+                prop_assert!(!before.busy_in(s, s + 1) && !other.busy_in(s, s + 1));
+                let mut both = before.clone();
+                for (a, b) in other.intervals() {
+                    both.occupy(a, b);
+                }
+                let busy: u64 = both
+                    .intervals()
+                    .iter()
+                    .map(|&(a, b)| b.min(e).saturating_sub(a.max(s)))
+                    .sum();
+                prop_assert_eq!(e - s - busy, work);
+            }
+        }
+
         /// Whatever came before: the placement starts at or after `ready`,
         /// takes at least `work`, uses only time that was free, and leaves
         /// the calendar disjoint, sorted and within its cap.
@@ -239,6 +317,7 @@ mod tests {
                     .sum();
                 prop_assert_eq!(e - s - busy, work);
                 let iv = c.intervals();
+                prop_assert!(iv.len() <= CAP);
                 for w in iv.windows(2) {
                     prop_assert!(w[0].1 < w[1].0, "disjoint, not touching: {:?}", w);
                 }

@@ -89,7 +89,10 @@ pub(crate) struct VirtualLinks {
     /// The union of every downlink's busy time: where a broadcast finds
     /// packets in flight.
     crossbar: Calendar,
-    /// The broadcasts' spans: one takeover at a time.
+    /// The broadcasts' spans: one takeover at a time. A downlink is held
+    /// during them; it learns of them when its own traffic meets them
+    /// (`Calendar::fill_avoiding`), so a broadcast costs O(log n), not a
+    /// write into every downlink.
     takeover: Calendar,
     /// Serialisation of a packet of the cluster's largest payload.
     packet: u64,
@@ -100,8 +103,11 @@ pub(crate) struct VirtualLinks {
     /// The current store: its send time and where its uplink got to.
     send: u64,
     cursor: u64,
-    /// The current page's placement, per receiver.
-    placed: Vec<Option<Placed>>,
+    /// The current page's placement: the same at every receiver of a
+    /// broadcast, or per receiver (at most two: the destination, and the
+    /// sender for loopback).
+    everywhere: Option<Placed>,
+    placed: Vec<(usize, Placed)>,
 }
 
 impl VirtualLinks {
@@ -117,7 +123,8 @@ impl VirtualLinks {
             horizon: 0,
             send: 0,
             cursor: 0,
-            placed: vec![None; nodes],
+            everywhere: None,
+            placed: Vec::new(),
         }
     }
 
@@ -132,11 +139,13 @@ impl VirtualLinks {
         self.horizon = oldest.saturating_sub(HORIZON);
         self.send = send;
         self.cursor = send;
-        self.placed.fill(None);
+        self.everywhere = None;
+        self.placed.clear();
     }
 
     /// Place the store's bytes `before..through` (one page's packets) from
-    /// `src` to `receivers`; `broadcast`: the page is a broadcast page.
+    /// `src` to `receivers`; `broadcast`: the page is a broadcast page
+    /// (which arrives at the same time wherever it is received).
     /// Afterwards [`VirtualLinks::arrival`] answers for those receivers.
     pub(crate) fn place_page(
         &mut self,
@@ -146,7 +155,8 @@ impl VirtualLinks {
         broadcast: bool,
         receivers: impl Iterator<Item = usize>,
     ) {
-        self.placed.fill(None);
+        self.everywhere = None;
+        self.placed.clear();
         let horizon = self.horizon;
         let base = ser(before);
         let work = ser(through).saturating_sub(base);
@@ -165,50 +175,51 @@ impl VirtualLinks {
             .max(up_start)
             .saturating_add(HUB_OFFSET);
         self.crossbar.forget_before(horizon);
+        self.takeover.forget_before(horizon);
         if broadcast {
             let in_flight = self
                 .crossbar
                 .busy_at(ready)
                 .map_or(0, |end| (end - ready).min(self.packet));
-            self.takeover.forget_before(horizon);
             let (start, end) = self.takeover.fill(ready.saturating_add(in_flight), work);
             // Within its span, time that is not its own is other broadcasts'.
             let others = (end - start).saturating_sub(work);
-            for d in &mut self.downlinks {
-                d.forget_before(horizon);
-                let held = d.busy_within(start, end).saturating_sub(others);
-                d.occupy(start, end);
-                if held > 0 {
-                    let (s, e) = d.fill(end, held);
-                    self.crossbar.occupy(s, e);
+            if self.crossbar.busy_within(start, end) > others {
+                // Point-to-point traffic was placed in its span: each
+                // downlink holds what it would have sent and sends it after.
+                for d in &mut self.downlinks {
+                    d.forget_before(horizon);
+                    let held = d.busy_within(start, end).saturating_sub(others);
+                    if held > 0 {
+                        let (s, e) = d.fill_avoiding(&self.takeover, end, held);
+                        self.crossbar.occupy(s, e);
+                    }
                 }
             }
             self.crossbar.occupy(start, end);
-            let p = Placed {
+            self.everywhere = Some(Placed {
                 start,
                 end,
                 base,
                 work,
-            };
-            for r in receivers {
-                if let Some(slot) = self.placed.get_mut(r) {
-                    *slot = Some(p);
-                }
-            }
+            });
         } else {
             for r in receivers {
                 let Some(d) = self.downlinks.get_mut(r) else {
                     continue;
                 };
                 d.forget_before(horizon);
-                let (start, end) = d.fill(ready, work);
+                let (start, end) = d.fill_avoiding(&self.takeover, ready, work);
                 self.crossbar.occupy(start, end);
-                self.placed[r] = Some(Placed {
-                    start,
-                    end,
-                    base,
-                    work,
-                });
+                self.placed.push((
+                    r,
+                    Placed {
+                        start,
+                        end,
+                        base,
+                        work,
+                    },
+                ));
             }
         }
     }
@@ -217,7 +228,12 @@ impl VirtualLinks {
     /// last byte is the store's `through`-th, and how much of it is waiting
     /// for busy links.
     pub(crate) fn arrival(&self, receiver: usize, through: u64) -> Option<(u64, u64)> {
-        let p = self.placed.get(receiver).copied().flatten()?;
+        let p = self.everywhere.or_else(|| {
+            self.placed
+                .iter()
+                .find(|(r, _)| *r == receiver)
+                .map(|&(_, p)| p)
+        })?;
         let alone = super::arrival(crate::types::Nanos(self.send), through).0;
         // Never before it would arrive alone (only times that saturated at
         // u64::MAX could make it so).
