@@ -261,6 +261,9 @@ impl Hub {
         let page_offset = packet.page_offset(self.config.page_size);
         let hub_time = self.clock.forward(now, s, u64::from(plen), broadcast);
         let arrival = self.clock.arrival(hub_time);
+        // Serialisation of the store up to this packet's last byte, for
+        // its virtual arrival at every receiver.
+        let through = stamped.then(|| crate::vtime::ser(u64::from(store_offset) + u64::from(plen)));
         for &(receiver, interrupt) in receivers {
             let r = receiver.index();
             let at = self.receivers.due(r, arrival);
@@ -284,12 +287,7 @@ impl Hub {
                     });
                 }
                 None => {
-                    let through = u64::from(store_offset) + u64::from(plen);
-                    let vt = if stamped {
-                        self.vlinks.arrival(r, through)
-                    } else {
-                        None
-                    };
+                    let vt = through.and_then(|t| self.vlinks.arrival(r, t));
                     if let Some((_, queued)) = vt {
                         let c = &mut self.adapters[s].counters;
                         c.virtual_queueing_ns = c.virtual_queueing_ns.saturating_add(queued);

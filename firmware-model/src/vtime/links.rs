@@ -69,10 +69,10 @@ pub(crate) struct Placed {
 }
 
 impl Placed {
-    /// Arrival of the packet whose last byte is the `through`-th of the
-    /// store.
+    /// Arrival of the packet whose bytes up to its last take `through` ns
+    /// to serialise, from the store's first.
     fn arrival(&self, through: u64) -> u64 {
-        let done = ser(through).saturating_sub(self.base).min(self.work);
+        let done = through.saturating_sub(self.base).min(self.work);
         let packed_first = self.start.saturating_add(done);
         let packed_last = self.end.saturating_sub(self.work - done);
         packed_first
@@ -225,8 +225,9 @@ impl VirtualLinks {
     }
 
     /// The virtual arrival at `receiver` of the current page's packet whose
-    /// last byte is the store's `through`-th, and how much of it is waiting
-    /// for busy links.
+    /// bytes from the store's first to its last take `through` ns to
+    /// serialise ([`ser`], computed once per packet), and how much of it
+    /// is waiting for busy links.
     pub(crate) fn arrival(&self, receiver: usize, through: u64) -> Option<(u64, u64)> {
         let p = self.everywhere.or_else(|| {
             self.placed
@@ -234,7 +235,11 @@ impl VirtualLinks {
                 .find(|(r, _)| *r == receiver)
                 .map(|&(_, p)| p)
         })?;
-        let alone = super::arrival(crate::types::Nanos(self.send), through).0;
+        // As `vtime::arrival`.
+        let alone = self
+            .send
+            .saturating_add(through)
+            .saturating_add(VIRTUAL_LINK.one_way_latency.0);
         // Never before it would arrive alone (only times that saturated at
         // u64::MAX could make it so).
         let at = p.arrival(through).max(alone);

@@ -16,7 +16,7 @@
 mod calendar;
 mod links;
 
-pub(crate) use links::VirtualLinks;
+pub(crate) use links::{ser, VirtualLinks};
 pub use links::{HORIZON, HUB_OFFSET};
 
 use crate::timing::LinkTiming;
