@@ -23,6 +23,10 @@ pub struct NodeCounters {
     pub protection_errors: u64,
     /// ACK page requests this adapter made.
     pub acks: u64,
+    /// Virtual time (ns) this adapter's stamped packets waited for busy
+    /// links and the crossbar, summed over their deliveries (issue 29,
+    /// docs/virtual-time.md s.3). Saturates.
+    pub virtual_queueing_ns: u64,
 }
 
 /// The hub's counters.
@@ -42,4 +46,6 @@ pub struct HubCounters {
     pub errors: u64,
     /// ACK page requests.
     pub acks: u64,
+    /// Every node's `virtual_queueing_ns`, summed. Saturates.
+    pub virtual_queueing_ns: u64,
 }

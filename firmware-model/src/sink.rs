@@ -22,7 +22,8 @@ pub struct Delivery {
     /// When it is due at the receiver under the link timing model.
     pub at: Nanos,
     /// Its virtual arrival, when its store carried the sender's virtual
-    /// time (`Hub::transmit_stamped`, vtime.rs); `None` otherwise.
+    /// time (`Hub::transmit_stamped`, vtime/): alone on the network
+    /// `vtime::arrival`, later where its links were busy. `None` otherwise.
     pub vt: Option<Nanos>,
 }
 

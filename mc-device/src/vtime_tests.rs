@@ -115,6 +115,30 @@ fn queued_deliveries_write_their_arrival_too() {
 }
 
 #[test]
+fn stores_sent_at_one_virtual_time_wait_for_each_other_in_the_table() {
+    // The model's links (docs/virtual-time.md s.3): node 0's second store,
+    // stamped at the same time, goes up its link after the first.
+    let mut rig = rig(DeliveryMode::Eager);
+    let base = 4 * PAGE;
+    send(
+        &mut rig,
+        &[
+            (base, vec![1; 256], 1_000),
+            (base + 512, vec![2; 64], 1_000),
+        ],
+    );
+    rig.check_against_model();
+    let first = vtime::VIRTUAL_LINK.serialisation(256).0;
+    for n in [1, 2] {
+        assert_eq!(entry(&rig, n, base), vtime::arrival(Nanos(1_000), 256).0);
+        assert_eq!(
+            entry(&rig, n, base + 512),
+            vtime::arrival(Nanos(1_000), 64).0 + first
+        );
+    }
+}
+
+#[test]
 fn stamped_and_plain_stores_mix_and_no_table_means_no_stamps() {
     let mut rig = Rig::with_config(config(DeliveryMode::Eager));
     rig.set_pct(0, 4, PctEntry::transmit_broadcast());

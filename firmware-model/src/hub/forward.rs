@@ -61,6 +61,22 @@ impl Hub {
         len: u32,
         sink: &mut S,
     ) -> Result<TransmitSummary, ModelError> {
+        self.transmit_stamped(now, src, addr, len, None, sink)
+    }
+
+    /// [`Hub::transmit`] for a store that carries its sender's virtual time
+    /// `send_vt` (`None`: as `transmit`): each delivery also gets its virtual
+    /// arrival (`Delivery::vt`), after whatever holds the links it needs in
+    /// virtual time (vtime/links.rs).
+    pub fn transmit_stamped<S: DeliverySink + ?Sized>(
+        &mut self,
+        now: Nanos,
+        src: NodeId,
+        addr: GlobalAddr,
+        len: u32,
+        send_vt: Option<Nanos>,
+        sink: &mut S,
+    ) -> Result<TransmitSummary, ModelError> {
         self.advance(now, sink);
         let s = self.check_node(src)?;
         if !self.adapters[s].status.online {
@@ -96,28 +112,7 @@ impl Hub {
         if first_entry.ack {
             return self.ack(now, src, addr, sink);
         }
-        Ok(self.forward_store(now, src, addr, len, sink))
-    }
-
-    /// [`Hub::transmit`] for a store that carries its sender's virtual time
-    /// `send_vt` (`None`: as `transmit`): each delivery also gets its virtual
-    /// arrival (`Delivery::vt`, vtime.rs).
-    pub fn transmit_stamped<S: DeliverySink + ?Sized>(
-        &mut self,
-        now: Nanos,
-        src: NodeId,
-        addr: GlobalAddr,
-        len: u32,
-        send_vt: Option<Nanos>,
-        sink: &mut S,
-    ) -> Result<TransmitSummary, ModelError> {
-        match send_vt {
-            None => self.transmit(now, src, addr, len, sink),
-            Some(send) => {
-                let mut stamping = crate::vtime::Stamping { send, inner: sink };
-                self.transmit(now, src, addr, len, &mut stamping)
-            }
-        }
+        Ok(self.forward_store(now, src, addr, len, send_vt, sink))
     }
 
     pub(super) fn forward_store<S: DeliverySink + ?Sized>(
@@ -126,9 +121,13 @@ impl Hub {
         src: NodeId,
         addr: GlobalAddr,
         len: u32,
+        send_vt: Option<Nanos>,
         sink: &mut S,
     ) -> TransmitSummary {
         let s = src.index();
+        if let Some(send) = send_vt {
+            self.vlinks.begin_store(s, send.0);
+        }
         let page_size = u64::from(self.config.page_size);
         let mut summary = TransmitSummary {
             done_at: now,
@@ -171,6 +170,15 @@ impl Hub {
                 }
             }
             let chunk_offset = saturating_u32(chunk - addr.0);
+            if send_vt.is_some() && self.adapters[s].status.link_up {
+                // Links that are down carry nothing, in virtual time too.
+                let up = receivers
+                    .iter()
+                    .map(|(r, _)| r.index())
+                    .filter(|&r| self.adapters[r].status.link_up);
+                self.vlinks
+                    .place_page(s, chunk - addr.0, chunk_end - addr.0, broadcast, up);
+            }
             let pieces = split_store(
                 GlobalAddr(chunk),
                 saturating_u32(chunk_end - chunk),
@@ -185,6 +193,7 @@ impl Hub {
                     chunk_offset + offset,
                     page,
                     broadcast,
+                    send_vt.is_some(),
                     &receivers,
                     &mut summary,
                     &mut notify,
@@ -216,6 +225,7 @@ impl Hub {
         store_offset: u32,
         page: PageNumber,
         broadcast: bool,
+        stamped: bool,
         receivers: &[(NodeId, bool)],
         summary: &mut TransmitSummary,
         notify: &mut Vec<(NodeId, PageNumber, Nanos)>,
@@ -251,6 +261,9 @@ impl Hub {
         let page_offset = packet.page_offset(self.config.page_size);
         let hub_time = self.clock.forward(now, s, u64::from(plen), broadcast);
         let arrival = self.clock.arrival(hub_time);
+        // Serialisation of the store up to this packet's last byte, for
+        // its virtual arrival at every receiver.
+        let through = stamped.then(|| crate::vtime::ser(u64::from(store_offset) + u64::from(plen)));
         for &(receiver, interrupt) in receivers {
             let r = receiver.index();
             let at = self.receivers.due(r, arrival);
@@ -274,6 +287,13 @@ impl Hub {
                     });
                 }
                 None => {
+                    let vt = through.and_then(|t| self.vlinks.arrival(r, t));
+                    if let Some((_, queued)) = vt {
+                        let c = &mut self.adapters[s].counters;
+                        c.virtual_queueing_ns = c.virtual_queueing_ns.saturating_add(queued);
+                        let h = &mut self.counters;
+                        h.virtual_queueing_ns = h.virtual_queueing_ns.saturating_add(queued);
+                    }
                     let c = &mut self.adapters[r].counters;
                     c.packets_received += 1;
                     c.bytes_received += u64::from(plen);
@@ -286,7 +306,7 @@ impl Hub {
                         page,
                         page_offset,
                         at,
-                        vt: None,
+                        vt: vt.map(|(at, _)| Nanos(at)),
                     });
                     if interrupt {
                         match notify

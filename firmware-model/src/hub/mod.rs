@@ -25,6 +25,7 @@ use crate::skew::ReceiverClocks;
 use crate::status::AdapterErrorStatus;
 use crate::timing::LinkClock;
 use crate::types::{saturating_u32, GlobalAddr, Nanos, NodeId, NodeSet, PageNumber};
+use crate::vtime::VirtualLinks;
 
 pub use error::ModelError;
 
@@ -80,6 +81,8 @@ pub struct Hub {
     seq: u64,
     epoch: u64,
     counters: HubCounters,
+    /// Where stamped packets wait for busy links, in virtual time.
+    vlinks: VirtualLinks,
     /// Reused by `forward_store` (receivers of one page), so a store
     /// allocates nothing.
     receivers_scratch: Vec<(NodeId, bool)>,
@@ -105,6 +108,7 @@ impl Hub {
             clock: LinkClock::new(config.link, usize::from(config.nodes)),
             receivers: ReceiverClocks::new(config.delivery, usize::from(config.nodes)),
             faults: PacketFaults::new(config.fault_seed),
+            vlinks: VirtualLinks::new(usize::from(config.nodes), config.max_payload),
             config,
             adapters,
             schedule: Vec::new(),
@@ -242,3 +246,5 @@ impl Hub {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod vtime_tests;
