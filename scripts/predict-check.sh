@@ -59,7 +59,11 @@ stop_hogs() {
     for p in $hogs; do kill "$p" 2>/dev/null || true; done
     hogs=""
 }
+# Stopped or interrupted, it stops its busy loops too (a shell runs no EXIT
+# trap when a signal kills it).
 trap 'stop_hogs; rm -rf "$work"' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 quantum=""
 [ -n "${MC_QUANTUM_US:-}" ] && quantum="--quantum-us $MC_QUANTUM_US"
 loads=${MC_LOADS:-"quiet hogs core0"}
