@@ -19,6 +19,8 @@ const STALL: Duration = Duration::from_secs(2);
 /// with 4 MiB messages on 2 loaded cores in a debug build (the writer's
 /// CRC over the payload, before the trailer, with a tenth of a core).
 const STALL_PARTIAL: Duration = Duration::from_secs(30);
+/// How often a stalled endpoint reads the status page for lost packets.
+const LOSS_CHECK: Duration = Duration::from_millis(50);
 
 impl Ep {
     /// Mark the peer failed, fail what depended on it, say why once.
@@ -41,7 +43,10 @@ impl Ep {
         if !first {
             return;
         }
-        say(self.dom.me, &why);
+        // fail_all said it already, for every peer.
+        if st.failed.is_none() {
+            say(self.dom.me, &why);
+        }
         // A receive from this peer, or from anyone, may have wanted the
         // lost message.
         let (dead, live): (Vec<Recv>, Vec<Recv>) = st
@@ -90,7 +95,9 @@ impl Ep {
 
     /// A packet lost where no message boundary will show it: a message
     /// begun and stopped for STALL_PARTIAL, or pending work that has seen
-    /// nothing for STALL while this node's network error count moved.
+    /// nothing for STALL while this node's network error count, or its
+    /// adapter's count of packets lost on its link (drops, which no error
+    /// count shows: mc-api's `losses`), moved.
     /// Give up, naming the cause.
     pub(super) fn watch_stall(&self, st: &mut State) {
         let busy = !st.posted.is_empty()
@@ -123,15 +130,26 @@ impl Ep {
                 return;
             }
         }
-        let now = self.dom.memory_channel().error_count();
-        if now != st.err_base {
+        // The status page, read at most every LOSS_CHECK while stalled.
+        if st.loss_checked.is_some_and(|at| at.elapsed() < LOSS_CHECK) {
+            return;
+        }
+        st.loss_checked = Some(Instant::now());
+        let mc = self.dom.memory_channel();
+        let now = mc.error_count();
+        let losses = mc.losses();
+        if now != st.err_base || losses != st.loss_base {
             st.last_data = Some(Instant::now());
             let why = format!(
-                "the Memory Channel error count at node{} went from {} to {} and no data has moved for {} s: a packet was lost on the network, the run cannot go on",
+                "no data has moved for {} s while work is pending, and packets were lost on the network \
+                 (node{}'s adapter counted {} packets lost on its link since the endpoint opened, \
+                 the Memory Channel error count went from {} to {}): a lost packet left a message \
+                 or its room unannounced (Memory Channel does not retransmit), the run cannot go on",
+                STALL.as_secs(),
                 self.dom.me,
+                losses.saturating_sub(st.loss_base),
                 st.err_base,
                 now,
-                STALL.as_secs()
             );
             self.fail_all(st, why);
         }
