@@ -108,6 +108,9 @@ pub enum LostPacket {
     LockRelease { holders: NodeSet },
     /// Arrivals at a barrier of these nodes.
     BarrierArrival { missing: NodeSet },
+    /// The start-up announcements of these nodes (the rendezvous), which
+    /// they make no more once they have heard from every member.
+    Hello { missing: NodeSet },
 }
 
 impl fmt::Display for LostPacket {
@@ -128,6 +131,10 @@ impl fmt::Display for LostPacket {
             LostPacket::BarrierArrival { missing } => {
                 write!(f, "the arrival of nodes {missing} at the barrier")
             }
+            LostPacket::Hello { missing } => write!(
+                f,
+                "the last start-up announcement of nodes {missing} (that they had heard from every member)"
+            ),
         }
     }
 }

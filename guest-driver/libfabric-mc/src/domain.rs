@@ -114,9 +114,11 @@ fn open() -> Result<Arc<Domain>, OpenError> {
 /// network, and a dropped packet is counted by no error count
 /// (docs/device.md, faults): it leaves a node's copy of a record
 /// incomplete, which then reads as something else. UMP's regions admit
-/// every node, so a refusal to attach one, or one that cannot be found,
-/// means this node's copy of the table lost a packet, not that permissions
-/// forbid it; a table or a directory that never reads whole lost one too.
+/// every node, and each is attached exclusively only by its own node, so
+/// a refusal to attach one, one held by another node, or one that cannot
+/// be found, means the table lost a packet (here, or at another node that
+/// then changed it at the same time as this one after a lost lock entry),
+/// not that permissions forbid it; a table or a directory that never reads whole lost one too.
 /// Errors that name the lost packet themselves (mc-api's and UMP's waits)
 /// are printed as they are; any other failure after packets were lost on
 /// this node's link (the adapter's count: mc-api's `losses`) is printed
@@ -134,7 +136,12 @@ pub fn blame_lost_packets(mc: &MemoryChannel, e: &UmpError) -> String {
         return what;
     }
     match (mc.error_count(), e) {
-        (0, UmpError::Mc(McError::PermissionDenied { .. } | McError::NoSuchRegion(_))) => format!(
+        (
+            0,
+            UmpError::Mc(
+                McError::PermissionDenied { .. } | McError::NoSuchRegion(_) | McError::Busy { .. },
+            ),
+        ) => format!(
             "a packet was lost on the network: node{me}'s copy of the region table does not hold what UMP wrote there (UMP's regions admit every node), and the Memory Channel API reads the incomplete record as: {what}"
         ),
         (0, UmpError::Mc(McError::CorruptTable(_) | McError::UnstableTable(_))) => format!(

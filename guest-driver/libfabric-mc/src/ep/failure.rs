@@ -138,15 +138,20 @@ impl Ep {
         let mc = self.dom.memory_channel();
         let now = mc.error_count();
         let losses = mc.losses();
-        if now != st.err_base || losses != st.loss_base {
+        // Losses before the endpoint opened (UMP's set-up: a directory
+        // record that never came whole) explain a stall too, given longer.
+        let earlier = losses > 0 && since.elapsed() >= mc_api::LOSS_WAIT_EARLIER;
+        if now != st.err_base || losses != st.loss_base || earlier {
             st.last_data = Some(Instant::now());
             let why = format!(
                 "no data has moved for {} s while work is pending, and packets were lost on the network \
-                 (node{}'s adapter counted {} packets lost on its link since the endpoint opened, \
-                 the Memory Channel error count went from {} to {}): a lost packet left a message \
-                 or its room unannounced (Memory Channel does not retransmit), the run cannot go on",
-                STALL.as_secs(),
+                 (node{}'s adapter counted {} packets lost on its link since the Memory Channel API \
+                 opened, {} since the endpoint did; the Memory Channel error count went from {} to {}): \
+                 a lost packet left a message, its room or its channel unannounced (Memory Channel \
+                 does not retransmit), the run cannot go on",
+                since.elapsed().as_secs(),
                 self.dom.me,
+                losses,
                 losses.saturating_sub(st.loss_base),
                 st.err_base,
                 now,
