@@ -29,8 +29,21 @@ impl Ep {
             Some(p) if p.failed.is_none() => {
                 p.failed = Some(why.clone());
                 if let Some(inc) = p.incoming.take() {
-                    if let Target::Recv(r) = inc.to {
-                        Self::fail_recv(st, &r, libc::EIO as i64);
+                    match inc.to {
+                        Target::Recv(r) => Self::fail_recv(st, &r, libc::EIO as i64),
+                        // An unexpected message whose payload will never
+                        // come whole: it goes, and a receive that took it
+                        // while it streamed in fails (it waited for ever:
+                        // seen under 0.05% drops).
+                        Target::Unexp(id) => {
+                            if let Some(i) = st.unexpected.iter().position(|u| u.id == id) {
+                                if let Some(u) = st.unexpected.remove(i) {
+                                    if let Some(r) = u.taken {
+                                        Self::fail_recv(st, &r, libc::EIO as i64);
+                                    }
+                                }
+                            }
+                        }
                     }
                 }
                 if let Some(ch) = st.peers.get_mut(&from).and_then(|p| p.ch.take()) {
