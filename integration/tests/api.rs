@@ -4,10 +4,10 @@
 
 use std::time::Duration;
 
-use firmware_model::{ClusterConfig, FaultCommand, FaultScope, NodeId, PacketFault, Rate};
+use firmware_model::{ClusterConfig, FaultCommand, FaultScope, NodeId, NodeSet, PacketFault, Rate};
 use integration::delivery::for_each_delivery;
 use integration::VirtualCluster;
-use mc_api::{Barrier, McError, Permissions, Sharing};
+use mc_api::{Barrier, LostPacket, McError, Permissions, Sharing, WaitFor};
 
 const T: Duration = Duration::from_secs(30);
 
@@ -188,6 +188,91 @@ fn spinlock_mutual_exclusion_under_contention() {
             rx.load_u64(0).unwrap()
         });
         assert!(totals.iter().all(|t| *t == 600), "{totals:?}");
+    });
+}
+
+/// A holder's release dropped on the way to the waiter (a drop counts no
+/// error): the waiter's copy of the lock array keeps the holder's entry,
+/// and the wait fails with the typed error naming the lost release once
+/// its adapter's drop count explains it (mc-api's `loss`), instead of
+/// waiting out the lock's own timeout (120 s).
+#[test]
+fn a_lost_lock_release_fails_the_waiter_naming_it() {
+    for_each_delivery(&[5], |mode| {
+        let vc = VirtualCluster::with_delivery(2, mode);
+        let cluster = vc.cluster.clone();
+        let results = vc.on_every_node(move |mc| {
+            let mut b = Barrier::new(&mc, 1).unwrap();
+            let me = mc.node_id();
+            let creator = (me == NodeId(0)).then(|| mc.lock_alloc(7, 1, false, true).unwrap());
+            b.wait(T).unwrap();
+            if let Some(locks) = creator {
+                assert!(locks.holds(0));
+                b.wait(T).unwrap();
+                // Everything from node 0 to node 1 is dropped while the
+                // release goes out: node 1 never sees it.
+                cluster
+                    .apply_fault(FaultCommand::Packets {
+                        fault: PacketFault::Drop,
+                        scope: FaultScope::Link {
+                            from: NodeId(0),
+                            to: NodeId(1),
+                        },
+                        rate: Rate::ALWAYS,
+                    })
+                    .unwrap();
+                locks.release(0).unwrap();
+                mc.flush().unwrap();
+                cluster.apply_fault(FaultCommand::ClearPackets).unwrap();
+                Ok(())
+            } else {
+                let locks = mc.lock_alloc(7, 1, false, false).unwrap();
+                b.wait(T).unwrap();
+                locks.acquire(0)
+            }
+        });
+        assert!(results[0].is_ok());
+        match &results[1] {
+            Err(
+                e @ McError::LostPacket {
+                    waiting_for: WaitFor::ClusterSpinlock,
+                    lost: LostPacket::LockRelease { holders },
+                    evidence,
+                },
+            ) => {
+                assert_eq!(*holders, NodeSet(0b1), "{e}");
+                assert!(evidence.since_open >= 1, "{e}");
+                assert!(e.to_string().contains("node0's release of the lock"), "{e}");
+            }
+            other => panic!("expected the lost release to be named, got {other:?}"),
+        }
+        let s = vc.cluster.snapshot();
+        assert_eq!(s.cluster_error_count, 0, "the drop counted no error");
+        assert!(s.nodes[1].counters.drops >= 1);
+    });
+}
+
+/// Without packets lost, a holder slower than the loss rule's waits is
+/// waited for: the waiter gets the lock once it is released.
+#[test]
+fn a_slow_holder_without_losses_is_waited_for() {
+    let vc = VirtualCluster::with_delivery(2, firmware_model::DeliveryMode::Eager);
+    vc.on_every_node(move |mc| {
+        let mut b = Barrier::new(&mc, 1).unwrap();
+        let me = mc.node_id();
+        let creator = (me == NodeId(0)).then(|| mc.lock_alloc(8, 1, false, true).unwrap());
+        b.wait(T).unwrap();
+        if let Some(locks) = creator {
+            b.wait(T).unwrap();
+            std::thread::sleep(mc_api::LOSS_WAIT_EARLIER + Duration::from_secs(1));
+            locks.release(0).unwrap();
+        } else {
+            let locks = mc.lock_alloc(8, 1, false, false).unwrap();
+            b.wait(T).unwrap();
+            locks.acquire(0).unwrap();
+            locks.release(0).unwrap();
+        }
+        assert_eq!(mc.losses(), 0);
     });
 }
 

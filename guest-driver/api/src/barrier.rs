@@ -5,10 +5,13 @@
 
 use std::time::Duration;
 
+use firmware_model::NodeSet;
+
 use crate::channel::MemoryChannel;
 use crate::error::{McError, WaitFor};
 use crate::join::adapter_offline;
-use crate::node::wait_for;
+use crate::loss::LostPacket;
+use crate::node::wait_for_others;
 use crate::region::{RxRegion, Sharing, TxRegion};
 
 /// A named barrier for all cluster members.
@@ -46,7 +49,7 @@ impl Barrier {
         let count = self.count;
         let rx = &self.rx;
         let mc = &self.mc;
-        let r = wait_for(
+        let r = wait_for_others(
             self.mc.node(),
             WaitFor::Barrier,
             timeout,
@@ -63,6 +66,9 @@ impl Barrier {
                     .all(|n| rx.load_u64(8 * n).map(|c| c >= count).unwrap_or(false))
                     .then_some(Ok(()))
             },
+            || LostPacket::BarrierArrival {
+                missing: NodeSet(behind(rx, mc.members_mask(), count)),
+            },
             || rx.arrival_range(0, 8 * 64),
         )?;
         if matches!(r, Err(McError::Offline)) {
@@ -72,4 +78,12 @@ impl Barrier {
         }
         r
     }
+}
+
+/// Members whose arrival count in `rx` is short of `count`.
+fn behind(rx: &RxRegion, members: u64, count: u64) -> u64 {
+    (0..64usize)
+        .filter(|n| members & (1 << n) != 0)
+        .filter(|&n| rx.load_u64(8 * n).map(|c| c < count).unwrap_or(true))
+        .fold(0, |m, n| m | 1 << n)
 }

@@ -23,6 +23,7 @@ use crate::host::NodeHost;
 use crate::join::{Coherence, JoinHost, Resync, Window};
 use crate::layout::Layout;
 use crate::lock::{self, LocalLocks, LockHost, LockSet};
+use crate::loss::LossWatch;
 use crate::membership::HostList;
 use crate::node::Node;
 use crate::region::{self, Attachments, RegionHost, RxRegion, Sharing, TxRegion};
@@ -176,6 +177,23 @@ impl MemoryChannel {
     /// [`MemoryChannel::check_errors`].
     pub fn error_count(&self) -> u64 {
         self.node().error_count()
+    }
+
+    /// Packets lost on this node's link since the API opened, as this
+    /// node's adapter counted them on its status page: drops (which no
+    /// error count shows: docs/device.md, faults) and, for an API that is
+    /// not reliable, network errors. The emulator's count; a real adapter
+    /// counts only the errors (`loss` module).
+    pub fn losses(&self) -> u64 {
+        self.node().losses_since_open()
+    }
+
+    /// A watch for evidence that a wait on another node's store is
+    /// explained by a lost packet: [`LossWatch::check`] says so once the
+    /// wait has lasted [`crate::LOSS_WAIT`] with losses counted meanwhile
+    /// (or [`crate::LOSS_WAIT_EARLIER`] with losses since the API opened).
+    pub fn loss_watch(&self) -> LossWatch<'_> {
+        LossWatch::new(self.node())
     }
 
     /// Read every adapter's error status through this node's ACK page

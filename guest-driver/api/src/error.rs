@@ -9,6 +9,7 @@ use firmware_model::abi::Status;
 use firmware_model::{NodeId, NodeSet};
 
 use crate::layout::Layout;
+use crate::loss::{LossEvidence, LostPacket};
 
 /// Errors of the Memory Channel API.
 #[derive(Debug, thiserror::Error)]
@@ -81,6 +82,19 @@ pub enum McError {
         waiting_for: WaitFor,
         errors_before: u64,
         errors_now: u64,
+    },
+    /// A wait for another node's store lasted long while this node's
+    /// adapter counted packets lost on its link: the loss of `lost`
+    /// explains it (docs/api.md, waits). Memory Channel does not
+    /// retransmit.
+    #[error(
+        "gave up waiting for {waiting_for}: {lost} was lost on the network: {evidence}; \
+         Memory Channel does not retransmit"
+    )]
+    LostPacket {
+        waiting_for: WaitFor,
+        lost: LostPacket,
+        evidence: LossEvidence,
     },
     #[error("this node's adapter is offline (crashed): it is out of the cluster until it rejoins")]
     Offline,

@@ -48,6 +48,7 @@ mod host;
 mod join;
 pub mod layout;
 mod lock;
+mod loss;
 mod membership;
 mod node;
 mod open;
@@ -68,6 +69,7 @@ pub use events::{EventSignal, Notification};
 /// A node's number, as [`MemoryChannel::attach_transmit_to`] takes it.
 pub use firmware_model::NodeId;
 pub use lock::LockSet;
+pub use loss::{LossEvidence, LossWatch, LostPacket, LOSS_WAIT, LOSS_WAIT_EARLIER};
 /// The one way the guest side waits (re-exported for the layers above).
 pub use mc_driver::backoff;
 /// Futex sleeps and wakes on a word (re-exported for the layers above).

@@ -16,6 +16,7 @@ use mc_driver::{vclock, ArrivalTable};
 use crate::coherence::JoinState;
 use crate::error::{McError, WaitFor};
 use crate::layout::Layout;
+use crate::loss::{LossCounts, LossWatch, LostPacket};
 use crate::pct_log::RecordingPort;
 use crate::port::{McPort, ReceiveMemory, StorePath};
 
@@ -51,6 +52,8 @@ pub(crate) struct Node {
     pub(crate) coherence: JoinState,
     /// Stamped packets' virtual arrivals (virtual time on).
     pub(crate) arrivals: Option<ArrivalTable>,
+    /// The adapter's loss counts when the API opened (`loss`).
+    pub(crate) loss_base: LossCounts,
 }
 
 impl Node {
@@ -65,7 +68,12 @@ impl Node {
         ack: Box<dyn ReceiveMemory>,
         reliable: bool,
     ) -> Node {
+        let status = port.status();
         Node {
+            loss_base: LossCounts {
+                drops: status.drops,
+                errors: status.errors,
+            },
             stores: port.store_path(),
             arrivals: port.arrival_table(),
             port: Mutex::new(port),
@@ -155,6 +163,45 @@ pub(crate) fn wait_for<T>(
     .unwrap_or_else(|e| match e {});
     vclock::wait_end(if r.is_some() { arrival() } else { None });
     r.ok_or(McError::Timeout {
+        after: timeout,
+        waiting_for: what,
+    })
+}
+
+/// [`wait_for`], for a store of another node that a lost packet would
+/// leave missing for ever: once the wait has lasted long with evidence
+/// that packets were lost on this node's link (`loss`), it fails with
+/// [`McError::LostPacket`], naming the packet `lost()` says it waits for,
+/// instead of waiting out `timeout`.
+pub(crate) fn wait_for_others<T>(
+    node: &Node,
+    what: WaitFor,
+    timeout: Duration,
+    mut f: impl FnMut() -> Option<T>,
+    lost: impl Fn() -> LostPacket,
+    arrival: impl FnOnce() -> Option<u64>,
+) -> Result<T, McError> {
+    vclock::wait_begin();
+    let mut watch = LossWatch::new(node);
+    let r = poll_until_with(wait_policy(node.layout.nodes), timeout, || {
+        if let Some(v) = f() {
+            return Ok(Some(v));
+        }
+        match watch.check() {
+            Some(evidence) => Err(McError::LostPacket {
+                waiting_for: what,
+                lost: lost(),
+                evidence,
+            }),
+            None => Ok(None),
+        }
+    });
+    vclock::wait_end(if matches!(r, Ok(Some(_))) {
+        arrival()
+    } else {
+        None
+    });
+    r?.ok_or(McError::Timeout {
         after: timeout,
         waiting_for: what,
     })

@@ -12,6 +12,7 @@ use crate::channel::{Inner, MemoryChannel};
 use crate::error::{McError, WaitFor};
 use crate::join;
 use crate::layout::{Layout, ARENA_PAGE, CONTROL_PAGES, HELLO};
+use crate::loss::{LossWatch, LostPacket};
 use crate::node::Node;
 use crate::pct_log::RecordingPort;
 use crate::port::{McPort, ReceiveMemory};
@@ -89,6 +90,11 @@ impl MemoryChannel {
         let me = self.node().me;
         let start = Instant::now();
         let mut said = Duration::ZERO;
+        // A node stops announcing once it has heard from every member: its
+        // last announcement lost on the way here is never repeated, and
+        // with evidence of loss (`loss`) the wait says so in seconds. (A
+        // member that has not announced at all may just be late.)
+        let mut watch = LossWatch::new(self.node());
         loop {
             // A node that leaves the cluster meanwhile (its adapter crashed) is
             // no longer waited for.
@@ -122,6 +128,16 @@ impl MemoryChannel {
             if all_full && mine == members {
                 return Ok(());
             }
+            // Only once every member has been heard from: a member that
+            // has not started yet is not a lost packet.
+            if let Some(evidence) = (seen & members == members).then(|| watch.check()).flatten() {
+                let missing = NodeSet(not_full(self.node(), members));
+                return Err(McError::LostPacket {
+                    waiting_for: WaitFor::Rendezvous { missing },
+                    lost: LostPacket::Hello { missing },
+                    evidence,
+                });
+            }
             let waited = start.elapsed();
             if waited > timeout {
                 return Err(McError::Timeout {
@@ -146,4 +162,13 @@ impl MemoryChannel {
             std::thread::sleep(Duration::from_millis(1));
         }
     }
+}
+
+/// Members whose announcement here does not yet say it heard from every
+/// member.
+fn not_full(node: &Node, members: u64) -> u64 {
+    (0..node.regs.nodes)
+        .filter(|&n| members & (1 << n) != 0 && n != node.me)
+        .filter(|&n| node.control.load_u64(HELLO + 8 * n as usize) & members != members)
+        .fold(0, |m, n| m | 1 << n)
 }

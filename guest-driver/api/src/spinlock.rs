@@ -15,8 +15,11 @@ use std::time::{Duration, Instant};
 
 use mc_driver::vclock;
 
+use firmware_model::NodeSet;
+
 use crate::error::{McError, WaitFor};
-use crate::node::{wait_for, wait_for_loopback, Node, OP_TIMEOUT};
+use crate::loss::LostPacket;
+use crate::node::{wait_for_loopback, wait_for_others, Node, OP_TIMEOUT};
 
 /// Collisions in a row that still widen the back-off window.
 const MAX_DOUBLINGS: u32 = 6;
@@ -61,12 +64,17 @@ impl ClusterLock {
 
     /// Other members whose entry is set in this node's copy of the array.
     fn others_set(&self, node: &Node) -> u32 {
+        self.others_mask(node).count_ones()
+    }
+
+    /// ... as a mask (bit n = node n).
+    fn others_mask(&self, node: &Node) -> u64 {
         let me = node.me;
         let members = node.members_mask();
         (0..node.layout.nodes)
             .filter(|&n| n != me && members & (1 << n) != 0)
             .filter(|&n| node.control.load_u32(self.offset + 4 * n as usize) != 0)
-            .count() as u32
+            .fold(0, |m, n| m | 1 << n)
     }
 
     /// The cluster half of acquiring: returns false only for `try_once` on
@@ -126,8 +134,11 @@ impl ClusterLock {
             let generation = node.coherence.generation();
             if !try_once {
                 // Listen: wait until nobody else holds or wants the lock.
+                // A holder's release lost on the way here leaves its entry
+                // set for ever: with evidence of loss the wait says so in
+                // seconds instead of at the deadline (`loss`).
                 let left = deadline.saturating_sub(start.elapsed());
-                let seen = wait_for(
+                let seen = wait_for_others(
                     node,
                     WaitFor::ClusterSpinlock,
                     left,
@@ -135,14 +146,21 @@ impl ClusterLock {
                         let n = self.others_set(node);
                         (n == 0 || node.coherence.generation() != generation).then_some(())
                     },
+                    || LostPacket::LockRelease {
+                        holders: NodeSet(self.others_mask(node)),
+                    },
                     // The acquire as a whole resumes at its arrival (above).
                     || None,
                 );
-                if seen.is_err() {
-                    return Err(McError::Timeout {
-                        after: deadline,
-                        waiting_for: WaitFor::ClusterSpinlock,
-                    });
+                match seen {
+                    Ok(()) => {}
+                    Err(McError::Timeout { .. }) => {
+                        return Err(McError::Timeout {
+                            after: deadline,
+                            waiting_for: WaitFor::ClusterSpinlock,
+                        })
+                    }
+                    Err(e) => return Err(e),
                 }
             }
             let t = ticket();
@@ -166,7 +184,13 @@ impl ClusterLock {
                 },
                 // The acquire as a whole resumes at its arrival (above).
                 || None,
-            )?;
+            )
+            .inspect_err(|_| {
+                // The entry may have reached the other nodes even though its
+                // loopback was lost: withdraw it, or they would wait on a
+                // lock nobody holds.
+                let _ = node.store(addr, &0u32.to_le_bytes());
+            })?;
             rtt = (rtt * 3 + sent.elapsed().min(Duration::from_millis(10))) / 4;
             let contenders = if back { self.others_set(node) } else { 0 };
             let stale =

@@ -142,12 +142,19 @@ impl TableEntry for RegionEntry {
         put(b, 56, &self.permissions.bits().to_le_bytes());
     }
     fn decode(b: &[u8]) -> Option<Self> {
+        let (pages, size) = (u32_at(b, 12)?, u64_at(b, 16)?);
+        // No node writes a region of no bytes or pages: such a record is
+        // torn (a packet of the table lost here, or two writers at once
+        // after a lost lock entry), and the table is unreadable.
+        if size == 0 || pages == 0 {
+            return None;
+        }
         Some(RegionEntry {
             key: u32_at(b, 0)?,
             id: u32_at(b, 4)?,
             first_page: u32_at(b, 8)?,
-            pages: u32_at(b, 12)?,
-            size: u64_at(b, 16)?,
+            pages,
+            size,
             coherent: u32_at(b, 24)? != 0,
             creator: u32_at(b, 28)? as u8,
             tx_mask: u64_at(b, 32)?,

@@ -111,28 +111,64 @@ fn open() -> Result<Arc<Domain>, OpenError> {
 /// What a failure of UMP's set-up (its directory, its regions, a channel)
 /// says, with its real cause first when that is a lost packet. The Memory
 /// Channel API's region table and UMP's directory are written across the
-/// network, and a dropped packet is counted nowhere (docs/device.md,
-/// faults): it leaves a node's copy of a record incomplete, which then
-/// reads as something else. UMP's regions admit every node, so a refusal
-/// to attach one, or one that cannot be found, means this node's copy of
-/// the table lost a packet, not that permissions forbid it; a table or a
-/// directory that never reads whole lost one too.
+/// network, and a dropped packet is counted by no error count
+/// (docs/device.md, faults): it leaves a node's copy of a record
+/// incomplete, which then reads as something else. UMP's regions admit
+/// every node, and each is attached exclusively only by its own node, so
+/// a refusal to attach one, one held by another node, or one that cannot
+/// be found, means the table lost a packet (here, or at another node that
+/// then changed it at the same time as this one after a lost lock entry),
+/// not that permissions forbid it; a table or a directory that never reads whole lost one too.
+/// Errors that name the lost packet themselves (mc-api's and UMP's waits)
+/// are printed as they are; any other failure after packets were lost on
+/// this node's link (the adapter's count: mc-api's `losses`) is printed
+/// after that count.
 pub fn blame_lost_packets(mc: &MemoryChannel, e: &UmpError) -> String {
     let me = mc.node_id().0;
+    let says_so = matches!(
+        e,
+        UmpError::LostPacket { .. }
+            | UmpError::OwnChangeLost { .. }
+            | UmpError::Mc(McError::Lost { .. } | McError::LostPacket { .. })
+    );
+    let what = describe(e);
+    if says_so {
+        return what;
+    }
     match (mc.error_count(), e) {
-        (0, UmpError::Mc(McError::PermissionDenied { .. } | McError::NoSuchRegion(_))) => format!(
-            "a packet was lost on the network: node{me}'s copy of the region table does not hold what UMP wrote there (UMP's regions admit every node), and the Memory Channel API reads the incomplete record as: {e}"
+        (
+            0,
+            UmpError::Mc(
+                McError::PermissionDenied { .. } | McError::NoSuchRegion(_) | McError::Busy { .. },
+            ),
+        ) => format!(
+            "a packet was lost on the network: node{me}'s copy of the region table does not hold what UMP wrote there (UMP's regions admit every node), and the Memory Channel API reads the incomplete record as: {what}"
         ),
         (0, UmpError::Mc(McError::CorruptTable(_) | McError::UnstableTable(_))) => format!(
-            "a packet was lost on the network: node{me}'s copy of the Memory Channel API's tables, written across it, does not read whole: {e}"
+            "a packet was lost on the network: node{me}'s copy of the Memory Channel API's tables, written across it, does not read whole: {what}"
         ),
-        (0, UmpError::Timeout { what, .. }) if what.contains("directory") => format!(
-            "a packet was lost on the network: node{me}'s copy of UMP's directory never became whole (each record carries a CRC, so an incomplete one is waited on, not used): {e}"
+        (0, UmpError::Timeout { what: w, .. }) if w.contains("directory") => format!(
+            "a packet was lost on the network: node{me}'s copy of UMP's directory never became whole (each record carries a CRC, so an incomplete one is waited on, not used): {what}"
         ),
-        (0, _) => e.to_string(),
+        (0, _) => match mc.losses() {
+            0 => what,
+            n => format!(
+                "packets were lost on the network (node{me}'s adapter counted {n} lost on its link), so the state written across it is incomplete; what that broke: {what}"
+            ),
+        },
         (n, _) => format!(
-            "packets were lost on the network (the Memory Channel error count at node{me} is {n}), so the state written across it is incomplete; what that broke: {e}"
+            "packets were lost on the network (the Memory Channel error count at node{me} is {n}), so the state written across it is incomplete; what that broke: {what}"
         ),
+    }
+}
+
+/// A UMP error with every cause it carries, each once: UMP's `Mc` variant
+/// prints the Memory Channel API's error in its message, whose own source
+/// (the driver's error) it does not.
+fn describe(e: &UmpError) -> String {
+    match e {
+        UmpError::Mc(m) => format!("Memory Channel: {}", mc_api::Chain(m)),
+        e => e.to_string(),
     }
 }
 

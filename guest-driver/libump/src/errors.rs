@@ -35,7 +35,11 @@ pub(crate) fn fail(code: c_int, why: impl Into<String>) -> c_int {
 
 pub(crate) fn code_of(e: &UmpError) -> c_int {
     match e {
-        UmpError::Mc(_) | UmpError::Thread(_) | UmpError::Directory(_) => UMP_EMC,
+        UmpError::Mc(_)
+        | UmpError::Thread(_)
+        | UmpError::Directory(_)
+        | UmpError::LostPacket { .. }
+        | UmpError::OwnChangeLost { .. } => UMP_EMC,
         UmpError::Config(_) | UmpError::SameEndpoint(_) => UMP_EBADPARM,
         UmpError::NoSuchChannel(_) => UMP_ENOCHANNEL,
         UmpError::ChannelExists { .. } | UmpError::AlreadyListening(_) => UMP_EEXISTS,

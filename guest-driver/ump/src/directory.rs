@@ -34,6 +34,9 @@ const HEAD: usize = 64;
 const RECORD: usize = 64;
 const BYTES: usize = HEAD + RECORDS * RECORD;
 const OP_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a node waits for its own directory change to come back before
+/// it asks the ACK page whether it was lost (a loopback takes microseconds).
+const OWN_CHANGE_CHECK: Duration = Duration::from_secs(1);
 
 pub(crate) const KIND_FREE: u32 = 0;
 pub(crate) const KIND_CHANNEL: u32 = 1;
@@ -141,6 +144,7 @@ pub(crate) struct Snapshot {
 
 /// The directory, as one node sees and changes it.
 pub(crate) struct Directory {
+    mc: MemoryChannel,
     tx: TxRegion,
     rx: RxRegion,
     lock: LockSet,
@@ -155,6 +159,7 @@ impl Directory {
         let rx = mc.attach_receive(id, Sharing::Shared, false)?;
         let lock = mc.lock_alloc(KEY_LOCK, 1, false, false)?;
         Ok(Directory {
+            mc: mc.clone(),
             tx,
             rx,
             lock,
@@ -187,12 +192,23 @@ impl Directory {
         })
     }
 
-    /// A consistent copy, waiting while a change is arriving.
+    /// A consistent copy, waiting while a change is arriving. A change
+    /// whose last store (the even version) was lost on the way here never
+    /// arrives: with evidence of loss on this node's link (mc-api's
+    /// `LossWatch`) the wait says so in seconds, not at the timeout.
     pub(crate) fn snapshot(&self) -> Result<Snapshot, UmpError> {
         let mut b = Backoff::new();
+        let mut watch = self.mc.loss_watch();
         loop {
             if let Some(s) = self.try_snapshot() {
                 return Ok(s);
+            }
+            if let Some(evidence) = watch.check() {
+                return Err(UmpError::LostPacket {
+                    lost: "the end of a change of the UMP directory (its even version word)",
+                    waiting_for: "a consistent copy of the UMP directory",
+                    evidence,
+                });
             }
             if b.elapsed() > OP_TIMEOUT {
                 return Err(UmpError::Timeout {
@@ -246,9 +262,22 @@ impl Directory {
         }
         self.tx.write_u64(0, even)?;
         // Read our own write before the lock goes: the next holder on this
-        // node must see it, and so must this node's tasks.
+        // node must see it, and so must this node's tasks. Memory Channel
+        // does not retransmit: once an ACK-page check has answered for
+        // every store made before it (mc-api's check_errors), a version
+        // still missing here was lost on the way back.
         let mut b = Backoff::new();
+        let mut asked = false;
         while self.version() != even {
+            if !asked && b.elapsed() > OWN_CHANGE_CHECK {
+                asked = true;
+                if self.mc.check_errors_within(OWN_CHANGE_CHECK).is_ok() && self.version() != even {
+                    return Err(UmpError::OwnChangeLost {
+                        errors: self.mc.error_count(),
+                        losses: self.mc.losses(),
+                    });
+                }
+            }
             if b.elapsed() > OP_TIMEOUT {
                 return Err(UmpError::Timeout {
                     after: OP_TIMEOUT,

@@ -6,7 +6,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use mc_api::McError;
+use mc_api::{LossEvidence, McError};
 
 use crate::ChannelId;
 
@@ -52,6 +52,18 @@ pub enum UmpError {
     NoSpace(&'static str),
     #[error("cannot start UMP's background writer: {0}")]
     Thread(#[source] std::io::Error),
+    /// A wait on another node's store lasted long while this node's
+    /// adapter counted packets lost on its link (mc-api's `LossWatch`).
+    #[error("gave up waiting for {waiting_for}: {lost} was lost on the network: {evidence}; Memory Channel does not retransmit")]
+    LostPacket {
+        lost: &'static str,
+        waiting_for: &'static str,
+        evidence: LossEvidence,
+    },
+    /// This node's own directory change did not come back by loopback,
+    /// though the ACK page answered for every store before it.
+    #[error("this node's own change of the UMP directory (its even version word) was lost on the way back to it: the ACK page answered for every store made before the check (cluster error count {errors}, {losses} packets lost on this node's link since the Memory Channel API opened); Memory Channel does not retransmit")]
+    OwnChangeLost { errors: u64, losses: u64 },
     #[error("the cluster's UMP directory is damaged: {0}")]
     Directory(&'static str),
 }

@@ -176,6 +176,12 @@ impl DeviceState {
         let send_vt = s.run.vt.map(Nanos);
         let sent = hub.transmit_stamped(now, id, addr, s.run.len, send_vt, &mut sink);
         sink.finish();
+        // A copy lost on the way moved a node's drop count, which nothing
+        // else shows (docs/device.md, faults): its status page says so at
+        // once, as it does for every other value that changes.
+        if sent.as_ref().is_ok_and(|s| s.lost > 0) {
+            self.refresh_status_pages();
+        }
         if let Err(e) = sent {
             // The model has counted the protection error and raised the event.
             let (status, detail) = status_of(&e);

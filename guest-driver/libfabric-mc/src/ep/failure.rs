@@ -19,6 +19,8 @@ const STALL: Duration = Duration::from_secs(2);
 /// with 4 MiB messages on 2 loaded cores in a debug build (the writer's
 /// CRC over the payload, before the trailer, with a tenth of a core).
 const STALL_PARTIAL: Duration = Duration::from_secs(30);
+/// How often a stalled endpoint reads the status page for lost packets.
+const LOSS_CHECK: Duration = Duration::from_millis(50);
 
 impl Ep {
     /// Mark the peer failed, fail what depended on it, say why once.
@@ -27,8 +29,21 @@ impl Ep {
             Some(p) if p.failed.is_none() => {
                 p.failed = Some(why.clone());
                 if let Some(inc) = p.incoming.take() {
-                    if let Target::Recv(r) = inc.to {
-                        Self::fail_recv(st, &r, libc::EIO as i64);
+                    match inc.to {
+                        Target::Recv(r) => Self::fail_recv(st, &r, libc::EIO as i64),
+                        // An unexpected message whose payload will never
+                        // come whole: it goes, and a receive that took it
+                        // while it streamed in fails (it waited for ever:
+                        // seen under 0.05% drops).
+                        Target::Unexp(id) => {
+                            if let Some(i) = st.unexpected.iter().position(|u| u.id == id) {
+                                if let Some(u) = st.unexpected.remove(i) {
+                                    if let Some(r) = u.taken {
+                                        Self::fail_recv(st, &r, libc::EIO as i64);
+                                    }
+                                }
+                            }
+                        }
                     }
                 }
                 if let Some(ch) = st.peers.get_mut(&from).and_then(|p| p.ch.take()) {
@@ -41,7 +56,10 @@ impl Ep {
         if !first {
             return;
         }
-        say(self.dom.me, &why);
+        // fail_all said it already, for every peer.
+        if st.failed.is_none() {
+            say(self.dom.me, &why);
+        }
         // A receive from this peer, or from anyone, may have wanted the
         // lost message.
         let (dead, live): (Vec<Recv>, Vec<Recv>) = st
@@ -90,7 +108,9 @@ impl Ep {
 
     /// A packet lost where no message boundary will show it: a message
     /// begun and stopped for STALL_PARTIAL, or pending work that has seen
-    /// nothing for STALL while this node's network error count moved.
+    /// nothing for STALL while this node's network error count, or its
+    /// adapter's count of packets lost on its link (drops, which no error
+    /// count shows: mc-api's `losses`), moved.
     /// Give up, naming the cause.
     pub(super) fn watch_stall(&self, st: &mut State) {
         let busy = !st.posted.is_empty()
@@ -123,23 +143,45 @@ impl Ep {
                 return;
             }
         }
-        let now = self.dom.memory_channel().error_count();
-        if now != st.err_base {
+        // The status page, read at most every LOSS_CHECK while stalled.
+        if st.loss_checked.is_some_and(|at| at.elapsed() < LOSS_CHECK) {
+            return;
+        }
+        st.loss_checked = Some(Instant::now());
+        let mc = self.dom.memory_channel();
+        let now = mc.error_count();
+        let losses = mc.losses();
+        // Losses before the endpoint opened (UMP's set-up: a directory
+        // record that never came whole) explain a stall too, given longer.
+        let earlier = losses > 0 && since.elapsed() >= mc_api::LOSS_WAIT_EARLIER;
+        if now != st.err_base || losses != st.loss_base || earlier {
             st.last_data = Some(Instant::now());
             let why = format!(
-                "the Memory Channel error count at node{} went from {} to {} and no data has moved for {} s: a packet was lost on the network, the run cannot go on",
+                "no data has moved for {} s while work is pending, and packets were lost on the network \
+                 (node{}'s adapter counted {} packets lost on its link since the Memory Channel API \
+                 opened, {} since the endpoint did; the Memory Channel error count went from {} to {}): \
+                 a lost packet left a message, its room or its channel unannounced (Memory Channel \
+                 does not retransmit), the run cannot go on",
+                since.elapsed().as_secs(),
                 self.dom.me,
+                losses,
+                losses.saturating_sub(st.loss_base),
                 st.err_base,
                 now,
-                STALL.as_secs()
             );
             self.fail_all(st, why);
         }
     }
 
+    /// Why an operation to or from `to` (None: a receive from any source)
+    /// cannot be done. A receive from any source could want a lost message
+    /// of any failed peer, as the ones posted when it failed could
+    /// (`peer_failed`): Open MPI's MTL posts every receive so, and one
+    /// posted after the failure waited for ever (seen under 0.05% drops).
     pub(super) fn failure(&self, st: &State, to: Option<u64>) -> Option<String> {
-        st.failed
-            .clone()
-            .or_else(|| to.and_then(|t| st.peers.get(&t).and_then(|p| p.failed.clone())))
+        st.failed.clone().or_else(|| match to {
+            Some(t) => st.peers.get(&t).and_then(|p| p.failed.clone()),
+            None => st.peers.values().find_map(|p| p.failed.clone()),
+        })
     }
 }

@@ -136,6 +136,11 @@ struct State {
     failed: Option<String>,
     last_data: Option<Instant>,
     err_base: u64,
+    /// Packets lost on this node's link when the endpoint opened (mc-api's
+    /// `losses`: drops, which no error count shows, and errors).
+    loss_base: u64,
+    /// When a stalled endpoint last read the status page for losses.
+    loss_checked: Option<Instant>,
 }
 
 pub struct Ep {
@@ -156,12 +161,14 @@ impl Ep {
         let ump = Ump::init(&dom.node);
         let addr = dom.new_address();
         let err_base = dom.memory_channel().error_count();
+        let loss_base = dom.memory_channel().losses();
         Arc::new_cyclic(|me| Ep {
             ump,
             addr,
             me: me.clone(),
             st: Mutex::new(State {
                 err_base,
+                loss_base,
                 ..State::default()
             }),
             dom,
