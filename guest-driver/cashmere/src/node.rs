@@ -268,7 +268,23 @@ impl Node {
     }
 
     pub(crate) fn lock_state(&self) -> StateGuard<'_> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        match self.state.try_lock() {
+            Ok(g) => g,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => {
+                // Blocked behind another thread of this node (which may
+                // itself be waiting for a reply): on the virtual clock that
+                // is a wait, so the thread leaves the board's floor while
+                // it cannot move, and threads ahead are not held at the
+                // quantum for it until the stall rule passes them (quantum
+                // breaks). It costs no virtual time, as the blocked thread
+                // burnt no CPU time before.
+                vclock::wait_begin();
+                let g = self.state.lock().unwrap_or_else(|p| p.into_inner());
+                vclock::wait_end_quiet();
+                g
+            }
+        }
     }
 
     /// Wait until this node's echo `mark` is back: everything it posted
