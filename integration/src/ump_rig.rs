@@ -1,6 +1,8 @@
 //! What the UMP tests share: messages whose bytes say which message they
 //! are, and rings small enough that messages stream through them.
 
+use firmware_model::{FaultCommand, FaultScope, NodeId, PacketFault, Rate};
+use mc_device::Cluster;
 use ump::Config;
 
 /// A message whose bytes say which message it is, so a mix-up shows.
@@ -24,5 +26,22 @@ pub fn small_rings() -> Config {
         region_bytes: 256 << 10,
         fragment_bytes: 1024,
         ..Config::default()
+    }
+}
+
+/// Drop or corrupt packets on the link from node 0 to node 1, each fault at
+/// its probability: the UMP fault tests' damaged link.
+pub fn degrade_link_0_to_1(cluster: &Cluster, faults: &[(PacketFault, f64)]) {
+    for &(fault, p) in faults {
+        cluster
+            .apply_fault(FaultCommand::Packets {
+                fault,
+                scope: FaultScope::Link {
+                    from: NodeId(0),
+                    to: NodeId(1),
+                },
+                rate: Rate::from_probability(p).expect("a probability"),
+            })
+            .expect("fault applied");
     }
 }

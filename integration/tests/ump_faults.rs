@@ -12,8 +12,9 @@
 
 use std::time::Duration;
 
-use firmware_model::{DeliveryMode, FaultCommand, FaultScope, NodeId, PacketFault, Rate};
+use firmware_model::{DeliveryMode, FaultCommand, PacketFault};
 use integration::delivery::for_each_delivery_up_to;
+use integration::ump_rig::degrade_link_0_to_1;
 use integration::VirtualCluster;
 use std::sync::Arc;
 
@@ -72,18 +73,7 @@ fn run_len(
             while !matches!(u.wait(Some(ch), T).unwrap(), Some(ump::Event::Opened(_))) {}
             step.wait();
             if me == 0 {
-                for &(fault, p) in &faults {
-                    cluster
-                        .apply_fault(FaultCommand::Packets {
-                            fault,
-                            scope: FaultScope::Link {
-                                from: NodeId(0),
-                                to: NodeId(1),
-                            },
-                            rate: Rate::from_probability(p).unwrap(),
-                        })
-                        .unwrap();
-                }
+                degrade_link_0_to_1(&cluster, &faults);
             }
             step.wait();
             for m in 0..MESSAGES {

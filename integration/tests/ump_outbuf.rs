@@ -10,9 +10,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use firmware_model::{FaultCommand, FaultScope, NodeId, PacketFault, Rate};
+use firmware_model::{FaultCommand, PacketFault};
 use integration::delivery::{for_each_delivery, for_each_delivery_up_to};
-use integration::ump_rig::{message, small_rings};
+use integration::ump_rig::{degrade_link_0_to_1, message, small_rings};
 use integration::VirtualCluster;
 use mc_api::{Barrier, MemoryChannel};
 use ump::{ChannelId, Config, Event, Node, Transport, Ump, UmpError, OUTBUF_MAX_PAYLOAD};
@@ -197,18 +197,10 @@ fn losses_in_the_outbuf_are_reported_never_passed_on() {
                 }
                 step.wait();
                 if me == 0 {
-                    for (fault, p) in [(PacketFault::Drop, 0.002), (PacketFault::Corrupt, 0.002)] {
-                        cluster
-                            .apply_fault(FaultCommand::Packets {
-                                fault,
-                                scope: FaultScope::Link {
-                                    from: NodeId(0),
-                                    to: NodeId(1),
-                                },
-                                rate: Rate::from_probability(p).unwrap(),
-                            })
-                            .unwrap();
-                    }
+                    degrade_link_0_to_1(
+                        &cluster,
+                        &[(PacketFault::Drop, 0.002), (PacketFault::Corrupt, 0.002)],
+                    );
                 }
                 step.wait();
                 let mut stopped = [false; 2];
