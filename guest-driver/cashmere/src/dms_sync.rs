@@ -265,8 +265,18 @@ impl Synchronization for DmsSync {
                     self.check(start, BarrierWait::Arrivals).map(|()| None)
                 },
                 || {
+                    // The latest arrival in virtual time: each node's own
+                    // time word (its arrival words share the arrival
+                    // table's granules, whose entry is the last to land).
                     (1..s.nodes)
-                        .filter_map(|n| self.mail.arrival(at.arrival(n), 8))
+                        .filter_map(|n| {
+                            let sent = self.mail.load_u64(at.arrival_time(n));
+                            let stamped = self.mail.arrival(at.arrival(n), 8);
+                            match (sent, stamped) {
+                                (0, a) => a,
+                                (t, a) => Some(vclock::one_way(t, 8).max(a.unwrap_or(0))),
+                            }
+                        })
                         .max()
                 },
             )?;
@@ -274,6 +284,12 @@ impl Synchronization for DmsSync {
                 self.mail.post_u64(n, at.sense(), episode)?;
             }
         } else {
+            if vclock::enabled() {
+                // Before the arrival word, so the master has it when it sees
+                // that (FIFO order).
+                self.mail
+                    .post_u64(0, at.arrival_time(self.me), vclock::tick())?;
+            }
             self.mail.post_u64(0, at.arrival(self.me), episode)?;
             // The sense comes after every arrival in the total order, so a
             // node that sees it has every notice sent to it before them.

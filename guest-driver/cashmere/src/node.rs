@@ -50,6 +50,10 @@ pub(crate) struct LocalBarrier {
     pub(crate) failed: Option<Arc<CsmError>>,
     /// The virtual time at which the last thread let the others go.
     pub(crate) released_vt: u64,
+    /// The latest virtual time at which a thread of this generation
+    /// arrived: the node arrives at the cluster barrier then, whichever of
+    /// its threads the host happened to run last.
+    pub(crate) latest_arrival_vt: u64,
 }
 
 /// Where the protocol thread's timed window is (`Csm::mark_start`,

@@ -185,8 +185,11 @@ pub struct MailboxLayout {
 /// s.4).
 const WORD_APART: usize = 256;
 /// Where the barrier arrivals start on the control page (8 bytes each, up
-/// to 64 nodes: the master waits for all of them, so they may share).
+/// to 64 nodes, so they share granules of the arrival table), followed by
+/// the virtual time each node arrived at (its [`MailboxLayout::arrival_time`]).
 const ARRIVALS: usize = 4 * WORD_APART;
+/// Nodes a mailbox has barrier arrival words for.
+const MAX_ARRIVALS: usize = 64;
 /// Where the acknowledgement slots start on the control page (after the
 /// barrier arrivals of up to 64 nodes).
 const ACKS: usize = 2048;
@@ -225,6 +228,15 @@ impl MailboxLayout {
     /// Barrier arrival word of `node` (meaningful in the master's mailbox).
     pub fn arrival(&self, node: u32) -> usize {
         self.control + ARRIVALS + 8 * node as usize
+    }
+    /// The virtual time `node` arrived at the barrier (a predicted-time
+    /// run), posted before its arrival word. The arrival words share
+    /// granules of the arrival table, whose entry holds the arrival of the
+    /// packet that landed last in the host's time, not the latest in
+    /// virtual time: the master left barriers before a node had arrived
+    /// when that node's arrival landed first.
+    pub fn arrival_time(&self, node: u32) -> usize {
+        self.control + ARRIVALS + 8 * MAX_ARRIVALS + 8 * node as usize
     }
     /// The acknowledgement slot of node `from`: where `from` answers this
     /// node's diff messages (a 16-byte header, then up to `ACK_DATA` bytes),
@@ -269,7 +281,8 @@ impl MailboxLayout {
         page as usize >= self.requests / self.mc_page
     }
     pub fn bytes(&self) -> u64 {
-        debug_assert!(ARRIVALS + 8 * self.nodes as usize <= ACKS);
+        debug_assert!(ARRIVALS + 16 * MAX_ARRIVALS <= ACKS);
+        debug_assert!(self.nodes as usize <= MAX_ARRIVALS);
         debug_assert!(ACKS + ACK_STRIDE * self.nodes as usize <= self.mc_page);
         self.bytes as u64
     }

@@ -115,6 +115,7 @@ pub(crate) fn start_node(
             generation: 0,
             failed: None,
             released_vt: 0,
+            latest_arrival_vt: 0,
         }),
         local_cv: Condvar::new(),
         next_alloc: Mutex::new(0),

@@ -63,6 +63,8 @@ impl Csm {
         let n = &self.node;
         let mut lb = n.local.lock().unwrap_or_else(|p| p.into_inner());
         lb.arrived += 1;
+        // `times::enter` above synced this thread's clock.
+        lb.latest_arrival_vt = lb.latest_arrival_vt.max(vclock::stamp());
         let gen = lb.generation;
         if lb.arrived < n.threads {
             // In virtual time the node's threads go on when the last one
@@ -87,7 +89,12 @@ impl Csm {
                 None => Ok(()),
             };
         }
+        // The last to arrive in the host's time need not be the last in
+        // virtual time: the node reaches the cluster barrier when its
+        // latest thread does (waiting, not computing, until then).
+        let latest = std::mem::take(&mut lb.latest_arrival_vt);
         drop(lb);
+        vclock::observe(latest);
         let r = (|| {
             let episode = {
                 let mut st = n.lock_state();

@@ -276,6 +276,11 @@ pub fn build(p: &Params, ctx: &RunContext, reports: &[NodeReport]) -> Value {
                 "compute_s": r.seconds,
                 "total_s": r.total_seconds,
                 "sequential_s": r.sequential_seconds,
+                // On the virtual clock: where this node's timed part began
+                // and ended (seconds), to see the nodes leave a barrier
+                // together.
+                "predicted_start_s": r.virtual_window.map(|w| w.0 as f64 / 1e9),
+                "predicted_end_s": r.virtual_window.map(|w| w.1 as f64 / 1e9),
             })
         })
         .collect();

@@ -58,15 +58,17 @@ impl std::fmt::Display for Outcome {
                 Some(s) => format!(" (sequential {s:.4} s, speedup {:.2})", s / self.seconds),
                 None => String::new(),
             },
-            match self.predicted_seconds() {
-                Some(p) => format!(
-                    "; predicted {p:.4} s{}",
+            match (self.predicted_seconds(), self.virtual_window) {
+                (Some(p), Some((s, e))) => format!(
+                    "; predicted {p:.4} s{} (virtual {:.6} s to {:.6} s)",
                     match self.predicted_speedup() {
                         Some(s) => format!(" (predicted speedup {s:.2})"),
                         None => String::new(),
-                    }
+                    },
+                    s as f64 / 1e9,
+                    e as f64 / 1e9
                 ),
-                None => String::new(),
+                _ => String::new(),
             },
             self.node,
             self.node,
