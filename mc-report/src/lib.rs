@@ -9,11 +9,12 @@
 //! figures), `run_clock` (which clock the runs keep), `clock` (which clock
 //! a report's times are read from and how that is said), `host_info` (this
 //! machine), `error`, `progress`, `results` (reading the file back), `runner` (one run, the matrix), `tables`
-//! (report.md), `charts` (SVG), `render` (both), `cli` (the subcommand).
+//! (report.md), `beside_paper` (its Table IV summary beside the paper's), `charts` (SVG), `render` (both), `cli` (the subcommand).
 //! With the `raster` feature, `raster` turns a chart into pixels (tests).
 
 #![forbid(unsafe_code)]
 
+pub mod beside_paper;
 pub mod charts;
 pub mod cli;
 pub mod clock;

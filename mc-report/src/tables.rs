@@ -324,6 +324,7 @@ pub fn report_md(set: &ResultSet, results: &Path, charts: &[String]) -> String {
     );
     table2(set, &mut out);
     table3(set, &mut out);
+    crate::beside_paper::beside_paper(set, &mut out);
     table4(set, &mut out);
     adb_table(set, &mut out);
     let _ = writeln!(out, "## Charts\n");

@@ -330,8 +330,9 @@ fn run_node(
     let compute_stats = match &*data {
         AppData::G(d) => d.window.stats(),
         AppData::T(d) => d.window.stats(),
+        AppData::S(d) => d.window.stats(),
         AppData::Suite(w) => w.window().stats(),
-        AppData::W(_) | AppData::S(_) => None,
+        AppData::W(_) => None,
     };
     if p.time_breakdown {
         times.extend(csm.protocol_breakdown());

@@ -59,6 +59,7 @@ pub struct SorData {
     grid: Grid,
     iters: u32,
     want: OnceLock<[Vec<f64>; 2]>,
+    pub window: super::workload::ComputeWindow,
 }
 
 pub fn setup(csm: &Csm, grid: Grid, iters: u32) -> Result<SorData, CsmError> {
@@ -70,6 +71,7 @@ pub fn setup(csm: &Csm, grid: Grid, iters: u32) -> Result<SorData, CsmError> {
         grid,
         iters,
         want: OnceLock::new(),
+        window: Default::default(),
     })
 }
 
@@ -230,7 +232,8 @@ pub fn run(csm: &Csm, d: &SorData, tid: usize) -> Result<u64, AppError> {
             csm.barrier()?;
         }
     }
-    csm.mark_end();
+    // The node's counters are kept before verification reads every row.
+    d.window.end(csm, tid)?;
     let want = d.want.get_or_init(|| sequential(g, d.iters));
     let mut checked = 0u64;
     for i in 0..g.rows + 2 {
