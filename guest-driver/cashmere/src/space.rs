@@ -190,6 +190,8 @@ const WORD_APART: usize = 256;
 const ARRIVALS: usize = 4 * WORD_APART;
 /// Nodes a mailbox has barrier arrival words for.
 const MAX_ARRIVALS: usize = 64;
+// The arrival words and their times fit before the acknowledgement slots.
+const _: () = assert!(ARRIVALS + 16 * MAX_ARRIVALS <= ACKS);
 /// Where the acknowledgement slots start on the control page (after the
 /// barrier arrivals of up to 64 nodes).
 const ACKS: usize = 2048;
@@ -281,7 +283,6 @@ impl MailboxLayout {
         page as usize >= self.requests / self.mc_page
     }
     pub fn bytes(&self) -> u64 {
-        debug_assert!(ARRIVALS + 16 * MAX_ARRIVALS <= ACKS);
         debug_assert!(self.nodes as usize <= MAX_ARRIVALS);
         debug_assert!(ACKS + ACK_STRIDE * self.nodes as usize <= self.mc_page);
         self.bytes as u64
