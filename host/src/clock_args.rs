@@ -17,6 +17,7 @@ use clap::{Args, ValueEnum};
 pub mod env {
     pub const CLOCK: &str = "MC_CLOCK";
     pub const CPU_SCALE: &str = "MC_CPU_SCALE";
+    pub const PROTOCOL_SCALE: &str = "MC_PROTOCOL_SCALE";
     pub const QUANTUM: &str = "MC_QUANTUM_NS";
     pub const BOARD: &str = "MC_CLOCK_BOARD";
 }
@@ -66,6 +67,11 @@ pub struct ClockArgs {
     /// (1 = this host's processor).
     #[arg(long, value_name = "X", value_parser = parse_scale)]
     pub cpu_scale: Option<f64>,
+    /// With --clock virtual: the same for Cashmere's protocol work (page
+    /// faults, twins, diffs, serving requests); default: --cpu-scale.
+    /// `mc-host report run --cpu-scale paper` sets it from Table II.
+    #[arg(long, value_name = "X", value_parser = parse_scale)]
+    pub protocol_scale: Option<f64>,
     /// With --clock virtual: how far (us of virtual time) a running thread
     /// may get ahead of the slowest (default 100).
     #[arg(long, value_name = "US", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
@@ -79,6 +85,9 @@ impl ClockArgs {
         if self.clock == ClockChoice::Wall {
             if self.cpu_scale.is_some() {
                 return Err(ClockArgsError::NeedsVirtual("--cpu-scale"));
+            }
+            if self.protocol_scale.is_some() {
+                return Err(ClockArgsError::NeedsVirtual("--protocol-scale"));
             }
             if self.quantum_us.is_some() {
                 return Err(ClockArgsError::NeedsVirtual("--quantum-us"));
@@ -104,6 +113,9 @@ impl ClockArgs {
         if let Some(q) = self.quantum_us {
             vars.push((env::QUANTUM, (q * 1000).to_string()));
         }
+        if let Some(p) = self.protocol_scale {
+            vars.push((env::PROTOCOL_SCALE, p.to_string()));
+        }
         Ok(vars)
     }
 }
@@ -123,6 +135,7 @@ mod tests {
         ClockArgs {
             clock,
             cpu_scale: scale,
+            protocol_scale: None,
             quantum_us: q,
         }
     }
@@ -140,6 +153,18 @@ mod tests {
         assert_eq!(get(env::QUANTUM), Some("50000"));
         assert!(get(env::BOARD).unwrap().ends_with(BOARD_FILE));
         assert!(!dir.path().join(BOARD_FILE).exists());
+        assert_eq!(
+            get(env::PROTOCOL_SCALE),
+            None,
+            "protocol work at --cpu-scale"
+        );
+        let split = ClockArgs {
+            protocol_scale: Some(27.0),
+            ..args(ClockChoice::Virtual, Some(100.0), None)
+        }
+        .guest_env(dir.path())
+        .unwrap();
+        assert!(split.contains(&(env::PROTOCOL_SCALE, "27".to_string())));
     }
 
     #[test]
@@ -151,6 +176,13 @@ mod tests {
         assert!(args(ClockChoice::Wall, None, Some(10))
             .guest_env(dir.path())
             .is_err());
+        let e = ClockArgs {
+            protocol_scale: Some(2.0),
+            ..args(ClockChoice::Wall, None, None)
+        }
+        .guest_env(dir.path())
+        .unwrap_err();
+        assert!(e.to_string().contains("--protocol-scale"), "{e}");
         let wall = args(ClockChoice::Wall, None, None)
             .guest_env(dir.path())
             .unwrap();

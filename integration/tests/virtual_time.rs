@@ -99,6 +99,32 @@ fn a_node_s_threads_reach_the_cluster_barrier_at_the_latest_one_s_time() {
 }
 
 #[test]
+fn protocol_work_is_charged_at_the_protocol_scale() {
+    // Gauss: every row's owner diffs and serves pages, so each processor
+    // spends part of its time in protocol code. Charged 40 times as dear,
+    // that part grows far more than the application's own computing.
+    let share = |host: &[&str]| {
+        let r = record(2, host, &["gauss", "--preset", "small", "--stats"]);
+        let v = &r["virtual_breakdown"]["total"];
+        let (user, protocol) = (v["user"].as_f64().unwrap(), v["protocol"].as_f64().unwrap());
+        assert!(user > 0.0 && protocol > 0.0, "{v}");
+        (protocol / user, r["times"]["protocol_scale"].as_f64())
+    };
+    let (plain, scale) = share(&[]);
+    assert_eq!(
+        scale,
+        Some(1.0),
+        "the protocol's scale defaults to the CPU scale"
+    );
+    let (dear, scale) = share(&["--protocol-scale", "40"]);
+    assert_eq!(scale, Some(40.0));
+    assert!(
+        dear > 8.0 * plain,
+        "protocol / user time: {plain} at scale 1, {dear} at 40"
+    );
+}
+
+#[test]
 fn skewed_delivery_in_virtual_time_gives_verified_results() {
     for seed in integration::delivery::skewed_seeds(&[3, 11]) {
         let seed = seed.to_string();

@@ -51,6 +51,12 @@ pub enum ReportError {
         path.display()
     )]
     NoPredictedTimes { path: PathBuf },
+    #[error(
+        "--cpu-scale paper charges Cashmere's protocol work at a scale taken from Table II's \
+         micro-benchmark under CSM-DMS, and {} holds none: run without --no-table2 once",
+        path.display()
+    )]
+    NoProtocolScale { path: PathBuf },
 }
 
 impl ReportError {

@@ -197,7 +197,11 @@ impl RunSpec {
 
     /// `mc-host run` arguments before `--`; `scale` is the application's
     /// CPU scale when the matrix's is `paper`.
-    pub fn host_args(&self, timeout_s: u64, scale: Option<f64>) -> Vec<String> {
+    pub fn host_args(
+        &self,
+        timeout_s: u64,
+        scale: Option<crate::run_clock::PaperScales>,
+    ) -> Vec<String> {
         let mut a = vec![
             "run".to_string(),
             "--nodes".into(),

@@ -5,7 +5,10 @@
 //! takes, per application, the ratio of seed 000 Table III's sequential
 //! time to the sequential CPU time of the same program measured here (its
 //! baseline run), so that computing is charged at the paper's 600 MHz
-//! Alpha 21164A speed (docs/virtual-time.md s.1).
+//! Alpha 21164A speed, and charges Cashmere's protocol work at one scale for
+//! all applications, from Table II: the paper's cost of the operations that
+//! are one processor's work (a twin, a small and a large diff) over the
+//! same operations' cost here (docs/virtual-time.md s.1).
 
 use std::str::FromStr;
 
@@ -114,16 +117,17 @@ impl ClockSpec {
         }
     }
 
-    /// `mc-host run` arguments; `resolved` is the application's scale when
-    /// it is `paper` (1 before it is known: the baseline's CPU time does
-    /// not depend on it).
-    pub fn host_args(&self, resolved: Option<f64>) -> Vec<String> {
+    /// `mc-host run` arguments; `resolved` is the application's scales when
+    /// the scale is `paper` (1 before they are known: the baseline's CPU
+    /// time does not depend on them).
+    pub fn host_args(&self, resolved: Option<PaperScales>) -> Vec<String> {
         if self.clock == RunClock::Wall {
             return Vec::new();
         }
-        let scale = match self.scale {
-            CpuScale::Fixed(x) => x,
-            CpuScale::Paper => resolved.unwrap_or(1.0),
+        let (scale, protocol) = match (self.scale, resolved) {
+            (CpuScale::Fixed(x), _) => (x, None),
+            (CpuScale::Paper, Some(r)) => (r.cpu, Some(r.protocol)),
+            (CpuScale::Paper, None) => (1.0, None),
         };
         let mut a = vec![
             "--clock".to_string(),
@@ -131,11 +135,56 @@ impl ClockSpec {
             "--cpu-scale".into(),
             scale.to_string(),
         ];
+        if let Some(p) = protocol {
+            a.extend(["--protocol-scale".into(), p.to_string()]);
+        }
         if let Some(q) = self.quantum_us {
             a.extend(["--quantum-us".into(), q.to_string()]);
         }
         a
     }
+}
+
+/// An application's scales at the `paper` scale: its computing's (Table
+/// III) and the protocol's (Table II, the same for every application).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PaperScales {
+    pub cpu: f64,
+    pub protocol: f64,
+}
+
+/// Table II's operations that are one processor's protocol work on both
+/// machines (no network in them), whose costs give the protocol's scale.
+pub const PROTOCOL_OPS: [&str; 3] = [
+    "twin (8 KiB)",
+    "diff, small (16 words)",
+    "diff, large (whole page)",
+];
+
+/// The `paper` scale of the protocol's work from a Table II record (`mc-guest
+/// bench csm` under CSM-DMS on the virtual clock at scale 1): the median,
+/// over [`PROTOCOL_OPS`], of the paper's MC Direct cost over the cost
+/// predicted here. `None` for another record or one without those rows.
+pub fn protocol_scale(table2: &serde_json::Value) -> Option<f64> {
+    if table2["variant"] != "dms" || table2["clock"] != "virtual" {
+        return None;
+    }
+    let mut ratios: Vec<f64> = table2["rows"]
+        .as_array()?
+        .iter()
+        .filter(|r| {
+            r["operation"]
+                .as_str()
+                .is_some_and(|op| PROTOCOL_OPS.contains(&op))
+        })
+        .filter_map(|r| Some(r["mc_direct_us"].as_f64()? / r["predicted_us"].as_f64()?))
+        .filter(|x| x.is_finite() && *x > 0.0)
+        .collect();
+    if ratios.len() != PROTOCOL_OPS.len() {
+        return None;
+    }
+    ratios.sort_by(f64::total_cmp);
+    Some(ratios[ratios.len() / 2])
 }
 
 /// The `paper` scale of an application: Table III's sequential seconds over
@@ -181,12 +230,17 @@ mod tests {
         };
         assert_eq!(p.key_suffix(), "|virtual@paper@q50");
         assert_eq!(
-            p.host_args(Some(12.5)),
+            p.host_args(Some(PaperScales {
+                cpu: 12.5,
+                protocol: 3.0
+            })),
             [
                 "--clock",
                 "virtual",
                 "--cpu-scale",
                 "12.5",
+                "--protocol-scale",
+                "3",
                 "--quantum-us",
                 "50"
             ]
@@ -216,6 +270,33 @@ mod tests {
         };
         assert_eq!(p.check(Some("small")), Err(ClockError::PaperScale));
         assert!(p.check(Some("paper")).is_ok());
+    }
+
+    #[test]
+    fn the_protocol_s_paper_scale_is_the_median_of_table_ii_s_processor_work() {
+        let row = |op: &str, paper: f64, here: f64| serde_json::json!({"operation": op, "mc_direct_us": paper, "predicted_us": here});
+        let rec = |variant: &str, clock: &str, rows: Vec<serde_json::Value>| serde_json::json!({"kind": "table2", "variant": variant, "clock": clock, "rows": rows});
+        let rows = vec![
+            row("null message round trip", 15.0, 1.0),
+            row("twin (8 KiB)", 68.0, 2.0),
+            row("diff, small (16 words)", 31.0, 3.1),
+            row("diff, large (whole page)", 129.0, 4.3),
+        ];
+        // 34, 10 and 30: the median, 30 (the round trip is the network's).
+        let s = protocol_scale(&rec("dms", "virtual", rows.clone())).unwrap();
+        assert!((s - 30.0).abs() < 1e-9, "{s}");
+        assert_eq!(protocol_scale(&rec("none", "virtual", rows.clone())), None);
+        assert_eq!(protocol_scale(&rec("dms", "wall", rows.clone())), None);
+        assert_eq!(
+            protocol_scale(&rec("dms", "virtual", rows[..2].to_vec())),
+            None
+        );
+        let zero = vec![
+            row("twin (8 KiB)", 68.0, 0.0),
+            row("diff, small (16 words)", 31.0, 3.1),
+            row("diff, large (whole page)", 129.0, 4.3),
+        ];
+        assert_eq!(protocol_scale(&rec("dms", "virtual", zero)), None);
     }
 
     #[test]

@@ -18,7 +18,9 @@ use crate::host_info::HostInfo;
 use crate::matrix::{check_preset, parse_apps, parse_shapes, Matrix, RunSpec};
 use crate::progress::Progress;
 use crate::results;
-use crate::run_clock::{paper_scale, ClockError, ClockSpec, CpuScale, RunClock};
+use crate::run_clock::{
+    paper_scale, protocol_scale, ClockError, ClockSpec, CpuScale, PaperScales, RunClock,
+};
 
 #[derive(Args, Debug, Clone)]
 pub struct RunMatrixArgs {
@@ -212,13 +214,13 @@ fn run_mc_host(
 }
 
 /// Run `spec` with `mc_host`, its output to a log in `logs`; `scale` is the
-/// application's CPU scale when the matrix's is `paper`.
+/// application's scales when the matrix's is `paper`.
 pub fn run_one(
     mc_host: &Path,
     spec: &RunSpec,
     logs: &Path,
     timeout_s: u64,
-    scale: Option<f64>,
+    scale: Option<PaperScales>,
 ) -> Result<RunOutcome, ReportError> {
     let files = RunFiles::create(logs, &spec.file_stem())?;
     let host_args = spec.host_args(timeout_s, scale);
@@ -369,12 +371,19 @@ pub fn run_matrix(args: &RunMatrixArgs) -> Result<(), ReportError> {
     // At the `paper` scale, each application's scale comes from its
     // baseline: recorded earlier (a resumed matrix) or run first below.
     let mut scales: HashMap<String, f64> = HashMap::new();
+    // And the protocol's, from the latest Table II record under CSM-DMS.
+    let mut protocol: Option<f64> = None;
     if clock.scale == CpuScale::Paper {
         for r in earlier.iter().filter(|r| r.ok() && r.baseline()) {
             if let Some(s) = scale_from(&r.v, r.app()) {
                 scales.insert(r.app().to_string(), s);
             }
         }
+        protocol = earlier
+            .iter()
+            .rev()
+            .filter(|r| r.ok() && r.is_table2())
+            .find_map(|r| protocol_scale(&r.v));
     }
     let logs = args.logs_dir();
     std::fs::create_dir_all(&logs).map_err(ReportError::io(&logs))?;
@@ -397,6 +406,9 @@ pub fn run_matrix(args: &RunMatrixArgs) -> Result<(), ReportError> {
             }
             let (ok, rec) = run_table2(&mc_host, args, &clock, v, &key, &logs)?;
             append(&args.results, &rec)?;
+            if ok && clock.scale == CpuScale::Paper {
+                protocol = protocol_scale(&rec).or(protocol);
+            }
             eprintln!(
                 "Table II micro-benchmark under CSM-{}: {}",
                 v.to_uppercase(),
@@ -407,13 +419,32 @@ pub fn run_matrix(args: &RunMatrixArgs) -> Result<(), ReportError> {
             }
         }
     }
+    let protocol = match (clock.scale, protocol) {
+        (CpuScale::Paper, None) => {
+            return Err(ReportError::NoProtocolScale {
+                path: args.results.clone(),
+            })
+        }
+        (CpuScale::Paper, Some(p)) => {
+            eprintln!(
+                "protocol work at {p:.1} virtual ns per ns of CPU time here (Table II: the paper's \
+                 twin and diffs over this host's)"
+            );
+            Some(p)
+        }
+        _ => None,
+    };
     let mut progress = Progress::new(runs.len());
     for spec in &runs {
         if done.contains(&spec.key()) {
             progress.skipped(spec);
             continue;
         }
-        let scale = scales.get(&spec.app).copied();
+        let scale = scales
+            .get(&spec.app)
+            .copied()
+            .zip(protocol)
+            .map(|(cpu, protocol)| PaperScales { cpu, protocol });
         if clock.scale == CpuScale::Paper && !spec.baseline && scale.is_none() {
             progress.no_scale(spec);
             failed += 1;

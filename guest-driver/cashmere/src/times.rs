@@ -114,12 +114,15 @@ pub(crate) struct InActivity {
     prev: u8,
 }
 
-/// Count the virtual time since the last change to the current activity.
-fn virtual_change(c: &ThreadClock) {
+/// Count the virtual time since the last change to the current activity,
+/// and count the CPU time from now on as activity `next`'s: the
+/// application's computing or protocol work, each at its scale
+/// (`vclock::tick_into`).
+fn virtual_change(c: &ThreadClock, next: u8) {
     if !vclock::enabled() {
         return;
     }
-    let v = vclock::tick();
+    let v = vclock::tick_into(next != Activity::Compute as u8);
     let acc = &c.vacc[c.current.get() as usize];
     acc.set(acc.get() + v.saturating_sub(c.vsince.get()));
     c.vsince.set(v);
@@ -128,7 +131,7 @@ fn virtual_change(c: &ThreadClock) {
 pub(crate) fn enter(a: Activity) -> InActivity {
     CLOCK.with(|c| {
         let t = now_ns();
-        virtual_change(c);
+        virtual_change(c, a as u8);
         let cur = c.current.get();
         let acc = &c.acc[cur as usize];
         acc.set(acc.get() + t.saturating_sub(c.since.get()));
@@ -142,7 +145,7 @@ impl Drop for InActivity {
     fn drop(&mut self) {
         CLOCK.with(|c| {
             let t = now_ns();
-            virtual_change(c);
+            virtual_change(c, self.prev);
             let cur = c.current.get();
             let acc = &c.acc[cur as usize];
             acc.set(acc.get() + t.saturating_sub(c.since.get()));
@@ -180,7 +183,7 @@ pub(crate) fn end_window() {
         }
         c.frozen_wall.set(wall);
         c.frozen_sched.set(sched);
-        virtual_change(c);
+        virtual_change(c, c.current.get());
         for (f, a) in c.vfrozen.iter().zip(&c.vacc) {
             f.set(a.get());
         }
@@ -224,7 +227,7 @@ pub(crate) fn breakdown(thread: &str, node: u32) -> TimeBreakdown {
                 }
                 c.vfrozen_end.get()
             } else {
-                virtual_change(c);
+                virtual_change(c, c.current.get());
                 for (a, f) in vacc.iter_mut().zip(&c.vacc) {
                     *a = f.get();
                 }

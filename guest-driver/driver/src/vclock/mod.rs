@@ -44,6 +44,9 @@ pub mod env {
     pub const CLOCK: &str = "MC_CLOCK";
     /// CPU scale: virtual ns per ns of this host's CPU time (default 1).
     pub const CPU_SCALE: &str = "MC_CPU_SCALE";
+    /// The scale of protocol work (faults, twins, diffs, serving requests;
+    /// default: the CPU scale).
+    pub const PROTOCOL_SCALE: &str = "MC_PROTOCOL_SCALE";
     /// The clock board file every guest of the run shares (the first to
     /// start creates it).
     pub const BOARD: &str = "MC_CLOCK_BOARD";
@@ -81,6 +84,12 @@ pub enum VclockError {
 pub struct ClockConfig {
     /// Virtual ns per ns of this host's thread CPU time.
     pub cpu_scale: f64,
+    /// The same for protocol work ([`tick_into`]); `None`: the CPU
+    /// scale. Computing and protocol code ran on the same processor, but
+    /// this host is not faster than the paper's Alpha by the same factor
+    /// at both: an application's scale may also absorb a problem that does
+    /// less work than the paper's (docs/virtual-time.md s.1).
+    pub protocol_scale: Option<f64>,
     /// The board to join; `None`: one of this process's own.
     pub board: Option<PathBuf>,
     /// The quantum of a board this process makes.
@@ -110,19 +119,19 @@ impl ClockConfig {
                 })
             }
         }
-        let cpu_scale = match var(env::CPU_SCALE) {
+        let scale = |name: &'static str| match var(name) {
             Some(v) => match v.parse::<f64>() {
-                Ok(s) if s.is_finite() && s > 0.0 && s <= 1e6 => s,
-                _ => {
-                    return Err(VclockError::Env {
-                        var: env::CPU_SCALE,
-                        value: v,
-                        why: "expected a positive number (virtual ns per ns of CPU time)",
-                    })
-                }
+                Ok(s) if s.is_finite() && s > 0.0 && s <= 1e6 => Ok(Some(s)),
+                _ => Err(VclockError::Env {
+                    var: name,
+                    value: v,
+                    why: "expected a positive number (virtual ns per ns of CPU time)",
+                }),
             },
-            None => 1.0,
+            None => Ok(None),
         };
+        let cpu_scale = scale(env::CPU_SCALE)?.unwrap_or(1.0);
+        let protocol_scale = scale(env::PROTOCOL_SCALE)?;
         let quantum_ns = match var(env::QUANTUM) {
             Some(v) => match v.parse::<u64>() {
                 Ok(q) if (1..=1_000_000_000_000).contains(&q) => q,
@@ -139,6 +148,7 @@ impl ClockConfig {
         let board = var(env::BOARD).filter(|b| !b.is_empty()).map(PathBuf::from);
         Ok(Some(ClockConfig {
             cpu_scale,
+            protocol_scale,
             board,
             quantum_ns,
         }))
@@ -147,6 +157,7 @@ impl ClockConfig {
 
 struct Global {
     scale: f64,
+    protocol_scale: f64,
     board: ClockBoard,
     config: ClockConfig,
 }
@@ -181,6 +192,7 @@ pub fn init(config: ClockConfig) -> Result<(), VclockError> {
     };
     let g = Global {
         scale: config.cpu_scale,
+        protocol_scale: config.protocol_scale.unwrap_or(config.cpu_scale),
         board,
         config: config.clone(),
     };
@@ -242,6 +254,9 @@ struct ThreadClock {
     waiting: Cell<u32>,
     /// Serving a request inside a wait ([`serve`]): its CPU counts.
     serving: Cell<bool>,
+    /// In protocol code ([`tick_into`]): CPU counts at the
+    /// protocol scale.
+    protocol: Cell<bool>,
     stalled: Cell<Option<(u32, u64)>>,
     /// When the thread last synced, on the host's monotonic clock: what
     /// [`sync_when_due`] throttles by.
@@ -257,6 +272,7 @@ thread_local! {
             slot: Cell::new(NO_SLOT),
             waiting: Cell::new(0),
             serving: Cell::new(false),
+            protocol: Cell::new(false),
             stalled: Cell::new(None),
             synced_at: Cell::new(None),
         }
@@ -287,7 +303,12 @@ impl ThreadClock {
         self.cpu_mark.set(cpu);
         let mut vt = self.vt.get();
         if self.waiting.get() == 0 || self.serving.get() {
-            vt = vt.saturating_add(scaled(used, g.scale));
+            let scale = if self.protocol.get() || self.serving.get() {
+                g.protocol_scale
+            } else {
+                g.scale
+            };
+            vt = vt.saturating_add(scaled(used, scale));
         }
         let slot = self.slot.get();
         if slot != NO_SLOT {
@@ -382,6 +403,21 @@ pub fn tick() -> u64 {
     CLOCK.with(|c| {
         let vt = c.advance(g);
         c.set(g, vt);
+        vt
+    })
+}
+
+/// [`tick`], then count this thread's CPU time from now on as protocol work
+/// (`true`: faults, twins, diffs, serving, at the protocol scale) or as the
+/// application's computing (`false`, at the CPU scale). Returns its time.
+pub fn tick_into(protocol: bool) -> u64 {
+    let Some(g) = GLOBAL.get().filter(|_| enabled()) else {
+        return 0;
+    };
+    CLOCK.with(|c| {
+        let vt = c.advance(g);
+        c.set(g, vt);
+        c.protocol.set(protocol);
         vt
     })
 }
@@ -604,9 +640,10 @@ pub fn charge(slot: u32, ns: u64) {
 }
 
 /// CPU time of this thread since `mark` (a [`thread_cpu_ns`] reading), in
-/// virtual ns: what a piece of work cost, to charge elsewhere.
+/// virtual ns at the protocol scale: what a piece of protocol work cost, to
+/// charge elsewhere.
 pub fn scaled_cpu_since(mark: u64) -> u64 {
-    let scale = GLOBAL.get().map_or(1.0, |g| g.scale);
+    let scale = GLOBAL.get().map_or(1.0, |g| g.protocol_scale);
     scaled(thread_cpu_ns().saturating_sub(mark), scale)
 }
 
@@ -634,6 +671,7 @@ impl Drop for Participant {
 pub(crate) fn test_on() {
     init(ClockConfig {
         cpu_scale: 1.0,
+        protocol_scale: None,
         board: None,
         quantum_ns: 1_000_000_000,
     })

@@ -194,7 +194,8 @@ impl NodeReport {
 /// The run's times in virtual time, for the record's `times` object:
 /// `clock` ("wall" or "virtual"), and in virtual time `predicted_s` (from
 /// the earliest start of the timed part on any node to its latest end, on
-/// the virtual clock), `cpu_scale`, `quantum_ns`, `quantum_breaks`,
+/// the virtual clock), `cpu_scale`, `protocol_scale` (the scale of
+/// Cashmere's protocol work), `quantum_ns`, `quantum_breaks`,
 /// `sequential_cpu_s`, `sequential_predicted_s` (that CPU time x scale) and
 /// `predicted_speedup` (sequential CPU time x scale
 /// / predicted time).
@@ -221,6 +222,10 @@ fn clock_fields(reports: &[NodeReport]) -> Map<String, Value> {
     let seq_cpu = reports.first().and_then(|r| r.sequential_cpu_seconds);
     m.insert("predicted_s".into(), json!(predicted));
     m.insert("cpu_scale".into(), json!(config.cpu_scale));
+    m.insert(
+        "protocol_scale".into(),
+        json!(config.protocol_scale.unwrap_or(config.cpu_scale)),
+    );
     m.insert("quantum_ns".into(), json!(config.quantum_ns));
     m.insert(
         "quantum_breaks".into(),
