@@ -114,6 +114,8 @@ impl CliError {
 pub enum StopReason {
     Interrupted,
     TimedOut,
+    /// Whatever read mc-host's output went away (`mc-host run ... | head`).
+    OutputClosed,
 }
 
 impl fmt::Display for StopReason {
@@ -121,6 +123,7 @@ impl fmt::Display for StopReason {
         f.write_str(match self {
             StopReason::Interrupted => "interrupted",
             StopReason::TimedOut => "timed out",
+            StopReason::OutputClosed => "the output was closed",
         })
     }
 }

@@ -154,6 +154,7 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
             cmd.env("MC_THREADS", t.to_string());
         }
         clock_args::apply(&mut cmd, &clock_env);
+        die_with_parent(&mut cmd);
         let child = cmd
             .args(&args.command[1..])
             // What the guest cannot see from its adapter, for its records.
@@ -187,9 +188,10 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
     let mut statuses: Vec<Option<std::process::ExitStatus>> = vec![None; children.len()];
     let mut stop_reason = None;
     let mut first_failure: Option<(usize, Instant)> = None;
+    let mut output_closed = false;
     while statuses.iter().any(Option::is_none) {
         while let Ok(NodeOutputLine(n, l)) = rx.recv_timeout(Duration::from_millis(20)) {
-            println!("[node{n}] {l}");
+            output_closed |= !relay(n, &l);
         }
         for (n, c) in children.iter_mut().enumerate() {
             if let Some(child) = c.as_mut() {
@@ -204,6 +206,8 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
         }
         if interrupted.load(Ordering::SeqCst) {
             stop_reason = Some(StopReason::Interrupted);
+        } else if output_closed {
+            stop_reason = Some(StopReason::OutputClosed);
         } else if Instant::now() > deadline {
             stop_reason = Some(StopReason::TimedOut);
         } else if let Some((n, at)) = first_failure {
@@ -233,7 +237,9 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
     while let Ok(NodeOutputLine(n, l)) =
         rx.recv_timeout(drain_until.saturating_duration_since(Instant::now()))
     {
-        println!("[node{n}] {l}");
+        if !output_closed {
+            output_closed = !relay(n, &l);
+        }
     }
     drop(control);
     let snap = cluster.snapshot();
@@ -259,6 +265,29 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
         Ok(())
     } else {
         Err(CliError::GuestsFailed { failed })
+    }
+}
+
+/// Print a guest's line as `[nodeN] line`; false when stdout is gone (a
+/// closed pipe: `println!` would panic and leave the guests running).
+fn relay(n: u8, line: &str) -> bool {
+    use std::io::Write;
+    writeln!(std::io::stdout().lock(), "[node{n}] {line}").is_ok()
+}
+
+/// A guest gets SIGKILL when mc-host dies, whatever kills it: guests left
+/// running would hold their cores and their waits would never end.
+fn die_with_parent(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure runs in the child between fork and exec and only
+    // calls prctl, which is async-signal-safe; it allocates nothing.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
     }
 }
 

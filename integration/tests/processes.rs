@@ -96,3 +96,72 @@ fn a_failed_guest_stops_the_others_after_the_grace() {
         "{text}"
     );
 }
+
+/// Whether a process whose command line contains `marker` is running.
+fn running(marker: &str) -> bool {
+    std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+        std::fs::read(e.path().join("cmdline"))
+            .map(|c| {
+                String::from_utf8_lossy(&c)
+                    .replace('\0', " ")
+                    .contains(marker)
+            })
+            .unwrap_or(false)
+    })
+}
+
+#[test]
+fn guests_do_not_outlive_mc_host() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    // Each guest prints a line a tenth of a second, forever: the run ends
+    // only when mc-host stops it. The marker tells this test's guests apart.
+    let marker = format!("mc-test-guest-{}", std::process::id());
+    let script = format!("while :; do echo {marker}; sleep 0.1; done");
+    let start = || {
+        Command::new(integration::binary("mc-host"))
+            .args([
+                "run",
+                "--nodes",
+                "2",
+                "--timeout",
+                "120",
+                "--",
+                "/bin/sh",
+                "-c",
+            ])
+            .arg(&script)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let gone_soon = || {
+        let t = std::time::Instant::now();
+        while running(&marker) {
+            assert!(t.elapsed().as_secs() < 10, "guests still running");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    };
+    // Whoever reads mc-host's output goes away (`mc-host run ... | head`):
+    // it stops the guests and says why.
+    let mut host = start();
+    let mut out = BufReader::new(host.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert!(line.contains(&marker), "{line}");
+    drop(out);
+    let status = host.wait_with_output().unwrap();
+    assert!(!status.status.success());
+    let err = String::from_utf8_lossy(&status.stderr);
+    assert!(err.contains("the output was closed"), "{err}");
+    gone_soon();
+    // mc-host killed outright: the kernel kills its guests.
+    let mut host = start();
+    let mut out = BufReader::new(host.stdout.take().unwrap());
+    out.read_line(&mut line).unwrap();
+    assert!(running(&marker));
+    host.kill().unwrap();
+    host.wait().unwrap();
+    gone_soon();
+}
