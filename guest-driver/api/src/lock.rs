@@ -44,10 +44,18 @@ impl LocalLocks {
 
     fn give_back(&self, offset: usize) {
         if vclock::enabled() {
+            // A tick, not a sync: the quantum's gate must not hold this
+            // thread with `released_at` locked. It did (the clock was read
+            // inside the lock's guard): the node's other threads then
+            // blocked on the mutex, outside any wait the clock knows of,
+            // and held every thread ahead until the board's 250 ms stall
+            // rule let them pass (Water-Nsquared at 8:4 spent most of its
+            // wall-clock time so).
+            let now = vclock::tick();
             self.released_at
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .insert(offset, vclock::now());
+                .insert(offset, now);
         }
         self.owners
             .lock()
