@@ -2,8 +2,15 @@
 //! its own word of a coherent region (broadcast + loopback), and waits until
 //! every member's word has caught up. Total order means a node that sees the
 //! last arrival also sees everything written before it.
+//!
+//! In virtual time each node also posts the time it arrived, before its
+//! count: the counts are 8 bytes apart and share granules of the arrival
+//! table, whose entry is the packet that landed last in the host's time,
+//! not the latest in virtual time (docs/virtual-time.md s.4).
 
 use std::time::Duration;
+
+use mc_driver::vclock;
 
 use firmware_model::NodeSet;
 
@@ -13,6 +20,16 @@ use crate::join::adapter_offline;
 use crate::loss::LostPacket;
 use crate::node::wait_for_others;
 use crate::region::{RxRegion, Sharing, TxRegion};
+
+/// Arrival counts: one u64 per node.
+const COUNTS: usize = 8 * 64;
+
+/// Where `node` posts the virtual time of its arrival number `count`: two
+/// words per node, by the count's parity, so a node that has already left
+/// and arrived again does not overwrite the time the slowest still reads.
+fn time_word(node: usize, count: u64) -> usize {
+    COUNTS + 16 * node + 8 * (count % 2) as usize
+}
 
 /// A named barrier for all cluster members.
 pub struct Barrier {
@@ -25,7 +42,7 @@ pub struct Barrier {
 impl Barrier {
     /// Every node must create the barrier with the same `key`.
     pub fn new(mc: &MemoryChannel, key: u32) -> Result<Barrier, McError> {
-        let id = mc.region_alloc(key, 8 * 64, true)?;
+        let id = mc.region_alloc(key, (COUNTS + 16 * 64) as u64, true)?;
         let tx = mc.attach_transmit(id, Sharing::Shared, true)?;
         let rx = mc.attach_receive(id, Sharing::Shared, false)?;
         let me = mc.node_id().index();
@@ -45,6 +62,10 @@ impl Barrier {
     pub fn wait(&mut self, timeout: Duration) -> Result<(), McError> {
         self.count += 1;
         let me = self.mc.node_id().index();
+        if vclock::enabled() {
+            self.tx
+                .write_u64(time_word(me, self.count), vclock::tick())?;
+        }
         self.tx.write_u64(8 * me, self.count)?;
         let count = self.count;
         let rx = &self.rx;
@@ -69,7 +90,16 @@ impl Barrier {
             || LostPacket::BarrierArrival {
                 missing: NodeSet(behind(rx, mc.members_mask(), count)),
             },
-            || rx.arrival_range(0, 8 * 64),
+            || {
+                let members = mc.members_mask();
+                let sent = (0..64usize)
+                    .filter(|n| members & (1 << n) != 0)
+                    .filter_map(|n| rx.load_u64(time_word(n, count)).ok())
+                    .filter(|&t| t > 0)
+                    .map(|t| vclock::one_way(t, 8))
+                    .max();
+                sent.max(rx.arrival_range(0, COUNTS))
+            },
         )?;
         if matches!(r, Err(McError::Offline)) {
             // The arrival was refused, never seen: after a rejoin this node
