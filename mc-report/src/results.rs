@@ -219,6 +219,20 @@ impl ResultSet {
         ResultSet { basis, ..self }
     }
 
+    /// The records of one preset only (Table II's records kept).
+    pub fn only_preset(&self, preset: &str) -> ResultSet {
+        ResultSet {
+            records: self
+                .records
+                .iter()
+                .filter(|r| r.preset() == preset)
+                .cloned()
+                .collect(),
+            table2: self.table2.clone(),
+            basis: self.basis,
+        }
+    }
+
     /// A run's computation time on this set's clock.
     pub fn compute_s(&self, r: &RunRecord) -> Option<f64> {
         r.time(self.basis.compute_field())
@@ -297,6 +311,19 @@ impl ResultSet {
             .find_map(|r| r.time(CPU_SCALE))
     }
 
+    /// The CPU and protocol scales the runs of an application and preset
+    /// used (virtual-clock runs; the protocol's is the CPU scale in records
+    /// made before it had one of its own).
+    pub fn scales(&self, app: &str, preset: &str) -> Option<(f64, f64)> {
+        let r = self
+            .records
+            .iter()
+            .rev()
+            .find(|r| !r.baseline() && r.ok() && r.app() == app && r.preset() == preset)?;
+        let cpu = r.time(CPU_SCALE)?;
+        Some((cpu, r.time("protocol_scale").unwrap_or(cpu)))
+    }
+
     pub fn get(
         &self,
         app: &str,
@@ -349,6 +376,26 @@ impl ResultSet {
             (Some(seq), Some(t)) => Speedup::Value(seq / t),
             _ => Speedup::NoBaseline,
         }
+    }
+
+    /// The wall-clock seconds the runs took (each run's `run.wall_s`, the
+    /// sequential baselines and Table II's runs included), per preset in
+    /// Table III's order, then the whole.
+    pub fn run_time(&self) -> (Vec<(String, f64)>, f64) {
+        let wall = |r: &RunRecord| r.run("wall_s").and_then(Value::as_f64).unwrap_or(0.0);
+        let mut per: Vec<(String, f64)> = Vec::new();
+        for r in &self.records {
+            let p = r.preset();
+            match per.iter_mut().find(|(x, _)| *x == p) {
+                Some((_, t)) => *t += wall(r),
+                None => per.push((p, wall(r))),
+            }
+        }
+        let rank = |p: &str| ["small", "medium", "paper"].iter().position(|x| *x == p);
+        per.sort_by_key(|(p, _)| (rank(p).unwrap_or(usize::MAX), p.clone()));
+        let all =
+            per.iter().map(|(_, t)| t).sum::<f64>() + self.table2.iter().map(wall).sum::<f64>();
+        (per, all)
     }
 
     pub fn failed(&self) -> Vec<&RunRecord> {

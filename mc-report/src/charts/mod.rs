@@ -6,6 +6,8 @@
 //! each variant moved; Figs. 4-6 count it) and, when the records carry
 //! one, `breakdown.svg` (Figs. 2-3: stacked per processor). Under every
 //! chart: which clock its times come from and the host ([`crate::clock`]).
+//! A results file with several presets gets one set per preset
+//! (`speedup-medium.svg`, `speedup-paper.svg`, ...).
 //!
 //! Files: `figure` (what a chart shows), `layout` (the page: legend, grid,
 //! notes, colours), `grouped` and `stacked` (drawing); this file turns a
@@ -237,20 +239,43 @@ fn breakdown_figure(
     }
 }
 
-/// speedup.svg, data.svg and, when the records have one, breakdown.svg.
+/// speedup.svg, data.svg and, when the records have one, breakdown.svg;
+/// with several presets, one set per preset (`speedup-medium.svg`,
+/// `speedup-paper.svg`, ...), each a page: a problem of another size is
+/// another figure, and all in one would be too tall to read.
 pub fn write_all(set: &ResultSet, out: &Path) -> Result<Vec<PathBuf>, ReportError> {
+    let mut presets: Vec<String> = Vec::new();
+    for (_, p) in set.apps() {
+        if !presets.contains(&p) {
+            presets.push(p);
+        }
+    }
+    if presets.len() <= 1 {
+        return write_set(set, out, "");
+    }
+    let rank = |p: &str| ["small", "medium", "paper"].iter().position(|x| *x == p);
+    presets.sort_by_key(|p| (rank(p).unwrap_or(usize::MAX), p.clone()));
+    let mut files = Vec::new();
+    for p in presets {
+        files.extend(write_set(&set.only_preset(&p), out, &format!("-{p}"))?);
+    }
+    Ok(files)
+}
+
+/// One set of charts, `suffix` after each name's stem.
+fn write_set(set: &ResultSet, out: &Path, suffix: &str) -> Result<Vec<PathBuf>, ReportError> {
     let shapes = set.shapes();
     let variants = set.variants();
     let mut files = Vec::new();
-    let p = out.join("speedup.svg");
+    let p = out.join(format!("speedup{suffix}.svg"));
     grouped::draw(&p, &speedup_figure(set, &shapes, &variants))?;
     files.push(p);
-    let p = out.join("data.svg");
+    let p = out.join(format!("data{suffix}.svg"));
     grouped::draw(&p, &data_figure(set, &shapes, &variants))?;
     files.push(p);
     let components = components(set);
     if !components.is_empty() {
-        let p = out.join("breakdown.svg");
+        let p = out.join(format!("breakdown{suffix}.svg"));
         stacked::draw(&p, &breakdown_figure(set, &shapes, &variants, components))?;
         files.push(p);
     }
