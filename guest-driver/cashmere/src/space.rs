@@ -188,8 +188,9 @@ const WORD_APART: usize = 256;
 /// to 64 nodes, so they share granules of the arrival table), followed by
 /// the virtual time each node arrived at (its [`MailboxLayout::arrival_time`]).
 const ARRIVALS: usize = 4 * WORD_APART;
-/// Nodes a mailbox has barrier arrival words for.
-const MAX_ARRIVALS: usize = 64;
+/// Nodes a mailbox has barrier arrival words for: every protocol node
+/// there can be.
+const MAX_ARRIVALS: usize = crate::MAX_PROTOCOL_NODES as usize;
 // The arrival words and their times fit before the acknowledgement slots.
 const _: () = assert!(ARRIVALS + 16 * MAX_ARRIVALS <= ACKS);
 /// Where the acknowledgement slots start on the control page (after the
