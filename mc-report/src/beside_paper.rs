@@ -8,11 +8,9 @@
 
 use std::fmt::Write;
 
-use crate::matrix::{ClusterShape, APPS};
+use crate::matrix::{ClusterShape, APPS, PRESETS};
 use crate::paper::{self, Table4Cell, TABLE4_VARIANTS};
 use crate::results::{ResultSet, RunRecord, Speedup};
-
-const PRESETS: [&str; 3] = ["small", "medium", "paper"];
 
 const TWO_LEVEL: ClusterShape = ClusterShape {
     nodes: 8,

@@ -25,6 +25,15 @@ pub const APPS: [&str; 10] = [
 
 pub const PRESETS: [&str; 3] = ["small", "medium", "paper"];
 
+/// Where `preset` sorts among [`PRESETS`] (smallest problem first); any
+/// other name after them.
+pub fn preset_rank(preset: &str) -> usize {
+    PRESETS
+        .iter()
+        .position(|p| *p == preset)
+        .unwrap_or(PRESETS.len())
+}
+
 /// What is wrong with a matrix on the command line.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum MatrixError {

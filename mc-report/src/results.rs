@@ -391,8 +391,7 @@ impl ResultSet {
                 None => per.push((p, wall(r))),
             }
         }
-        let rank = |p: &str| ["small", "medium", "paper"].iter().position(|x| *x == p);
-        per.sort_by_key(|(p, _)| (rank(p).unwrap_or(usize::MAX), p.clone()));
+        per.sort_by_key(|(p, _)| (crate::matrix::preset_rank(p), p.clone()));
         let all =
             per.iter().map(|(_, t)| t).sum::<f64>() + self.table2.iter().map(wall).sum::<f64>();
         (per, all)

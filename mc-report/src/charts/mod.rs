@@ -253,8 +253,7 @@ pub fn write_all(set: &ResultSet, out: &Path) -> Result<Vec<PathBuf>, ReportErro
     if presets.len() <= 1 {
         return write_set(set, out, "");
     }
-    let rank = |p: &str| ["small", "medium", "paper"].iter().position(|x| *x == p);
-    presets.sort_by_key(|p| (rank(p).unwrap_or(usize::MAX), p.clone()));
+    presets.sort_by_key(|p| (crate::matrix::preset_rank(p), p.clone()));
     let mut files = Vec::new();
     for p in presets {
         files.extend(write_set(&set.only_preset(&p), out, &format!("-{p}"))?);
