@@ -271,11 +271,8 @@ impl Synchronization for DmsSync {
                     (1..s.nodes)
                         .filter_map(|n| {
                             let sent = self.mail.load_u64(at.arrival_time(n));
-                            let stamped = self.mail.arrival(at.arrival(n), 8);
-                            match (sent, stamped) {
-                                (0, a) => a,
-                                (t, a) => Some(vclock::one_way(t, 8).max(a.unwrap_or(0))),
-                            }
+                            let sent = (sent > 0).then(|| vclock::one_way(sent, 8));
+                            sent.max(self.mail.arrival(at.arrival(n), 8))
                         })
                         .max()
                 },
