@@ -92,14 +92,14 @@ impl Node {
             let base = p as usize * self.ps();
             // SAFETY: page p's twin; this thread holds the node's state.
             let twin = unsafe { self.twins.twin(p as usize) };
-            let mut incoming = std::mem::take(&mut st.words);
+            let mut incoming = std::mem::take(&mut st.incoming);
             for (w, b) in incoming.iter_mut().zip(buf.chunks_exact(4)) {
                 *w = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
             }
-            let words = twin::apply_incoming(&incoming, twin, |i, w| {
-                self.heap.write_word(base + 4 * i, w)
+            let words = twin::apply_incoming(&incoming, twin, |i, w, mask| {
+                self.heap.write_masked(base + 4 * i, w, mask)
             });
-            st.words = incoming;
+            st.incoming = incoming;
             st.pages[p as usize].fetched_at = stamp;
             st.stats.incoming_diffs += 1;
             st.stats.incoming_diff_words += words as u64;

@@ -56,9 +56,9 @@ impl Csm {
         for w in twin.iter_mut().take(words) {
             *w = !*w;
         }
-        let mut runs = Vec::new();
-        twin::diff(&cur, &mut twin, &mut runs);
-        let bytes = n.data.write_diff(home, page, &cur, &runs)?;
+        let mut diff = twin::Diff::new(nw);
+        diff.compute(&cur, &mut twin);
+        let bytes = n.data.write_diff(home, page, &cur, &diff)?;
         if n.data.diffs_are_messages() {
             // A diff message is done when the home acknowledges it.
             n.diff_message_acked(&mut st, home, page)?;

@@ -19,7 +19,6 @@
 //! move (home migration is for the variants whose data travels by message,
 //! seed 000 s.2.3.2), so a page's receive mapping is set once.
 
-use std::ops::Range;
 use std::sync::Arc;
 
 use mc_api::{MemoryChannel, RxRegion, TxRegion};
@@ -30,6 +29,7 @@ use super::messages::{mail_request_methods, MailRequests, ReplySlot};
 use super::seams::DataPropagation;
 use super::site::Site;
 use super::space::{CsmSpace, KEY_HOME};
+use super::twin::Diff;
 use super::CsmError;
 
 pub struct DmsData {
@@ -116,19 +116,23 @@ impl DataPropagation for DmsData {
         home: u32,
         page: u32,
         current: &[u32],
-        runs: &[Range<usize>],
+        diff: &Diff,
     ) -> Result<usize, CsmError> {
         // Remote writes straight into the master copy (the home's receive
-        // mapping), one record per run: the seed's programmed-I/O diff.
+        // mapping), one record per run of changed bytes: the seed's
+        // programmed-I/O diff, at byte granularity (`twin::Diff`).
         let base = self.page_off(page);
+        let bytes = word_bytes(current);
+        let mut runs = Vec::new();
+        diff.byte_runs(&mut runs);
         let recs: Vec<(usize, &[u8])> = runs
             .iter()
-            .map(|r| (base + 4 * r.start, word_bytes(&current[r.clone()])))
+            .map(|r| (base + r.start, &bytes[r.clone()]))
             .collect();
         // Every machine is sent the runs; only the page's home receives them.
         let _ = home;
         self.to_home.write_many(&recs)?;
-        Ok(runs.iter().map(|r| 4 * r.len()).sum())
+        Ok(runs.iter().map(|r| r.len()).sum())
     }
 
     fn prepare_home(&self, page: u32) -> Result<(), CsmError> {

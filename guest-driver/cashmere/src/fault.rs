@@ -19,6 +19,7 @@ use crate::seams::DirectoryState;
 use crate::sigsegv::FaultHandler;
 use crate::state::{PageState, ProtocolState};
 use crate::times::{self, Activity};
+use crate::twin;
 use crate::vm::Prot;
 use crate::CsmError;
 
@@ -183,15 +184,18 @@ impl Node {
             let base = p as usize * self.ps();
             let mut words = std::mem::take(&mut st.words);
             self.heap.read_words(base, &mut words);
-            // Only the words that differ: local readers see each word
-            // either old or new, never torn.
-            for (i, (b, &old)) in buf.chunks_exact(4).zip(words.iter()).enumerate() {
-                let w = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
-                if w != old {
-                    self.heap.write_word(base + 4 * i, w);
-                }
+            let mut incoming = std::mem::take(&mut st.incoming);
+            for (w, b) in incoming.iter_mut().zip(buf.chunks_exact(4)) {
+                *w = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
             }
+            // Only the bytes that differ, as an incoming diff: local readers
+            // see each word either old or new, never torn, and no byte is
+            // written that the old home did not change.
+            twin::merge_changed(&incoming, &mut words, |i, w, mask| {
+                self.heap.write_masked(base + 4 * i, w, mask)
+            });
             st.words = words;
+            st.incoming = incoming;
         }
         st.fetch_buf = buf;
         reply?;

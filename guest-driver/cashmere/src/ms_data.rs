@@ -11,7 +11,6 @@
 //! Diffs are sent one at a time, each acknowledged before the next: the
 //! seed's pipelining of diffs to several homes is not built.
 
-use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
 use super::site::Site;
@@ -20,7 +19,7 @@ use super::mailbox::Mailboxes;
 use super::messages::{checksum, mail_request_methods, MailRequests, ReplySlot};
 use super::seams::DataPropagation;
 use super::space::CsmSpace;
-use super::twin::{self, DIFF_HEADER};
+use super::twin::{self, Diff, DIFF_HEADER};
 use super::vm::HeapMemory;
 use super::CsmError;
 
@@ -77,16 +76,17 @@ impl DataPropagation for MsData {
         home: u32,
         page: u32,
         current: &[u32],
-        runs: &[Range<usize>],
+        diff: &Diff,
     ) -> Result<usize, CsmError> {
         let mut b = self.bodies[home as usize]
             .lock()
             .unwrap_or_else(|p| p.into_inner());
         let (buf, len) = &mut *b;
-        *len = twin::encode_runs(current, runs, buf, |x| body_checksum(page, x));
+        *len = twin::encode_runs(current, diff, buf, |x| body_checksum(page, x));
         self.mail
             .post(home, self.mail.at().message(self.me), &buf[..*len])?;
-        Ok(runs.iter().map(|r| 4 * r.len()).sum())
+        // The words the message carries (masks and run headers aside).
+        Ok(diff.runs().iter().map(|r| 4 * r.len()).sum())
     }
 
     fn diffs_are_messages(&self) -> bool {
@@ -111,14 +111,15 @@ impl DataPropagation for MsData {
         self.mail.read(at, &mut buf[..len])?;
         let base = self.page_off(page);
         let words = self.space.page_size as usize / 4;
-        // One aligned store per word, so local threads writing other words
-        // of the page meanwhile lose nothing (a data-race-free program
-        // writes disjoint words between synchronisations).
+        // Only the changed bytes, one store per word or byte, so local
+        // threads writing other bytes of the page meanwhile lose nothing (a
+        // data-race-free program writes disjoint bytes between
+        // synchronisations).
         Ok(twin::decode_runs(
             &buf[..len],
             words,
             |x| body_checksum(page, x),
-            |i, w| self.heap.write_word(base + 4 * i, w),
+            |i, w, mask| self.heap.write_masked(base + 4 * i, w, mask),
         ))
     }
 

@@ -38,7 +38,7 @@ use crate::node::Node;
 use crate::seams::{DirectoryState, ENTRY_BYTES};
 use crate::state::{PageState, ProtocolState};
 use crate::times::{self, Activity};
-use crate::twin::diff;
+
 use crate::vm::Prot;
 use crate::wait::WaitKind;
 use crate::CsmError;
@@ -85,18 +85,16 @@ impl Node {
     /// when the page did not change.
     fn write_diff(&self, st: &mut ProtocolState, home: u32, p: u32) -> Result<usize, CsmError> {
         let mut words = std::mem::take(&mut st.words);
-        let mut runs = std::mem::take(&mut st.runs);
         self.heap.read_words(p as usize * self.ps(), &mut words);
         // SAFETY: page p's twin; this thread holds the node's state.
         let twin = unsafe { self.twins.twin(p as usize) };
-        diff(&words, twin, &mut runs);
-        let r = if runs.is_empty() {
+        st.diff.compute(&words, twin);
+        let r = if st.diff.is_empty() {
             Ok(0)
         } else {
-            self.data.write_diff(home, p, &words, &runs)
+            self.data.write_diff(home, p, &words, &st.diff)
         };
         st.words = words;
-        st.runs = runs;
         r
     }
 

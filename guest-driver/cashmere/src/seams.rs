@@ -8,9 +8,8 @@
 //! through [`MetadataMessages`]), and CSM-None `Synchronization`
 //! (`msg_sync`).
 
-use std::ops::Range;
-
 use super::messages::ReplySlot;
+use super::twin::Diff;
 use super::CsmError;
 
 /// Sharing state of a page on one node, as the global directory records it.
@@ -34,14 +33,14 @@ impl DirectoryState {
 
 /// Data propagation: diffs to the master copy, page fetches from the home.
 pub trait DataPropagation: Send + Sync {
-    /// Apply the runs (word ranges) of `current` to the master copy of `page`
-    /// at `home`; returns the bytes sent.
+    /// Apply `diff`'s changed bytes of `current` to the master copy of
+    /// `page` at `home`; returns the bytes sent.
     fn write_diff(
         &self,
         home: u32,
         page: u32,
         current: &[u32],
-        runs: &[Range<usize>],
+        diff: &Diff,
     ) -> Result<usize, CsmError>;
     /// Whether `write_diff` sends a message the home applies and
     /// acknowledges (CSM-MS, seed 000 s.2.3.1.2): the caller then sends the

@@ -73,10 +73,13 @@ pub struct ProtocolState {
     pub serving: bool,
     /// The working copy of the page being diffed, as words.
     pub words: Box<[u32]>,
-    /// The runs of the diff being made.
-    pub runs: Vec<std::ops::Range<usize>>,
-    /// A diff message being applied at the home (two pages: a page of
-    /// one-word runs).
+    /// A page from elsewhere (the home's copy, a migration's reply), as
+    /// words, to merge into the working copy byte by byte.
+    pub incoming: Box<[u32]>,
+    /// The diff being made.
+    pub diff: crate::twin::Diff,
+    /// A diff message being applied at the home (two pages: room for a
+    /// page of one-word runs with their byte masks, 1.5 pages).
     pub msg_buf: Box<[u8]>,
     /// The Stale vector (seed 002 s.3): per page, as its home, the nodes
     /// whose copy may lack a change to the master copy (bit n: node n).
@@ -127,7 +130,8 @@ impl ProtocolState {
             serve_buf: vec![0u8; ps].into_boxed_slice(),
             serving: false,
             words: vec![0u32; ps / 4].into_boxed_slice(),
-            runs: Vec::with_capacity(ps / 8 + 1),
+            incoming: vec![0u32; ps / 4].into_boxed_slice(),
+            diff: crate::twin::Diff::new(ps / 4),
             msg_buf: vec![0u8; 2 * ps + crate::twin::DIFF_HEADER].into_boxed_slice(),
             stale: vec![u64::MAX; n],
             adb_count: vec![0; n],

@@ -211,6 +211,23 @@ impl HeapMemory {
         unsafe { std::ptr::write_volatile(self.proto.add(offset) as *mut u32, w) }
     }
 
+    /// Store the bytes of `w` that `mask` names (bit k: byte k as the word
+    /// lies in memory) at the aligned word `offset`: one word store when
+    /// all four are named, else one byte store each, so application threads
+    /// writing the word's other bytes at the same moment lose nothing.
+    pub fn write_masked(&self, offset: usize, w: u32, mask: u8) {
+        if mask == crate::twin::WHOLE_WORD {
+            return self.write_word(offset, w);
+        }
+        assert!(offset % 4 == 0 && offset + 4 <= self.len);
+        for (k, b) in w.to_le_bytes().into_iter().enumerate() {
+            if mask & (1 << k) != 0 {
+                // SAFETY: in bounds (checked above); a byte needs no alignment.
+                unsafe { std::ptr::write_volatile(self.proto.add(offset + k), b) }
+            }
+        }
+    }
+
     /// Copy bytes into the protocol view.
     pub fn write_bytes(&self, offset: usize, data: &[u8]) {
         assert!(offset + data.len() <= self.len);

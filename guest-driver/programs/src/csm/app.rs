@@ -5,6 +5,8 @@
 pub enum App {
     Wtest,
     Test,
+    /// Byte and 16-bit writes to shared words by several processors.
+    Subword,
     Sor,
     Gauss,
     Tsp,
@@ -38,6 +40,7 @@ impl App {
         match self {
             App::Wtest => "wtest",
             App::Test => "test",
+            App::Subword => "subword",
             App::Sor => "sor",
             App::Gauss => "gauss",
             App::Tsp => "tsp",

@@ -25,6 +25,7 @@ pub mod problem;
 pub mod record;
 mod run;
 pub mod sor;
+pub mod subword;
 pub mod suite;
 pub mod tsp;
 pub mod variant;

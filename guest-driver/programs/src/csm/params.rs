@@ -76,7 +76,7 @@ impl Params {
     /// The problem this run computes: the preset's (default `small`), with
     /// `size` and `iters` applied.
     pub fn problem(&self) -> Result<Problem, AppError> {
-        if matches!(self.app, App::Wtest | App::Test) && self.preset.is_some() {
+        if matches!(self.app, App::Wtest | App::Test | App::Subword) && self.preset.is_some() {
             return Err(verify::SuiteError::NoPresets {
                 app: self.app.name(),
             }

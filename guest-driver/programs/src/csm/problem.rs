@@ -89,7 +89,7 @@ const WTEST: Problem = Problem::Wtest {
 pub fn preset(app: App, preset: Preset) -> Problem {
     use Preset::*;
     match (app, preset) {
-        (App::Wtest | App::Test, _) => WTEST,
+        (App::Wtest | App::Test | App::Subword, _) => WTEST,
         (App::Sor, Small) => Problem::Sor {
             rows: 64,
             cols: 64,

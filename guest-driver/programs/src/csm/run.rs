@@ -11,7 +11,7 @@ use super::params::{Params, MAX_TSP_CITIES};
 use super::problem::Problem;
 use super::sor::Grid;
 use super::workload::Workload;
-use super::{gauss, sor, suite, tsp, verify, wtest};
+use super::{gauss, sor, subword, suite, tsp, verify, wtest};
 
 /// One node's result.
 #[derive(Clone, Debug)]
@@ -109,6 +109,7 @@ impl Drop for AbortOnPanic<'_> {
 
 enum AppData {
     W(wtest::WtestData),
+    B(subword::SubwordData),
     S(sor::SorData),
     G(gauss::GaussData),
     T(tsp::TspData),
@@ -251,6 +252,7 @@ fn run_node(
 ) -> Result<Outcome, AppError> {
     let data = match (p.app, problem) {
         (App::Wtest | App::Test, _) => AppData::W(wtest::setup(&csm, size)?),
+        (App::Subword, _) => AppData::B(subword::setup(&csm, size)?),
         (App::Sor, Problem::Sor { rows, cols, iters }) => {
             AppData::S(sor::setup(&csm, Grid { rows, cols }, iters)?)
         }
@@ -286,6 +288,7 @@ fn run_node(
                     let r = match (&*data, app) {
                         (AppData::W(d), App::Wtest) => wtest::wtest(&csm, d, tid, iters),
                         (AppData::W(d), _) => wtest::test(&csm, d, tid, iters),
+                        (AppData::B(d), _) => subword::run(&csm, d, tid, iters),
                         (AppData::S(d), _) => sor::run(&csm, d, tid),
                         (AppData::G(d), _) => gauss::run(&csm, d, tid),
                         (AppData::T(d), _) => tsp::run(&csm, d, tid),
@@ -332,7 +335,7 @@ fn run_node(
         AppData::T(d) => d.window.stats(),
         AppData::S(d) => d.window.stats(),
         AppData::Suite(w) => w.window().stats(),
-        AppData::W(_) => None,
+        AppData::W(_) | AppData::B(_) => None,
     };
     if p.time_breakdown {
         times.extend(csm.protocol_breakdown());
