@@ -31,6 +31,7 @@ const PROGRAMS: &[(&str, &[&str])] = &[
     ("tree", &["-d", "10", "-e", "10"]),
     ("prodcons", &["-i", "200"]),
     ("globals", &["-f", "PARAMS"]),
+    ("subword", &["-n", "6000", "-r", "2"]),
 ];
 
 /// One cluster at a time: they share the machine's cores.
@@ -310,6 +311,35 @@ fn every_variant_runs_the_programs_on_1_to_4_nodes_verified() {
             };
             run.verify(dir, name);
             turn += 1;
+        }
+    }
+}
+
+/// Sub-word writes (issue 37): `subword.C` writes interleaved bytes, blocks
+/// of three bytes and 16-bit halves of shared words from every process and
+/// checks every byte, under every variant (migration included), 2L
+/// (2 x 2), 1L (4 x 1) and with the home's writes diffed (3 x 2,
+/// CSM_HOME_DIFFS=1), eager and skewed.
+#[test]
+fn sub_word_writes_keep_every_byte_under_every_variant() {
+    let Some(dir) = built("sub_word_writes") else {
+        return;
+    };
+    for (v, &variant) in CsmVariant::all().iter().enumerate() {
+        let seed = 9100 + 10 * v as u64;
+        Run::new(2, 2).variant(variant).verify(dir, "subword");
+        Run::new(2, 2)
+            .variant(variant)
+            .skewed(seed)
+            .verify(dir, "subword");
+        let one_level = Run::new(4, 1).variant(variant).env("CSM_LEVELS", "1");
+        let home_diffs = Run::new(3, 2).variant(variant).env("CSM_HOME_DIFFS", "1");
+        if v % 2 == 0 {
+            one_level.verify(dir, "subword");
+            home_diffs.skewed(seed + 1).verify(dir, "subword");
+        } else {
+            one_level.skewed(seed + 1).verify(dir, "subword");
+            home_diffs.verify(dir, "subword");
         }
     }
 }

@@ -134,6 +134,30 @@ fn test_program_on_2_and_4_nodes_with_1_and_2_threads() {
     each_config("test", &["--size", "128", "--iters", "2"]);
 }
 
+/// Sub-word writes (issue 37): processors write interleaved bytes, blocks
+/// of three bytes and 16-bit halves of shared words through
+/// `SharedArray<u8>`/`<u16>`, and every byte is checked. Every variant
+/// (migration included), 2L and 1L, eager and skewed, and the home's own
+/// writes both direct and diffed (`--home-diffs`): a diff that wrote whole
+/// words wrote other nodes' bytes back from its twin.
+#[test]
+fn subword_writes_keep_every_byte_under_every_variant_1l_and_2l() {
+    // (nodes, threads, levels)
+    let shapes = [(2, "2", "2"), (2, "2", "1"), (4, "1", "2"), (3, "2", "2")];
+    for (v, variant) in VARIANTS.into_iter().enumerate() {
+        for (k, (nodes, threads, levels)) in shapes.into_iter().enumerate() {
+            let mut args = vec!["subword", "--threads", threads, "--levels", levels];
+            args.extend(["--variant", variant, "--size", "96", "--iters", "2"]);
+            if k == 3 {
+                args.push("--home-diffs");
+            }
+            run_csm(nodes, &args);
+            let seed = (7001 + 10 * v + k).to_string();
+            run_csm_with(nodes, &["--delivery", "skewed", "--seed", &seed], &args);
+        }
+    }
+}
+
 #[test]
 fn sor_on_2_and_4_nodes_with_1_and_2_threads() {
     each_config("sor", &["--size", "48", "--iters", "4"]);
