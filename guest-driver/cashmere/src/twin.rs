@@ -135,8 +135,7 @@ impl Diff {
         assert_eq!(current.len(), twin.len());
         assert_eq!(current.len(), self.masks.len());
         self.runs.clear();
-        self.partial = false;
-        let mut changed = 0;
+        let mut partial = false;
         let mut i = 0;
         let n = current.len();
         while i < n {
@@ -146,16 +145,26 @@ impl Diff {
             }
             let start = i;
             while i < n && current[i] != twin[i] {
-                let m = byte_mask(current[i] ^ twin[i]);
-                self.masks[i] = m;
-                self.partial |= m != WHOLE_WORD;
-                changed += m.count_ones() as usize;
+                let x = current[i] ^ twin[i];
+                // Most changed words change in every byte: a test for a
+                // zero byte (the classic bit trick) makes the mask only
+                // where there is one, and keeps this loop near the seed's
+                // word compare.
+                let whole = x.wrapping_sub(0x0101_0101) & !x & 0x8080_8080 == 0;
+                self.masks[i] = if whole { WHOLE_WORD } else { byte_mask(x) };
+                partial |= !whole;
                 twin[i] = current[i];
                 i += 1;
             }
             self.runs.push(start..i);
         }
-        changed
+        self.partial = partial;
+        let words: usize = self.runs.iter().map(|r| r.len()).sum();
+        if !partial {
+            return 4 * words;
+        }
+        let runs = self.runs.iter().flat_map(|r| r.clone());
+        runs.map(|i| self.masks[i].count_ones() as usize).sum()
     }
 
     /// Whether the page did not change.
