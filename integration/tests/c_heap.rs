@@ -112,7 +112,10 @@ fn fits(prog: &Path, host: &[&str], env: &[(&str, &str)], bytes: u64) {
 /// with node 0's message, which is returned.
 fn too_big(prog: &Path, host: &[&str], env: &[(&str, &str)], bytes: u64) -> String {
     let (ok, out, took) = run(prog, host, env, bytes);
-    assert!(!ok, "{bytes} bytes ({env:?} {host:?}) should not fit:\n{out}");
+    assert!(
+        !ok,
+        "{bytes} bytes ({env:?} {host:?}) should not fit:\n{out}"
+    );
     assert!(
         !out.contains("heap: allocated"),
         "the G_MALLOC of {bytes} bytes returned:\n{out}"
@@ -188,10 +191,7 @@ fn under_none_the_heap_is_cashmeres_largest_on_both_sides() {
     }
     let limit = limit_in(&m);
     // 1 GiB less the runtime's control block and the program's globals.
-    assert!(
-        limit < 1 << 30 && limit > (1 << 30) - (1 << 20),
-        "{limit}"
-    );
+    assert!(limit < 1 << 30 && limit > (1 << 30) - (1 << 20), "{limit}");
     fits(&p.path, &[], &env, limit - REST);
     let m = too_big(&p.path, &[], &env, limit + 1);
     assert_eq!(limit_in(&m), limit, "{m}");
