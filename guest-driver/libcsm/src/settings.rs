@@ -44,7 +44,9 @@ pub struct Settings {
     pub one_level: bool,
     /// `CSM_PAGE_SIZE` 4096 or 8192 (default 8192).
     pub page_size: u32,
-    /// `CSM_HEAP_MIB`: the shared heap, overriding `MAIN_INITENV`'s size.
+    /// `CSM_HEAP_MIB`: a smaller shared heap (for `G_MALLOC`) than the
+    /// largest the run's variant and cluster allow, which is the heap
+    /// without it (`runtime::heap`); more than that is refused.
     pub heap_mib: Option<usize>,
     /// `CSM_LOCKS` (default 1024): Cashmere locks behind the program's
     /// LOCKs (more ANL locks than this share them).
