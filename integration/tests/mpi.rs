@@ -51,11 +51,20 @@ fn missing() -> Option<String> {
     provider().err()
 }
 
-/// Compile an MPI program of integration/c/mpi with mpicc.
-fn mpi_program(name: &str) -> PathBuf {
-    let dir = build::profile_dir().join("mpi-programs");
-    std::fs::create_dir_all(&dir).expect("program dir");
-    let exe = dir.join(name);
+/// A directory of the calling test's own under the profile directory,
+/// removed when dropped: no test runs a file that another is writing.
+fn own_dir(what: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("mpi-{what}-"))
+        .tempdir_in(build::profile_dir())
+        .expect("a directory of the test's own")
+}
+
+/// An MPI program of integration/c/mpi, compiled with mpicc into a
+/// directory of the caller's own, which it keeps while it runs the program.
+fn mpi_program(name: &str) -> (PathBuf, tempfile::TempDir) {
+    let dir = own_dir(name);
+    let exe = dir.path().join(name);
     let src = c_program::workspace().join(format!("integration/c/mpi/{name}.c"));
     let o = Command::new("mpicc")
         .args(["-O2", "-Wall", "-Werror", "-o"])
@@ -68,7 +77,7 @@ fn mpi_program(name: &str) -> PathBuf {
         "mpicc {name}.c failed:\n{}",
         String::from_utf8_lossy(&o.stderr)
     );
-    exe
+    (exe, dir)
 }
 
 /// `mc-host mpirun OPTS -- PROG ARGS`: success, and the output.
@@ -105,7 +114,7 @@ fn new_seed() -> u64 {
 }
 
 fn suite(np: u8, max: &str, extra: &[&str]) {
-    let prog = mpi_program("suite");
+    let (prog, _dir) = mpi_program("suite");
     let np = np.to_string();
     let mut opts = vec!["-np", &np, "--timeout", "500"];
     opts.extend_from_slice(extra);
@@ -168,7 +177,7 @@ fn sixteen_ranks_skewed_and_large_exhaustive() {
 #[test]
 fn a_run_under_drops_fails_naming_the_cause() {
     skip_without_mpi!("a_run_under_drops_fails_naming_the_cause");
-    let prog = mpi_program("suite");
+    let (prog, _prog_dir) = mpi_program("suite");
     let dir = tempfile::tempdir().expect("tempdir");
     let plan = dir.path().join("drops.toml");
     // (seed, drop rate): 2% mostly breaks the set-up; 0.05% lets the run
@@ -229,10 +238,18 @@ fn a_run_under_drops_fails_naming_the_cause() {
     }
 }
 
-/// `integration/c/mpi/NAME.c` compiled against libfabric, and a directory
-/// that offers the provider to libfabric (`FI_PROVIDER_PATH`); `None`, said
-/// on stderr, without a C compiler.
-fn fabric_program(name: &str) -> Option<(PathBuf, tempfile::TempDir)> {
+/// A program compiled against libfabric, in a directory of its test's own
+/// (`_dir`, kept while it runs), and a directory that offers the provider
+/// to libfabric (`FI_PROVIDER_PATH`).
+struct FabricProgram {
+    exe: PathBuf,
+    fi_dir: tempfile::TempDir,
+    _dir: tempfile::TempDir,
+}
+
+/// `integration/c/mpi/NAME.c` compiled against libfabric; `None`, said on
+/// stderr, without a C compiler.
+fn fabric_program(name: &str) -> Option<FabricProgram> {
     let cc = match c_program::compiler() {
         Ok(cc) => cc,
         Err(why) => {
@@ -240,9 +257,8 @@ fn fabric_program(name: &str) -> Option<(PathBuf, tempfile::TempDir)> {
             return None;
         }
     };
-    let dir = build::profile_dir().join("mpi-programs");
-    std::fs::create_dir_all(&dir).expect("program dir");
-    let exe = dir.join(name);
+    let dir = own_dir(name);
+    let exe = dir.path().join(name);
     let o = Command::new(cc)
         .args(["-O2", "-Wall", "-Werror", "-o"])
         .arg(&exe)
@@ -251,20 +267,24 @@ fn fabric_program(name: &str) -> Option<(PathBuf, tempfile::TempDir)> {
         .output()
         .expect("run the C compiler");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let fi_dir = tempfile::tempdir().expect("tempdir");
+    let fi_dir = own_dir("providers");
     std::os::unix::fs::symlink(
         provider().expect("checked"),
         fi_dir.path().join("libmc-fi.so"),
     )
     .expect("symlink");
-    Some((exe, fi_dir))
+    Some(FabricProgram {
+        exe,
+        fi_dir,
+        _dir: dir,
+    })
 }
 
 /// The provider's contract through libfabric's API, without MPI.
 #[test]
 fn the_provider_keeps_its_libfabric_contract() {
     skip_without_mpi!("the_provider_keeps_its_libfabric_contract");
-    let Some((exe, fi_dir)) = fabric_program("fi_contract") else {
+    let Some(FabricProgram { exe, fi_dir, _dir }) = fabric_program("fi_contract") else {
         return;
     };
     let out = Command::new(binary("mc-host"))
@@ -287,7 +307,7 @@ fn the_provider_keeps_its_libfabric_contract() {
 #[test]
 fn the_provider_ping_pongs_between_two_nodes_without_mpi() {
     skip_without_mpi!("the_provider_ping_pongs_between_two_nodes_without_mpi");
-    let Some((exe, fi_dir)) = fabric_program("fi_pingpong") else {
+    let Some(FabricProgram { exe, fi_dir, _dir }) = fabric_program("fi_pingpong") else {
         return;
     };
     for size in ["0", "8", "1024", "1025", "300000"] {
