@@ -40,7 +40,7 @@ pub enum MpirunError {
     NoOpenMpi,
     #[error("the provider library {PROVIDER_BUILT} is not next to mc-host nor at MC_FI_LIB (build it: cargo build -p libfabric-mc; it needs libfabric-dev)")]
     NoProvider,
-    #[error("{} has no libfabric entry point: it was built without libfabric's headers (install libfabric-dev and rebuild)", path.display())]
+    #[error("{} has no libfabric entry point: it was built without libfabric's headers; `{}` installs them and rebuilds it", path.display(), rebuild_command(path))]
     ProviderWithoutEntry { path: PathBuf },
     #[error("libfabric does not load the mc provider from {}: {why}", path.display())]
     NotLoaded { path: PathBuf, why: String },
@@ -108,6 +108,17 @@ pub fn np_spelling(args: impl Iterator<Item = std::ffi::OsString>) -> Vec<std::f
         }
     })
     .collect()
+}
+
+/// The command that installs libfabric's headers and rebuilds the provider
+/// at `lib` with them: a debug build for a library in a `debug/` directory
+/// (where cargo puts one), else a release build. The provider's build
+/// script probes for the headers on every build until it finds them, so
+/// this one rebuild is enough.
+pub fn rebuild_command(lib: &Path) -> String {
+    let debug = lib.parent().and_then(Path::file_name) == Some("debug".as_ref());
+    let flag = if debug { "" } else { " --release" };
+    format!("scripts/setup-mpi.sh && cargo build{flag} -p libfabric-mc")
 }
 
 /// The provider library: `MC_FI_LIB`, else next to this executable.
