@@ -18,12 +18,13 @@
 //! No running thread gets more than a quantum ahead of the slowest
 //! ([`board`]). Off by default: every call is one relaxed load unless the
 //! process called [`init`] with a virtual-time configuration
-//! (`MC_CLOCK=virtual`, [`ClockConfig::from_env`]).
+//! ([`config_from_env`]: the configuration `mc-host run --clock virtual`
+//! hands its guests, `firmware_model::abi::clock`).
 
 pub mod board;
+mod config;
 
 use std::cell::Cell;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -34,35 +35,14 @@ pub use board::{ClockBoard, SlotState};
 /// the cache (seed 000 Table II lists no separate figure; 100 ns is the
 /// order of an AlphaServer 4100's memory latency).
 pub const NOTICE_NS: u64 = 100;
-/// The default quantum: how far a running thread may get ahead of the
-/// slowest, in virtual time.
-pub const DEFAULT_QUANTUM_NS: u64 = 100_000;
-
-/// Environment variables that choose the clock.
-pub mod env {
-    /// `virtual` for predicted time; anything else (or unset) is wall clock.
-    pub const CLOCK: &str = "MC_CLOCK";
-    /// CPU scale: virtual ns per ns of this host's CPU time (default 1).
-    pub const CPU_SCALE: &str = "MC_CPU_SCALE";
-    /// The scale of protocol work (faults, twins, diffs, serving requests;
-    /// default: the CPU scale).
-    pub const PROTOCOL_SCALE: &str = "MC_PROTOCOL_SCALE";
-    /// The clock board file every guest of the run shares (the first to
-    /// start creates it).
-    pub const BOARD: &str = "MC_CLOCK_BOARD";
-    /// The quantum in ns, for the board this process creates.
-    pub const QUANTUM: &str = "MC_QUANTUM_NS";
-}
+pub use config::config_from_env;
+pub use firmware_model::abi::clock::{ClockConfig, ClockEnvError, DEFAULT_QUANTUM_NS};
 
 /// Why the virtual clock could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum VclockError {
-    #[error("{var}={value:?}: {why}")]
-    Env {
-        var: &'static str,
-        value: String,
-        why: &'static str,
-    },
+    #[error(transparent)]
+    Env(#[from] ClockEnvError),
     #[error("clock board {path}")]
     Board {
         path: String,
@@ -77,82 +57,6 @@ pub enum VclockError {
     BoardFull(u32),
     #[error("the virtual clock was already set up differently in this process")]
     AlreadySet,
-}
-
-/// A virtual-time configuration.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ClockConfig {
-    /// Virtual ns per ns of this host's thread CPU time.
-    pub cpu_scale: f64,
-    /// The same for protocol work ([`tick_into`]); `None`: the CPU
-    /// scale. Computing and protocol code ran on the same processor, but
-    /// this host is not faster than the paper's Alpha by the same factor
-    /// at both: an application's scale may also absorb a problem that does
-    /// less work than the paper's (docs/virtual-time.md s.1).
-    pub protocol_scale: Option<f64>,
-    /// The board to join; `None`: one of this process's own.
-    pub board: Option<PathBuf>,
-    /// The quantum of a board this process makes.
-    pub quantum_ns: u64,
-}
-
-impl ClockConfig {
-    /// The configuration the environment asks for: `None` for wall-clock
-    /// runs (no `MC_CLOCK=virtual`).
-    pub fn from_env() -> Result<Option<ClockConfig>, VclockError> {
-        ClockConfig::from_lookup(|name| std::env::var(name).ok())
-    }
-
-    /// As [`ClockConfig::from_env`], with variables read through `var`.
-    pub fn from_lookup(
-        var: impl Fn(&'static str) -> Option<String>,
-    ) -> Result<Option<ClockConfig>, VclockError> {
-        match var(env::CLOCK) {
-            Some(v) if v == "virtual" => {}
-            None => return Ok(None),
-            Some(v) if v.is_empty() || v == "wall" => return Ok(None),
-            Some(v) => {
-                return Err(VclockError::Env {
-                    var: env::CLOCK,
-                    value: v,
-                    why: "expected `virtual` or `wall`",
-                })
-            }
-        }
-        let scale = |name: &'static str| match var(name) {
-            Some(v) => match v.parse::<f64>() {
-                Ok(s) if s.is_finite() && s > 0.0 && s <= 1e6 => Ok(Some(s)),
-                _ => Err(VclockError::Env {
-                    var: name,
-                    value: v,
-                    why: "expected a positive number (virtual ns per ns of CPU time)",
-                }),
-            },
-            None => Ok(None),
-        };
-        let cpu_scale = scale(env::CPU_SCALE)?.unwrap_or(1.0);
-        let protocol_scale = scale(env::PROTOCOL_SCALE)?;
-        let quantum_ns = match var(env::QUANTUM) {
-            Some(v) => match v.parse::<u64>() {
-                Ok(q) if (1..=1_000_000_000_000).contains(&q) => q,
-                _ => {
-                    return Err(VclockError::Env {
-                        var: env::QUANTUM,
-                        value: v,
-                        why: "expected nanoseconds, 1 to 10^12",
-                    })
-                }
-            },
-            None => DEFAULT_QUANTUM_NS,
-        };
-        let board = var(env::BOARD).filter(|b| !b.is_empty()).map(PathBuf::from);
-        Ok(Some(ClockConfig {
-            cpu_scale,
-            protocol_scale,
-            board,
-            quantum_ns,
-        }))
-    }
 }
 
 struct Global {
@@ -170,7 +74,7 @@ static QUANTUM_BREAKS: AtomicU64 = AtomicU64::new(0);
 /// Set the process's clock up from the environment (idempotent). Returns
 /// whether virtual time is on.
 pub fn init_from_env() -> Result<bool, VclockError> {
-    match ClockConfig::from_env()? {
+    match config_from_env()? {
         Some(c) => init(c).map(|()| true),
         None => Ok(enabled()),
     }

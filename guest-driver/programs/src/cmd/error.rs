@@ -29,7 +29,7 @@ pub(crate) enum GuestError {
     #[error("virtual time")]
     Clock(#[from] mc_api::vclock::VclockError),
     #[error(
-        "MC_CLOCK=virtual needs a virtual guest (`mc-host run --clock virtual`): a QEMU \
+        "the virtual clock needs a virtual guest (`mc-host run --clock virtual`): a QEMU \
          guest cannot reach the clock board the guests of a predicted-time run share"
     )]
     VirtualClockInQemu,
