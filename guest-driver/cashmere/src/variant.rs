@@ -81,7 +81,7 @@ impl CsmVariant {
     }
 
     /// Shared data outside Memory Channel space, diffs as messages.
-    pub(crate) fn data_by_messages(self) -> bool {
+    pub fn data_by_messages(self) -> bool {
         !matches!(self, CsmVariant::Dms)
     }
 

@@ -116,7 +116,7 @@ pub fn run(
     // Diffs by message in every variant but CSM-DMS; locks and barriers
     // by messages in CSM-None and CSM-None-Mg, through Memory Channel in
     // the others.
-    let diff_messages = variant != CsmVariant::Dms;
+    let diff_messages = variant.data_by_messages();
     let sync_messages = variant.sync_by_messages();
     let csm = Csm::start(mc, &cfg)?;
     let me = csm.node_id();
