@@ -32,6 +32,9 @@ const PROGRAMS: &[(&str, &[&str])] = &[
     ("prodcons", &["-i", "200"]),
     ("globals", &["-f", "PARAMS"]),
     ("subword", &["-n", "6000", "-r", "2"]),
+    ("fft", &["-m", "10"]),
+    ("radix", &["-n", "20000", "-b", "8"]),
+    ("ocean", &["-n", "62", "-c", "2"]),
 ];
 
 /// One cluster at a time: they share the machine's cores.
