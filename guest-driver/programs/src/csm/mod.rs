@@ -7,7 +7,8 @@
 //!
 //! The run itself: `app` (the programs by name), `params` (what to run), `run` (running it on this node),
 //! `error`; `workload` (the interface of the suite's applications) and
-//! `suite` (their registry).
+//! `suite` (their registry), `seq_timing` (where a sequential program's
+//! timed computation begins, which the applications mark).
 
 mod app;
 pub mod barnes;
@@ -24,6 +25,7 @@ mod params;
 pub mod problem;
 pub mod record;
 mod run;
+mod seq_timing;
 pub mod sor;
 pub mod subword;
 pub mod suite;
