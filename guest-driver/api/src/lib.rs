@@ -33,7 +33,10 @@
 //! [`MemoryChannel`], which composes them), `open` (bring-up and start-up
 //! rendezvous) and `barrier`. Beside them: `pct_log` (the record of PCT
 //! entries a rejoin programs again), `port` (what the API needs from a
-//! driver) and `adapter_port` (that, for `mc_driver`), `layout`, `error`.
+//! driver) and `adapter_port` (that, for `mc_driver`), `layout`, `error`,
+//! `loss` (a wait's watch for evidence of lost packets, read through a
+//! narrow trait the node implements) and `lost` (which packet, and the
+//! evidence, as a wait reports them).
 
 #![forbid(unsafe_code)]
 
@@ -49,6 +52,7 @@ mod join;
 pub mod layout;
 mod lock;
 mod loss;
+mod lost;
 mod membership;
 mod node;
 mod open;
@@ -69,7 +73,8 @@ pub use events::{EventSignal, Notification};
 /// A node's number, as [`MemoryChannel::attach_transmit_to`] takes it.
 pub use firmware_model::NodeId;
 pub use lock::LockSet;
-pub use loss::{LossEvidence, LossWatch, LostPacket, LOSS_WAIT, LOSS_WAIT_EARLIER};
+pub use loss::{LossWatch, LOSS_WAIT, LOSS_WAIT_EARLIER};
+pub use lost::{LossEvidence, LostPacket};
 /// The one way the guest side waits (re-exported for the layers above).
 pub use mc_driver::backoff;
 /// Futex sleeps and wakes on a word (re-exported for the layers above).
