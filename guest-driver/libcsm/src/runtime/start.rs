@@ -87,7 +87,7 @@ pub fn main_initenv(
         exclusive_mode: settings.exclusive_mode,
         home_direct: settings.home_direct,
         variant: settings.variant,
-        detection: settings.detection.protocol(),
+        detection: settings.detection,
         ..Config::default()
     };
     let arena = (4 << 20) + 2 * cfg.space(nodes_hint.max(8)).arena_bytes(8192);

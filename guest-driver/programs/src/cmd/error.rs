@@ -34,7 +34,7 @@ pub(crate) enum GuestError {
     )]
     VirtualClockInQemu,
     #[error(transparent)]
-    Gather(#[from] csm::gather::GatherError),
+    Gather(#[from] cashmere::gather::GatherError),
     #[error(transparent)]
     Record(#[from] csm::record::RecordError),
     /// A Cashmere run failed while the network was losing packets and the
