@@ -31,7 +31,8 @@
 //! `lock` (lock sets), `region` (allocation by key, attach/detach, the
 //! region handles), `join` (late join); then `channel` (the handle,
 //! [`MemoryChannel`], which composes them), `open` (bring-up and start-up
-//! rendezvous) and `barrier`. Beside them: `pct_log` (the record of PCT
+//! rendezvous), `connect` (the adapter and the API from a transport
+//! choice, and what the environment asks for) and `barrier`. Beside them: `pct_log` (the record of PCT
 //! entries a rejoin programs again), `port` (what the API needs from a
 //! driver) and `adapter_port` (that, for `mc_driver`), `layout`, `error`,
 //! `loss` (a wait's watch for evidence of lost packets, read through a
@@ -44,6 +45,7 @@ mod adapter_port;
 mod barrier;
 mod channel;
 mod coherence;
+mod connect;
 mod error;
 mod error_count;
 mod events;
@@ -67,6 +69,7 @@ pub use adapter_port::AdapterPort;
 pub use barrier::Barrier;
 pub use channel::MemoryChannel;
 pub use coherence::{Coherence, Resync};
+pub use connect::{connect, ConnectError, ConnectOptions, DEFAULT_DMA_MIB};
 pub use error::{Conflict, Direction, McError, RegionArea, RegionRef, Shortage, WaitFor};
 pub use error_count::ErrorCheck;
 pub use events::{EventSignal, Notification};
