@@ -16,7 +16,8 @@ use mc_driver::{vclock, ArrivalTable};
 use crate::coherence::JoinState;
 use crate::error::{McError, WaitFor};
 use crate::layout::Layout;
-use crate::loss::{LossCounts, LossWatch, LostPacket};
+use crate::loss::{LossCounts, LossSource, LossWatch};
+use crate::lost::LostPacket;
 use crate::pct_log::RecordingPort;
 use crate::port::{McPort, ReceiveMemory, StorePath};
 
@@ -106,6 +107,19 @@ impl Node {
     /// The adapter, for one request at a time.
     pub(crate) fn port(&self) -> MutexGuard<'_, RecordingPort> {
         self.port.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl LossSource for Node {
+    /// From the adapter's counts on its status page, against those it had
+    /// when the API opened.
+    fn losses_since_open(&self) -> u64 {
+        let s = self.port().status();
+        let now = LossCounts {
+            drops: s.drops,
+            errors: s.errors,
+        };
+        now.since(self.loss_base, self.reliable)
     }
 }
 

@@ -34,7 +34,8 @@ use std::ffi::c_int;
 use mc_api::{McError, MemoryChannel};
 
 pub use abi::*;
-pub use connect::{open as open_adapter, ConnectError, ConnectOptions};
+pub use connect::open as open_adapter;
+pub use mc_api::{ConnectError, ConnectOptions};
 
 thread_local! {
     /// What the last failing call of this thread said, for `imc_perror`.

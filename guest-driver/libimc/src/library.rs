@@ -7,11 +7,11 @@ use std::collections::{HashMap, HashSet};
 use std::ffi::c_int;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use mc_api::{LockSet, MemoryChannel, RxRegion};
+use mc_api::{ConnectOptions, LockSet, MemoryChannel, RxRegion};
 use mc_driver::Chain;
 
 use crate::abi::IMC_NOTINIT;
-use crate::connect::{self, ConnectOptions};
+use crate::connect;
 use crate::relay::Relay;
 use crate::{failure, plain};
 

@@ -24,10 +24,9 @@ use std::ffi::{c_char, c_int};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use mc_api::{McError, MemoryChannel, RxRegion, Sharing, TxRegion};
+use mc_api::{ConnectOptions, McError, MemoryChannel, RxRegion, Sharing, TxRegion};
 
 use crate::abi::*;
-use crate::connect::ConnectOptions;
 use crate::{api_failure, failure};
 
 /// The reserved key of the relay page ("IMCR").

@@ -194,7 +194,7 @@ pub fn sequential(n: usize, b: usize) -> Vec<f64> {
         a: (0..n * n).map(|k| init(k % n, k / n, n)).collect(),
         n,
     };
-    super::suite::compute_begins();
+    super::seq_timing::compute_begins();
     for k in 0..t.nb {
         factor_diagonal(&mut m, &t, k);
         for tj in k + 1..t.nb {
