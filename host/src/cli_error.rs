@@ -4,7 +4,7 @@
 //!
 //! A variant's message leaves out the cause it keeps (`#[source]`,
 //! `#[from]`): `main` prints the error with
-//! [`ErrorChain`](mc_qemu::error::ErrorChain), which names each cause once.
+//! [`ErrorChain`](firmware_model::ErrorChain), which names each cause once.
 
 use std::fmt;
 use std::io;

@@ -18,7 +18,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use cli_error::CliError;
-use mc_qemu::error::ErrorChain;
+use firmware_model::ErrorChain;
 
 /// Memory Channel cluster emulator: host-side commands.
 #[derive(Parser, Debug)]

@@ -73,6 +73,8 @@ pub use connect::{connect, connect_port, ConnectError, ConnectOptions, DEFAULT_D
 pub use error::{Conflict, Direction, McError, RegionArea, RegionRef, Shortage, WaitFor};
 pub use error_count::ErrorCheck;
 pub use events::{EventSignal, Notification};
+/// How a program prints an error with each of its causes once.
+pub use firmware_model::ErrorChain;
 /// A node's number, as [`MemoryChannel::attach_transmit_to`] takes it.
 pub use firmware_model::NodeId;
 pub use lock::LockSet;
@@ -84,8 +86,6 @@ pub use mc_driver::backoff;
 pub use mc_driver::futex;
 /// The virtual clock of predicted-time runs (docs/virtual-time.md).
 pub use mc_driver::vclock;
-/// How a program prints an error with each of its causes once.
-pub use mc_driver::Chain;
 pub use membership::HostList;
 pub use open::OpenOptions;
 pub use port::{McPort, ReceiveMemory};

@@ -131,7 +131,7 @@ impl Drop for Node {
             log::warn!(
                 "node{}: closing the Memory Channel API: {}",
                 self.me,
-                mc_driver::Chain(&e)
+                crate::ErrorChain(&e)
             );
         }
     }

@@ -167,7 +167,7 @@ pub fn blame_lost_packets(mc: &MemoryChannel, e: &UmpError) -> String {
 /// (the driver's error) it does not.
 fn describe(e: &UmpError) -> String {
     match e {
-        UmpError::Mc(m) => format!("Memory Channel: {}", mc_api::Chain(m)),
+        UmpError::Mc(m) => format!("Memory Channel: {}", mc_api::ErrorChain(m)),
         e => e.to_string(),
     }
 }

@@ -52,7 +52,7 @@ pub(crate) fn failure(code: c_int, detail: impl Into<String>) -> c_int {
 
 /// Record an API error and return its code.
 pub(crate) fn api_failure(e: &McError) -> c_int {
-    failure(abi::code_of(e), mc_driver::Chain(e).to_string())
+    failure(abi::code_of(e), firmware_model::ErrorChain(e).to_string())
 }
 
 /// This thread's last failure detail.

@@ -218,7 +218,10 @@ fn serve(page: &Page, me: u32, nodes: usize) {
             ans[0..4].copy_from_slice(&(status as u32).to_le_bytes());
             ans[8..16].copy_from_slice(&seq.to_le_bytes());
             if let Err(e) = page.tx.write(ANSWERS + ANSWER_BYTES * s, &ans) {
-                log::warn!("libimc relay: answering node{s}: {}", mc_driver::Chain(&e));
+                log::warn!(
+                    "libimc relay: answering node{s}: {}",
+                    firmware_model::ErrorChain(&e)
+                );
             }
         }
         std::thread::sleep(if last.elapsed() < BUSY_FOR {

@@ -2,7 +2,7 @@
 //! program or its user can change.
 
 use cashmere::CsmError;
-use mc_api::{Chain, ConnectError};
+use mc_api::{ConnectError, ErrorChain};
 
 use super::heap::HeapLimit;
 use crate::settings::SettingsError;
@@ -15,7 +15,7 @@ pub enum RunError {
     Settings(#[from] SettingsError),
     // Printed in the message with each of its causes, so not also
     // returned as the source.
-    #[error("cannot open the Memory Channel: {}", Chain(.0))]
+    #[error("cannot open the Memory Channel: {}", ErrorChain(.0))]
     Connect(ConnectError),
     #[error(transparent)]
     Csm(#[from] CsmError),

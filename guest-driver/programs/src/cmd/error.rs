@@ -1,5 +1,5 @@
 //! Why `mc-guest` failed. `main` prints the error and each of its causes
-//! once (`mc_driver::Chain`).
+//! once (`firmware_model::ErrorChain`).
 
 use std::path::PathBuf;
 
