@@ -3,8 +3,9 @@
 //! there is one printer.
 //!
 //! The project's errors name their cause either in their message or by
-//! returning it from `source()`, never both, so walking the chain names
-//! each cause once.
+//! returning it from `source()`, never both (`tests/error_display.rs`
+//! checks the `#[error]` attributes), so walking the chain names each
+//! cause once.
 
 use std::error::Error;
 use std::fmt;

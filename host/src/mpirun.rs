@@ -44,9 +44,9 @@ pub enum MpirunError {
     ProviderWithoutEntry { path: PathBuf },
     #[error("libfabric does not load the mc provider from {}: {why}", path.display())]
     NotLoaded { path: PathBuf, why: String },
-    #[error("cannot prepare the provider directory: {0}")]
+    #[error("cannot prepare the provider directory")]
     ProviderDir(#[source] std::io::Error),
-    #[error("cannot start {}: {source}", program.display())]
+    #[error("cannot start {}", program.display())]
     Start {
         program: PathBuf,
         #[source]

@@ -36,7 +36,7 @@ pub enum BenchUmpError {
     Ump(#[from] UmpError),
     #[error("bench ump needs two nodes (mc-host run --nodes 2 -- mc-guest bench ump); this cluster has {0}")]
     NeedsNodes(u32),
-    #[error("writing {path}: {source}")]
+    #[error("writing {path}")]
     Json {
         path: String,
         #[source]
