@@ -9,6 +9,7 @@ mod demo;
 mod fault_cmd;
 mod fault_plan;
 mod mpirun;
+mod mpirun_error;
 mod qemu_cmd;
 mod run;
 mod serve;
