@@ -8,6 +8,7 @@ mod control;
 mod demo;
 mod fault_cmd;
 mod fault_plan;
+mod launch;
 mod mpirun;
 mod mpirun_error;
 mod qemu_cmd;

@@ -16,17 +16,15 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Args;
 use firmware_model::LinkTiming;
-use mc_device::{Cluster, ClusterOptions};
+use mc_device::ClusterOptions;
 
 use crate::cli_error::{CliError, StopReason};
-use crate::cluster_args::{schedule_plan, ClusterArgs, DeliveryChoice};
-use crate::control::ControlServer;
+use crate::cluster_args::{ClusterArgs, DeliveryChoice};
+use crate::launch::Launch;
 use crate::mpirun_error::{MpirunError, PROVIDER_BUILT, PROVIDER_LOADED};
 
 #[derive(Args, Debug)]
@@ -218,14 +216,7 @@ pub fn run(args: &MpirunArgs) -> Result<(), CliError> {
     let fi_dir = provider_dir(&lib, tmp.path())?;
     check_loads(&fi_dir, &lib)?;
 
-    let cluster = Arc::new(Cluster::start(ClusterOptions::new(config.clone(), dir))?);
-    if let Some(plan) = &plan {
-        schedule_plan(&cluster, plan)?;
-    }
-    let control = ControlServer::start(dir, cluster.clone())?;
-    let interrupted = Arc::new(AtomicBool::new(false));
-    let flag = interrupted.clone();
-    let _ = ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst));
+    let launch = Launch::start(ClusterOptions::new(config.clone(), dir), plan.as_ref())?;
 
     let mut cmd = Command::new(&mpirun);
     // SAFETY: geteuid has no preconditions.
@@ -288,7 +279,7 @@ pub fn run(args: &MpirunArgs) -> Result<(), CliError> {
         if let Ok(Some(s)) = child.try_wait() {
             break Some(s);
         }
-        if interrupted.load(Ordering::SeqCst) {
+        if launch.interrupted() {
             stopped = Some(StopReason::Interrupted);
         } else if Instant::now() > deadline {
             stopped = Some(StopReason::TimedOut);
@@ -300,10 +291,7 @@ pub fn run(args: &MpirunArgs) -> Result<(), CliError> {
         }
         std::thread::sleep(Duration::from_millis(20));
     };
-    drop(control);
-    if let Ok(c) = Arc::try_unwrap(cluster) {
-        c.shutdown();
-    }
+    launch.finish();
     if let Some(why) = stopped {
         return Err(CliError::Stopped(why));
     }
