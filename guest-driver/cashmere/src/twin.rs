@@ -507,7 +507,7 @@ mod tests {
         ];
         let mut d = Diff::new(6);
         assert_eq!(d.compute(&cur, &mut twin), 4 + 4 + 1 + 1 + 1);
-        assert_eq!(d.runs(), &[1..6]);
+        assert_eq!(d.runs(), std::slice::from_ref(&(1..6)));
         let mut runs = Vec::new();
         d.byte_runs(&mut runs);
         // Words 1-2 whole, word 3's byte 2, then word 4's byte 3 and word
@@ -535,7 +535,7 @@ mod tests {
         // The next release diffs out only this node's own words.
         let mut d = Diff::new(8);
         assert_eq!(d.compute(&working, &mut twin), 2);
-        assert_eq!(d.runs(), &[1..3]);
+        assert_eq!(d.runs(), std::slice::from_ref(&(1..3)));
     }
 
     #[test]
@@ -561,7 +561,7 @@ mod tests {
         let mut t = vec![0u32; 2048];
         let mut d = Diff::new(2048);
         d.compute(&all, &mut t);
-        assert_eq!(d.runs(), &[0..2048]);
+        assert_eq!(d.runs(), std::slice::from_ref(&(0..2048)));
         let mut runs = Vec::new();
         d.byte_runs(&mut runs);
         assert_eq!(runs, vec![0..8192]);

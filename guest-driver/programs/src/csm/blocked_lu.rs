@@ -233,7 +233,7 @@ fn update(c: &mut impl TileMut, a: &impl Tile, b: &impl Tile, rows: usize, cols:
 }
 
 /// Rows `rows` of columns `cols` of the column-major `n`-row matrix `m`.
-fn cols_of<'a>(m: &'a [f64], n: usize, cols: Range<usize>, rows: Range<usize>) -> Cols<&'a [f64]> {
+fn cols_of(m: &[f64], n: usize, cols: Range<usize>, rows: Range<usize>) -> Cols<&[f64]> {
     Cols(
         m[cols.start * n..cols.end * n]
             .chunks(n)
@@ -245,13 +245,13 @@ fn cols_of<'a>(m: &'a [f64], n: usize, cols: Range<usize>, rows: Range<usize>) -
 /// Rows `upper` (to read) and `lower` (to write) of columns `cols` of the
 /// column-major `n`-row matrix `m`; `upper` ends at or before `lower`
 /// starts.
-fn split_cols<'a>(
-    m: &'a mut [f64],
+fn split_cols(
+    m: &mut [f64],
     n: usize,
     cols: Range<usize>,
     upper: Range<usize>,
     lower: Range<usize>,
-) -> (Cols<&'a [f64]>, Cols<&'a mut [f64]>) {
+) -> (Cols<&[f64]>, Cols<&mut [f64]>) {
     let (mut up, mut low) = (Vec::new(), Vec::new());
     for c in m[cols.start * n..cols.end * n].chunks_mut(n) {
         let (top, bottom) = c.split_at_mut(lower.start);
