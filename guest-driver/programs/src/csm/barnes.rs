@@ -20,6 +20,7 @@
 //! velocity with the same operations as the sequential run: compared bit
 //! for bit.
 
+use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use cashmere::{Csm, SharedArray};
@@ -527,13 +528,33 @@ impl Barnes {
         self.cf.set(o + HALF, half);
     }
 
-    /// Insert body `b`, locking each cell while deciding what to do in it.
-    fn insert(&self, csm: &Csm, tid: usize, b: usize, mine: &mut MyCells) -> Result<(), AppError> {
+    /// Insert body `b`, locking a cell while deciding what to do in it.
+    ///
+    /// `links` holds the links from a cell's slot to a child cell this
+    /// processor has seen this step: once a slot holds a cell it keeps it
+    /// until the tree is rebuilt, and the child's geometry (all a descent
+    /// reads of it) was written before the link was, under the parent's
+    /// lock, which this processor has held since. So a known link is
+    /// followed without the lock, as SPLASH-2's loadtree descends through
+    /// cells without locking them; a slot not known to hold a cell is read
+    /// and changed under its cell's lock, as before.
+    fn insert(
+        &self,
+        csm: &Csm,
+        tid: usize,
+        b: usize,
+        mine: &mut MyCells,
+        links: &mut HashMap<usize, usize>,
+    ) -> Result<(), AppError> {
         let p = self.pos(b);
         let mut cur = 0;
         loop {
-            csm.lock_acquire(Self::lock(cur))?;
             let k = octant(&self.center(cur), &p);
+            if let Some(&n) = links.get(&(cur * 8 + k)) {
+                cur = n;
+                continue;
+            }
+            csm.lock_acquire(Self::lock(cur))?;
             let next = match slot(self.child(cur, k)) {
                 Slot::Empty => {
                     self.ci.set(cur * CELL_I + k, body_ref(b));
@@ -564,7 +585,10 @@ impl Barnes {
             };
             csm.lock_release(Self::lock(cur))?;
             match next {
-                Some(n) => cur = n,
+                Some(n) => {
+                    links.insert(cur * 8 + k, n);
+                    cur = n;
+                }
                 None => return Ok(()),
             }
         }
@@ -646,8 +670,9 @@ impl Workload for Barnes {
             }
             csm.barrier()?;
             let mut mine: MyCells = Vec::new();
+            let mut links = HashMap::new();
             for &b in &zone {
-                self.insert(csm, tid, b, &mut mine)?;
+                self.insert(csm, tid, b, &mut mine, &mut links)?;
                 // A loop back edge (seed 000 s.2.1's polling).
                 csm.poll()?;
             }
