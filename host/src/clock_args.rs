@@ -12,15 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use clap::{Args, ValueEnum};
-
-/// Environment variables the guests read (`mc_driver::vclock::env`).
-pub mod env {
-    pub const CLOCK: &str = "MC_CLOCK";
-    pub const CPU_SCALE: &str = "MC_CPU_SCALE";
-    pub const PROTOCOL_SCALE: &str = "MC_PROTOCOL_SCALE";
-    pub const QUANTUM: &str = "MC_QUANTUM_NS";
-    pub const BOARD: &str = "MC_CLOCK_BOARD";
-}
+use firmware_model::abi::clock::{valid_scale, ClockConfig, DEFAULT_QUANTUM_NS};
 
 /// The clock board's file name in the socket directory.
 pub const BOARD_FILE: &str = "clock-board";
@@ -49,7 +41,7 @@ pub enum ClockArgsError {
 
 fn parse_scale(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
-        Ok(x) if x.is_finite() && x > 0.0 && x <= 1e6 => Ok(x),
+        Ok(x) if valid_scale(x) => Ok(x),
         _ => Err(format!(
             "{s:?} is not a CPU scale (a positive number: virtual ns per ns of this host's CPU time)"
         )),
@@ -80,8 +72,9 @@ pub struct ClockArgs {
 
 impl ClockArgs {
     /// Check the options and, in virtual time, make room for a fresh clock
-    /// board in `dir`. Returns the environment every guest gets.
-    pub fn guest_env(&self, dir: &Path) -> Result<Vec<(&'static str, String)>, ClockArgsError> {
+    /// board in `dir`. Returns the clock every guest keeps: `None` for the
+    /// wall clock.
+    pub fn config(&self, dir: &Path) -> Result<Option<ClockConfig>, ClockArgsError> {
         if self.clock == ClockChoice::Wall {
             if self.cpu_scale.is_some() {
                 return Err(ClockArgsError::NeedsVirtual("--cpu-scale"));
@@ -92,7 +85,7 @@ impl ClockArgs {
             if self.quantum_us.is_some() {
                 return Err(ClockArgsError::NeedsVirtual("--quantum-us"));
             }
-            return Ok(vec![(env::CLOCK, "wall".into())]);
+            return Ok(None);
         }
         let board = dir.join(BOARD_FILE);
         match std::fs::remove_file(&board) {
@@ -105,18 +98,20 @@ impl ClockArgs {
                 })
             }
         }
-        let mut vars = vec![
-            (env::CLOCK, "virtual".to_string()),
-            (env::CPU_SCALE, self.cpu_scale.unwrap_or(1.0).to_string()),
-            (env::BOARD, board.display().to_string()),
-        ];
-        if let Some(q) = self.quantum_us {
-            vars.push((env::QUANTUM, (q * 1000).to_string()));
-        }
-        if let Some(p) = self.protocol_scale {
-            vars.push((env::PROTOCOL_SCALE, p.to_string()));
-        }
-        Ok(vars)
+        Ok(Some(ClockConfig {
+            cpu_scale: self.cpu_scale.unwrap_or(1.0),
+            protocol_scale: self.protocol_scale,
+            board: Some(board),
+            quantum_ns: self.quantum_us.map_or(DEFAULT_QUANTUM_NS, |q| q * 1000),
+        }))
+    }
+
+    /// [`ClockArgs::config`] as the environment every guest gets.
+    pub fn guest_env(&self, dir: &Path) -> Result<Vec<(&'static str, String)>, ClockArgsError> {
+        Ok(match self.config(dir)? {
+            Some(c) => c.to_env(),
+            None => ClockConfig::wall_env(),
+        })
     }
 }
 
@@ -140,6 +135,12 @@ mod tests {
         }
     }
 
+    /// What a guest reads back from the variables.
+    fn guest_reads(vars: &[(&'static str, String)]) -> Option<ClockConfig> {
+        let get = |k: &str| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone());
+        ClockConfig::from_lookup(get).expect("the guest accepts what the host sets")
+    }
+
     #[test]
     fn virtual_time_sets_every_variable_and_removes_a_stale_board() {
         let dir = tempfile::tempdir().unwrap();
@@ -147,24 +148,21 @@ mod tests {
         let vars = args(ClockChoice::Virtual, Some(2.5), Some(50))
             .guest_env(dir.path())
             .unwrap();
-        let get = |k| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.as_str());
-        assert_eq!(get(env::CLOCK), Some("virtual"));
-        assert_eq!(get(env::CPU_SCALE), Some("2.5"));
-        assert_eq!(get(env::QUANTUM), Some("50000"));
-        assert!(get(env::BOARD).unwrap().ends_with(BOARD_FILE));
+        let c = guest_reads(&vars).expect("virtual time");
+        assert_eq!(c.cpu_scale, 2.5);
+        assert_eq!(c.quantum_ns, 50_000);
+        assert!(c.board.unwrap().ends_with(BOARD_FILE));
         assert!(!dir.path().join(BOARD_FILE).exists());
-        assert_eq!(
-            get(env::PROTOCOL_SCALE),
-            None,
-            "protocol work at --cpu-scale"
-        );
+        assert_eq!(c.protocol_scale, None, "protocol work at --cpu-scale");
         let split = ClockArgs {
             protocol_scale: Some(27.0),
             ..args(ClockChoice::Virtual, Some(100.0), None)
         }
         .guest_env(dir.path())
         .unwrap();
-        assert!(split.contains(&(env::PROTOCOL_SCALE, "27".to_string())));
+        let c = guest_reads(&split).expect("virtual time");
+        assert_eq!(c.protocol_scale, Some(27.0));
+        assert_eq!(c.quantum_ns, DEFAULT_QUANTUM_NS);
     }
 
     #[test]
@@ -186,7 +184,7 @@ mod tests {
         let wall = args(ClockChoice::Wall, None, None)
             .guest_env(dir.path())
             .unwrap();
-        assert_eq!(wall, vec![(env::CLOCK, "wall".to_string())]);
+        assert_eq!(guest_reads(&wall), None);
         assert!(parse_scale("0").is_err() && parse_scale("nan").is_err());
         assert_eq!(parse_scale("0.5"), Ok(0.5));
     }

@@ -10,16 +10,26 @@ use std::path::PathBuf;
 use integration::{build, c_program};
 
 /// Compile `source` (relative to the workspace) against ump.h and
-/// sys/imc.h, linked with libump.a.
-fn build(cc: &str, source: &str, name: &str) -> PathBuf {
-    let dir = build::library_dir(c_program::LIBUMP.package).join("c-ump-programs");
-    std::fs::create_dir_all(&dir).expect("program dir");
-    c_program::build_with(&c_program::LIBUMP, cc, &[source], &dir, name, &[])
+/// sys/imc.h, linked with libump.a, into a directory of the calling
+/// test's own (removed when dropped): no test runs a file another writes.
+fn build(cc: &str, source: &str, name: &str) -> (PathBuf, tempfile::TempDir) {
+    let lib = build::library_dir(c_program::LIBUMP.package);
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("c-ump-{name}-"))
+        .tempdir_in(&lib)
+        .expect("program dir");
+    let exe = c_program::build_with(&c_program::LIBUMP, cc, &[source], dir.path(), name, &[]);
+    (exe, dir)
 }
 
-fn program(test: &str, source: &str, name: &str) -> Option<String> {
+/// The program, and the directory it is in, which the test keeps while
+/// it runs it; None (the test is skipped) without a C compiler.
+fn program(test: &str, source: &str, name: &str) -> Option<(String, tempfile::TempDir)> {
     match c_program::compiler() {
-        Ok(cc) => Some(build(&cc, source, name).to_string_lossy().into_owned()),
+        Ok(cc) => {
+            let (exe, dir) = build(&cc, source, name);
+            Some((exe.to_string_lossy().into_owned(), dir))
+        }
         Err(why) => {
             eprintln!("SKIPPED {test}: {why}");
             None
@@ -32,7 +42,7 @@ fn program(test: &str, source: &str, name: &str) -> Option<String> {
 /// blocking and non-blocking, a multicast, and misuse.
 #[test]
 fn a_c_echo_server_serves_clients_on_every_node() {
-    let Some(p) = program("c_echo", "guest-driver/libump/tests/c/echo.c", "echo") else {
+    let Some((p, _dir)) = program("c_echo", "guest-driver/libump/tests/c/echo.c", "echo") else {
         return;
     };
     for (nodes, opts) in [
@@ -62,7 +72,7 @@ fn a_c_echo_server_serves_clients_on_every_node() {
 /// `IMC_TRUCLUSTER_V5` and runs on rail 0.
 #[test]
 fn truecluster_v5_spellings_compile_and_run_on_rail_0() {
-    let Some(p) = program("c_v5", "guest-driver/libump/tests/c/v5.c", "v5") else {
+    let Some((p, _dir)) = program("c_v5", "guest-driver/libump/tests/c/v5.c", "v5") else {
         return;
     };
     let (ok, out) = integration::mc_host_run(2, 120, &[], &[&p]);
@@ -81,7 +91,7 @@ fn truecluster_v5_spellings_compile_and_run_on_rail_0() {
 /// only that every line comes out).
 #[test]
 fn the_c_bench_prints_every_size_over_both_transports() {
-    let Some(p) = program(
+    let Some((p, _dir)) = program(
         "c_bench",
         "guest-driver/libump/bench/ump_bench.c",
         "ump_bench",

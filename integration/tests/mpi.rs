@@ -22,24 +22,63 @@ fn on_path(name: &str) -> bool {
         .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(name).is_file()))
 }
 
-/// The provider library, built with this test's profile; Err says why it
-/// cannot be used.
-fn provider() -> Result<PathBuf, String> {
-    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+/// libfabric's header where the provider's build script looks for it
+/// (guest-driver/libfabric-mc/build.rs: `MC_LIBFABRIC_INCLUDE`, else the
+/// system's include directories), if it is there.
+fn fabric_header() -> Option<PathBuf> {
+    let dirs: Vec<PathBuf> =
+        match std::env::var_os("MC_LIBFABRIC_INCLUDE").filter(|d| !d.is_empty()) {
+            Some(dir) => vec![dir.into()],
+            None => vec!["/usr/include".into(), "/usr/local/include".into()],
+        };
+    dirs.into_iter()
+        .map(|d| d.join("rdma/fabric.h"))
+        .find(|p| p.is_file())
+}
+
+/// Whether a built provider has libfabric's entry point (its C surface).
+fn has_entry_point(lib: &Path) -> Result<bool, String> {
+    let bytes = std::fs::read(lib).map_err(|e| format!("{}: {e}", lib.display()))?;
+    Ok(bytes.windows(12).any(|w| w == b"fi_prov_ini\0"))
+}
+
+/// Why the provider cannot be used.
+#[derive(Clone, Debug)]
+enum Unusable {
+    /// Something is not installed here: the tests skip, saying this.
+    Skip(String),
+    /// It was built wrong: the tests fail, saying this.
+    Broken(String),
+}
+
+/// The provider library, built with this test's profile.
+fn provider() -> Result<PathBuf, Unusable> {
+    static BUILT: OnceLock<Result<PathBuf, Unusable>> = OnceLock::new();
     BUILT
         .get_or_init(|| {
             let dir = build::library_dir("libfabric-mc");
             let lib = dir.join("libmc_fi.so");
-            let bytes = std::fs::read(&lib).map_err(|e| format!("{}: {e}", lib.display()))?;
-            if !bytes.windows(12).any(|w| w == b"fi_prov_ini\0") {
-                return Err("libfabric's headers were missing when the provider was built (install libfabric-dev: scripts/setup-mpi.sh)".into());
+            if has_entry_point(&lib).map_err(Unusable::Broken)? {
+                return Ok(lib);
             }
-            Ok(lib)
+            match fabric_header() {
+                None => Err(Unusable::Skip(
+                    "libfabric's headers are not installed, so the provider has no entry point (scripts/setup-mpi.sh installs them)".into(),
+                )),
+                // The build script's probe did not run again after the
+                // headers were installed (issue 37).
+                Some(header) => Err(Unusable::Broken(format!(
+                    "{} was built without libfabric's entry point although {} is installed: the provider's build script did not probe again",
+                    lib.display(),
+                    header.display()
+                ))),
+            }
         })
         .clone()
 }
 
-/// Why MPI programs cannot run here, if they cannot.
+/// Why MPI programs cannot run here, if they cannot; panics when the
+/// provider was built wrong.
 fn missing() -> Option<String> {
     for (tool, package) in [("mpicc", "libopenmpi-dev"), ("mpirun", "openmpi-bin")] {
         if !on_path(tool) {
@@ -48,14 +87,27 @@ fn missing() -> Option<String> {
             ));
         }
     }
-    provider().err()
+    match provider() {
+        Ok(_) => None,
+        Err(Unusable::Skip(why)) => Some(why),
+        Err(Unusable::Broken(why)) => panic!("{why}"),
+    }
 }
 
-/// Compile an MPI program of integration/c/mpi with mpicc.
-fn mpi_program(name: &str) -> PathBuf {
-    let dir = build::profile_dir().join("mpi-programs");
-    std::fs::create_dir_all(&dir).expect("program dir");
-    let exe = dir.join(name);
+/// A directory of the calling test's own under the profile directory,
+/// removed when dropped: no test runs a file that another is writing.
+fn own_dir(what: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("mpi-{what}-"))
+        .tempdir_in(build::profile_dir())
+        .expect("a directory of the test's own")
+}
+
+/// An MPI program of integration/c/mpi, compiled with mpicc into a
+/// directory of the caller's own, which it keeps while it runs the program.
+fn mpi_program(name: &str) -> (PathBuf, tempfile::TempDir) {
+    let dir = own_dir(name);
+    let exe = dir.path().join(name);
     let src = c_program::workspace().join(format!("integration/c/mpi/{name}.c"));
     let o = Command::new("mpicc")
         .args(["-O2", "-Wall", "-Werror", "-o"])
@@ -68,18 +120,23 @@ fn mpi_program(name: &str) -> PathBuf {
         "mpicc {name}.c failed:\n{}",
         String::from_utf8_lossy(&o.stderr)
     );
-    exe
+    (exe, dir)
 }
 
 /// `mc-host mpirun OPTS -- PROG ARGS`: success, and the output.
 fn mpirun(opts: &[&str], prog: &Path, args: &[&str]) -> (bool, String) {
+    mpirun_with(&provider().expect("checked by missing()"), opts, prog, args)
+}
+
+/// [`mpirun`] with the provider library `lib`.
+fn mpirun_with(lib: &Path, opts: &[&str], prog: &Path, args: &[&str]) -> (bool, String) {
     let out = Command::new(binary("mc-host"))
         .arg("mpirun")
         .args(opts)
         .arg("--")
         .arg(prog)
         .args(args)
-        .env("MC_FI_LIB", provider().expect("checked"))
+        .env("MC_FI_LIB", lib)
         .output()
         .expect("run mc-host mpirun");
     (out.status.success(), output_text(&out))
@@ -105,7 +162,7 @@ fn new_seed() -> u64 {
 }
 
 fn suite(np: u8, max: &str, extra: &[&str]) {
-    let prog = mpi_program("suite");
+    let (prog, _dir) = mpi_program("suite");
     let np = np.to_string();
     let mut opts = vec!["-np", &np, "--timeout", "500"];
     opts.extend_from_slice(extra);
@@ -168,7 +225,7 @@ fn sixteen_ranks_skewed_and_large_exhaustive() {
 #[test]
 fn a_run_under_drops_fails_naming_the_cause() {
     skip_without_mpi!("a_run_under_drops_fails_naming_the_cause");
-    let prog = mpi_program("suite");
+    let (prog, _prog_dir) = mpi_program("suite");
     let dir = tempfile::tempdir().expect("tempdir");
     let plan = dir.path().join("drops.toml");
     // (seed, drop rate): 2% mostly breaks the set-up; 0.05% lets the run
@@ -229,10 +286,18 @@ fn a_run_under_drops_fails_naming_the_cause() {
     }
 }
 
-/// `integration/c/mpi/NAME.c` compiled against libfabric, and a directory
-/// that offers the provider to libfabric (`FI_PROVIDER_PATH`); `None`, said
-/// on stderr, without a C compiler.
-fn fabric_program(name: &str) -> Option<(PathBuf, tempfile::TempDir)> {
+/// A program compiled against libfabric, in a directory of its test's own
+/// (`_dir`, kept while it runs), and a directory that offers the provider
+/// to libfabric (`FI_PROVIDER_PATH`).
+struct FabricProgram {
+    exe: PathBuf,
+    fi_dir: tempfile::TempDir,
+    _dir: tempfile::TempDir,
+}
+
+/// `integration/c/mpi/NAME.c` compiled against libfabric; `None`, said on
+/// stderr, without a C compiler.
+fn fabric_program(name: &str) -> Option<FabricProgram> {
     let cc = match c_program::compiler() {
         Ok(cc) => cc,
         Err(why) => {
@@ -240,9 +305,8 @@ fn fabric_program(name: &str) -> Option<(PathBuf, tempfile::TempDir)> {
             return None;
         }
     };
-    let dir = build::profile_dir().join("mpi-programs");
-    std::fs::create_dir_all(&dir).expect("program dir");
-    let exe = dir.join(name);
+    let dir = own_dir(name);
+    let exe = dir.path().join(name);
     let o = Command::new(cc)
         .args(["-O2", "-Wall", "-Werror", "-o"])
         .arg(&exe)
@@ -251,20 +315,24 @@ fn fabric_program(name: &str) -> Option<(PathBuf, tempfile::TempDir)> {
         .output()
         .expect("run the C compiler");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let fi_dir = tempfile::tempdir().expect("tempdir");
+    let fi_dir = own_dir("providers");
     std::os::unix::fs::symlink(
-        provider().expect("checked"),
+        provider().expect("checked by missing()"),
         fi_dir.path().join("libmc-fi.so"),
     )
     .expect("symlink");
-    Some((exe, fi_dir))
+    Some(FabricProgram {
+        exe,
+        fi_dir,
+        _dir: dir,
+    })
 }
 
 /// The provider's contract through libfabric's API, without MPI.
 #[test]
 fn the_provider_keeps_its_libfabric_contract() {
     skip_without_mpi!("the_provider_keeps_its_libfabric_contract");
-    let Some((exe, fi_dir)) = fabric_program("fi_contract") else {
+    let Some(FabricProgram { exe, fi_dir, _dir }) = fabric_program("fi_contract") else {
         return;
     };
     let out = Command::new(binary("mc-host"))
@@ -287,7 +355,7 @@ fn the_provider_keeps_its_libfabric_contract() {
 #[test]
 fn the_provider_ping_pongs_between_two_nodes_without_mpi() {
     skip_without_mpi!("the_provider_ping_pongs_between_two_nodes_without_mpi");
-    let Some((exe, fi_dir)) = fabric_program("fi_pingpong") else {
+    let Some(FabricProgram { exe, fi_dir, _dir }) = fabric_program("fi_pingpong") else {
         return;
     };
     for size in ["0", "8", "1024", "1025", "300000"] {
@@ -309,6 +377,94 @@ fn the_provider_ping_pongs_between_two_nodes_without_mpi() {
             "{text}"
         );
     }
+}
+
+/// A provider built before libfabric's headers were installed gets its
+/// entry point from the next build after they are (issue 37): the build
+/// script probes again on every build until it finds them, and probes
+/// again when they go. Between the two, `mc-host mpirun` names the command
+/// that fixes it; after, it loads the provider and runs MPI programs.
+///
+/// The headers come and go as dpkg installs them, with the times the files
+/// already had (older than the last build: cargo's own check of a declared
+/// file's time does not see them come): a link to the system's `rdma/` in
+/// an include directory of the test's own (`MC_LIBFABRIC_INCLUDE`). The
+/// provider is built into a target directory of the test's own, so no
+/// other test sees it change.
+#[test]
+fn a_provider_built_before_libfabric_headers_gets_its_entry_point_once_they_are_installed() {
+    let test =
+        "a_provider_built_before_libfabric_headers_gets_its_entry_point_once_they_are_installed";
+    let Some(header) = fabric_header() else {
+        eprintln!("SKIPPED {test}: libfabric's headers are not installed (scripts/setup-mpi.sh)");
+        return;
+    };
+    let rdma = header.parent().expect("rdma/").to_path_buf();
+    let dir = own_dir("probe");
+    let include = dir.path().join("include");
+    std::fs::create_dir(&include).expect("include dir");
+    let target = dir.path().join("target");
+    let lib = target.join("debug/libmc_fi.so");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let build_provider = |when: &str| -> String {
+        let out = Command::new(&cargo)
+            .args(["build", "-p", "libfabric-mc"])
+            .current_dir(c_program::workspace())
+            .env("CARGO_TARGET_DIR", &target)
+            .env("MC_LIBFABRIC_INCLUDE", &include)
+            .output()
+            .expect("run cargo");
+        let text = output_text(&out);
+        assert!(out.status.success(), "cargo build {when} failed:\n{text}");
+        text
+    };
+
+    let text = build_provider("without the headers");
+    assert!(
+        !has_entry_point(&lib).expect("built"),
+        "built with an entry point although {} has no rdma/fabric.h:\n{text}",
+        include.display()
+    );
+    assert!(
+        text.contains("libmc_fi.so is built without its provider entry point")
+            && text.contains("`scripts/setup-mpi.sh && cargo build --release -p libfabric-mc`"),
+        "the build does not say what is missing and what fixes it:\n{text}"
+    );
+    let out = Command::new(binary("mc-host"))
+        .args(["mpirun", "-np", "1", "--mpirun", "/bin/true", "--", "true"])
+        .env("MC_FI_LIB", &lib)
+        .output()
+        .expect("run mc-host mpirun");
+    let said = output_text(&out);
+    assert!(!out.status.success(), "{said}");
+    assert!(
+        said.contains("has no libfabric entry point")
+            && said.contains("`scripts/setup-mpi.sh && cargo build -p libfabric-mc`"),
+        "mc-host does not name the command that fixes it:\n{said}"
+    );
+
+    // Installed: the files keep their older times.
+    std::os::unix::fs::symlink(&rdma, include.join("rdma")).expect("link rdma/");
+    let text = build_provider("with the headers");
+    assert!(
+        has_entry_point(&lib).expect("built"),
+        "the build after the headers were installed did not probe again: no entry point:\n{text}"
+    );
+    if let Some(why) = missing() {
+        eprintln!("{test}: not run under mc-host mpirun: {why}");
+    } else {
+        let (prog, _prog_dir) = mpi_program("suite");
+        let (ok, out) = mpirun_with(&lib, &["-np", "2", "--timeout", "300"], &prog, &["65536"]);
+        assert!(ok && out.contains("suite: ok"), "{out}");
+    }
+
+    // Removed: the probe runs again and finds them gone.
+    std::fs::remove_file(include.join("rdma")).expect("unlink rdma/");
+    let text = build_provider("after the headers were removed");
+    assert!(
+        !has_entry_point(&lib).expect("built"),
+        "the build after the headers were removed did not probe again:\n{text}"
+    );
 }
 
 /// What is missing is said plainly.

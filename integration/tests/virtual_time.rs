@@ -166,7 +166,7 @@ fn the_mode_is_refused_where_it_must_be() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(
-        err.contains("MC_CLOCK=virtual needs a virtual guest"),
+        err.contains("the virtual clock needs a virtual guest"),
         "{err}"
     );
     // A wall-clock run records its clock.

@@ -15,7 +15,7 @@ use std::sync::Mutex;
 use firmware_model::NodeId;
 use log::{log, warn, Level};
 
-use crate::node::Node;
+use crate::node_name::Node;
 
 /// Guest-caused lines logged per node in one interval.
 pub(crate) const BURST: u32 = 20;

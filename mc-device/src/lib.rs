@@ -36,10 +36,12 @@ mod hub_loop;
 mod mem_table;
 mod memory;
 mod node;
+mod node_name;
 mod server;
 mod socket_dir;
 mod state;
 mod status;
+mod store_order;
 mod transmit;
 mod vhost_user;
 

@@ -7,9 +7,12 @@
 //! never panics: malformed input is a [`Status`].
 //!
 //! One module per record family: [`registers`], [`status_page`], [`transmit`],
-//! [`control`], [`events`], and the [`status`] codes they share.
+//! [`control`], [`events`], and the [`status`] codes they share; and
+//! [`clock`], the virtual clock's configuration as the host hands it to its
+//! guests.
 
 mod bytes;
+pub mod clock;
 mod control;
 mod events;
 mod registers;

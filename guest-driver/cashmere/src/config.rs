@@ -5,18 +5,9 @@ use std::sync::Arc;
 
 use crate::error::CsmError;
 use crate::homes::HomeAssignment;
+use crate::limits::{MAX_HEAP_BYTES, MAX_THREADS};
 use crate::space::CsmSpace;
 use crate::variant::{CsmVariant, Levels, MessageDetection};
-
-/// The largest shared heap: every node's home region is the heap's size, and
-/// the largest Memory Channel address space an adapter offers is 1 GiB
-/// (`firmware_model::config::MAX_ADDRESS_SPACE`).
-pub const MAX_HEAP_BYTES: usize = 1 << 30;
-
-/// The most application threads per node: each is an OS thread and, at 1L,
-/// a protocol node with a protocol thread of its own; the paper's nodes had
-/// four processors.
-pub const MAX_THREADS: u32 = 64;
 
 /// What [`crate::Csm::start`] needs; every node must pass the same values.
 #[derive(Clone, Debug)]

@@ -28,7 +28,9 @@
 //! (CSM-ADB's broadcast buffers), `mailbox` (each node's interrupting
 //! mailbox), `space` (where that lives in Memory Channel space), `site`
 //! (protocol nodes on adapters), `homes`, `stats` (counts), `times` (where
-//! time goes), `error`.
+//! time goes), `error`. Beside the protocol, what programs on Cashmere
+//! share to report a run: `record` (a node's report and the run record's
+//! JSON pieces) and `gather` (bringing every node's report to node 0).
 
 mod acquire;
 mod adb;
@@ -40,8 +42,10 @@ mod dms_sync;
 mod error;
 mod fault;
 mod fetch;
+pub mod gather;
 mod handle;
 mod homes;
+mod limits;
 mod loss;
 mod mailbox;
 mod messages;
@@ -50,6 +54,7 @@ mod msg_meta;
 mod msg_sync;
 mod node;
 mod protocol_thread;
+pub mod record;
 mod release;
 mod requests;
 pub mod seams;
@@ -67,14 +72,14 @@ mod variant;
 mod vm;
 mod wait;
 
-pub use config::{Config, MAX_HEAP_BYTES, MAX_THREADS};
+pub use config::Config;
 pub use error::{BarrierWait, CsmError};
 pub use handle::Csm;
 pub use homes::{HomeAssignment, HomesError};
+pub use limits::{MAX_HEAP_BYTES, MAX_PROTOCOL_NODES, MAX_THREADS};
 pub use shared::SharedArray;
-pub use site::MAX_PROTOCOL_NODES;
 pub use space::CsmSpace;
 pub use state::PageState;
 pub use stats::Stats;
 pub use times::{TimeBreakdown, VirtualBreakdown};
-pub use variant::{CsmVariant, Levels, MessageDetection, UnknownVariant};
+pub use variant::{CsmVariant, Levels, MessageDetection, UnknownDetection, UnknownVariant};

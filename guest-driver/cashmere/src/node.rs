@@ -37,6 +37,7 @@ use crate::sigsegv;
 use crate::state::{ProtocolState, StateGuard};
 use crate::times::{self, Activity, TimeBreakdown};
 use crate::twin::TwinSpace;
+use crate::variant::CsmVariant;
 use crate::vm::{HeapMemory, Prot};
 use crate::wait::{await_echo, FutexBell};
 use crate::CsmError;
@@ -90,8 +91,9 @@ pub(crate) struct Node {
     /// Application threads answer requests when they poll or wait
     /// (`MessageDetection::Polling`).
     pub(crate) polling: bool,
-    /// Homes migrate to a writer (CSM-MS-Mg, seed 000 s.2.3.2).
-    pub(crate) migration: bool,
+    /// The protocol variant: what it chooses is asked of it
+    /// (`CsmVariant::migration` ...), never copied into flags.
+    pub(crate) variant: CsmVariant,
     /// CSM-ADB's broadcast buffers (seed 000 s.2.3.3).
     pub(crate) adb: Option<BroadcastBuffers>,
     /// Homes imposed from an earlier run (`Config::homes`).

@@ -39,7 +39,7 @@ fn report_failure(node: &Node, e: Arc<CsmError>) {
     log::error!(
         "node{}: cashmere protocol thread: {}",
         node.me,
-        mc_api::Chain(&e)
+        mc_api::ErrorChain(&e)
     );
     node.sync.abort();
     *node.failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
@@ -128,12 +128,12 @@ fn protocol_loop(node: &Node) {
             };
             match guard {
                 Some(mut st) => {
-                    let cpu = vclock::thread_cpu_ns();
+                    let mark = vclock::work_mark();
                     let r = {
                         let _serve = times::enter(Activity::Serve);
                         node.serve_requests(&mut st)
                     };
-                    node.charge_app0(vclock::scaled_cpu_since(cpu));
+                    node.charge_app0(vclock::protocol_work_since(mark));
                     drop(st);
                     if let Err(e) = r {
                         report_failure(node, Arc::new(e));

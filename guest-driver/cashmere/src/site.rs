@@ -28,12 +28,9 @@ use std::sync::{Arc, Mutex};
 
 use mc_api::{MemoryChannel, NodeId, RxRegion, Sharing, TxRegion};
 
+use crate::limits::MAX_PROTOCOL_NODES;
 use crate::CsmError;
 
-/// Protocol nodes at most: one word per node in a barrier's arrivals, one
-/// bit per node in a sharing set. Fewer where the region table is smaller
-/// ([`Site::new`]).
-pub const MAX_PROTOCOL_NODES: u32 = 64;
 /// Regions every protocol node has: its mailbox.
 const REGIONS_PER_NODE: u32 = 1;
 /// Regions the cluster shares: the directory, the write notices, the

@@ -16,6 +16,8 @@
 //! | broadcast buffers (CSM-ADB) | slots of widely read pages, each a page and a header, received by every node (`adb`) |
 //! | mailbox of node n | what node n waits for: the reply to its page request, the echo of its own stores, barrier arrivals (node 0) and the barrier sense, page requests to it (`MailboxLayout`). Only node n receives it, with an interrupt on every store (seed 004's interrupt-on-receive regions), so a sleeping waiter is woken |
 
+use crate::variant::CsmVariant;
+
 /// The home region (every page's master copy, at its home).
 pub const KEY_HOME: u32 = 0xc5a0_0200;
 /// CSM-ADB's broadcast buffers (`adb`).
@@ -148,6 +150,42 @@ impl CsmSpace {
             .map(|b| b.div_ceil(mc_page) * mc_page)
             .sum()
     }
+
+    /// The coherent arena bytes `variant` allocates, each region rounded up
+    /// to Memory Channel pages of `mc_page` bytes: the directory and the
+    /// write-notice bins where metadata lives in Memory Channel space (not
+    /// CSM-S and CSM-None, whose metadata travels by message), and the
+    /// synchronisation words (every variant: CSM-None's start barrier).
+    pub fn coherent_bytes(&self, variant: CsmVariant, mc_page: u64) -> u64 {
+        let round = |b: u64| b.div_ceil(mc_page) * mc_page;
+        let meta = if variant.metadata_by_messages() {
+            0
+        } else {
+            round(self.dir_bytes()) + round(self.wn_bytes())
+        };
+        meta + round(self.sync_bytes())
+    }
+
+    /// The ordinary (not coherent) Memory Channel bytes `variant` allocates,
+    /// each region rounded up to Memory Channel pages of `mc_page` bytes:
+    /// the home region (the heap, CSM-DMS only: the other variants keep the
+    /// master copy in the home's own heap), CSM-ADB's broadcast buffers,
+    /// and every node's mailbox.
+    pub fn ordinary_bytes(&self, variant: CsmVariant, mc_page: u32) -> u64 {
+        let mp = u64::from(mc_page);
+        let round = |b: u64| b.div_ceil(mp) * mp;
+        let home = if variant.data_by_messages() {
+            0
+        } else {
+            round(self.heap_bytes())
+        };
+        let adb = if variant == CsmVariant::Adb {
+            round(self.adb_bytes())
+        } else {
+            0
+        };
+        home + adb + u64::from(self.nodes) * round(self.mailbox(mc_page).bytes())
+    }
 }
 
 /// A node's mailbox: the reply to its page request (the page's data from 0,
@@ -190,7 +228,7 @@ const WORD_APART: usize = 256;
 const ARRIVALS: usize = 4 * WORD_APART;
 /// Nodes a mailbox has barrier arrival words for: every protocol node
 /// there can be.
-const MAX_ARRIVALS: usize = crate::MAX_PROTOCOL_NODES as usize;
+const MAX_ARRIVALS: usize = crate::limits::MAX_PROTOCOL_NODES as usize;
 // The arrival words and their times fit before the acknowledgement slots.
 const _: () = assert!(ARRIVALS + 16 * MAX_ARRIVALS <= ACKS);
 /// Where the acknowledgement slots start on the control page (after the

@@ -90,7 +90,7 @@ pub(crate) fn start_node(
         incoming_diffs: cfg.incoming_diffs && cfg.threads > 1,
         home_direct: cfg.home_direct,
         polling: cfg.detection == MessageDetection::Polling,
-        migration: v.migration(),
+        variant: v,
         adb: match cfg.variant {
             CsmVariant::Adb => Some(adb::BroadcastBuffers::new(mc, space, &site)?),
             _ => None,

@@ -31,7 +31,6 @@ use runtime::ok;
 use sync::{Guarded, Lock};
 
 pub use globals::GLOBALS_AT;
-pub use runtime::DEFAULT_HEAP;
 
 /// Microseconds for `CLOCK`: the host's monotonic clock. The one place a
 /// virtual clock would plug in (CLOCK calls nothing else).
@@ -67,10 +66,12 @@ pub extern "C" fn csm_register_globals(start: *const u8, end: *const u8, built_b
     runtime::register(globals::Globals::new(start, end), built_by_mc_cc != 0);
 }
 
-/// MAIN_INITENV: start the cluster; only node 0 returns.
+/// MAIN_INITENV: start the cluster; only node 0 returns. The size SPLASH's
+/// MAIN_INITENV names is not the heap's: the heap is the largest the run's
+/// variant and cluster allow (or `CSM_HEAP_MIB`), docs/c-programs.md.
 #[no_mangle]
 pub extern "C" fn csm_main_initenv(
-    heap_bytes: c_ulong,
+    _heap_bytes: c_ulong,
     start: *const u8,
     end: *const u8,
     built_by_mc_cc: c_int,
@@ -78,11 +79,7 @@ pub extern "C" fn csm_main_initenv(
     let _ = env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
         .try_init();
     let g = globals::Globals::new(start, end);
-    ok(runtime::main_initenv(
-        heap_bytes as u64,
-        g,
-        built_by_mc_cc != 0,
-    ));
+    ok(runtime::main_initenv(g, built_by_mc_cc != 0));
 }
 
 /// G_MALLOC: shared memory, at the same address on every node.

@@ -14,18 +14,20 @@ mod cmd;
 use std::process::ExitCode;
 
 use clap::Parser;
-use mc_driver::Chain;
+use firmware_model::ErrorChain;
 use mc_guest::{bench, csm, selftest};
 
 use cmd::cli::{GuestCli, GuestCommand};
 use cmd::connect::open;
 use cmd::error::GuestError;
 
-/// Turn the virtual clock on when the run asks for it (`MC_CLOCK=virtual`,
-/// set by `mc-host run --clock virtual`). Only a virtual guest can: the
-/// clock board the guests share is a file on the host.
+/// Turn the virtual clock on when the run asks for it (the configuration
+/// `mc-host run --clock virtual` hands its guests,
+/// `firmware_model::abi::clock`). Only a virtual guest can: the clock board
+/// the guests share is a file on the host.
 fn init_clock(cli: &GuestCli) -> Result<(), GuestError> {
-    let Some(config) = mc_api::vclock::ClockConfig::from_env()? else {
+    let config = mc_api::vclock::config_from_env().map_err(mc_api::vclock::VclockError::from)?;
+    let Some(config) = config else {
         return Ok(());
     };
     if mc_driver::TransportChoice::socket_or_env(cli.socket.clone()).is_none() {
@@ -96,7 +98,7 @@ fn main() -> ExitCode {
     match run(&cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("mc-guest: error: {}", Chain(&e));
+            eprintln!("mc-guest: error: {}", ErrorChain(&e));
             ExitCode::FAILURE
         }
     }

@@ -113,11 +113,4 @@ impl NodeState {
     }
 }
 
-/// A node as log lines name it (`node3`).
-pub(crate) struct Node(pub(crate) NodeId);
-
-impl fmt::Display for Node {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "node{}", self.0 .0)
-    }
-}
+pub(crate) use crate::node_name::Node;

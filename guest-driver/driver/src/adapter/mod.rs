@@ -133,7 +133,11 @@ impl<T: Transport> Adapter<T> {
         if regs.page_size == 0 || regs.page_size % FRAME_SIZE != 0 {
             return Err(Error::BadPageSize(regs.page_size));
         }
-        let mut alloc = DmaAllocator::new(transport.dma().clone());
+        let mut alloc = if transport.dma_zeroed() {
+            DmaAllocator::new_zeroed(transport.dma().clone())
+        } else {
+            DmaAllocator::new(transport.dma().clone())
+        };
         let event_idx = transport.event_idx();
         let mut make = |q: u16, transport: &mut T| -> Result<Virtqueue> {
             let size = opts.queue_size.min(transport.max_queue_size(q));

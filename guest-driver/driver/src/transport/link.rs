@@ -32,6 +32,15 @@ pub trait Transport: Send {
     /// buffers, frames and the status page in it.
     fn dma(&self) -> &DmaRegion;
 
+    /// Whether all of [`Transport::dma`] reads zero until the driver writes
+    /// it (memory created for this transport, which the device writes only
+    /// where the driver points it): then the allocator hands out memory
+    /// without zeroing it, and pages nobody touches cost nothing (a large
+    /// receive region, such as Cashmere's home region, mostly unused).
+    fn dma_zeroed(&self) -> bool {
+        false
+    }
+
     /// Whether VIRTIO_RING_F_EVENT_IDX was negotiated.
     fn event_idx(&self) -> bool;
 
@@ -99,6 +108,9 @@ impl<T: Transport + ?Sized> Transport for Box<T> {
     }
     fn dma(&self) -> &DmaRegion {
         (**self).dma()
+    }
+    fn dma_zeroed(&self) -> bool {
+        (**self).dma_zeroed()
     }
     fn event_idx(&self) -> bool {
         (**self).event_idx()

@@ -224,6 +224,12 @@ impl Transport for VhostUserTransport {
         &self.dma
     }
 
+    /// The guest RAM is a memfd this transport created (zero-filled), and
+    /// the device writes only where the driver points it.
+    fn dma_zeroed(&self) -> bool {
+        true
+    }
+
     fn event_idx(&self) -> bool {
         self.features & F_EVENT_IDX != 0
     }

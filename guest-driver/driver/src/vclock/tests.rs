@@ -13,56 +13,6 @@ fn burn(d: Duration) {
     }
 }
 
-fn lookup<'a>(vars: &'a [(&'static str, &'a str)]) -> impl Fn(&'static str) -> Option<String> + 'a {
-    move |k| {
-        vars.iter()
-            .find(|(n, _)| *n == k)
-            .map(|(_, v)| v.to_string())
-    }
-}
-
-#[test]
-fn the_environment_chooses_the_clock() {
-    assert_eq!(ClockConfig::from_lookup(lookup(&[])).unwrap(), None);
-    assert_eq!(
-        ClockConfig::from_lookup(lookup(&[(env::CLOCK, "wall")])).unwrap(),
-        None
-    );
-    let c = ClockConfig::from_lookup(lookup(&[
-        (env::CLOCK, "virtual"),
-        (env::CPU_SCALE, "2.5"),
-        (env::QUANTUM, "50000"),
-        (env::BOARD, "/tmp/b"),
-    ]))
-    .unwrap()
-    .unwrap();
-    assert_eq!(c.cpu_scale, 2.5);
-    assert_eq!(c.protocol_scale, None, "protocol work at the CPU scale");
-    assert_eq!(c.quantum_ns, 50_000);
-    let p = ClockConfig::from_lookup(lookup(&[
-        (env::CLOCK, "virtual"),
-        (env::CPU_SCALE, "100"),
-        (env::PROTOCOL_SCALE, "27.5"),
-    ]))
-    .unwrap()
-    .unwrap();
-    assert_eq!((p.cpu_scale, p.protocol_scale), (100.0, Some(27.5)));
-    assert_eq!(c.board.as_deref(), Some(std::path::Path::new("/tmp/b")));
-    for bad in [
-        vec![(env::CLOCK, "virtaul")],
-        vec![(env::CLOCK, "virtual"), (env::CPU_SCALE, "0")],
-        vec![(env::CLOCK, "virtual"), (env::CPU_SCALE, "-1")],
-        vec![(env::CLOCK, "virtual"), (env::CPU_SCALE, "NaN")],
-        vec![(env::CLOCK, "virtual"), (env::PROTOCOL_SCALE, "0")],
-        vec![(env::CLOCK, "virtual"), (env::PROTOCOL_SCALE, "fast")],
-        vec![(env::CLOCK, "virtual"), (env::QUANTUM, "0")],
-        vec![(env::CLOCK, "virtual"), (env::QUANTUM, "ten")],
-    ] {
-        let e = ClockConfig::from_lookup(lookup(&bad)).unwrap_err();
-        assert!(matches!(e, VclockError::Env { .. }), "{bad:?}: {e}");
-    }
-}
-
 #[test]
 fn computing_advances_the_clock_by_cpu_time() {
     on();

@@ -2,8 +2,9 @@
 //! program or its user can change.
 
 use cashmere::CsmError;
+use mc_api::{ConnectError, ErrorChain};
 
-use crate::connect::ConnectError;
+use super::heap::HeapLimit;
 use crate::settings::SettingsError;
 
 /// Why the run cannot go on; printed once, then the node stops (and tells
@@ -12,8 +13,9 @@ use crate::settings::SettingsError;
 pub enum RunError {
     #[error(transparent)]
     Settings(#[from] SettingsError),
-    // Printed in the message, so not also returned as the source.
-    #[error("cannot open the Memory Channel: {0}")]
+    // Printed in the message with each of its causes, so not also
+    // returned as the source.
+    #[error("cannot open the Memory Channel: {}", ErrorChain(.0))]
     Connect(ConnectError),
     #[error(transparent)]
     Csm(#[from] CsmError),
@@ -29,25 +31,14 @@ pub enum RunError {
     )]
     NotBuilt,
     #[error(
-        "the shared heap ({heap_mib} MiB) is every node's home region, so {nodes} nodes need \
-         {nodes} x {heap_mib} MiB of Memory Channel space: give mc-host run a larger \
-         --address-space (at most 1G), or a smaller heap with CSM_HEAP_MIB ({why})"
+        "Memory Channel space ran out for a shared heap of {heap} bytes on {nodes} nodes, \
+         though the heap was sized to fit the cluster's space: something else holds part of \
+         it ({why})"
     )]
     NoSpace {
-        heap_mib: usize,
+        heap: usize,
         nodes: u32,
         why: mc_api::McError,
-    },
-    #[error(
-        "a heap of {user} bytes for G_MALLOC would start at {base:#x}, below the end of the \
-         executable ({floor:#x}): the heap lies below the program's globals at {globals:#x}; \
-         set a smaller CSM_HEAP_MIB"
-    )]
-    HeapBelow {
-        user: usize,
-        base: usize,
-        floor: usize,
-        globals: usize,
     },
     #[error(
         "MC_NODES says {hint} nodes but the cluster has {nodes}: the heap's layout is sized \
@@ -55,24 +46,42 @@ pub enum RunError {
     )]
     NodesHint { hint: u32, nodes: u32 },
     #[error(
-        "the shared heap would be {bytes} bytes ({user} for G_MALLOC, {globals} for the \
-         program's globals): at most {max}; give a smaller MAIN_INITENV size or CSM_HEAP_MIB"
+        "no shared heap fits: the runtime's control block and the program's globals take \
+         {fixed} bytes, and {variant} on {nodes} nodes with {address_space} bytes of Memory \
+         Channel space (mc-host run --address-space) leaves less than that and a page for \
+         G_MALLOC"
     )]
-    HeapTooLarge {
-        bytes: usize,
-        user: usize,
-        globals: usize,
-        max: usize,
+    NoHeap {
+        fixed: usize,
+        variant: cashmere::CsmVariant,
+        nodes: u32,
+        address_space: u64,
     },
     #[error(
-        "G_MALLOC({wanted}): the shared heap is full ({used} of {size} bytes used); set \
-         CSM_HEAP_MIB (without it the heap is MAIN_INITENV's size or 64 MiB, at most half \
-         the Memory Channel address space over the nodes)"
+        "CSM_HEAP_MIB={mib} asks for more than the largest shared heap, {} bytes for G_MALLOC \
+         ({} MiB; the whole heap, with {fixed} bytes of control block and globals, {} bytes): \
+         {limit}. Without CSM_HEAP_MIB the heap is that largest one",
+        limit.user, limit.user >> 20, limit.heap
+    )]
+    HeapSetting {
+        mib: usize,
+        fixed: usize,
+        limit: HeapLimit,
+    },
+    #[error(
+        "G_MALLOC({wanted}): the program's G_MALLOCs come to {total} bytes ({} MiB), more than \
+         the shared heap's {size} bytes for G_MALLOC{}",
+        total >> 20, heap_full_why(*size, *set, limit)
     )]
     HeapFull {
         wanted: usize,
-        used: usize,
+        /// Bytes from the start of G_MALLOC's space to this allocation's
+        /// end: every G_MALLOC so far, alignment included, and this one.
+        total: usize,
         size: usize,
+        /// CSM_HEAP_MIB, when it set the heap.
+        set: Option<usize>,
+        limit: HeapLimit,
     },
     #[error(
         "the program asks for {asked} processes but the cluster runs {nodes} nodes x {threads} \
@@ -158,4 +167,22 @@ pub enum RunError {
     Panicked,
     #[error("cannot record the run: {0}")]
     Record(String),
+}
+
+/// The rest of [`RunError::HeapFull`]'s message: where the heap's size came
+/// from, and the largest it could be and why.
+fn heap_full_why(size: usize, set: Option<usize>, limit: &HeapLimit) -> String {
+    match set {
+        Some(mib) if size < limit.user => format!(
+            " (CSM_HEAP_MIB={mib}); without CSM_HEAP_MIB it would be {} bytes ({} MiB), the most \
+             there can be: {limit}",
+            limit.user,
+            limit.user >> 20
+        ),
+        _ => format!(
+            " ({} MiB), the most there can be: {limit}. It cannot run on this model with these \
+             sizes: shrink the problem",
+            size >> 20
+        ),
+    }
 }

@@ -16,13 +16,15 @@
 //! wait for the flag (an acquire) and read it.
 //!
 //! The parts: `error` (why a run cannot go on), `control` (the control
-//! block's words), `start` (`MAIN_INITENV`: the heap's layout and
+//! block's words), `heap` (the largest heap the run's variant and cluster
+//! allow, and why), `start` (`MAIN_INITENV`: the heap's layout and
 //! Cashmere's start), `processes` (CREATE, the start flag, the end) and
 //! `exit` (what happens when the program exits or forks).
 
 mod control;
 mod error;
 mod exit;
+mod heap;
 mod processes;
 mod start;
 
@@ -42,8 +44,6 @@ use control::{W_NEXT_ALLOC, W_NEXT_LOCK};
 pub use error::RunError;
 pub use start::main_initenv;
 
-/// The heap when neither `MAIN_INITENV` nor `CSM_HEAP_MIB` gives one.
-pub const DEFAULT_HEAP: usize = 64 << 20;
 /// Cashmere lock 0 guards the runtime's counters; program locks use the rest.
 pub const RUNTIME_LOCK: u32 = 0;
 
@@ -74,6 +74,8 @@ pub struct Runtime {
     base: usize,
     user_start: usize,
     user_end: usize,
+    /// The largest heap this run could have, and why.
+    limit: heap::HeapLimit,
     creation: Mutex<Creation>,
     finished: AtomicBool,
     pub breakdowns: Mutex<Vec<TimeBreakdown>>,
@@ -108,7 +110,7 @@ pub fn register(globals: Globals, built: bool) {
 }
 
 /// The running node. A macro used before `MAIN_INITENV` starts the cluster
-/// right there, with the default heap (SPLASH-3's Barnes `G_MALLOC`s its
+/// right there, with the same heap (SPLASH-3's Barnes `G_MALLOC`s its
 /// bodies before it calls `MAIN_INITENV`: harmless with `malloc`); without
 /// the constructor's registration it is the error naming what came early.
 pub fn get(what: &'static str) -> Result<&'static Runtime, RunError> {
@@ -116,7 +118,7 @@ pub fn get(what: &'static str) -> Result<&'static Runtime, RunError> {
         return Ok(rt);
     }
     match REGISTERED.get() {
-        Some(&(globals, built)) => main_initenv(0, globals, built),
+        Some(&(globals, built)) => main_initenv(globals, built),
         None => Err(RunError::NotStarted { what }),
     }
 }
@@ -186,11 +188,14 @@ impl Runtime {
         let r = self.with_runtime_lock(|| {
             let next = self.read(W_NEXT_ALLOC) as usize;
             let at = next.div_ceil(align) * align;
-            if at + bytes.max(1) > self.user_end {
+            let end = at.saturating_add(bytes.max(1));
+            if end > self.user_end {
                 return Err(RunError::HeapFull {
                     wanted: bytes,
-                    used: next - self.user_start,
+                    total: end.saturating_sub(self.user_start),
                     size: self.user_end - self.user_start,
+                    set: self.settings.heap_mib,
+                    limit: self.limit,
                 });
             }
             self.write(W_NEXT_ALLOC, (at + bytes.max(1)) as u64);

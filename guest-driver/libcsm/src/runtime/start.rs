@@ -10,7 +10,7 @@ use cashmere::{Config, Csm, CsmError, Levels};
 
 use super::control::{W_FUNCS, W_NEXT_ALLOC, W_NEXT_LOCK};
 use super::exit::{register_exit_handler, stdout};
-use super::{Creation, RunError, Runtime, DEFAULT_HEAP, PROC, RUNTIME};
+use super::{heap, Creation, RunError, Runtime, PROC, RUNTIME};
 use crate::connect;
 use crate::globals::{self, Globals, GLOBALS_AT};
 use crate::settings::Settings;
@@ -26,26 +26,16 @@ pub(super) fn layout_fingerprint() -> usize {
     unsafe { libc::__errno_location() as usize }
 }
 
-/// The heap the program asked for: `CSM_HEAP_MIB`, else `MAIN_INITENV`'s
-/// size, else [`DEFAULT_HEAP`].
-fn user_heap(settings: &Settings, asked: u64) -> usize {
-    match settings.heap_mib {
-        Some(m) => m << 20,
-        None if asked > 0 => usize::try_from(asked).unwrap_or(usize::MAX),
-        None => DEFAULT_HEAP,
-    }
-}
-
 /// `MAIN_INITENV`: start Cashmere on this node. Returns on node 0; on every
 /// other node it runs that node's processes and exits.
-pub fn main_initenv(
-    asked: u64,
-    globals: Globals,
-    built: bool,
-) -> Result<&'static Runtime, RunError> {
+///
+/// The heap is the largest the model allows for the run's variant and
+/// cluster (`heap::limit`), or `CSM_HEAP_MIB` where that asks for less;
+/// `MAIN_INITENV`'s size (SPLASH's, sized for its own allocator and mostly
+/// far more than the programs use) is not used.
+pub fn main_initenv(globals: Globals, built: bool) -> Result<&'static Runtime, RunError> {
     if let Some(rt) = RUNTIME.get() {
-        // Started already, by a macro used before MAIN_INITENV, with the
-        // default heap or CSM_HEAP_MIB (a G_MALLOC beyond it says so).
+        // Started already, by a macro used before MAIN_INITENV.
         return Ok(rt);
     }
     let settings = Settings::from_env()?;
@@ -61,20 +51,8 @@ pub fn main_initenv(
     };
     let globals_len = page_round(globals.len, page);
     let control_len = page_round(8 * (W_FUNCS + procs_hint.max(64) as usize), page);
-    // The most the program may get; less if it is only asked for and does
-    // not fit the cluster's Memory Channel space (below, once it is open).
-    let mut user = page_round(user_heap(&settings, asked), page);
     let heap_len = |user: usize| control_len + user + globals_len;
-    if heap_len(user) > cashmere::MAX_HEAP_BYTES {
-        return Err(RunError::HeapTooLarge {
-            bytes: heap_len(user),
-            user,
-            globals: globals.len,
-            max: cashmere::MAX_HEAP_BYTES,
-        });
-    }
     let mut cfg = Config {
-        heap_bytes: heap_len(user),
         page_size: settings.page_size,
         threads: settings.threads,
         levels: if settings.one_level {
@@ -87,41 +65,48 @@ pub fn main_initenv(
         exclusive_mode: settings.exclusive_mode,
         home_direct: settings.home_direct,
         variant: settings.variant,
-        detection: settings.detection.protocol(),
+        detection: settings.detection,
         ..Config::default()
     };
-    let arena = (4 << 20) + 2 * cfg.space(nodes_hint.max(8)).arena_bytes(8192);
-    let mc = connect::open(heap_len(user), arena).map_err(RunError::Connect)?;
-    let nodes = mc.nodes();
-    if nodes > nodes_hint {
+    let adapter = connect::adapter().map_err(RunError::Connect)?;
+    let cluster = adapter.cluster();
+    if cluster.nodes > nodes_hint {
         return Err(RunError::NodesHint {
             hint: nodes_hint,
-            nodes,
+            nodes: cluster.nodes,
         });
     }
+    let fixed = control_len + globals_len;
+    let floor = globals::image_end();
+    let limit = heap::limit(&cfg, &cluster, fixed, floor).ok_or(RunError::NoHeap {
+        fixed,
+        variant: settings.variant,
+        nodes: cluster.nodes,
+        address_space: cluster.address_space,
+    })?;
+    let user = match settings.heap_mib {
+        None => limit.user,
+        Some(m) if m << 20 <= limit.user => page_round(m << 20, page).min(limit.user),
+        Some(m) => {
+            return Err(RunError::HeapSetting {
+                mib: m,
+                fixed,
+                limit,
+            })
+        }
+    };
+    cfg.heap_bytes = heap_len(user);
+    let mc = adapter
+        .open(heap::arena_bytes(&cfg, &cluster))
+        .map_err(RunError::Connect)?;
+    let nodes = mc.nodes();
     if !built && nodes > 1 {
         return Err(RunError::NotBuilt);
     }
-    if settings.heap_mib.is_none() {
-        // Every node's home region is the heap: a size SPLASH's MAIN_INITENV
-        // names (sized for its allocator, often far more than it uses) or
-        // the default shrinks to what N of them leave of the address space.
-        let fit = (mc.registers().address_space as usize / 2 / nodes.max(1) as usize)
-            .saturating_sub(control_len + globals_len);
-        user = user.min(page_round(fit.max(1 << 20), page));
-    }
-    cfg.heap_bytes = heap_len(user);
-    // The heap ends where the globals end.
+    // The heap ends where the globals end (the limit keeps it above the
+    // executable).
     let base = GLOBALS_AT - control_len - user;
-    let floor = globals::image_end();
-    if base < floor {
-        return Err(RunError::HeapBelow {
-            user,
-            base,
-            floor,
-            globals: GLOBALS_AT,
-        });
-    }
+    debug_assert!(base >= floor);
     cfg.heap_base = Some(base);
     // Node 0's globals as main left them; the pages go to Cashmere.
     let saved = globals.copy();
@@ -136,7 +121,7 @@ pub fn main_initenv(
     }
     let csm = Csm::start(&mc, &cfg).map_err(|e| match e {
         CsmError::Mc(source @ mc_api::McError::NoSpace(_)) => RunError::NoSpace {
-            heap_mib: heap_len(user) >> 20,
+            heap: heap_len(user),
             nodes,
             why: source,
         },
@@ -174,6 +159,7 @@ pub fn main_initenv(
         base,
         user_start: control_len,
         user_end: control_len + user,
+        limit,
         creation: Mutex::new(Creation {
             funcs: vec![0; procs as usize],
             ..Default::default()

@@ -1,9 +1,9 @@
 //! Why `mc-guest` failed. `main` prints the error and each of its causes
-//! once (`mc_driver::Chain`).
+//! once (`firmware_model::ErrorChain`).
 
 use std::path::PathBuf;
 
-use mc_api::McError;
+use mc_api::{ConnectError, McError};
 use mc_driver::OpenError;
 use mc_guest::bench::BenchError;
 use mc_guest::csm::{self, AppError};
@@ -19,6 +19,8 @@ pub(crate) enum GuestError {
     #[error(transparent)]
     Api(#[from] McError),
     #[error(transparent)]
+    Connect(#[from] ConnectError),
+    #[error(transparent)]
     Selftest(#[from] SelftestError),
     #[error(transparent)]
     Bench(#[from] BenchError),
@@ -29,12 +31,12 @@ pub(crate) enum GuestError {
     #[error("virtual time")]
     Clock(#[from] mc_api::vclock::VclockError),
     #[error(
-        "MC_CLOCK=virtual needs a virtual guest (`mc-host run --clock virtual`): a QEMU \
+        "the virtual clock needs a virtual guest (`mc-host run --clock virtual`): a QEMU \
          guest cannot reach the clock board the guests of a predicted-time run share"
     )]
     VirtualClockInQemu,
     #[error(transparent)]
-    Gather(#[from] csm::gather::GatherError),
+    Gather(#[from] cashmere::gather::GatherError),
     #[error(transparent)]
     Record(#[from] csm::record::RecordError),
     /// A Cashmere run failed while the network was losing packets and the

@@ -331,7 +331,7 @@ pub fn sequential(n: usize, steps: u32) -> (Vec<f64>, usize) {
         s.bodies[o + COST] = 1.0;
     }
     let mut cells = 0;
-    super::suite::compute_begins();
+    super::seq_timing::compute_begins();
     for _ in 0..steps {
         let (lo, hi) = bounds(&s, 0..n);
         let (c, half) = root_box(lo, hi);

@@ -267,7 +267,7 @@ fn split_cols(
 pub fn sequential(n: usize, b: usize) -> Vec<f64> {
     let t = Tiles::new(n, b);
     let mut m: Vec<f64> = (0..n * n).map(|k| init(k % n, k / n, n)).collect();
-    super::suite::compute_begins();
+    super::seq_timing::compute_begins();
     for k in 0..t.nb {
         let rk = t.range(k);
         let nk = rk.len();
@@ -323,7 +323,7 @@ pub fn sequential_blocks(n: usize, b: usize) -> Vec<f64> {
         })
         .collect();
     let at = |ti: usize, tj: usize| ti * nb + tj;
-    super::suite::compute_begins();
+    super::seq_timing::compute_begins();
     for k in 0..nb {
         let nk = t.range(k).len();
         factor_diagonal(

@@ -109,7 +109,7 @@ pub fn sequential(s: &Em3dShape, procs: usize) -> (Vec<f64>, Vec<f64>) {
     let (hn, hw) = edges(s, procs, 1);
     let mut e: Vec<f64> = (0..s.e_nodes()).map(|i| initial(0, i)).collect();
     let mut h: Vec<f64> = (0..s.h_nodes()).map(|i| initial(1, i)).collect();
-    super::suite::compute_begins();
+    super::seq_timing::compute_begins();
     for _ in 0..s.iters {
         relax(&mut e, &en, &ew, &h, d);
         relax(&mut h, &hn, &hw, &e, d);

@@ -285,7 +285,7 @@ pub fn sequential(s: &IlinkShape) -> Vec<f64> {
     let g = gen.g();
     let pheno = phenotypes(s, &gen);
     let prior = gen.prior();
-    super::suite::compute_begins();
+    super::seq_timing::compute_begins();
     let person = |p: usize| &pheno[p * g..(p + 1) * g];
     (0..s.thetas)
         .map(|t| {

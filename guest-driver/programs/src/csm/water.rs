@@ -343,7 +343,7 @@ pub struct WaterResult {
 pub fn sequential(n: usize, steps: u32, pairs: Pairs) -> WaterResult {
     let wb = WaterBox::new(n);
     let mut mols: Vec<Mol> = (0..n).map(|i| initial(i, &wb)).collect();
-    super::suite::compute_begins();
+    super::seq_timing::compute_begins();
     let mut energy = Vec::new();
     for _ in 0..steps {
         let mut pot = 0.0;

@@ -1,0 +1,207 @@
+//! The virtual clock's configuration as `mc-host` hands it to its guests
+//! (issue 38; docs/virtual-time.md): one typed value and the environment
+//! variables that carry it, spelled here and nowhere else. The host turns a
+//! [`ClockConfig`] into variables ([`ClockConfig::to_env`]); a guest parses
+//! them once ([`ClockConfig::from_lookup`]) and keeps the value. Pure: the
+//! caller passes the environment's lookup, so this module does no I/O.
+
+use std::path::PathBuf;
+
+/// The default quantum: how far a running thread may get ahead of the
+/// slowest, in virtual time.
+pub const DEFAULT_QUANTUM_NS: u64 = 100_000;
+
+/// The largest CPU or protocol scale (virtual ns per ns of CPU time).
+const MAX_SCALE: f64 = 1e6;
+
+/// The variables, private to this module: use [`ClockConfig`].
+mod env {
+    /// `virtual` for predicted time; `wall` (or unset) for the wall clock.
+    pub const CLOCK: &str = "MC_CLOCK";
+    /// CPU scale: virtual ns per ns of this host's CPU time (default 1).
+    pub const CPU_SCALE: &str = "MC_CPU_SCALE";
+    /// The scale of protocol work (default: the CPU scale).
+    pub const PROTOCOL_SCALE: &str = "MC_PROTOCOL_SCALE";
+    /// The clock board file every guest of the run shares.
+    pub const BOARD: &str = "MC_CLOCK_BOARD";
+    /// The quantum in ns, for the board a guest creates.
+    pub const QUANTUM: &str = "MC_QUANTUM_NS";
+}
+
+/// A virtual-time configuration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClockConfig {
+    /// Virtual ns per ns of this host's thread CPU time.
+    pub cpu_scale: f64,
+    /// The same for protocol work; `None`: the CPU scale. Computing and
+    /// protocol code ran on the same processor, but this host is not faster
+    /// than the paper's Alpha by the same factor at both
+    /// (docs/virtual-time.md s.1).
+    pub protocol_scale: Option<f64>,
+    /// The board to join; `None`: one of the process's own.
+    pub board: Option<PathBuf>,
+    /// The quantum of a board the process makes.
+    pub quantum_ns: u64,
+}
+
+/// A clock variable that does not say what it must.
+#[derive(Debug, thiserror::Error, PartialEq)]
+#[error("{var}={value:?}: {why}")]
+pub struct ClockEnvError {
+    pub var: &'static str,
+    pub value: String,
+    pub why: &'static str,
+}
+
+/// Whether `s` is a usable scale.
+pub fn valid_scale(s: f64) -> bool {
+    s.is_finite() && s > 0.0 && s <= MAX_SCALE
+}
+
+impl ClockConfig {
+    /// Predicted time at `cpu_scale` with the defaults for the rest.
+    pub fn new(cpu_scale: f64) -> ClockConfig {
+        ClockConfig {
+            cpu_scale,
+            protocol_scale: None,
+            board: None,
+            quantum_ns: DEFAULT_QUANTUM_NS,
+        }
+    }
+
+    /// The variables that give a guest this configuration.
+    pub fn to_env(&self) -> Vec<(&'static str, String)> {
+        let mut vars = vec![
+            (env::CLOCK, "virtual".to_string()),
+            (env::CPU_SCALE, self.cpu_scale.to_string()),
+            (env::QUANTUM, self.quantum_ns.to_string()),
+        ];
+        if let Some(b) = &self.board {
+            vars.push((env::BOARD, b.display().to_string()));
+        }
+        if let Some(p) = self.protocol_scale {
+            vars.push((env::PROTOCOL_SCALE, p.to_string()));
+        }
+        vars
+    }
+
+    /// The variables that give a guest the wall clock.
+    pub fn wall_env() -> Vec<(&'static str, String)> {
+        vec![(env::CLOCK, "wall".to_string())]
+    }
+
+    /// What [`ClockConfig::to_env`] or [`ClockConfig::wall_env`] set, read
+    /// back through `var`: `None` for the wall clock (the variable unset,
+    /// empty or `wall`).
+    pub fn from_lookup(
+        var: impl Fn(&'static str) -> Option<String>,
+    ) -> Result<Option<ClockConfig>, ClockEnvError> {
+        let bad = |var: &'static str, value: String, why| ClockEnvError { var, value, why };
+        match var(env::CLOCK) {
+            Some(v) if v == "virtual" => {}
+            None => return Ok(None),
+            Some(v) if v.is_empty() || v == "wall" => return Ok(None),
+            Some(v) => return Err(bad(env::CLOCK, v, "expected `virtual` or `wall`")),
+        }
+        let scale = |name: &'static str| match var(name) {
+            Some(v) => match v.parse::<f64>() {
+                Ok(s) if valid_scale(s) => Ok(Some(s)),
+                _ => Err(bad(
+                    name,
+                    v,
+                    "expected a positive number (virtual ns per ns of CPU time)",
+                )),
+            },
+            None => Ok(None),
+        };
+        let cpu_scale = scale(env::CPU_SCALE)?.unwrap_or(1.0);
+        let protocol_scale = scale(env::PROTOCOL_SCALE)?;
+        let quantum_ns = match var(env::QUANTUM) {
+            Some(v) => match v.parse::<u64>() {
+                Ok(q) if (1..=1_000_000_000_000).contains(&q) => q,
+                _ => return Err(bad(env::QUANTUM, v, "expected nanoseconds, 1 to 10^12")),
+            },
+            None => DEFAULT_QUANTUM_NS,
+        };
+        let board = var(env::BOARD).filter(|b| !b.is_empty()).map(PathBuf::from);
+        Ok(Some(ClockConfig {
+            cpu_scale,
+            protocol_scale,
+            board,
+            quantum_ns,
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lookup<'a>(
+        vars: &'a [(&'static str, String)],
+    ) -> impl Fn(&'static str) -> Option<String> + 'a {
+        move |k| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone())
+    }
+
+    fn raw(vars: &[(&'static str, &'static str)]) -> Vec<(&'static str, String)> {
+        vars.iter().map(|(k, v)| (*k, v.to_string())).collect()
+    }
+
+    #[test]
+    fn what_the_host_sets_the_guest_reads_back() {
+        let mut c = ClockConfig::new(2.5);
+        c.protocol_scale = Some(27.5);
+        c.board = Some(PathBuf::from("/tmp/b"));
+        c.quantum_ns = 50_000;
+        assert_eq!(ClockConfig::from_lookup(lookup(&c.to_env())), Ok(Some(c)));
+        let plain = ClockConfig::new(1.0);
+        assert_eq!(
+            ClockConfig::from_lookup(lookup(&plain.to_env())),
+            Ok(Some(plain))
+        );
+        assert_eq!(
+            ClockConfig::from_lookup(lookup(&ClockConfig::wall_env())),
+            Ok(None)
+        );
+        assert_eq!(ClockConfig::from_lookup(lookup(&[])), Ok(None));
+    }
+
+    #[test]
+    fn a_bad_variable_is_refused_naming_it() {
+        for (bad, name) in [
+            (vec![(env::CLOCK, "virtaul")], env::CLOCK),
+            (
+                vec![(env::CLOCK, "virtual"), (env::CPU_SCALE, "0")],
+                env::CPU_SCALE,
+            ),
+            (
+                vec![(env::CLOCK, "virtual"), (env::CPU_SCALE, "-1")],
+                env::CPU_SCALE,
+            ),
+            (
+                vec![(env::CLOCK, "virtual"), (env::CPU_SCALE, "NaN")],
+                env::CPU_SCALE,
+            ),
+            (
+                vec![(env::CLOCK, "virtual"), (env::PROTOCOL_SCALE, "0")],
+                env::PROTOCOL_SCALE,
+            ),
+            (
+                vec![(env::CLOCK, "virtual"), (env::PROTOCOL_SCALE, "fast")],
+                env::PROTOCOL_SCALE,
+            ),
+            (
+                vec![(env::CLOCK, "virtual"), (env::QUANTUM, "0")],
+                env::QUANTUM,
+            ),
+            (
+                vec![(env::CLOCK, "virtual"), (env::QUANTUM, "ten")],
+                env::QUANTUM,
+            ),
+        ] {
+            let e = ClockConfig::from_lookup(lookup(&raw(&bad))).unwrap_err();
+            assert_eq!(e.var, name);
+            assert!(e.to_string().starts_with(name), "{e}");
+        }
+    }
+}

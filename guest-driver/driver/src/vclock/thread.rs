@@ -1,0 +1,274 @@
+//! Each thread's clock ([`ThreadClock`], a thread-local of cells, so the
+//! fault handler may use it): syncing it with its work meter, ticking it
+//! into protocol or application work, joining the board.
+
+use std::cell::Cell;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use super::{enabled, Global, VclockError, GLOBAL, QUANTUM_BREAKS};
+
+pub(super) const NO_SLOT: u32 = u32::MAX;
+
+/// One thread's clock. Cells only (no allocation, no lock, no destructor),
+/// so the fault handler may use it on the faulting thread.
+pub(super) struct ThreadClock {
+    pub(super) vt: Cell<u64>,
+    pub(super) cpu_mark: Cell<u64>,
+    pub(super) started: Cell<bool>,
+    pub(super) slot: Cell<u32>,
+    pub(super) waiting: Cell<u32>,
+    /// Serving a request inside a wait ([`serve`]): its CPU counts.
+    pub(super) serving: Cell<bool>,
+    /// In protocol code ([`tick_into`]): CPU counts at the
+    /// protocol scale.
+    pub(super) protocol: Cell<bool>,
+    pub(super) stalled: Cell<Option<(u32, u64)>>,
+    /// When the thread last synced, on the host's monotonic clock: what
+    /// [`sync_when_due`] throttles by.
+    pub(super) synced_at: Cell<Option<Instant>>,
+}
+
+thread_local! {
+    pub(super) static CLOCK: ThreadClock = const {
+        ThreadClock {
+            vt: Cell::new(0),
+            cpu_mark: Cell::new(0),
+            started: Cell::new(false),
+            slot: Cell::new(NO_SLOT),
+            waiting: Cell::new(0),
+            serving: Cell::new(false),
+            protocol: Cell::new(false),
+            stalled: Cell::new(None),
+            synced_at: Cell::new(None),
+        }
+    };
+}
+
+fn scaled(ns: u64, scale: f64) -> u64 {
+    if scale == 1.0 {
+        ns
+    } else {
+        (ns as f64 * scale) as u64
+    }
+}
+
+impl ThreadClock {
+    pub(super) fn start(&self, g: &Global) {
+        if !self.started.get() {
+            self.started.set(true);
+            self.cpu_mark.set(g.meter.read());
+        }
+    }
+
+    /// Add the CPU time since the last sync (unless waiting) and any debt.
+    pub(super) fn advance(&self, g: &Global) -> u64 {
+        self.start(g);
+        let cpu = g.meter.read();
+        let used = cpu.saturating_sub(self.cpu_mark.get());
+        self.cpu_mark.set(cpu);
+        let mut vt = self.vt.get();
+        if self.waiting.get() == 0 || self.serving.get() {
+            let scale = if self.protocol.get() || self.serving.get() {
+                g.protocol_scale
+            } else {
+                g.scale
+            };
+            vt = vt.saturating_add(scaled(used, scale));
+        }
+        let slot = self.slot.get();
+        if slot != NO_SLOT {
+            vt = vt.saturating_add(g.board.take_debt(slot));
+        }
+        vt
+    }
+
+    pub(super) fn set(&self, g: &Global, vt: u64) {
+        let old = self.vt.replace(vt);
+        let slot = self.slot.get();
+        if slot != NO_SLOT {
+            g.board.publish(slot, vt, old);
+        }
+    }
+
+    fn gate(&self, g: &Global) {
+        let slot = self.slot.get();
+        if slot == NO_SLOT || self.waiting.get() > 0 {
+            return;
+        }
+        let mut stalled = self.stalled.get();
+        if g.board.gate(slot, self.vt.get(), &mut stalled) {
+            QUANTUM_BREAKS.fetch_add(1, Ordering::Relaxed);
+        }
+        self.stalled.set(stalled);
+        // Time spent held at the gate is waiting, not computing.
+        self.cpu_mark.set(g.meter.read());
+    }
+}
+
+/// Bring this thread's clock up to date (its CPU time since the last sync),
+/// show it on the board, and hold the thread while it is more than a
+/// quantum ahead of the slowest. Returns its virtual time (0 when off).
+pub fn sync() -> u64 {
+    let Some(g) = GLOBAL.get().filter(|_| enabled()) else {
+        return 0;
+    };
+    CLOCK.with(|c| {
+        let vt = c.advance(g);
+        c.set(g, vt);
+        c.gate(g);
+        c.synced_at.set(Some(Instant::now()));
+        c.vt.get()
+    })
+}
+
+/// How often a thread that polls in a tight loop syncs at most
+/// ([`sync_when_due`]), in the host's time.
+pub const SYNC_GAP: Duration = Duration::from_micros(50);
+
+/// [`sync`], unless this thread synced less than [`SYNC_GAP`] ago (on the
+/// host's monotonic clock, which costs a fraction of reading the thread's
+/// CPU clock, a system call): for a safe point a program passes every
+/// microsecond or so (`Csm::poll` at loop back edges). Syncing there every
+/// few polls cost Gauss 1024's processors more CPU time than half the
+/// sequential program's whole computation, and that cost, counted as
+/// computing, varied with the host's load (docs/virtual-time.md s.8).
+/// Returns the thread's time as last synced (0 when off).
+pub fn sync_when_due() -> u64 {
+    if !enabled() {
+        return 0;
+    }
+    let due = CLOCK.with(|c| c.synced_at.get().is_none_or(|t| t.elapsed() >= SYNC_GAP));
+    if due {
+        sync()
+    } else {
+        stamp()
+    }
+}
+
+/// This thread's virtual time, brought up to date ([`sync`]).
+pub fn now() -> u64 {
+    sync()
+}
+
+/// Bring this thread's clock up to date and show it on the board, without
+/// the quantum's gate: for code that may hold a lock another thread needs
+/// (an activity change inside the protocol, a batch of stores), where
+/// holding the thread could hold the slowest one too. Returns its time.
+pub fn tick() -> u64 {
+    let Some(g) = GLOBAL.get().filter(|_| enabled()) else {
+        return 0;
+    };
+    CLOCK.with(|c| {
+        let vt = c.advance(g);
+        c.set(g, vt);
+        vt
+    })
+}
+
+/// [`tick`], then count this thread's CPU time from now on as protocol work
+/// (`true`: faults, twins, diffs, serving, at the protocol scale) or as the
+/// application's computing (`false`, at the CPU scale). Returns its time.
+pub fn tick_into(protocol: bool) -> u64 {
+    let Some(g) = GLOBAL.get().filter(|_| enabled()) else {
+        return 0;
+    };
+    CLOCK.with(|c| {
+        let vt = c.advance(g);
+        c.set(g, vt);
+        c.protocol.set(protocol);
+        vt
+    })
+}
+
+/// This thread's virtual time as last synced: what a store carries (reading
+/// the CPU clock per store would cost more than the store).
+#[inline]
+pub fn stamp() -> u64 {
+    if !enabled() {
+        return 0;
+    }
+    CLOCK.with(|c| c.vt.get())
+}
+
+/// Move this thread's clock to at least `vt` without waiting (a local
+/// handoff whose time is known, e.g. a lock released at `vt` by a thread of
+/// the same node, seen by a poll that found it free).
+pub fn observe(vt: u64) {
+    let Some(g) = GLOBAL.get().filter(|_| enabled()) else {
+        return;
+    };
+    CLOCK.with(|c| {
+        let now = c.advance(g);
+        c.set(g, now.max(vt));
+    });
+}
+
+/// Start this thread's clock at `vt` (a thread spawned by one whose time was
+/// `vt`) and join the board: the thread then counts for the floor until the
+/// returned guard drops. Without virtual time, the guard does nothing.
+pub fn join(vt: u64) -> Result<Participant, VclockError> {
+    let Some(g) = GLOBAL.get().filter(|_| enabled()) else {
+        return Ok(Participant { slot: NO_SLOT });
+    };
+    CLOCK.with(|c| {
+        if c.slot.get() != NO_SLOT {
+            return Ok(Participant { slot: NO_SLOT });
+        }
+        let slot = g.board.claim(vt)?;
+        c.slot.set(slot);
+        c.vt.set(vt);
+        c.started.set(true);
+        c.cpu_mark.set(g.meter.read());
+        Ok(Participant { slot })
+    })
+}
+
+/// The board slot of this thread, for [`charge`] by another thread.
+pub fn my_slot() -> Option<u32> {
+    if !enabled() {
+        return None;
+    }
+    CLOCK.with(|c| Some(c.slot.get()).filter(|&s| s != NO_SLOT))
+}
+
+/// Charge `ns` of virtual time to the processor of `slot` (work another
+/// thread, e.g. a protocol thread, did on its behalf).
+pub fn charge(slot: u32, ns: u64) {
+    if let Some(g) = GLOBAL.get().filter(|_| enabled()) {
+        g.board.charge(slot, ns);
+    }
+}
+
+/// This thread's work meter reading (0 when off): the mark a piece of
+/// protocol work is measured from ([`protocol_work_since`]).
+pub fn work_mark() -> u64 {
+    GLOBAL.get().map_or(0, |g| g.meter.read())
+}
+
+/// The work this thread did since `mark` (a [`work_mark`]), in virtual ns at
+/// the protocol scale: what a piece of protocol work cost, to charge
+/// elsewhere.
+pub fn protocol_work_since(mark: u64) -> u64 {
+    GLOBAL.get().map_or(0, |g| {
+        scaled(g.meter.read().saturating_sub(mark), g.protocol_scale)
+    })
+}
+
+/// A thread's place on the clock board; dropping it leaves the board.
+#[derive(Debug)]
+pub struct Participant {
+    slot: u32,
+}
+
+impl Drop for Participant {
+    fn drop(&mut self) {
+        if self.slot == NO_SLOT {
+            return;
+        }
+        if let Some(g) = GLOBAL.get() {
+            g.board.release(self.slot);
+        }
+        let _ = CLOCK.try_with(|c| c.slot.set(NO_SLOT));
+    }
+}
