@@ -135,8 +135,6 @@ pub(crate) struct Node {
     pub(crate) app0_slot: std::sync::atomic::AtomicU32,
     /// The timed part in virtual time: (earliest start, latest end), ns.
     pub(crate) vwindow: Mutex<(Option<u64>, Option<u64>)>,
-    /// Calls of `Csm::poll`, to sync the clock every `POLL_SYNC_EVERY`th.
-    pub(crate) polls: std::sync::atomic::AtomicU32,
 }
 
 impl Drop for Node {
@@ -443,6 +441,7 @@ impl Node {
     }
 
     /// Some other node's request is waiting to be answered.
+    #[inline]
     pub(crate) fn requests_waiting(&self) -> bool {
         (0..self.nodes).filter(|&r| r != self.me).any(|r| {
             request_key(self.data.poll_request(r))
@@ -453,6 +452,7 @@ impl Node {
     /// A thread that waits without holding the state (at a barrier, for a
     /// flag) answers requests meanwhile if it can take the state at once:
     /// it is awake anyway, and the protocol thread may have to be woken.
+    #[inline]
     pub(crate) fn serve_if_waiting(&self) -> Result<(), CsmError> {
         if !self.polling {
             return Ok(());
@@ -461,6 +461,13 @@ impl Node {
         if !self.requests_waiting() {
             return Ok(());
         }
+        self.serve_arrived()
+    }
+
+    /// [`Node::serve_if_waiting`] when a request has arrived.
+    #[cold]
+    #[inline(never)]
+    fn serve_arrived(&self) -> Result<(), CsmError> {
         let guard = match self.state.try_lock() {
             Ok(g) => g,
             Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),

@@ -126,7 +126,6 @@ pub(crate) fn start_node(
         proto_times: Mutex::new(None),
         app0_slot: std::sync::atomic::AtomicU32::new(u32::MAX),
         vwindow: Mutex::new((None, None)),
-        polls: std::sync::atomic::AtomicU32::new(0),
     });
     let registration =
         sigsegv::register(&*node).ok_or(CsmError::TooManyHeaps(sigsegv::MAX_HEAPS))?;

@@ -179,8 +179,11 @@ pub fn time_sequential_cpu(app: App, problem: Problem, procs: usize) -> Option<(
         (App::Barnes, Problem::Barnes { bodies, steps }) => {
             drop(std::hint::black_box(barnes::sequential(bodies, steps)))
         }
-        (App::Clu | App::Lu, Problem::Lu { n, block }) => drop(std::hint::black_box(
+        (App::Lu, Problem::Lu { n, block }) => drop(std::hint::black_box(
             super::blocked_lu::sequential(n, block),
+        )),
+        (App::Clu, Problem::Lu { n, block }) => drop(std::hint::black_box(
+            super::blocked_lu::sequential_blocks(n, block),
         )),
         (App::Em3d, p) => drop(std::hint::black_box(em3d::sequential(
             &em3d_shape(p)?,
