@@ -80,10 +80,11 @@ impl DeviceState {
             return 0;
         }
         let page_size = u64::from(self.hub.config().page_size);
-        // One reading of the clock for the turn: the stores of one turn
-        // reach the hub together (a clock read per store cost the hub as
-        // much as a small store's model work).
-        let now = self.now();
+        // One reading of the clock for the turn, when its first store is
+        // found: the stores of one turn reach the hub together (a clock
+        // read per store cost the hub as much as a small store's model
+        // work), and a turn that finds nothing reads no clock.
+        let mut now = None;
         let mut head = f.head;
         let mut taken = 0usize;
         let mut events = Vec::new();
@@ -116,15 +117,11 @@ impl DeviceState {
                     data: &pieces,
                     position: head,
                 };
-                self.send(
-                    now,
-                    id,
-                    mems,
-                    &sent,
-                    &mut events,
-                    &mut copies,
-                    &mut failures,
-                );
+                let at = match now {
+                    Some(t) => t,
+                    None => *now.insert(self.now()),
+                };
+                self.send(at, id, mems, &sent, &mut events, &mut copies, &mut failures);
             }
             head = run.end;
         }
