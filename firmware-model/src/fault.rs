@@ -245,6 +245,15 @@ impl PacketFaults {
         &self.rules
     }
 
+    /// Whether [`PacketFaults::decide`] could hit (or draw for) a packet
+    /// from `from` as seen by `to`: some rule's scope matches it with a
+    /// rate above zero (a zero rate draws nothing and never hits).
+    pub(crate) fn may_hit(&self, from: NodeId, to: NodeId) -> bool {
+        self.rules
+            .iter()
+            .any(|&(_, scope, rate)| rate.0 != 0 && scope.matches(from, to))
+    }
+
     /// The fault, if any, that hits the packet from `from` as seen by `to`.
     pub(crate) fn decide(&mut self, from: NodeId, to: NodeId) -> Option<PacketFault> {
         for i in 0..self.rules.len() {

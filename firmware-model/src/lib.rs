@@ -49,7 +49,7 @@ pub use fault::{
     parse_duration, FaultCommand, FaultError, FaultScope, FaultSyntaxError, PacketFault, Rate,
 };
 pub use hub::{Hub, Membership, ModelError, ScheduledFault, TransmitSummary, ACK_WORD_BYTES};
-pub use packet::{split_store, Packet};
+pub use packet::{packet_count, split_store, Packet, PacketRun};
 pub use pct::{Destination, PageControlTable, PctEntry, PctError};
 pub use shadow::ShadowCluster;
 pub use sink::{AckReport, Delivery, DeliverySink, ErrorKind, Event, RecordingSink, SinkRecord};

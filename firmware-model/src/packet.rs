@@ -34,6 +34,64 @@ impl Packet {
     }
 }
 
+/// Consecutive packets of one store to one page, forwarded together where
+/// the hub's outcome is the same as packet by packet (`hub/forward.rs`):
+/// `packets` packets with consecutive sequence numbers from `first_seq`,
+/// covering `len` bytes at `addr`, cut at multiples of `max_payload` as
+/// [`split_store`] cuts them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PacketRun {
+    /// Sequence number of its first packet.
+    pub first_seq: u64,
+    /// How many packets.
+    pub packets: u32,
+    pub source: NodeId,
+    /// First global address written.
+    pub addr: GlobalAddr,
+    /// Bytes of all its packets together.
+    pub len: u32,
+    /// Offset of its first byte within the store it came from.
+    pub store_offset: u32,
+    /// The page it writes (a run never crosses one).
+    pub page: PageNumber,
+    /// Offset of `addr` within that page.
+    pub page_offset: u32,
+    /// The payload size the packets were cut at.
+    pub max_payload: u32,
+}
+
+impl PacketRun {
+    /// Its packets one by one, in order, as the hub would have numbered
+    /// them: each with its page offset.
+    pub fn packets(&self) -> impl Iterator<Item = (Packet, u32)> + '_ {
+        split_store(self.addr, self.len, self.max_payload)
+            .zip(self.first_seq..)
+            .map(|((addr, len, off), seq)| {
+                (
+                    Packet {
+                        seq,
+                        source: self.source,
+                        addr,
+                        len,
+                        store_offset: self.store_offset + off,
+                    },
+                    self.page_offset + off,
+                )
+            })
+    }
+}
+
+/// How many packets [`split_store`] cuts `len` bytes at `addr` into.
+pub fn packet_count(addr: GlobalAddr, len: u32, max_payload: u32) -> u32 {
+    if len == 0 {
+        return 0;
+    }
+    let block = u64::from(max_payload.max(1));
+    let first = addr.0 / block;
+    let last = (addr.0 + u64::from(len) - 1) / block;
+    crate::saturating_u32(last - first + 1)
+}
+
 /// The `(addr, len, store_offset)` pieces a store of `len` bytes at `addr` becomes.
 pub fn split_store(
     addr: GlobalAddr,
@@ -84,6 +142,17 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn packet_count_counts_the_pieces(
+            addr in 0u64..1_000_000,
+            len in 0u32..100_000,
+            payload_log in 3u32..=8,
+        ) {
+            let payload = 1u32 << payload_log;
+            let n = split_store(GlobalAddr(addr), len, payload).count();
+            prop_assert_eq!(packet_count(GlobalAddr(addr), len, payload) as usize, n);
+        }
+
         #[test]
         fn pieces_cover_the_store_exactly(
             addr in 0u64..1_000_000,

@@ -6,7 +6,7 @@
 //! receiver's memory, with no intermediate buffer.
 
 use crate::fault::FaultCommand;
-use crate::packet::Packet;
+use crate::packet::{Packet, PacketRun};
 use crate::types::{Nanos, NodeId, NodeSet, PageNumber};
 
 /// One packet reaching one receiver.
@@ -100,6 +100,27 @@ pub trait DeliverySink {
     /// Copy `packet.len` bytes from offset `packet.store_offset` of the store
     /// being transmitted into `receiver`'s frame for `page` at `page_offset`.
     fn deliver(&mut self, delivery: &Delivery);
+    /// A run of packets, each to every receiver in `to` (receiver, due
+    /// time), where the hub's outcome is the same as packet by packet: no
+    /// fault could hit them, none carries a virtual time, and each
+    /// receiver's due time is the same for all of them. Means exactly what
+    /// calling [`DeliverySink::deliver`] for each packet in order, and for
+    /// each packet each receiver in order, means (which is what this does
+    /// unless a sink does better, e.g. copies the run at once).
+    fn deliver_run(&mut self, run: &PacketRun, to: &[(NodeId, Nanos)]) {
+        for (packet, page_offset) in run.packets() {
+            for &(receiver, at) in to {
+                self.deliver(&Delivery {
+                    packet,
+                    receiver,
+                    page: run.page,
+                    page_offset,
+                    at,
+                    vt: None,
+                });
+            }
+        }
+    }
     /// Write an ACK page's status words.
     fn ack(&mut self, report: &AckReport);
     /// Queue an event for a driver (or an observer).

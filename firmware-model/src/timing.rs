@@ -147,6 +147,12 @@ impl LinkClock {
         hub
     }
 
+    /// Forwarding takes no serialisation time: every packet sent at the same
+    /// `now` is forwarded at the same hub time, whatever its length.
+    pub(crate) fn forwards_without_delay(&self) -> bool {
+        matches!(self.timing.bytes_per_sec, None | Some(0))
+    }
+
     /// Time a packet the hub forwarded at `hub_time` reaches a receiver.
     pub(crate) fn arrival(&self, hub_time: Nanos) -> Nanos {
         hub_time.saturating_add(self.timing.one_way_latency)

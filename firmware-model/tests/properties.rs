@@ -474,3 +474,199 @@ proptest! {
         }
     }
 }
+
+/// A fault plan for [`runs_match_packet_by_packet`]: rules of either kind,
+/// each in one scope with a rate that may be zero.
+fn fault_plan_strategy() -> impl Strategy<Value = Vec<(bool, u8, u8, u8, u32)>> {
+    prop::collection::vec(
+        (
+            any::<bool>(),
+            0u8..3,
+            0u8..5,
+            0u8..5,
+            prop_oneof![Just(0u32), 1u32..400_000],
+        ),
+        0..3,
+    )
+}
+
+fn apply_plan(hub: &mut Hub, plan: &[(bool, u8, u8, u8, u32)]) {
+    let n = hub.nodes();
+    let mut sink = RecordingSink::new();
+    for &(drop, kind, a, b, ppm) in plan {
+        let scope = match kind {
+            0 => FaultScope::Everywhere,
+            1 => FaultScope::Node(NodeId(a % n)),
+            _ => FaultScope::Link {
+                from: NodeId(a % n),
+                to: NodeId(b % n),
+            },
+        };
+        let fault = if drop {
+            PacketFault::Drop
+        } else {
+            PacketFault::Corrupt
+        };
+        let rate = Rate::from_ppm(ppm).unwrap();
+        hub.apply_fault(
+            Nanos(0),
+            FaultCommand::Packets { fault, scope, rate },
+            &mut sink,
+        )
+        .unwrap();
+    }
+}
+
+/// Stores of up to a few pages, some carrying a virtual time.
+fn long_ops_strategy(nodes: u8) -> impl Strategy<Value = Vec<(Op, Option<u64>)>> {
+    let store = (0..nodes, 0..DATA_PAGES, 0..PAGE, 1u32..9000, any::<u8>()).prop_map(
+        |(src, page, offset, len, fill)| Op::Store {
+            src,
+            page,
+            offset,
+            len,
+            fill,
+        },
+    );
+    let ack = (0..nodes).prop_map(|src| Op::Ack { src });
+    let op = prop_oneof![8 => store, 1 => ack];
+    let vt = prop_oneof![3 => Just(None), 1 => (0u64..1_000_000).prop_map(Some)];
+    prop::collection::vec((op, vt), 1..40)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    /// Forwarding a page's packets as one run (`Hub::set_packet_runs`, on
+    /// by default) changes nothing the model promises: against the
+    /// packet-by-packet path on random PCTs, stores (some stamped with a
+    /// virtual time), fault plans (drops and corruption at packet
+    /// granularity, a link going down and up, a hub stall), link timings
+    /// and delivery modes, every delivery (its packet, sequence number,
+    /// receiver, place, due time and virtual arrival), ACK answer and event
+    /// comes in the same order, and every counter, error status, clock and
+    /// random stream ends the same.
+    #[test]
+    fn runs_match_packet_by_packet(
+        setup in setup_strategy(),
+        ops in long_ops_strategy(5),
+        seed in any::<u64>(),
+        plan in fault_plan_strategy(),
+        flap in any::<bool>(),
+        stall in any::<bool>(),
+        mc2 in any::<bool>(),
+        skewed in any::<bool>(),
+    ) {
+        let ops: Vec<_> = ops.into_iter().filter(|(o, _)| match o {
+            Op::Store { src, .. } | Op::Ack { src } => *src < setup.nodes,
+        }).collect();
+        let link = if mc2 { LinkTiming::MC2 } else { LinkTiming::UNTHROTTLED };
+        let delivery = if skewed { DeliveryMode::skewed(seed) } else { DeliveryMode::Eager };
+        let go = |runs: bool| {
+            let mut hub = build_with(&setup, seed, link, delivery);
+            hub.set_packet_runs(runs);
+            apply_plan(&mut hub, &plan);
+            if flap {
+                hub.schedule_fault(Nanos(3_000), FaultCommand::LinkDown(NodeId(1))).unwrap();
+                hub.schedule_fault(Nanos(6_000), FaultCommand::LinkUp(NodeId(1))).unwrap();
+            }
+            if stall {
+                hub.schedule_fault(Nanos(2_000), FaultCommand::StallHub { duration: Nanos(4_000) }).unwrap();
+            }
+            let mut sink = RecordingSink::new();
+            let mut results = Vec::new();
+            for (i, (op, vt)) in ops.iter().enumerate() {
+                let (src, addr, data) = op_store(op, hub.nodes());
+                results.push(hub.transmit_stamped(
+                    Nanos(i as u64 * 400),
+                    src,
+                    addr,
+                    data.len() as u32,
+                    vt.map(Nanos),
+                    &mut sink,
+                ));
+            }
+            let nodes: Vec<_> = (0..setup.nodes)
+                .map(|n| {
+                    let id = NodeId(n);
+                    (hub.node_counters(id).unwrap(), hub.error_status(id).unwrap(), hub.status_lag(id))
+                })
+                .collect();
+            (sink, results, nodes, hub.hub_counters(), hub.last_seq(), hub.stalled_until())
+        };
+        let (runs, by_packet) = (go(true), go(false));
+        prop_assert_eq!(&runs.0.records, &by_packet.0.records);
+        prop_assert_eq!(runs, by_packet);
+    }
+}
+
+/// Counts the runs a hub hands over, and expands them as a plain sink would.
+#[derive(Default)]
+struct RunCounter {
+    runs: usize,
+    inner: RecordingSink,
+}
+
+impl DeliverySink for RunCounter {
+    fn deliver(&mut self, d: &Delivery) {
+        self.inner.deliver(d);
+    }
+    fn deliver_run(&mut self, run: &PacketRun, to: &[(NodeId, Nanos)]) {
+        self.runs += 1;
+        self.inner.deliver_run(run, to);
+    }
+    fn ack(&mut self, a: &AckReport) {
+        self.inner.ack(a);
+    }
+    fn event(&mut self, e: &Event) {
+        self.inner.event(e);
+    }
+}
+
+/// The common case goes as runs: a two-page store on an unthrottled,
+/// eager, fault-free cluster is two runs of packets, one per page; a fault
+/// rule that can hit the copy sends it packet by packet.
+#[test]
+fn a_fault_free_store_goes_as_one_run_per_page() {
+    let setup = Setup {
+        nodes: 2,
+        payload: 32,
+        entries: vec![
+            vec![
+                PctEntry {
+                    transmit: Some(Destination::Node(NodeId(1))),
+                    ..PctEntry::default()
+                };
+                DATA_PAGES as usize
+            ],
+            vec![
+                PctEntry {
+                    receive: true,
+                    ..PctEntry::default()
+                };
+                DATA_PAGES as usize
+            ],
+        ],
+    };
+    let mut hub = build(&setup, 1, LinkTiming::UNTHROTTLED);
+    let mut sink = RunCounter::default();
+    let sent = hub
+        .transmit(
+            Nanos(0),
+            NodeId(0),
+            GlobalAddr(u64::from(PAGE) - 64),
+            4096,
+            &mut sink,
+        )
+        .unwrap();
+    assert_eq!(sink.runs, 2);
+    assert_eq!(sent.packets, 128);
+    assert_eq!(sink.inner.deliveries().count(), 128);
+    assert_eq!(hub.last_seq(), 128);
+
+    apply_plan(&mut hub, &[(true, 2, 0, 1, 1)]);
+    let mut sink = RunCounter::default();
+    hub.transmit(Nanos(1), NodeId(0), GlobalAddr(0), 64, &mut sink)
+        .unwrap();
+    assert_eq!(sink.runs, 0);
+}

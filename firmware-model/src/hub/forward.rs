@@ -3,10 +3,10 @@
 //! a store the PCT forbids is refused as a protection error.
 
 use crate::fault::PacketFault;
-use crate::packet::{split_store, Packet};
+use crate::packet::{packet_count, split_store, Packet, PacketRun};
 use crate::pct::Destination;
 use crate::sink::{Delivery, DeliverySink, ErrorKind, Event};
-use crate::types::{saturating_u32, GlobalAddr, Nanos, NodeId, PageNumber};
+use crate::types::{rem_u32, saturating_u32, GlobalAddr, Nanos, NodeId, PageNumber};
 
 use super::{Hub, ModelError, TransmitSummary};
 
@@ -179,11 +179,25 @@ impl Hub {
                 self.vlinks
                     .place_page(s, chunk - addr.0, chunk_end - addr.0, broadcast, up);
             }
-            let pieces = split_store(
-                GlobalAddr(chunk),
-                saturating_u32(chunk_end - chunk),
-                self.config.max_payload,
-            );
+            let chunk_len = saturating_u32(chunk_end - chunk);
+            if self.runs_give_the_same(src, send_vt.is_some(), &receivers) {
+                self.forward_run(
+                    now,
+                    src,
+                    GlobalAddr(chunk),
+                    chunk_len,
+                    chunk_offset,
+                    page,
+                    broadcast,
+                    &receivers,
+                    &mut summary,
+                    &mut notify,
+                    sink,
+                );
+                chunk = chunk_end;
+                continue;
+            }
+            let pieces = split_store(GlobalAddr(chunk), chunk_len, self.config.max_payload);
             for (paddr, plen, offset) in pieces {
                 self.forward_packet(
                     now,
@@ -212,6 +226,107 @@ impl Hub {
             });
         }
         summary
+    }
+
+    /// Whether the packets of one page of a store from `src` to `receivers`
+    /// may go as one run ([`Hub::forward_run`]) with the same outcome as
+    /// packet by packet: every packet's hub time and every receiver's due
+    /// time are the same for all of them (no serialisation time, eager
+    /// delivery), nothing draws from a random stream per packet (no fault
+    /// rule can hit a copy: the rule's scope misses or its rate is zero),
+    /// no link on the way is down, and no packet carries a virtual time
+    /// (each would arrive at its own).
+    fn runs_give_the_same(&self, src: NodeId, stamped: bool, receivers: &[(NodeId, bool)]) -> bool {
+        self.packet_runs
+            && !stamped
+            && self.clock.forwards_without_delay()
+            && self.receivers.mode() == crate::skew::DeliveryMode::Eager
+            && self.adapters[src.index()].status.link_up
+            && receivers.iter().all(|&(r, _)| {
+                self.adapters[r.index()].status.link_up && !self.faults.may_hit(src, r)
+            })
+    }
+
+    /// The packets of one page of a store, when [`Hub::runs_give_the_same`]
+    /// holds: the counters, sequence numbers, clocks and notifications move
+    /// exactly as [`Hub::forward_packet`] for each would move them, and the
+    /// sink gets one [`DeliverySink::deliver_run`], which means the same
+    /// deliveries in the same order.
+    #[allow(clippy::too_many_arguments)]
+    fn forward_run<S: DeliverySink + ?Sized>(
+        &mut self,
+        now: Nanos,
+        src: NodeId,
+        addr: GlobalAddr,
+        len: u32,
+        store_offset: u32,
+        page: PageNumber,
+        broadcast: bool,
+        receivers: &[(NodeId, bool)],
+        summary: &mut TransmitSummary,
+        notify: &mut Vec<(NodeId, PageNumber, Nanos)>,
+        sink: &mut S,
+    ) {
+        let s = src.index();
+        let n = packet_count(addr, len, self.config.max_payload);
+        if n == 0 {
+            return;
+        }
+        summary.packets += n;
+        let c = &mut self.adapters[s].counters;
+        c.packets_sent += u64::from(n);
+        c.bytes_sent += u64::from(len);
+        if broadcast {
+            c.broadcasts_sent += u64::from(n);
+        }
+        let first_seq = self.seq + 1;
+        self.seq += u64::from(n);
+        self.counters.packets += u64::from(n);
+        self.counters.bytes += u64::from(len);
+        if broadcast {
+            self.counters.broadcasts += u64::from(n);
+        }
+        // Without serialisation time every packet is forwarded at the
+        // first one's hub time, and leaves the clock as the first left it.
+        let first_len = len.min(self.config.max_payload - rem_u32(addr.0, self.config.max_payload));
+        let hub_time = self.clock.forward(now, s, u64::from(first_len), broadcast);
+        let arrival = self.clock.arrival(hub_time);
+        let mut to = std::mem::take(&mut self.run_scratch);
+        to.clear();
+        for &(receiver, interrupt) in receivers {
+            let r = receiver.index();
+            // Eager: the same due time for each packet of the run.
+            let at = self.receivers.due(r, arrival);
+            let c = &mut self.adapters[r].counters;
+            c.packets_received += u64::from(n);
+            c.bytes_received += u64::from(len);
+            self.counters.deliveries += u64::from(n);
+            summary.deliveries += n;
+            summary.done_at = summary.done_at.max(at);
+            to.push((receiver, at));
+            if interrupt {
+                match notify
+                    .iter_mut()
+                    .find(|(r, p, _)| *r == receiver && *p == page)
+                {
+                    Some(slot) => slot.2 = at,
+                    None => notify.push((receiver, page, at)),
+                }
+            }
+        }
+        let run = PacketRun {
+            first_seq,
+            packets: n,
+            source: src,
+            addr,
+            len,
+            store_offset,
+            page,
+            page_offset: rem_u32(addr.0, self.config.page_size),
+            max_payload: self.config.max_payload,
+        };
+        sink.deliver_run(&run, &to);
+        self.run_scratch = to;
     }
 
     /// One packet of a store to `page`, for `receivers` (index, interrupt).

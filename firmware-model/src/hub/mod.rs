@@ -86,6 +86,11 @@ pub struct Hub {
     /// Reused by `forward_store` (receivers of one page), so a store
     /// allocates nothing.
     receivers_scratch: Vec<(NodeId, bool)>,
+    /// Reused by `forward_run` (receivers and due times of one run).
+    run_scratch: Vec<(NodeId, Nanos)>,
+    /// Forward a page's packets as one run where the outcome is the same
+    /// (forward.rs); off: always packet by packet (the reference path).
+    packet_runs: bool,
 }
 
 impl Hub {
@@ -116,6 +121,8 @@ impl Hub {
             epoch: 1,
             counters: HubCounters::default(),
             receivers_scratch: Vec::new(),
+            run_scratch: Vec::new(),
+            packet_runs: true,
         })
     }
 
@@ -209,6 +216,14 @@ impl Hub {
 
     pub fn hub_counters(&self) -> HubCounters {
         self.counters
+    }
+
+    /// Forward packets one by one everywhere (`false`), or as runs where
+    /// the outcome is the same (`true`, the default). Both give the same
+    /// deliveries, counters and clocks (the property tests compare them);
+    /// the packet-by-packet path is the reference.
+    pub fn set_packet_runs(&mut self, on: bool) {
+        self.packet_runs = on;
     }
 
     /// Sequence number of the last packet or ACK given a place in the global order.

@@ -11,7 +11,9 @@
 //!
 //! Nothing here sleeps or waits: the hub thread decides when to look again.
 
-use firmware_model::{AckReport, Delivery, DeliverySink, ErrorKind, Event, Nanos, NodeId};
+use firmware_model::{
+    AckReport, Delivery, DeliverySink, ErrorKind, Event, Nanos, NodeId, PacketRun,
+};
 
 use super::{Deliveries, Pending, PendingItem};
 use crate::memory::{scatter_copy, scatter_read, Mems, Piece};
@@ -125,7 +127,60 @@ impl DmaDelivery<'_> {
     }
 }
 
+impl DmaDelivery<'_> {
+    /// Extend receiver `r`'s run of bytes due now by `len` bytes of the
+    /// store at `store_offset`, for `page` at `page_offset`; copies the run
+    /// so far first if this does not continue it.
+    fn extend_run(&mut self, r: NodeId, page: u32, page_offset: u32, store_offset: u32, len: u32) {
+        let i = r.index();
+        if i >= self.runs.len() {
+            self.runs.resize(i + 1, None);
+        }
+        if let Some(run) = self.runs[i].as_mut() {
+            if run.page == page
+                && run.page_offset + run.len == page_offset
+                && run.store_offset + run.len == store_offset
+            {
+                run.len += len;
+                return;
+            }
+        }
+        self.flush(r);
+        self.runs[i] = Some(PendingCopy {
+            page,
+            page_offset,
+            store_offset,
+            len,
+        });
+    }
+}
+
 impl DeliverySink for DmaDelivery<'_> {
+    /// A run due now at a receiver with nothing older waiting joins its
+    /// copy whole (one copy for the run, packet order kept by the copy,
+    /// memory.rs); one that must wait is queued packet by packet, as
+    /// `deliver` queues each.
+    fn deliver_run(&mut self, run: &PacketRun, to: &[(NodeId, Nanos)]) {
+        let last_seq = run.first_seq + u64::from(run.packets.saturating_sub(1));
+        for &(r, at) in to {
+            if self.must_queue(r, at) {
+                for (packet, page_offset) in run.packets() {
+                    self.deliver(&Delivery {
+                        packet,
+                        receiver: r,
+                        page: run.page,
+                        page_offset,
+                        at,
+                        vt: None,
+                    });
+                }
+            } else {
+                self.extend_run(r, run.page.0, run.page_offset, run.store_offset, run.len);
+            }
+        }
+        self.seq = self.seq.max(last_seq);
+    }
+
     fn deliver(&mut self, d: &Delivery) {
         let r = d.receiver;
         self.seq = d.packet.seq;
@@ -162,26 +217,13 @@ impl DeliverySink for DmaDelivery<'_> {
         }
         // Before the copy, which flush() makes later.
         self.stamp(r, d);
-        let i = r.index();
-        if i >= self.runs.len() {
-            self.runs.resize(i + 1, None);
-        }
-        if let Some(run) = self.runs[i].as_mut() {
-            if run.page == d.page.0
-                && run.page_offset + run.len == d.page_offset
-                && run.store_offset + run.len == d.packet.store_offset
-            {
-                run.len += d.packet.len;
-                return;
-            }
-        }
-        self.flush(r);
-        self.runs[i] = Some(PendingCopy {
-            page: d.page.0,
-            page_offset: d.page_offset,
-            store_offset: d.packet.store_offset,
-            len: d.packet.len,
-        });
+        self.extend_run(
+            r,
+            d.page.0,
+            d.page_offset,
+            d.packet.store_offset,
+            d.packet.len,
+        );
     }
 
     /// ACK answers always wait in the writer's queue: the hub writes one

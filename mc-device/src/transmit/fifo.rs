@@ -11,7 +11,7 @@
 use std::sync::atomic::Ordering;
 
 use firmware_model::abi::{fifo, Status, TxRecordHeader, MAX_RECORD_DATA, TX_RECORD_HEADER_SIZE};
-use vm_memory::{Bytes, GuestAddress};
+use vm_memory::{Bytes, GuestAddress, GuestMemoryBackend, VolatileSlice};
 
 use crate::memory::{MemGuard, Piece};
 
@@ -76,17 +76,24 @@ impl RegisteredFifo {
         GuestAddress(self.gpa + self.layout.tag_offset(position) as u64)
     }
 
-    fn slot_gpa(&self, position: u64) -> GuestAddress {
-        GuestAddress(self.gpa + self.layout.slot_offset(position) as u64)
+    /// The whole ring as one slice of host memory: found once per batch of
+    /// records, so reading each tag and header is an offset, not a search
+    /// of the guest's memory map. `None` if it no longer lies in one piece
+    /// of guest RAM (checked when it was registered).
+    fn view<'m>(&self, mem: &'m MemGuard) -> Option<VolatileSlice<'m, ()>> {
+        mem.get_slice(GuestAddress(self.gpa), self.layout.bytes())
+            .ok()
+            .filter(|v| v.len() == self.layout.bytes())
     }
 
     fn data_gpa(&self, position: u64, vtime: bool) -> u64 {
         self.gpa + self.layout.data_offset_with(position, vtime) as u64
     }
 
-    /// The record at `at`, if committed.
-    pub(crate) fn take(&self, mem: &MemGuard, at: u64) -> Take {
-        let tag: u32 = match mem.load(self.tag_gpa(at), Ordering::Acquire) {
+    /// The record at `at` of the ring `ring` ([`RegisteredFifo::view`]),
+    /// if committed.
+    fn take(&self, ring: &VolatileSlice<'_, ()>, at: u64) -> Take {
+        let tag: u32 = match ring.load(self.layout.tag_offset(at), Ordering::Acquire) {
             Ok(t) => t,
             Err(_) => return Take::Broken(Status::BadAddress, 0),
         };
@@ -94,7 +101,10 @@ impl RegisteredFifo {
             return Take::Empty;
         }
         let mut h = [0u8; TX_RECORD_HEADER_SIZE];
-        if mem.read_slice(&mut h, self.slot_gpa(at)).is_err() {
+        if ring
+            .read_slice(&mut h, self.layout.slot_offset(at))
+            .is_err()
+        {
             return Take::Broken(Status::BadAddress, 0);
         }
         let Some(hdr) = TxRecordHeader::from_bytes(&h) else {
@@ -113,9 +123,11 @@ impl RegisteredFifo {
             return Take::Broken(Status::Malformed, hdr.len);
         }
         let vt = if hdr.has_vtime() {
-            let gpa = GuestAddress(self.gpa + self.layout.vtime_offset(at) as u64);
             let mut b = [0u8; 8];
-            if mem.read_slice(&mut b, gpa).is_err() {
+            if ring
+                .read_slice(&mut b, self.layout.vtime_offset(at))
+                .is_err()
+            {
                 return Take::Broken(Status::BadAddress, 0);
             }
             Some(u64::from_le_bytes(b))
@@ -140,7 +152,10 @@ impl RegisteredFifo {
         data: &mut Vec<Piece>,
     ) -> Result<Option<Run>, (Status, u32)> {
         data.clear();
-        let (hdr, slots, vt) = match self.take(mem, at) {
+        let Some(ring) = self.view(mem) else {
+            return Err((Status::BadAddress, 0));
+        };
+        let (hdr, slots, vt) = match self.take(&ring, at) {
             Take::Empty => return Ok(None),
             Take::Broken(s, d) => return Err((s, d)),
             Take::Record(h, s, vt) => (h, s, vt),
@@ -168,7 +183,7 @@ impl RegisteredFifo {
             return Ok(Some(run));
         }
         let page = hdr.addr / page_size;
-        while let Take::Record(next, s, next_vt) = self.take(mem, run.end) {
+        while let Take::Record(next, s, next_vt) = self.take(&ring, run.end) {
             let end = next.addr.checked_add(u64::from(next.len));
             // Stores of different virtual times are not merged: each packet
             // arrives at its own sender's time.
@@ -195,9 +210,12 @@ impl RegisteredFifo {
     /// now. Reads only tags and headers; takes nothing.
     pub(crate) fn committed_end(&self, mem: &MemGuard) -> u64 {
         let mut at = self.head;
+        let Some(ring) = self.view(mem) else {
+            return at;
+        };
         let lap = self.head + u64::from(self.layout.slots());
         while at < lap {
-            match self.take(mem, at) {
+            match self.take(&ring, at) {
                 Take::Record(_, slots, _) => at += slots,
                 Take::Empty | Take::Broken(..) => break,
             }

@@ -80,6 +80,11 @@ impl DeviceState {
             return 0;
         }
         let page_size = u64::from(self.hub.config().page_size);
+        // One reading of the clock for the turn, when its first store is
+        // found: the stores of one turn reach the hub together (a clock
+        // read per store cost the hub as much as a small store's model
+        // work), and a turn that finds nothing reads no clock.
+        let mut now = None;
         let mut head = f.head;
         let mut taken = 0usize;
         let mut events = Vec::new();
@@ -112,7 +117,11 @@ impl DeviceState {
                     data: &pieces,
                     position: head,
                 };
-                self.send(id, mems, &sent, &mut events, &mut copies, &mut failures);
+                let at = match now {
+                    Some(t) => t,
+                    None => *now.insert(self.now()),
+                };
+                self.send(at, id, mems, &sent, &mut events, &mut copies, &mut failures);
             }
             head = run.end;
         }
@@ -142,8 +151,10 @@ impl DeviceState {
     }
 
     /// Send one store through the hub and deliver what it decides.
+    #[allow(clippy::too_many_arguments)]
     fn send(
         &mut self,
+        now: Nanos,
         id: NodeId,
         mems: &Mems,
         s: &Sent<'_>,
@@ -151,7 +162,6 @@ impl DeviceState {
         copies: &mut Vec<Option<PendingCopy>>,
         failures: &mut Vec<DmaFailure>,
     ) {
-        let now = self.now();
         let packet = self.hub.config().max_payload;
         let DeviceState {
             hub,
