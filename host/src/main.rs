@@ -9,6 +9,7 @@ mod demo;
 mod fault_cmd;
 mod fault_plan;
 mod mpirun;
+mod pvm;
 mod qemu_cmd;
 mod run;
 mod serve;
@@ -42,6 +43,9 @@ enum McHostCommand {
     /// Run an MPI program on a virtual cluster, one node per rank, through Open
     /// MPI's mpirun and the `mc` libfabric provider (docs/mpi.md).
     Mpirun(mpirun::MpirunArgs),
+    /// Run a PVM program built against libpvm-mc on a virtual cluster: its
+    /// tasks on UMP, pvm_spawn and the task table served here (docs/pvm.md).
+    Pvm(pvm::PvmArgs),
     /// Inject a fault into a running cluster, or show the faults in force
     /// (`status`).
     Fault(fault_cmd::FaultArgs),
@@ -74,6 +78,7 @@ fn main() -> ExitCode {
         cli.command,
         McHostCommand::Run(_)
             | McHostCommand::Mpirun(_)
+            | McHostCommand::Pvm(_)
             | McHostCommand::Demo(_)
             | McHostCommand::Fault(_)
             | McHostCommand::Stats(_)
@@ -89,6 +94,7 @@ fn main() -> ExitCode {
         McHostCommand::Serve(args) => serve::run(&args),
         McHostCommand::Run(args) => run::run(&args),
         McHostCommand::Mpirun(args) => mpirun::run(&args),
+        McHostCommand::Pvm(args) => pvm::run(&args),
         McHostCommand::Fault(args) => fault_cmd::fault(&args),
         McHostCommand::Stats(args) => fault_cmd::stats(&args),
         McHostCommand::Image(args) => qemu_cmd::image(&args).map_err(CliError::from),
