@@ -18,7 +18,8 @@ pub static pvm_errno: AtomicI32 = AtomicI32::new(0);
 /// Record `code` of `call` and, when PvmAutoErr says so, print it (2:
 /// and end the task), as PVM's library does.
 pub fn report(p: &Pvm, call: &str, code: c_int) {
-    if code >= 0 {
+    // PvmNoParent is pvm_parent's answer, not a failure (PVM is silent).
+    if code >= 0 || (call == "pvm_parent" && code == PVM_NO_PARENT) {
         return;
     }
     pvm_errno.store(code, Ordering::Relaxed);

@@ -221,23 +221,26 @@ impl Pvm {
         std::process::exit(70);
     }
 
-    /// Wait until every message sent is in its reader's ring.
+    /// Wait until every message sent is in its reader's ring, driving
+    /// UMP meanwhile (a channel opens, and a queued write starts, only
+    /// when its task looks at the directory).
     pub fn finish_sends(&mut self) {
         let until = Instant::now() + Duration::from_secs(60);
-        for (dst, w) in std::mem::take(&mut self.pending) {
-            let left = until.saturating_duration_since(Instant::now());
-            match w.wait(left) {
-                Ok(true) => {}
-                Ok(false) => eprintln!(
-                    "libpvm-mc (t{:x}): a message to t{dst:x} was still not delivered after 60 s (is t{dst:x} running?)",
-                    self.tid
-                ),
-                Err(e) => eprintln!(
-                    "libpvm-mc (t{:x}): a message to t{dst:x} was not delivered: {}",
-                    self.tid,
-                    chain(&e)
-                ),
+        loop {
+            self.reap_sends();
+            if self.pending.is_empty() {
+                return;
             }
+            if Instant::now() >= until {
+                break;
+            }
+            self.step(Duration::from_millis(1));
+        }
+        for (dst, _) in std::mem::take(&mut self.pending) {
+            eprintln!(
+                "libpvm-mc (t{:x}): a message to t{dst:x} was still not delivered after 60 s (is t{dst:x} running?)",
+                self.tid
+            );
         }
     }
 }

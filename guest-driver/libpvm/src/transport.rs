@@ -81,7 +81,7 @@ impl Pvm {
     }
 
     /// Forget the sends that are done; a failed one ends the task.
-    fn reap_sends(&mut self) {
+    pub(crate) fn reap_sends(&mut self) {
         if self.pending.is_empty() {
             return;
         }
@@ -90,8 +90,14 @@ impl Pvm {
             if !w.is_done() {
                 return true;
             }
-            if let Err(e) = w.wait(Duration::ZERO) {
-                failed.get_or_insert((*dst, e));
+            match w.wait(Duration::ZERO) {
+                // The peer ended and closed: PVM drops messages to a task
+                // that is gone, and so does this library.
+                Err(UmpError::Closed(_)) => {}
+                Err(e) => {
+                    failed.get_or_insert((*dst, e));
+                }
+                Ok(_) => {}
             }
             false
         });
@@ -112,7 +118,7 @@ impl Pvm {
 
     /// Take one UMP event (waiting at most `timeout`): a message goes to
     /// the queue. True if something happened.
-    fn step(&mut self, timeout: Duration) -> bool {
+    pub(crate) fn step(&mut self, timeout: Duration) -> bool {
         let ev = match self.ump.wait(None, timeout) {
             Ok(ev) => ev,
             Err(UmpError::Damaged { channel, damage }) => self.fatal(&format!(
@@ -133,7 +139,12 @@ impl Pvm {
                 true
             }
             Some(Event::Closed(ch)) => {
-                // Every message the peer wrote was read before this event.
+                // What the peer wrote before it closed is still in the
+                // ring: read it before giving the ring back.
+                self.learn_peer(ch);
+                while matches!(self.ump.peek(ch), Ok(Some(_))) {
+                    self.read_one(ch);
+                }
                 if let Some(t) = self.peers.remove(&ch) {
                     self.chans.remove(&t);
                 }
