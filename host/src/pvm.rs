@@ -134,6 +134,8 @@ struct Table {
     cursor: u32,
     groups: HashMap<String, Group>,
     first: Option<i32>,
+    /// When a task first ended on a lost message (libpvm-mc's status 70).
+    lost_at: Option<Instant>,
 }
 
 struct Relay {
@@ -162,6 +164,13 @@ fn pump(label: Arc<Mutex<String>>, stream: impl Read + Send + 'static) {
         }
     });
 }
+
+/// The status libpvm-mc ends a task with when a message was lost.
+const LOST_EXIT: i32 = 70;
+
+/// Once a task has ended on a lost message, the others still running are
+/// stopped this much later (they may wait for it for ever).
+const AFTER_LOSS: Duration = Duration::from_secs(5);
 
 /// How long a spawn waits for the shell it picked to have its adapter up.
 const PARK_WAIT: Duration = Duration::from_secs(120);
@@ -247,6 +256,13 @@ impl Relay {
                 && t.slots[slot].ended.is_none()
                 && Instant::now() < until
             {
+                // A shell that failed to come up ends instead of parking.
+                let s = &mut t.slots[slot];
+                if let Some(st) = s.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+                    s.child = None;
+                    s.ended = Some(st);
+                    break;
+                }
                 t = self
                     .changed
                     .wait_timeout(t, Duration::from_millis(100))
@@ -254,7 +270,9 @@ impl Relay {
                     .0;
             }
             let Some(conn) = t.slots[slot].parked.take() else {
-                eprintln!("mc-host pvm: the task shell of adapter {slot} is not up: t{tid:x} not started");
+                eprintln!(
+                    "mc-host pvm: the task shell of adapter {slot} is not up: t{tid:x} not started"
+                );
                 out.push(PVM_OUT_OF_RES);
                 continue;
             };
@@ -341,9 +359,7 @@ impl Relay {
                     .iter()
                     .filter(|r| r.ended.is_none())
                     .filter(|r| {
-                        which == 0
-                            || r.tid == which
-                            || (which == pvm_relay::host_tid(r.host))
+                        which == 0 || r.tid == which || (which == pvm_relay::host_tid(r.host))
                     })
                     .map(|r| Task {
                         tid: r.tid,
@@ -378,7 +394,10 @@ impl Relay {
             }
             Request::Kill { tid } => {
                 let mut t = lock(&self.table);
-                let Some(r) = t.tasks.iter_mut().find(|r| r.tid == tid && r.ended.is_none())
+                let Some(r) = t
+                    .tasks
+                    .iter_mut()
+                    .find(|r| r.tid == tid && r.ended.is_none())
                 else {
                     return Some(Reply::Error(PVM_NO_TASK));
                 };
@@ -431,7 +450,11 @@ impl Relay {
                 match t.groups.get(&group) {
                     None => Reply::Error(PVM_NO_GROUP),
                     Some(g) => Reply::Members {
-                        tids: g.members.iter().map(|m| if *m == 0 { -1 } else { *m }).collect(),
+                        tids: g
+                            .members
+                            .iter()
+                            .map(|m| if *m == 0 { -1 } else { *m })
+                            .collect(),
                         frozen: g.frozen,
                     },
                 }
@@ -447,10 +470,7 @@ impl Relay {
                         g.frozen = true;
                         return Some(Reply::Value(0));
                     }
-                    t = self
-                        .changed
-                        .wait(t)
-                        .unwrap_or_else(|p| p.into_inner());
+                    t = self.changed.wait(t).unwrap_or_else(|p| p.into_inner());
                 }
             }
             Request::Exit => {
@@ -484,7 +504,9 @@ impl Relay {
             let req: Request = match serde_json::from_str(&line) {
                 Ok(r) => r,
                 Err(e) => {
-                    eprintln!("mc-host pvm: a task sent a line the relay cannot read ({e}): {line}");
+                    eprintln!(
+                        "mc-host pvm: a task sent a line the relay cannot read ({e}): {line}"
+                    );
                     return;
                 }
             };
@@ -521,20 +543,41 @@ impl Relay {
                 continue;
             };
             t.tasks[i].ended = Some(*st);
+            if st.code() == Some(LOST_EXIT) {
+                t.lost_at.get_or_insert_with(Instant::now);
+            }
             let r = &t.tasks[i];
             if !st.success() && !r.killed {
                 use std::os::unix::process::ExitStatusExt;
                 match (st.code(), st.signal()) {
-                    (Some(c), _) => eprintln!("mc-host pvm: t{tid:x} ({}) exited with status {c}", r.program),
-                    (_, Some(sig)) => eprintln!("mc-host pvm: t{tid:x} ({}) was killed by signal {sig}", r.program),
+                    (Some(c), _) => eprintln!(
+                        "mc-host pvm: t{tid:x} ({}) exited with status {c}",
+                        r.program
+                    ),
+                    (_, Some(sig)) => eprintln!(
+                        "mc-host pvm: t{tid:x} ({}) was killed by signal {sig}",
+                        r.program
+                    ),
                     _ => {}
                 }
             }
             let host = pvm_relay::host_tid(r.host);
             let notify = r.notify.clone();
             for (who, tag) in notify {
-                if let Some(c) = t.tasks.iter().find(|x| x.tid == who).and_then(|x| x.conn.clone()) {
-                    send_line(&c, &FromRelay::Notice(Notice::TaskExit { tag, tid: *tid, host }));
+                if let Some(c) = t
+                    .tasks
+                    .iter()
+                    .find(|x| x.tid == who)
+                    .and_then(|x| x.conn.clone())
+                {
+                    send_line(
+                        &c,
+                        &FromRelay::Notice(Notice::TaskExit {
+                            tag,
+                            tid: *tid,
+                            host,
+                        }),
+                    );
                 }
             }
         }
@@ -642,6 +685,7 @@ pub fn run(args: &PvmArgs) -> Result<(), CliError> {
             cursor: 0,
             groups: HashMap::new(),
             first: None,
+            lost_at: None,
         }),
         changed: Condvar::new(),
         launch: Launch {
@@ -681,7 +725,11 @@ pub fn run(args: &PvmArgs) -> Result<(), CliError> {
             .env_remove(env::PARENT)
             .env_remove(env::SIBLINGS)
             // Host 0's first adapter runs the first task: it reads stdin.
-            .stdin(if n == 0 { Stdio::inherit() } else { Stdio::null() })
+            .stdin(if n == 0 {
+                Stdio::inherit()
+            } else {
+                Stdio::null()
+            })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         let mut child = match cmd.spawn() {
@@ -720,20 +768,17 @@ pub fn run(args: &PvmArgs) -> Result<(), CliError> {
     );
     let deadline = Instant::now() + Duration::from_secs(args.timeout);
     let mut stopped = None;
-    if let Some(code) = started.iter().find(|t| **t < 0) {
-        eprintln!(
-            "mc-host pvm: cannot start {}: {}",
-            first.display(),
-            match *code {
-                PVM_NO_FILE => "no such file",
-                PVM_OUT_OF_RES => "no task shell came up",
-                _ => "error",
-            }
-        );
-        relay.stop_all();
-        stopped = Some(StopReason::Interrupted).filter(|_| false);
-    } else {
+    if started.iter().all(|t| *t > 0) {
         while relay.reap() {
+            if let Some(at) = lock(&relay.table).lost_at {
+                if at.elapsed() >= AFTER_LOSS {
+                    eprintln!(
+                        "mc-host pvm: a task ended on a lost message {} s ago: stopping the tasks still running",
+                        AFTER_LOSS.as_secs()
+                    );
+                    break;
+                }
+            }
             if interrupted.load(Ordering::SeqCst) {
                 stopped = Some(StopReason::Interrupted);
             } else if Instant::now() > deadline {
@@ -757,9 +802,18 @@ pub fn run(args: &PvmArgs) -> Result<(), CliError> {
     if let Some(why) = stopped {
         return Err(CliError::Stopped(why));
     }
-    if started.iter().any(|t| *t < 0) {
-        return Err(CliError::ProgramNotFound {
-            name: args.command[0].clone(),
+    if let Some(code) = started.iter().find(|t| **t < 0) {
+        return Err(if *code == PVM_NO_FILE {
+            CliError::ProgramNotFound {
+                name: args.command[0].clone(),
+            }
+        } else {
+            CliError::StartGuest {
+                program: first,
+                source: std::io::Error::other(
+                    "the task shell of host 0 did not come up (its adapter's or UMP's set-up failed, above)",
+                ),
+            }
         });
     }
     let t = lock(&relay.table);
@@ -767,6 +821,8 @@ pub fn run(args: &PvmArgs) -> Result<(), CliError> {
     match first.and_then(|r| r.ended) {
         Some(s) if s.success() => Ok(()),
         Some(s) => Err(CliError::GuestCommand(s.code().unwrap_or(128))),
+        // Stopped after another task's loss.
+        None if t.lost_at.is_some() => Err(CliError::GuestCommand(LOST_EXIT)),
         None => Ok(()),
     }
 }

@@ -94,7 +94,13 @@ impl Buf {
     /// # Safety
     /// `ptr` points to writable room for `(count - 1) * stride + 1`
     /// elements of `size` bytes.
-    pub unsafe fn unpack(&mut self, ptr: *mut u8, count: usize, stride: usize, size: usize) -> c_int {
+    pub unsafe fn unpack(
+        &mut self,
+        ptr: *mut u8,
+        count: usize,
+        stride: usize,
+        size: usize,
+    ) -> c_int {
         let len = count * size;
         if self.data.len() - self.pos < len {
             return PVM_NO_DATA;
@@ -227,10 +233,16 @@ mod tests {
         assert_eq!(b.data.len(), 12);
         let mut out = [0i32; 6];
         // SAFETY: the same bounds, writable.
-        assert_eq!(unsafe { b.unpack(out.as_mut_ptr().cast(), 3, 2, 4) }, PVM_OK);
+        assert_eq!(
+            unsafe { b.unpack(out.as_mut_ptr().cast(), 3, 2, 4) },
+            PVM_OK
+        );
         assert_eq!(out, [1, 0, 3, 0, 5, 0]);
         // SAFETY: one element; none is left.
-        assert_eq!(unsafe { b.unpack(out.as_mut_ptr().cast(), 1, 1, 4) }, PVM_NO_DATA);
+        assert_eq!(
+            unsafe { b.unpack(out.as_mut_ptr().cast(), 1, 1, 4) },
+            PVM_NO_DATA
+        );
     }
 
     #[test]

@@ -115,7 +115,11 @@ pub unsafe extern "C" fn pvm_spawn(
             }
         }
         let place = cstr(place).unwrap_or_default();
-        let place = if flag & TASK_HOST != 0 { place } else { String::new() };
+        let place = if flag & TASK_HOST != 0 {
+            place
+        } else {
+            String::new()
+        };
         let r = p.relay.ask(&Request::Spawn {
             program,
             args,
@@ -133,7 +137,10 @@ pub unsafe extern "C" fn pvm_spawn(
                 }
                 let ok = got.iter().filter(|t| **t > 0).count() as c_int;
                 if ok == 0 {
-                    got.first().copied().filter(|c| *c < 0).unwrap_or(PVM_SYS_ERR)
+                    got.first()
+                        .copied()
+                        .filter(|c| *c < 0)
+                        .unwrap_or(PVM_SYS_ERR)
                 } else {
                     ok
                 }
@@ -244,7 +251,11 @@ pub unsafe extern "C" fn pvm_config(
 /// # Safety
 /// Each pointer is NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn pvm_tasks(which: c_int, ntask: *mut c_int, taskp: *mut *const TaskInfo) -> c_int {
+pub unsafe extern "C" fn pvm_tasks(
+    which: c_int,
+    ntask: *mut c_int,
+    taskp: *mut *const TaskInfo,
+) -> c_int {
     with("pvm_tasks", |p| {
         let tasks = match p.relay.ask(&Request::Tasks { which }) {
             Ok(Reply::Tasks(t)) => t,
@@ -288,9 +299,16 @@ pub unsafe extern "C" fn pvm_tasks(which: c_int, ntask: *mut c_int, taskp: *mut 
 /// # Safety
 /// `tids` holds `count` ints.
 #[no_mangle]
-pub unsafe extern "C" fn pvm_notify(what: c_int, tag: c_int, count: c_int, tids: *const c_int) -> c_int {
+pub unsafe extern "C" fn pvm_notify(
+    what: c_int,
+    tag: c_int,
+    count: c_int,
+    tids: *const c_int,
+) -> c_int {
     if what != NOTIFY_TASK_EXIT {
-        return with("pvm_notify", |_| crate::codes::not_supported("pvm_notify other than PvmTaskExit"));
+        return with("pvm_notify", |_| {
+            crate::codes::not_supported("pvm_notify other than PvmTaskExit")
+        });
     }
     let Ok(n) = usize::try_from(count) else {
         return PVM_BAD_PARAM;
@@ -299,11 +317,17 @@ pub unsafe extern "C" fn pvm_notify(what: c_int, tag: c_int, count: c_int, tids:
         return PVM_BAD_PARAM;
     }
     // SAFETY: the caller's contract.
-    let list = if n == 0 { Vec::new() } else { unsafe { std::slice::from_raw_parts(tids, n) }.to_vec() };
-    with("pvm_notify", |p| match p.relay.ask(&Request::NotifyExit { tag, tids: list }) {
-        Ok(Reply::Value(v)) => v,
-        Ok(Reply::Error(c)) => c,
-        _ => PVM_SYS_ERR,
+    let list = if n == 0 {
+        Vec::new()
+    } else {
+        unsafe { std::slice::from_raw_parts(tids, n) }.to_vec()
+    };
+    with("pvm_notify", |p| {
+        match p.relay.ask(&Request::NotifyExit { tag, tids: list }) {
+            Ok(Reply::Value(v)) => v,
+            Ok(Reply::Error(c)) => c,
+            _ => PVM_SYS_ERR,
+        }
     })
 }
 
@@ -363,7 +387,11 @@ pub extern "C" fn pvm_serror(how: c_int) -> c_int {
 pub unsafe extern "C" fn pvm_perror(msg: *const c_char) -> c_int {
     let code = pvm_errno.load(Ordering::Relaxed);
     let tid = with("pvm_perror", |p| p.tid);
-    eprintln!("libpvm [t{tid:x}]: {}: {}", cstr(msg).unwrap_or_default(), text(code));
+    eprintln!(
+        "libpvm [t{tid:x}]: {}: {}",
+        cstr(msg).unwrap_or_default(),
+        text(code)
+    );
     PVM_OK
 }
 
@@ -372,7 +400,11 @@ pub unsafe extern "C" fn pvm_perror(msg: *const c_char) -> c_int {
 #[no_mangle]
 pub extern "C" fn pvm_strerror() -> *const c_char {
     static TEXTS: std::sync::OnceLock<Vec<CString>> = std::sync::OnceLock::new();
-    let texts = TEXTS.get_or_init(|| (0..=40).map(|c| CString::new(text(-c)).expect("no NUL")).collect());
+    let texts = TEXTS.get_or_init(|| {
+        (0..=40)
+            .map(|c| CString::new(text(-c)).expect("no NUL"))
+            .collect()
+    });
     let c = pvm_errno.load(Ordering::Relaxed);
     texts[(-c).clamp(0, 40) as usize].as_ptr()
 }

@@ -182,7 +182,11 @@ pub unsafe extern "C" fn pvm_barrier(g: *const c_char, count: c_int) -> c_int {
         let m = try_code!(members(p, &g));
         try_code!(me_in(p, &m));
         let real: Vec<i32> = m.iter().copied().filter(|t| *t > 0).collect();
-        let count = if count == -1 { real.len() as c_int } else { count };
+        let count = if count == -1 {
+            real.len() as c_int
+        } else {
+            count
+        };
         if count < 1 {
             return PVM_BAD_PARAM;
         }
@@ -283,7 +287,11 @@ pub unsafe extern "C" fn pvm_reduce(
             return PVM_OK;
         }
         // The others' contributions, combined in instance order.
-        let others: Vec<i32> = m.iter().copied().filter(|t| *t > 0 && *t != p.tid).collect();
+        let others: Vec<i32> = m
+            .iter()
+            .copied()
+            .filter(|t| *t > 0 && *t != p.tid)
+            .collect();
         let mut got: Vec<(usize, Vec<u8>)> = Vec::new();
         for _ in &others {
             let msg = p

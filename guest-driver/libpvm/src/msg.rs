@@ -54,7 +54,11 @@ pub unsafe extern "C" fn pvm_mcast(tids: *const c_int, count: c_int, tag: c_int)
         return PVM_BAD_PARAM;
     }
     // SAFETY: the caller's contract.
-    let list = if n == 0 { &[][..] } else { unsafe { std::slice::from_raw_parts(tids, n) } };
+    let list = if n == 0 {
+        &[][..]
+    } else {
+        unsafe { std::slice::from_raw_parts(tids, n) }
+    };
     with("pvm_mcast", |p| {
         if list.iter().any(|t| bad_tid(p, *t)) {
             return PVM_BAD_PARAM;
@@ -92,7 +96,11 @@ pub unsafe extern "C" fn pvm_psend(
         return PVM_BAD_PARAM;
     }
     // SAFETY: the caller's contract.
-    let bytes = if n == 0 { &[][..] } else { unsafe { std::slice::from_raw_parts(buf.cast::<u8>(), n * size) } };
+    let bytes = if n == 0 {
+        &[][..]
+    } else {
+        unsafe { std::slice::from_raw_parts(buf.cast::<u8>(), n * size) }
+    };
     with("pvm_psend", |p| {
         if bad_tid(p, tid) {
             return PVM_BAD_PARAM;

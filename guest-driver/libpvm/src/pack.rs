@@ -82,7 +82,10 @@ pub unsafe extern "C" fn pvm_bufinfo(
 }
 
 fn counts(n: c_int, stride: c_int) -> Option<(usize, usize)> {
-    Some((usize::try_from(n).ok()?, usize::try_from(stride).ok().filter(|s| *s > 0)?))
+    Some((
+        usize::try_from(n).ok()?,
+        usize::try_from(stride).ok().filter(|s| *s > 0)?,
+    ))
 }
 
 /// Pack `n` elements of `T` at stride from `ptr` into the send buffer.

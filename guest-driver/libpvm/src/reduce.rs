@@ -68,7 +68,10 @@ fn apply_complex<T: Num + std::ops::Sub<Output = T>>(op: Op, x: &mut [T], y: &[T
         Op::Sum => apply(Op::Sum, x, y),
         Op::Product => {
             for (a, b) in x.chunks_exact_mut(2).zip(y.chunks_exact(2)) {
-                let (re, im) = (a[0].mul(b[0]) - a[1].mul(b[1]), a[0].mul(b[1]).add(a[1].mul(b[0])));
+                let (re, im) = (
+                    a[0].mul(b[0]) - a[1].mul(b[1]),
+                    a[0].mul(b[1]).add(a[1].mul(b[0])),
+                );
                 a[0] = re;
                 a[1] = im;
             }
@@ -93,7 +96,14 @@ unsafe fn typed<T: Num>(op: Op, x: *mut c_void, y: *const c_void, n: usize) {
 
 /// # Safety
 /// The reduction functions' contract (below).
-unsafe fn reduce(op: Op, datatype: *const c_int, x: *mut c_void, y: *const c_void, num: *const c_int, info: *mut c_int) {
+unsafe fn reduce(
+    op: Op,
+    datatype: *const c_int,
+    x: *mut c_void,
+    y: *const c_void,
+    num: *const c_int,
+    info: *mut c_int,
+) {
     // SAFETY: pvm_reduce's contract: valid pointers.
     let (t, n) = unsafe { (*datatype, *num) };
     let n = usize::try_from(n).unwrap_or(0);
@@ -162,7 +172,13 @@ reduction!(PvmProduct, Op::Product);
 mod tests {
     use super::*;
 
-    fn run<T: Copy>(f: unsafe extern "C" fn(*const c_int, *mut c_void, *const c_void, *const c_int, *mut c_int), t: c_int, x: &mut [T], y: &[T], n: c_int) -> c_int {
+    fn run<T: Copy>(
+        f: unsafe extern "C" fn(*const c_int, *mut c_void, *const c_void, *const c_int, *mut c_int),
+        t: c_int,
+        x: &mut [T],
+        y: &[T],
+        n: c_int,
+    ) -> c_int {
         let mut info = 99;
         // SAFETY: x and y hold n elements of t.
         unsafe { f(&t, x.as_mut_ptr().cast(), y.as_ptr().cast(), &n, &mut info) };
@@ -189,7 +205,13 @@ mod tests {
         let mut c = [1.0f32, 2.0];
         assert_eq!(run(PvmProduct, PVM_CPLX, &mut c, &[3.0f32, 4.0], 1), PVM_OK);
         assert_eq!(c, [-5.0, 10.0]);
-        assert_eq!(run(PvmMax, PVM_CPLX, &mut c, &[3.0f32, 4.0], 1), PVM_BAD_PARAM);
-        assert_eq!(run(PvmSum, PVM_STR, &mut c, &[3.0f32, 4.0], 1), PVM_BAD_PARAM);
+        assert_eq!(
+            run(PvmMax, PVM_CPLX, &mut c, &[3.0f32, 4.0], 1),
+            PVM_BAD_PARAM
+        );
+        assert_eq!(
+            run(PvmSum, PVM_STR, &mut c, &[3.0f32, 4.0], 1),
+            PVM_BAD_PARAM
+        );
     }
 }

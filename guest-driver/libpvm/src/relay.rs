@@ -14,7 +14,10 @@ use pvm_relay::{FromRelay, Notice, Reply, Request};
 /// Why the relay could not be reached or answered.
 #[derive(Debug, thiserror::Error)]
 pub enum RelayError {
-    #[error("{} is not set: this task was not started by `mc-host pvm`", pvm_relay::env::SOCKET)]
+    #[error(
+        "{} is not set: this task was not started by `mc-host pvm`",
+        pvm_relay::env::SOCKET
+    )]
     NotStarted,
     #[error("{name} is not a number: {value:?}")]
     BadEnv { name: &'static str, value: String },

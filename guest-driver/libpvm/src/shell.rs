@@ -36,7 +36,9 @@ fn dlerror() -> String {
         "unknown dlopen error".into()
     } else {
         // SAFETY: non-NULL, NUL-terminated (above).
-        unsafe { std::ffi::CStr::from_ptr(e) }.to_string_lossy().into_owned()
+        unsafe { std::ffi::CStr::from_ptr(e) }
+            .to_string_lossy()
+            .into_owned()
     }
 }
 

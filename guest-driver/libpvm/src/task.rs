@@ -12,7 +12,6 @@ use mc_api::MemoryChannel;
 use pvm_relay::{env, Request};
 use ump::{ChannelId, Config, Node, PendingWrite, Transport, Ump};
 
-
 use crate::buffers::Buffers;
 use crate::codes::*;
 use crate::relay::{env_int, env_ints, Relay, RelayError};
@@ -92,7 +91,8 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 pub fn node() -> Result<(MemoryChannel, Arc<Node>), EnrolError> {
     static NODE: OnceLock<Result<(MemoryChannel, Arc<Node>), String>> = OnceLock::new();
     NODE.get_or_init(|| {
-        let mc = imc::memory_channel().map_err(|e| format!("opening the Memory Channel adapter: {e}"))?;
+        let mc = imc::memory_channel()
+            .map_err(|e| format!("opening the Memory Channel adapter: {e}"))?;
         let node = Node::open(&mc, Config::from_env())
             .map_err(|e| format!("bringing UMP up: {}", chain(&e)))?;
         Ok((mc, node))

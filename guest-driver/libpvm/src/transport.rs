@@ -28,7 +28,10 @@ impl Pvm {
         if let Some(c) = self.chans.get(&dst) {
             return *c;
         }
-        let ch = match self.ump.open(handle(self.tid), handle(dst), Transport::Auto) {
+        let ch = match self
+            .ump
+            .open(handle(self.tid), handle(dst), Transport::Auto)
+        {
             Ok(c) => c,
             Err(UmpError::ChannelExists { .. }) => match self.find_channel(dst) {
                 Some(c) => c,
@@ -102,10 +105,7 @@ impl Pvm {
             false
         });
         if let Some((dst, e)) = failed {
-            self.fatal(&format!(
-                "a message to t{dst:x} was lost: {}",
-                chain(&e)
-            ));
+            self.fatal(&format!("a message to t{dst:x} was lost: {}", chain(&e)));
         }
     }
 

@@ -110,7 +110,10 @@ pub enum Reply {
     Spawned(Vec<i32>),
     Tasks(Vec<Task>),
     Hosts(Vec<Host>),
-    Members { tids: Vec<i32>, frozen: bool },
+    Members {
+        tids: Vec<i32>,
+        frozen: bool,
+    },
     /// To a parked shell: run `program` (a path) as task `tid`.
     Assign {
         program: String,

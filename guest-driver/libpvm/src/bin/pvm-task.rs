@@ -7,7 +7,10 @@ use std::ffi::{c_int, CString};
 
 fn main() {
     let lib = std::env::var(pvm_relay::env::LIBRARY).unwrap_or_else(|_| {
-        eprintln!("pvm-task: {} is not set: run PVM programs with `mc-host pvm`", pvm_relay::env::LIBRARY);
+        eprintln!(
+            "pvm-task: {} is not set: run PVM programs with `mc-host pvm`",
+            pvm_relay::env::LIBRARY
+        );
         std::process::exit(127)
     });
     let Ok(path) = CString::new(lib.clone()) else {
