@@ -173,7 +173,7 @@ const LOST_EXIT: i32 = 70;
 const AFTER_LOSS: Duration = Duration::from_secs(5);
 
 /// How long a spawn waits for the shell it picked to have its adapter up.
-const PARK_WAIT: Duration = Duration::from_secs(120);
+const PARK_WAIT: Duration = Duration::from_secs(30);
 
 impl Relay {
     /// The program a task names: a path as given, else next to the first
@@ -271,7 +271,8 @@ impl Relay {
             }
             let Some(conn) = t.slots[slot].parked.take() else {
                 eprintln!(
-                    "mc-host pvm: the task shell of adapter {slot} is not up: t{tid:x} not started"
+                    "mc-host pvm: the task shell of adapter {slot} did not come up in {} s (its adapter's or UMP's set-up failed or is stuck: under a fault plan, packets lost during it): t{tid:x} not started",
+                    PARK_WAIT.as_secs()
                 );
                 out.push(PVM_OUT_OF_RES);
                 continue;
