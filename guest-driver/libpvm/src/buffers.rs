@@ -33,9 +33,9 @@ pub struct Buf {
     in_place: Vec<InPlace>,
 }
 
-// SAFETY (of the Send below): the raw pointers of in-place data are only
-// read when the task that packed them sends the buffer, under the task's
-// lock; PVM's contract keeps them valid until then.
+// SAFETY: the raw pointers of in-place data are only read when the task
+// that packed them sends the buffer, under the task's lock; PVM's contract
+// keeps them valid until then.
 unsafe impl Send for Buf {}
 
 impl Buf {
@@ -233,25 +233,21 @@ mod tests {
         assert_eq!(b.data.len(), 12);
         let mut out = [0i32; 6];
         // SAFETY: the same bounds, writable.
-        assert_eq!(
-            unsafe { b.unpack(out.as_mut_ptr().cast(), 3, 2, 4) },
-            PVM_OK
-        );
+        let r = unsafe { b.unpack(out.as_mut_ptr().cast(), 3, 2, 4) };
+        assert_eq!(r, PVM_OK);
         assert_eq!(out, [1, 0, 3, 0, 5, 0]);
         // SAFETY: one element; none is left.
-        assert_eq!(
-            unsafe { b.unpack(out.as_mut_ptr().cast(), 1, 1, 4) },
-            PVM_NO_DATA
-        );
+        let r = unsafe { b.unpack(out.as_mut_ptr().cast(), 1, 1, 4) };
+        assert_eq!(r, PVM_NO_DATA);
     }
 
     #[test]
     fn in_place_data_is_taken_when_sent() {
         let mut b = Buf::new(DATA_IN_PLACE);
-        let mut v = [7u8; 4];
+        let v = std::cell::Cell::new([7u8; 4]);
         // SAFETY: 4 bytes, alive until bytes() below.
-        unsafe { b.pack(v.as_ptr(), 4, 1, 1) };
-        v[0] = 9;
+        unsafe { b.pack(v.as_ptr().cast(), 4, 1, 1) };
+        v.set([9, 7, 7, 7]);
         assert_eq!(b.bytes(), &[9, 7, 7, 7]);
     }
 

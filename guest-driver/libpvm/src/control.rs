@@ -185,8 +185,8 @@ struct TaskTable {
     infos: Vec<TaskInfo>,
 }
 
-// SAFETY (both): the tables are only touched under the task's lock; the
-// pointers in them point into their own strings.
+// SAFETY: the tables are only touched under their lock; the pointers in
+// them point into their own strings.
 unsafe impl Send for HostTable {}
 // SAFETY: as above.
 unsafe impl Send for TaskTable {}
@@ -316,10 +316,10 @@ pub unsafe extern "C" fn pvm_notify(
     if tids.is_null() && n > 0 {
         return PVM_BAD_PARAM;
     }
-    // SAFETY: the caller's contract.
     let list = if n == 0 {
         Vec::new()
     } else {
+        // SAFETY: the caller's contract.
         unsafe { std::slice::from_raw_parts(tids, n) }.to_vec()
     };
     with("pvm_notify", |p| {

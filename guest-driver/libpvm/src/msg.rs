@@ -53,10 +53,10 @@ pub unsafe extern "C" fn pvm_mcast(tids: *const c_int, count: c_int, tag: c_int)
     if tag < 0 || (tids.is_null() && n > 0) {
         return PVM_BAD_PARAM;
     }
-    // SAFETY: the caller's contract.
     let list = if n == 0 {
         &[][..]
     } else {
+        // SAFETY: the caller's contract.
         unsafe { std::slice::from_raw_parts(tids, n) }
     };
     with("pvm_mcast", |p| {
@@ -95,10 +95,10 @@ pub unsafe extern "C" fn pvm_psend(
     if tag < 0 || (buf.is_null() && n > 0) {
         return PVM_BAD_PARAM;
     }
-    // SAFETY: the caller's contract.
     let bytes = if n == 0 {
         &[][..]
     } else {
+        // SAFETY: the caller's contract.
         unsafe { std::slice::from_raw_parts(buf.cast::<u8>(), n * size) }
     };
     with("pvm_psend", |p| {

@@ -100,8 +100,8 @@ unsafe fn pk<T>(ptr: *const T, n: c_int, stride: c_int) -> c_int {
         return PVM_BAD_PARAM;
     }
     with("pvm_pk", |p| match p.bufs.active(true) {
-        // SAFETY: the caller's contract.
         Ok(b) => {
+            // SAFETY: the caller's contract.
             unsafe { b.pack(ptr.cast(), n, s, std::mem::size_of::<T>()) };
             PVM_OK
         }

@@ -110,12 +110,11 @@ fn enrol() -> Result<Pvm, EnrolError> {
     let ump = Ump::init(&node);
     ump.listen(handle(tid), Transport::Auto)
         .map_err(EnrolError::Ump)?;
-    match relay.ask(&Request::Enroll {
+    if let pvm_relay::Reply::Error(c) = relay.ask(&Request::Enroll {
         tid,
         pid: std::process::id(),
     })? {
-        pvm_relay::Reply::Error(c) => return Err(EnrolError::Refused(c)),
-        _ => {}
+        return Err(EnrolError::Refused(c));
     }
     // SAFETY: registers a plain extern "C" function with no arguments.
     unsafe { libc::atexit(flush_at_exit) };
