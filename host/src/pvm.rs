@@ -172,6 +172,9 @@ const LOST_EXIT: i32 = 70;
 /// stopped this much later (they may wait for it for ever).
 const AFTER_LOSS: Duration = Duration::from_secs(5);
 
+/// How long pvm_kill's SIGTERM has before SIGKILL follows.
+const KILL_GRACE: Duration = Duration::from_secs(3);
+
 /// How long a spawn waits for the shell it picked to have its adapter up.
 const PARK_WAIT: Duration = Duration::from_secs(30);
 
@@ -310,7 +313,12 @@ impl Relay {
     }
 
     /// The answer to a request (None: later, for a parked shell).
-    fn answer(&self, me: i32, req: Request, conn: &Arc<Mutex<UnixStream>>) -> Option<Reply> {
+    fn answer(
+        self: &Arc<Self>,
+        me: i32,
+        req: Request,
+        conn: &Arc<Mutex<UnixStream>>,
+    ) -> Option<Reply> {
         Some(match req {
             Request::Park { node } => {
                 let mut t = lock(&self.table);
@@ -394,20 +402,13 @@ impl Relay {
                 Reply::Value(0)
             }
             Request::Kill { tid } => {
-                let mut t = lock(&self.table);
-                let Some(r) = t
-                    .tasks
-                    .iter_mut()
-                    .find(|r| r.tid == tid && r.ended.is_none())
-                else {
+                let t = lock(&self.table);
+                let Some(r) = t.tasks.iter().find(|r| r.tid == tid && r.ended.is_none()) else {
                     return Some(Reply::Error(PVM_NO_TASK));
                 };
-                r.killed = true;
-                if let Ok(pid) = i32::try_from(r.pid) {
-                    // SAFETY: a signal to our own child, not yet reaped (its
-                    // record has not ended).
-                    unsafe { libc::kill(pid, libc::SIGTERM) };
-                }
+                let pid = r.pid;
+                drop(t);
+                self.kill(tid, pid);
                 Reply::Value(0)
             }
             Request::Join { group } => {
@@ -479,6 +480,31 @@ impl Relay {
                 Reply::Value(0)
             }
         })
+    }
+
+    /// pvm_kill: SIGTERM, which libpvm-mc takes at the task's next PVM
+    /// call or wait (where it holds no cluster lock); SIGKILL if the task
+    /// is still there [`KILL_GRACE`] later (it may compute without calling
+    /// PVM).
+    fn kill(self: &Arc<Self>, tid: i32, pid: u32) {
+        let Ok(pid) = i32::try_from(pid) else { return };
+        let mut t = lock(&self.table);
+        if let Some(r) = t.tasks.iter_mut().find(|r| r.tid == tid) {
+            r.killed = true;
+        }
+        // SAFETY: a signal to our own child, not yet reaped (its record
+        // has not ended, and reaping happens under this lock).
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        drop(t);
+        let me = self.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(KILL_GRACE);
+            let t = lock(&me.table);
+            if t.tasks.iter().any(|r| r.tid == tid && r.ended.is_none()) {
+                // SAFETY: as above: still our unreaped child.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+        });
     }
 
     /// A task that exits leaves its (unfrozen) groups.

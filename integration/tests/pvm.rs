@@ -289,3 +289,36 @@ fn dropped_packets_fail_with_the_loss_named_or_change_nothing() {
         }
     }
 }
+
+/// The calls the examples do not make (integration/c/pvm/api.c): spawn on a
+/// named host, the tables, every group function, psend/precv, the
+/// non-blocking receives, in-place packing, options, notices and kill, and
+/// PvmNotImpl said once.
+#[test]
+fn the_rest_of_the_api() {
+    if let Some(why) = missing() {
+        eprintln!("SKIPPED the PVM API test: {why}");
+        return;
+    }
+    let dir = tempfile::Builder::new()
+        .prefix("pvm-api-")
+        .tempdir()
+        .expect("tempdir");
+    let cc = integration::c_program::compiler().expect("checked");
+    let o = Command::new(&cc)
+        .args(["-Wall", "-Werror", "-O1", "-shared", "-fPIC", "-o"])
+        .arg(dir.path().join("api"))
+        .arg(build::workspace().join("integration/c/pvm/api.c"))
+        .output()
+        .expect("run the C compiler");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (rc, out) = pvm(dir.path(), &["-n", "2"], "api", "");
+    assert_eq!(rc, Some(0), "{out}");
+    assert!(out.contains("[t40001] api: ok"), "{out}");
+    assert_eq!(
+        out.matches("pvm_addhosts is not supported (PvmNotImpl)")
+            .count(),
+        1,
+        "PvmNotImpl is said once per call:\n{out}"
+    );
+}

@@ -45,6 +45,7 @@ fn dlerror() -> String {
 type Main = unsafe extern "C" fn(c_int, *mut *mut c_char, *mut *mut c_char) -> c_int;
 
 fn run() -> Result<c_int, ShellError> {
+    crate::task::take_sigterm();
     let (mc, _node) = node()?;
     let relay = Relay::connect()?;
     let me = mc.node_id().0 as u32;

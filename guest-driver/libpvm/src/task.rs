@@ -5,6 +5,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::ffi::c_int;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -102,6 +103,7 @@ pub fn node() -> Result<(MemoryChannel, Arc<Node>), EnrolError> {
 }
 
 fn enrol() -> Result<Pvm, EnrolError> {
+    take_sigterm();
     let relay = Relay::connect()?;
     let tid = env_int(env::TID)?.ok_or(EnrolError::NoTid)?;
     let parent = env_int(env::PARENT)?.unwrap_or(PVM_NO_PARENT);
@@ -144,6 +146,35 @@ fn enrol() -> Result<Pvm, EnrolError> {
     })
 }
 
+/// Set by SIGTERM (pvm_kill): the task ends at its next PVM call or in
+/// its next wait, where it holds no cluster lock (a task killed inside a
+/// directory update would leave UMP's directory locked for every task).
+static KILLED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_term(_: c_int) {
+    KILLED.store(true, Ordering::SeqCst);
+}
+
+/// From here on SIGTERM (pvm_kill) ends the task only where it is safe,
+/// called before the adapter, UMP or the task's endpoint are brought up.
+pub fn take_sigterm() {
+    // SAFETY: installs a handler that only stores to an atomic.
+    unsafe {
+        libc::signal(
+            libc::SIGTERM,
+            on_term as extern "C" fn(c_int) as libc::sighandler_t,
+        )
+    };
+}
+
+/// End the task now if pvm_kill asked for it.
+pub fn end_if_killed() {
+    if KILLED.load(Ordering::Relaxed) {
+        // SAFETY: _exit ends the process at once; nothing of it is used after.
+        unsafe { libc::_exit(128 + libc::SIGTERM) };
+    }
+}
+
 /// Messages still being written when the program returns from main
 /// without pvm_exit go out before the process ends.
 extern "C" fn flush_at_exit() {
@@ -158,6 +189,7 @@ extern "C" fn flush_at_exit() {
 /// enrol says why (once) and every call returns PvmSysErr. A negative
 /// code is reported as `call`'s (pvm_errno, PvmAutoErr).
 pub fn with<F: FnOnce(&mut Pvm) -> c_int>(call: &'static str, f: F) -> c_int {
+    end_if_killed();
     let mut g = lock(&STATE);
     if g.is_none() {
         if *lock(&EXITED) {

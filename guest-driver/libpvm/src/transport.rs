@@ -229,6 +229,7 @@ impl Pvm {
         let errors = self.mc.error_count();
         let mut last_data = Instant::now();
         loop {
+            crate::task::end_if_killed();
             if self.relay.has_notices() {
                 self.take_notices();
             }
