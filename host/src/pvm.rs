@@ -273,10 +273,14 @@ impl Relay {
                     .0;
             }
             let Some(conn) = t.slots[slot].parked.take() else {
-                eprintln!(
-                    "mc-host pvm: the task shell of adapter {slot} did not come up in {} s (its adapter's or UMP's set-up failed or is stuck: under a fault plan, packets lost during it): t{tid:x} not started",
-                    PARK_WAIT.as_secs()
-                );
+                if t.slots[slot].ended.is_some() {
+                    eprintln!("mc-host pvm: the task shell of adapter {slot} ended before it came up (above): t{tid:x} not started");
+                } else {
+                    eprintln!(
+                        "mc-host pvm: the task shell of adapter {slot} did not come up in {} s (its adapter's or UMP's set-up is stuck: under a fault plan, packets lost during it): t{tid:x} not started",
+                        PARK_WAIT.as_secs()
+                    );
+                }
                 out.push(PVM_OUT_OF_RES);
                 continue;
             };

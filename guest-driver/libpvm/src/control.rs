@@ -128,7 +128,11 @@ pub unsafe extern "C" fn pvm_spawn(
             count,
         });
         match r {
-            Ok(Reply::Spawned(got)) => {
+            Ok(Reply::Spawned(mut got)) => {
+                // PVM's order: the tasks started first, the error codes of
+                // those not started in the last places (programs kill
+                // tids[0 .. numt] when some failed).
+                got.sort_by_key(|t| *t < 0);
                 if !tids.is_null() {
                     for (i, t) in got.iter().take(count as usize).enumerate() {
                         // SAFETY: the caller's contract: room for count.
