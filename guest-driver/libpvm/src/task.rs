@@ -95,7 +95,20 @@ pub fn node() -> Result<(MemoryChannel, Arc<Node>), EnrolError> {
         let mc = imc::memory_channel()
             .map_err(|e| format!("opening the Memory Channel adapter: {e}"))?;
         let node = Node::open(&mc, Config::from_env())
-            .map_err(|e| format!("bringing UMP up: {}", chain(&e)))?;
+            .map_err(|e| {
+                // A lost packet leaves a copy of the region table or of the
+                // directory incomplete, and the error then names what it
+                // read, not the loss: say the loss first.
+                let lost = mc.losses();
+                let why = if lost > 0 {
+                    format!(
+                        "{lost} packets were lost on this adapter's link since it opened (Memory Channel does not retransmit), which left what UMP reads incomplete: "
+                    )
+                } else {
+                    String::new()
+                };
+                format!("bringing UMP up: {why}{}", chain(&e))
+            })?;
         Ok((mc, node))
     })
     .clone()
