@@ -11,6 +11,7 @@ mod fault_plan;
 mod launch;
 mod mpirun;
 mod mpirun_error;
+mod pvm;
 mod qemu_cmd;
 mod run;
 mod serve;
@@ -44,6 +45,9 @@ enum McHostCommand {
     /// Run an MPI program on a virtual cluster, one node per rank, through Open
     /// MPI's mpirun and the `mc` libfabric provider (docs/mpi.md).
     Mpirun(mpirun::MpirunArgs),
+    /// Run a PVM program built against libpvm-mc on a virtual cluster: its
+    /// tasks on UMP, pvm_spawn and the task table served here (docs/pvm.md).
+    Pvm(pvm::PvmArgs),
     /// Inject a fault into a running cluster, or show the faults in force
     /// (`status`).
     Fault(fault_cmd::FaultArgs),
@@ -76,6 +80,7 @@ fn main() -> ExitCode {
         cli.command,
         McHostCommand::Run(_)
             | McHostCommand::Mpirun(_)
+            | McHostCommand::Pvm(_)
             | McHostCommand::Demo(_)
             | McHostCommand::Fault(_)
             | McHostCommand::Stats(_)
@@ -91,6 +96,7 @@ fn main() -> ExitCode {
         McHostCommand::Serve(args) => serve::run(&args),
         McHostCommand::Run(args) => run::run(&args),
         McHostCommand::Mpirun(args) => mpirun::run(&args),
+        McHostCommand::Pvm(args) => pvm::run(&args),
         McHostCommand::Fault(args) => fault_cmd::fault(&args),
         McHostCommand::Stats(args) => fault_cmd::stats(&args),
         McHostCommand::Image(args) => qemu_cmd::image(&args).map_err(CliError::from),
