@@ -25,21 +25,6 @@ if have_all; then
     exit 0
 fi
 
-SUDO=()
-if [ "$(id -u)" -ne 0 ]; then
-    if command -v sudo >/dev/null 2>&1; then
-        SUDO=(sudo)
-    else
-        say "error: not root and no sudo: install ${PACKAGES[*]} by hand" >&2
-        exit 1
-    fi
-fi
-if ! command -v apt-get >/dev/null 2>&1; then
-    say "error: no apt-get: install PVM 3.4 (pvm3.h and the example programs) by hand" >&2
-    exit 1
-fi
-say "apt-get install ${PACKAGES[*]}"
-"${SUDO[@]}" apt-get update -qq
-DEBIAN_FRONTEND=noninteractive "${SUDO[@]}" apt-get install -y -qq "${PACKAGES[@]}"
-have_all || { say "error: the packages installed, but pvm3.h, pvm or $EXAMPLES is still missing" >&2; exit 1; }
-say "done"
+# shellcheck source=scripts/lib/apt-install.sh
+source "$(dirname "$0")/lib/apt-install.sh"
+apt_install "PVM 3.4 (pvm3.h and the example programs)" "pvm3.h, pvm or $EXAMPLES"
