@@ -6,7 +6,9 @@ use std::cell::Cell;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use super::{enabled, Global, VclockError, GLOBAL, QUANTUM_BREAKS};
+use firmware_model::abi::clock::WorkMeasure;
+
+use super::{enabled, fault, Global, VclockError, WorkFault, GLOBAL, QUANTUM_BREAKS};
 
 pub(super) const NO_SLOT: u32 = u32::MAX;
 
@@ -27,6 +29,14 @@ pub(super) struct ThreadClock {
     /// When the thread last synced, on the host's monotonic clock: what
     /// [`sync_when_due`] throttles by.
     pub(super) synced_at: Cell<Option<Instant>>,
+    /// Virtual ns of work the meter cannot see, charged by the model
+    /// ([`super::unseen`]) and not yet added.
+    pub(super) unseen: Cell<u64>,
+    /// The meter's readings the clock counted, as the application's
+    /// computing and as protocol work (ns at scale 1): what a thread
+    /// reports when it leaves ([`Participant`]).
+    pub(super) app_work: Cell<u64>,
+    pub(super) protocol_work: Cell<u64>,
 }
 
 thread_local! {
@@ -41,6 +51,9 @@ thread_local! {
             protocol: Cell::new(false),
             stalled: Cell::new(None),
             synced_at: Cell::new(None),
+            unseen: Cell::new(0),
+            app_work: Cell::new(0),
+            protocol_work: Cell::new(0),
         }
     };
 }
@@ -61,21 +74,40 @@ impl ThreadClock {
         }
     }
 
-    /// Add the CPU time since the last sync (unless waiting) and any debt.
+    /// The meter's reading, checked: a reading below the last one (a
+    /// counter that wrapped or that something else wrote) is recorded as
+    /// the run's fault ([`super::check`]) and counts as no work.
+    pub(super) fn read(&self, g: &Global) -> u64 {
+        let now = g.meter.read();
+        let mark = self.cpu_mark.get();
+        if now < mark {
+            fault(WorkFault::Backwards {
+                before: mark,
+                after: now,
+            });
+        }
+        now
+    }
+
+    /// Add the work since the last sync (unless waiting), the unseen work
+    /// charged meanwhile, and any debt.
     pub(super) fn advance(&self, g: &Global) -> u64 {
         self.start(g);
-        let cpu = g.meter.read();
+        let cpu = self.read(g);
         let used = cpu.saturating_sub(self.cpu_mark.get());
         self.cpu_mark.set(cpu);
         let mut vt = self.vt.get();
         if self.waiting.get() == 0 || self.serving.get() {
-            let scale = if self.protocol.get() || self.serving.get() {
-                g.protocol_scale
+            let protocol = self.protocol.get() || self.serving.get();
+            let (scale, sum) = if protocol {
+                (g.protocol_scale, &self.protocol_work)
             } else {
-                g.scale
+                (g.scale, &self.app_work)
             };
+            sum.set(sum.get().saturating_add(used));
             vt = vt.saturating_add(scaled(used, scale));
         }
+        vt = vt.saturating_add(self.unseen.take());
         let slot = self.slot.get();
         if slot != NO_SLOT {
             vt = vt.saturating_add(g.board.take_debt(slot));
@@ -102,7 +134,7 @@ impl ThreadClock {
         }
         self.stalled.set(stalled);
         // Time spent held at the gate is waiting, not computing.
-        self.cpu_mark.set(g.meter.read());
+        self.cpu_mark.set(self.read(g));
     }
 }
 
@@ -209,18 +241,25 @@ pub fn observe(vt: u64) {
 /// returned guard drops. Without virtual time, the guard does nothing.
 pub fn join(vt: u64) -> Result<Participant, VclockError> {
     let Some(g) = GLOBAL.get().filter(|_| enabled()) else {
-        return Ok(Participant { slot: NO_SLOT });
+        return Ok(Participant::none());
     };
     CLOCK.with(|c| {
         if c.slot.get() != NO_SLOT {
-            return Ok(Participant { slot: NO_SLOT });
+            return Ok(Participant::none());
         }
         let slot = g.board.claim(vt)?;
         c.slot.set(slot);
         c.vt.set(vt);
         c.started.set(true);
-        c.cpu_mark.set(g.meter.read());
-        Ok(Participant { slot })
+        let at = g.meter.read();
+        c.cpu_mark.set(at);
+        c.app_work.set(0);
+        c.protocol_work.set(0);
+        Ok(Participant {
+            slot,
+            joined_at: at,
+            label: None,
+        })
     })
 }
 
@@ -240,6 +279,16 @@ pub fn charge(slot: u32, ns: u64) {
     }
 }
 
+/// This thread's work so far as the run's meter reads it, in ns at scale 1:
+/// its counted work under `--work counted`, otherwise (and outside virtual
+/// time) its CPU time. What a sequential program is timed by, so that a
+/// predicted speedup divides like by like.
+pub fn work_ns() -> u64 {
+    GLOBAL
+        .get()
+        .map_or_else(super::meter::thread_cpu_ns, |g| g.meter.read())
+}
+
 /// This thread's work meter reading (0 when off): the mark a piece of
 /// protocol work is measured from ([`protocol_work_since`]).
 pub fn work_mark() -> u64 {
@@ -256,9 +305,36 @@ pub fn protocol_work_since(mark: u64) -> u64 {
 }
 
 /// A thread's place on the clock board; dropping it leaves the board.
+///
+/// When it leaves, the thread reports the work its clock counted
+/// (`RUST_LOG=mc_driver::vclock::work=info`: the application's and the
+/// protocol's, in ns at scale 1; under counted work the same on every run of
+/// a deterministic program). Under counted work a thread that counted
+/// nothing from joining to leaving (its code is not instrumented) makes the
+/// run's fault ([`super::check`]): its time would be a wrong prediction.
 #[derive(Debug)]
 pub struct Participant {
     slot: u32,
+    /// The meter's reading when the thread joined.
+    joined_at: u64,
+    /// (node, thread of the node), for the report.
+    label: Option<(u32, u32)>,
+}
+
+impl Participant {
+    fn none() -> Participant {
+        Participant {
+            slot: NO_SLOT,
+            joined_at: 0,
+            label: None,
+        }
+    }
+
+    /// Name the thread in what it reports when it leaves: thread `local`
+    /// of node `node`.
+    pub fn label(&mut self, node: u32, local: u32) {
+        self.label = Some((node, local));
+    }
 }
 
 impl Drop for Participant {
@@ -267,6 +343,24 @@ impl Drop for Participant {
             return;
         }
         if let Some(g) = GLOBAL.get() {
+            let _ = CLOCK.try_with(|c| {
+                // Count what it did since its last sync.
+                let vt = c.advance(g);
+                c.set(g, vt);
+                let (app, protocol) = (c.app_work.get(), c.protocol_work.get());
+                let who = match self.label {
+                    Some((n, l)) => format!("node {n} thread {l}"),
+                    None => format!("board slot {}", self.slot),
+                };
+                log::info!(
+                    target: "mc_driver::vclock::work",
+                    "{who}: {} work: application {app} ns, protocol {protocol} ns (at scale 1)",
+                    g.meter.name()
+                );
+                if g.config.work == WorkMeasure::Counted && g.meter.read() == self.joined_at {
+                    fault(WorkFault::NeverCounted { slot: self.slot });
+                }
+            });
             g.board.release(self.slot);
         }
         let _ = CLOCK.try_with(|c| c.slot.set(NO_SLOT));

@@ -146,7 +146,7 @@ fn end_wait(arrival: Option<u64>, notice: u64) -> u64 {
     };
     CLOCK.with(|c| {
         c.start(g);
-        c.cpu_mark.set(g.meter.read());
+        c.cpu_mark.set(c.read(g));
         let depth = c.waiting.get().saturating_sub(1);
         c.waiting.set(depth);
         let mut vt = c.vt.get();
