@@ -156,7 +156,8 @@ impl Csm {
     /// `vclock::now()`). Keep the returned guard for the thread's life.
     /// The protocol thread's work is charged to the node's thread 0.
     pub fn join_clock(&self, local: u32, vt: u64) -> Result<vclock::Participant, CsmError> {
-        let p = vclock::join(vt).map_err(|e| CsmError::Clock(Arc::new(e)))?;
+        let mut p = vclock::join(vt).map_err(|e| CsmError::Clock(Arc::new(e)))?;
+        p.label(self.node_id(), local);
         if local == 0 {
             if let Some(slot) = vclock::my_slot() {
                 self.node.app0_slot.store(slot, Ordering::Relaxed);
@@ -168,13 +169,22 @@ impl Csm {
     /// The predicted time of the timed part: from the node's earliest
     /// [`Csm::mark_start`] to its latest [`Csm::mark_end`] in virtual time,
     /// in seconds (a predicted-time run with both marks made).
+    ///
+    /// `None` too when a thread's work count went wrong
+    /// (`vclock::check`): no prediction rather than a wrong one.
     pub fn predicted(&self) -> Option<f64> {
+        if vclock::work_fault().is_some() {
+            return None;
+        }
         let w = self.node.vwindow.lock().unwrap_or_else(|p| p.into_inner());
         Some((w.1?.saturating_sub(w.0?)) as f64 / 1e9)
     }
 
     /// The virtual window itself: (earliest start, latest end), ns.
     pub fn virtual_window(&self) -> Option<(u64, u64)> {
+        if vclock::work_fault().is_some() {
+            return None;
+        }
         let w = self.node.vwindow.lock().unwrap_or_else(|p| p.into_inner());
         Some((w.0?, w.1?))
     }

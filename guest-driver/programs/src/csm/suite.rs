@@ -168,11 +168,12 @@ thread_local! {
 /// [`time_sequential_cpu`] (a program computing its reference result) it
 /// only notes the time.
 pub(crate) fn compute_begins() {
-    COMPUTE_BEGAN.with(|c| c.set(Some((mc_api::vclock::thread_cpu_ns(), Instant::now()))));
+    COMPUTE_BEGAN.with(|c| c.set(Some((mc_api::vclock::work_ns(), Instant::now()))));
 }
 
 /// [`time_sequential`], with the sequential run's CPU time (this thread's,
-/// `CLOCK_THREAD_CPUTIME_ID`): what a predicted speedup divides, times the
+/// `CLOCK_THREAD_CPUTIME_ID`; its counted work under `--work counted`,
+/// `vclock::work_ns`): what a predicted speedup divides, times the
 /// CPU scale (docs/virtual-time.md). (wall seconds, CPU seconds). Both
 /// count the computation only, from [`compute_begins`]: the parallel run's
 /// timed window leaves its initialisation out too, and a speedup that
@@ -180,7 +181,7 @@ pub(crate) fn compute_begins() {
 /// parallel run with work it was not timed for.
 pub fn time_sequential_cpu(app: App, problem: Problem, procs: usize) -> Option<(f64, f64)> {
     COMPUTE_BEGAN.with(|c| c.set(None));
-    let cpu = mc_api::vclock::thread_cpu_ns();
+    let cpu = mc_api::vclock::work_ns();
     let t = Instant::now();
     match (app, problem) {
         (App::Sor, Problem::Sor { rows, cols, iters }) => drop(std::hint::black_box(
@@ -209,7 +210,7 @@ pub fn time_sequential_cpu(app: App, problem: Problem, procs: usize) -> Option<(
         )),
         _ => return None,
     }
-    let end_cpu = mc_api::vclock::thread_cpu_ns();
+    let end_cpu = mc_api::vclock::work_ns();
     let end = Instant::now();
     // A program that never marked its computation is timed whole.
     let (cpu, t) = COMPUTE_BEGAN.with(|c| c.take()).unwrap_or((cpu, t));
