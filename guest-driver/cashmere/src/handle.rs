@@ -142,10 +142,13 @@ impl Csm {
     /// `vclock::SYNC_GAP`, and holds it at the quantum if it is too far
     /// ahead (a safe point: the program holds no protocol lock here).
     pub fn poll(&self) -> Result<(), CsmError> {
-        if vclock::enabled()
-            && self.node.polls.fetch_add(1, Ordering::Relaxed) % POLL_SYNC_EVERY == 0
-        {
-            vclock::sync_when_due();
+        if vclock::enabled() {
+            // Which thread of the node takes the 16th poll follows the
+            // host: not the thread's work under counted work.
+            let _clock = vclock::counter::Uncounted::enter();
+            if self.node.polls.fetch_add(1, Ordering::Relaxed) % POLL_SYNC_EVERY == 0 {
+                vclock::sync_when_due();
+            }
         }
         self.node.serve_if_waiting()
     }
@@ -221,11 +224,15 @@ impl Csm {
         {
             self.node.wake_protocol_thread();
         }
+        // The thread's counted work from here (after the marks' own work,
+        // which differs with the thread that marks first).
+        vclock::work_window(false);
     }
 
     /// Mark the end of the timed part (the latest mark counts; so does the
     /// protocol thread's breakdown).
     pub fn mark_end(&self) {
+        vclock::work_window(true);
         times::end_window();
         if vclock::enabled() {
             let v = vclock::tick();

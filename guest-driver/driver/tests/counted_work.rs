@@ -64,6 +64,26 @@ fn counted_edges_advance_the_clock_at_the_rate_and_the_scales() {
 }
 
 #[test]
+fn the_clocks_own_machinery_is_not_counted() {
+    on_a_thread(|| {
+        let t0 = vclock::sync();
+        {
+            // A sync that was due, a gate: regions nest, the outer counts.
+            let _u = counter::Uncounted::enter();
+            counter::add_for_test(5_000);
+            {
+                let _v = counter::Uncounted::enter();
+                counter::add_for_test(5_000);
+            }
+            assert_eq!(vclock::sync(), t0, "inside, the count stands still");
+        }
+        assert_eq!(vclock::sync(), t0, "nothing of the region is work");
+        counter::add_for_test(10_000);
+        assert_eq!(vclock::sync() - t0, 2 * edges_to_ns(10_000));
+    });
+}
+
+#[test]
 fn the_same_count_gives_the_same_time_whatever_the_host_did() {
     // Two threads count the same work; one also burns CPU time that no
     // counter sees (the test binary is not instrumented) and sleeps. Their

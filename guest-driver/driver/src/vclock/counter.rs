@@ -1,6 +1,6 @@
 //! The work counter: a per-thread count of the edges (Rust, LLVM) and
 //! basic blocks (C, GCC) the thread's instrumented code passed through
-//! (issue 39; docs/virtual-time.md s.10).
+//! (issue 39; docs/virtual-time.md s.9).
 //!
 //! An instrumented build (`scripts/build-counted.sh` for `mc-guest` and
 //! `libcsm`, `scripts/mc-cc --counted` for C programs) has the compiler call
@@ -40,6 +40,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 thread_local! {
     /// This thread's count of instrumented edges and blocks.
     static EDGES: Cell<u64> = const { Cell::new(0) };
+    /// Edges passed inside [`Uncounted`] regions, left out of [`edges`].
+    static SKIPPED: Cell<u64> = const { Cell::new(0) };
+    /// The raw count when the outermost open [`Uncounted`] region began,
+    /// and how many are open.
+    static ENTRY: Cell<u64> = const { Cell::new(0) };
+    static DEPTH: Cell<u32> = const { Cell::new(0) };
 }
 
 /// Some instrumented Rust module registered its guards (its constructor
@@ -77,12 +83,60 @@ fn bump() {
     let _ = EDGES.try_with(|c| c.set(c.get().wrapping_add(1)));
 }
 
-/// The calling thread's count so far. It wraps at 2^64 (the callbacks must
-/// stay one add): a reading below an earlier one is a wrapped or tampered
-/// count, which the meter refuses (`meter::CountedWork`).
+fn raw() -> u64 {
+    EDGES.try_with(Cell::get).unwrap_or(0)
+}
+
+/// The calling thread's count so far, less the edges of the clock's own
+/// machinery ([`Uncounted`]); inside such a region, the count as it was
+/// when the region began. It wraps at 2^64 (the callbacks must stay one
+/// add): a reading below an earlier one is a wrapped or tampered count,
+/// which the clock refuses (`vclock::WorkFault`).
 #[inline]
 pub fn edges() -> u64 {
-    EDGES.try_with(Cell::get).unwrap_or(0)
+    let now = if DEPTH.try_with(Cell::get).unwrap_or(0) > 0 {
+        ENTRY.try_with(Cell::get).unwrap_or(0)
+    } else {
+        raw()
+    };
+    now.wrapping_sub(SKIPPED.try_with(Cell::get).unwrap_or(0))
+}
+
+/// A region of code whose edges are not the thread's work: the clock's own
+/// machinery (a sync, the quantum's gate, a wait's bookkeeping) and what
+/// runs on the host's timing (whether a throttled sync is due). Counting
+/// them would make the count follow the host: a sync that is due after 50
+/// us of host time runs a varying number of times. Open while the guard
+/// lives; regions nest (the outermost one counts).
+#[must_use = "the region ends when the guard drops"]
+pub struct Uncounted(());
+
+impl Uncounted {
+    /// Open a region on the calling thread.
+    #[inline]
+    pub fn enter() -> Uncounted {
+        let _ = DEPTH.try_with(|d| {
+            if d.get() == 0 {
+                let _ = ENTRY.try_with(|e| e.set(raw()));
+            }
+            d.set(d.get() + 1);
+        });
+        Uncounted(())
+    }
+}
+
+impl Drop for Uncounted {
+    #[inline]
+    fn drop(&mut self) {
+        let _ = DEPTH.try_with(|d| {
+            let depth = d.get().saturating_sub(1);
+            d.set(depth);
+            if depth == 0 {
+                let spent = raw().wrapping_sub(ENTRY.try_with(Cell::get).unwrap_or(0));
+                let _ = SKIPPED.try_with(|s| s.set(s.get().wrapping_add(spent)));
+            }
+        });
+    }
 }
 
 /// Whether this process carries counters: an instrumented Rust module

@@ -51,7 +51,7 @@ pub use board::{ClockBoard, SlotState};
 pub use meter::{thread_cpu_ns, CountedWork, CpuTime, WorkMeter};
 pub use thread::{
     charge, join, my_slot, now, observe, protocol_work_since, stamp, sync, sync_when_due, tick,
-    tick_into, work_mark, work_ns, Participant, SYNC_GAP,
+    tick_into, work_mark, work_ns, work_window, Participant, SYNC_GAP,
 };
 pub use wait::{one_way, serve, wait_begin, wait_end, wait_end_quiet, waiting, Serving};
 

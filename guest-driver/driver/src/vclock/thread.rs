@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use firmware_model::abi::clock::WorkMeasure;
 
+use super::counter::Uncounted;
 use super::{enabled, fault, Global, VclockError, WorkFault, GLOBAL, QUANTUM_BREAKS};
 
 pub(super) const NO_SLOT: u32 = u32::MAX;
@@ -37,6 +38,10 @@ pub(super) struct ThreadClock {
     /// reports when it leaves ([`Participant`]).
     pub(super) app_work: Cell<u64>,
     pub(super) protocol_work: Cell<u64>,
+    /// Those two at the start of the thread's timed part, and over it
+    /// ([`work_window`]).
+    pub(super) window_start: Cell<Option<(u64, u64)>>,
+    pub(super) window: Cell<Option<(u64, u64)>>,
 }
 
 thread_local! {
@@ -54,6 +59,8 @@ thread_local! {
             unseen: Cell::new(0),
             app_work: Cell::new(0),
             protocol_work: Cell::new(0),
+            window_start: Cell::new(None),
+            window: Cell::new(None),
         }
     };
 }
@@ -145,6 +152,7 @@ pub fn sync() -> u64 {
     let Some(g) = GLOBAL.get().filter(|_| enabled()) else {
         return 0;
     };
+    let _uncounted = Uncounted::enter();
     CLOCK.with(|c| {
         let vt = c.advance(g);
         c.set(g, vt);
@@ -170,6 +178,8 @@ pub fn sync_when_due() -> u64 {
     if !enabled() {
         return 0;
     }
+    // Whether it is due follows the host's clock: none of it is work.
+    let _uncounted = Uncounted::enter();
     let due = CLOCK.with(|c| c.synced_at.get().is_none_or(|t| t.elapsed() >= SYNC_GAP));
     if due {
         sync()
@@ -191,6 +201,7 @@ pub fn tick() -> u64 {
     let Some(g) = GLOBAL.get().filter(|_| enabled()) else {
         return 0;
     };
+    let _uncounted = Uncounted::enter();
     CLOCK.with(|c| {
         let vt = c.advance(g);
         c.set(g, vt);
@@ -205,6 +216,7 @@ pub fn tick_into(protocol: bool) -> u64 {
     let Some(g) = GLOBAL.get().filter(|_| enabled()) else {
         return 0;
     };
+    let _uncounted = Uncounted::enter();
     CLOCK.with(|c| {
         let vt = c.advance(g);
         c.set(g, vt);
@@ -230,6 +242,7 @@ pub fn observe(vt: u64) {
     let Some(g) = GLOBAL.get().filter(|_| enabled()) else {
         return;
     };
+    let _uncounted = Uncounted::enter();
     CLOCK.with(|c| {
         let now = c.advance(g);
         c.set(g, now.max(vt));
@@ -243,6 +256,7 @@ pub fn join(vt: u64) -> Result<Participant, VclockError> {
     let Some(g) = GLOBAL.get().filter(|_| enabled()) else {
         return Ok(Participant::none());
     };
+    let _uncounted = Uncounted::enter();
     CLOCK.with(|c| {
         if c.slot.get() != NO_SLOT {
             return Ok(Participant::none());
@@ -255,12 +269,38 @@ pub fn join(vt: u64) -> Result<Participant, VclockError> {
         c.cpu_mark.set(at);
         c.app_work.set(0);
         c.protocol_work.set(0);
+        c.window_start.set(None);
+        c.window.set(None);
         Ok(Participant {
             slot,
             joined_at: at,
             label: None,
         })
     })
+}
+
+/// Mark the start (`end == false`) or the end of this thread's timed part
+/// in the work it counted, after a [`tick`]: what it reports, beside its
+/// whole life's work, when it leaves the board ([`Participant`]). A
+/// program's `Csm::mark_start` and `mark_end` call it, so the report
+/// leaves out what a thread did before and after (a verification that the
+/// first thread of a node to get there does, say).
+pub fn work_window(end: bool) {
+    let Some(g) = GLOBAL.get().filter(|_| enabled()) else {
+        return;
+    };
+    let _uncounted = Uncounted::enter();
+    CLOCK.with(|c| {
+        let vt = c.advance(g);
+        c.set(g, vt);
+        let now = (c.app_work.get(), c.protocol_work.get());
+        if !end {
+            c.window_start.set(Some(now));
+        } else if let Some(s) = c.window_start.get() {
+            c.window
+                .set(Some((now.0.saturating_sub(s.0), now.1.saturating_sub(s.1))));
+        }
+    });
 }
 
 /// The board slot of this thread, for [`charge`] by another thread.
@@ -275,6 +315,7 @@ pub fn my_slot() -> Option<u32> {
 /// thread, e.g. a protocol thread, did on its behalf).
 pub fn charge(slot: u32, ns: u64) {
     if let Some(g) = GLOBAL.get().filter(|_| enabled()) {
+        let _uncounted = Uncounted::enter();
         g.board.charge(slot, ns);
     }
 }
@@ -343,6 +384,7 @@ impl Drop for Participant {
             return;
         }
         if let Some(g) = GLOBAL.get() {
+            let _uncounted = Uncounted::enter();
             let _ = CLOCK.try_with(|c| {
                 // Count what it did since its last sync.
                 let vt = c.advance(g);
@@ -352,9 +394,16 @@ impl Drop for Participant {
                     Some((n, l)) => format!("node {n} thread {l}"),
                     None => format!("board slot {}", self.slot),
                 };
+                let timed = match c.window.get() {
+                    Some((a, p)) => {
+                        format!("; in the timed part: application {a} ns, protocol {p} ns")
+                    }
+                    None => String::new(),
+                };
                 log::info!(
                     target: "mc_driver::vclock::work",
-                    "{who}: {} work: application {app} ns, protocol {protocol} ns (at scale 1)",
+                    "{who}: {} work: application {app} ns, protocol {protocol} ns{timed} \
+                     (at scale 1)",
                     g.meter.name()
                 );
                 if g.config.work == WorkMeasure::Counted && g.meter.read() == self.joined_at {

@@ -1,5 +1,5 @@
 //! Work the counters cannot see, charged by a stated model (issue 39;
-//! docs/virtual-time.md s.10).
+//! docs/virtual-time.md s.9).
 //!
 //! Counted work counts the edges of instrumented code only. The kernel
 //! (a page fault's trap and signal delivery, `mprotect`) and the
@@ -32,6 +32,7 @@
 //! and an application's own calls into libc (a C program's `memcpy`), which
 //! the paper's sequential times include and the counters here do not.
 
+use super::counter::Uncounted;
 use super::thread::CLOCK;
 use super::{enabled, WorkMeasure, GLOBAL};
 
@@ -74,6 +75,7 @@ pub fn charge_unseen(op: Unseen) {
     let Some(g) = GLOBAL.get().filter(|_| enabled()) else {
         return;
     };
+    let _uncounted = Uncounted::enter();
     if g.config.work != WorkMeasure::Counted {
         return;
     }
