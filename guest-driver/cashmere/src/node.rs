@@ -455,16 +455,21 @@ impl Node {
         if !self.polling {
             return Ok(());
         }
-        self.bell.polled();
-        if !self.requests_waiting() {
-            return Ok(());
-        }
-        let guard = match self.state.try_lock() {
-            Ok(g) => g,
-            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(std::sync::TryLockError::WouldBlock) => return Ok(()),
+        let mut st = {
+            // Whether a request is there yet, and whether the state is
+            // free, follow the host's timing: under counted work looking is
+            // not the thread's work (serving is, as protocol work).
+            let _looking = vclock::counter::Uncounted::enter();
+            self.bell.polled();
+            if !self.requests_waiting() {
+                return Ok(());
+            }
+            match self.state.try_lock() {
+                Ok(g) => g,
+                Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => return Ok(()),
+            }
         };
-        let mut st = guard;
         let _serve = times::enter(Activity::Serve);
         self.serve_requests(&mut st)
     }
