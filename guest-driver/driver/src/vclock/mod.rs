@@ -108,10 +108,12 @@ pub enum WorkFault {
          --counted); no prediction"
     )]
     NeverCounted { slot: u32 },
+    #[error("a thread's counted work overflowed 2^64 ns at the committed rate; no prediction")]
+    Overflow,
 }
 
 /// The run's first work fault: its kind (0: none, 1: backwards, 2: never
-/// counted) and its two values. Atomics only: recorded from the fault
+/// counted, 3: overflow) and its two values. Atomics only: recorded from the fault
 /// handler too.
 static FAULT_KIND: AtomicU32 = AtomicU32::new(0);
 static FAULT_A: AtomicU64 = AtomicU64::new(0);
@@ -122,6 +124,7 @@ fn fault(f: WorkFault) {
     let (kind, a, b) = match f {
         WorkFault::Backwards { before, after } => (1, before, after),
         WorkFault::NeverCounted { slot } => (2, u64::from(slot), 0),
+        WorkFault::Overflow => (3, 0, 0),
     };
     if FAULT_KIND
         .compare_exchange(0, u32::MAX, Ordering::AcqRel, Ordering::Relaxed)
@@ -144,6 +147,7 @@ pub fn work_fault() -> Option<WorkFault> {
         2 => Some(WorkFault::NeverCounted {
             slot: u32::try_from(a()).unwrap_or(u32::MAX),
         }),
+        3 => Some(WorkFault::Overflow),
         _ => None,
     }
 }

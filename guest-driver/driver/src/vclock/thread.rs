@@ -82,12 +82,14 @@ impl ThreadClock {
     }
 
     /// The meter's reading, checked: a reading below the last one (a
-    /// counter that wrapped or that something else wrote) is recorded as
-    /// the run's fault ([`super::check`]) and counts as no work.
+    /// counter that wrapped or that something else wrote) or one that no
+    /// longer fits in ns is recorded as the run's fault ([`super::check`]).
     pub(super) fn read(&self, g: &Global) -> u64 {
         let now = g.meter.read();
         let mark = self.cpu_mark.get();
-        if now < mark {
+        if now == u64::MAX {
+            fault(WorkFault::Overflow);
+        } else if now < mark {
             fault(WorkFault::Backwards {
                 before: mark,
                 after: now,
