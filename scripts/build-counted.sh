@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # build-counted.sh: build mc-guest and libcsm with work counters, for the
 # virtual clock's counted work (`mc-host run --clock virtual --work
-# counted`, docs/virtual-time.md s.10).
+# counted`, docs/virtual-time.md s.9).
 #
 #   scripts/build-counted.sh            # mc-guest and libcsm.a
 #   target/release/mc-host run --nodes 4 --threads 2 --clock virtual \

@@ -9,7 +9,7 @@
 //! thread gets more than a quantum ahead of the slowest.
 //!
 //! `--work counted|cpu-time` says what measures a thread's computing
-//! (issue 39; docs/virtual-time.md s.10): its CPU time on this host
+//! (issue 39; docs/virtual-time.md s.9): its CPU time on this host
 //! (`cpu-time`, the default, any build), or the work its instrumented code
 //! counted (`counted`: deterministic, needs the guest program built with
 //! counters, `scripts/build-counted.sh`, and names that build's `mc-guest`
