@@ -272,6 +272,9 @@ impl Node {
     }
 
     pub(crate) fn lock_state(&self) -> StateGuard<'_> {
+        // Whether the state is free follows the host: under counted work
+        // taking it is not the thread's work, contended or not.
+        let _taking = vclock::counter::Uncounted::enter();
         match self.state.try_lock() {
             Ok(g) => g,
             Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
