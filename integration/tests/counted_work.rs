@@ -28,7 +28,7 @@ use integration::{binary, c_program, output_text};
 /// One cluster at a time: they share the machine's cores.
 static CLUSTER: Mutex<()> = Mutex::new(());
 
-/// The directory of the counted mc-guest and libcsm.a, built first.
+/// The directory of the counted mc-guest, built first.
 fn counted_dir() -> PathBuf {
     static DIR: Mutex<Option<PathBuf>> = Mutex::new(None);
     let mut d = DIR.lock().unwrap_or_else(|p| p.into_inner());
@@ -45,7 +45,7 @@ fn counted_dir() -> PathBuf {
         output_text(&out)
     );
     let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).lines().last().unwrap());
-    assert!(dir.join("mc-guest").is_file() && dir.join("libcsm.a").is_file());
+    assert!(dir.join("mc-guest").is_file());
     *d = Some(dir.clone());
     dir
 }
@@ -163,7 +163,9 @@ fn a_c_program_built_by_mc_cc_counted_is_counted() {
             return;
         }
     };
-    let lib = counted_dir();
+    // The plain libcsm: the counted one does not link yet
+    // (docs/virtual-time.md s.9); the program's own blocks are counted.
+    let lib = integration::build::library_dir("libcsm");
     let dir = tempfile::tempdir().unwrap();
     let exe = dir.path().join("sor");
     let ws = c_program::workspace();

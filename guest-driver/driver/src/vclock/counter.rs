@@ -2,8 +2,8 @@
 //! basic blocks (C, GCC) the thread's instrumented code passed through
 //! (issue 39; docs/virtual-time.md s.9).
 //!
-//! An instrumented build (`scripts/build-counted.sh` for `mc-guest` and
-//! `libcsm`, `scripts/mc-cc --counted` for C programs) has the compiler call
+//! An instrumented build (`scripts/build-counted.sh` for `mc-guest`,
+//! `scripts/mc-cc --counted` for a C program's own code) has the compiler call
 //! a SanitizerCoverage callback on every edge or block:
 //! - rustc (LLVM) with `-C passes=sancov-module -C
 //!   llvm-args=-sanitizer-coverage-level=3 -C

@@ -84,7 +84,7 @@ pub enum VclockError {
     AlreadySet,
     #[error(
         "counted work (--work counted) needs a program built with work counters, and this one \
-         has none (its counter never moved): build mc-guest and libcsm with \
+         has none (its counter never moved): build mc-guest with \
          scripts/build-counted.sh and run that mc-guest, or a C program with scripts/mc-cc \
          --counted; or use --work cpu-time"
     )]
