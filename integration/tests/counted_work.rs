@@ -144,7 +144,7 @@ fn sor_4_2_under_skewed_delivery_counts_the_same_work_per_thread_twice() {
     let (a, b) = (counts(&out1), counts(&out2));
     assert_eq!(a.len(), 8, "eight application threads report: {out1}");
     for (who, (app, _)) in &a {
-        assert!(*app > 1_000_000, "{who:?} counted its band's work: {app}");
+        assert!(*app > 10_000, "{who:?} counted its band's work: {app}");
         assert_eq!(
             Some(app),
             b.get(who).map(|c| &c.0),
