@@ -194,6 +194,25 @@ fn a_c_program_built_by_mc_cc_counted_is_counted() {
     }
     let apps = |m: &BTreeMap<(u32, u32), (u64, u64)>| m.values().map(|c| c.0).collect::<Vec<_>>();
     assert_eq!(apps(&a), apps(&b), "the same count twice");
+
+    // Built without --counted, the program counts nothing: refused.
+    let plain = dir.path().join("sor-plain");
+    let st = Command::new(ws.join("scripts/mc-cc"))
+        .arg("-o")
+        .arg(&plain)
+        .arg(ws.join("integration/c/anl/sor.C"))
+        .env("MC_CC_CC", &cc)
+        .env("MC_CSM_LIB", &lib)
+        .output()
+        .expect("run mc-cc");
+    assert!(st.status.success(), "{}", output_text(&st));
+    let p = plain.to_str().unwrap();
+    let (ok, out) = run(1, &host, &[p, "-p", "1"]);
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains("needs a program built with work counters"),
+        "{out}"
+    );
 }
 
 #[test]
