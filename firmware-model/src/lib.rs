@@ -28,6 +28,7 @@ pub mod abi;
 pub mod arbiter;
 pub mod config;
 pub mod counters;
+pub mod error_chain;
 pub mod fault;
 pub mod hub;
 pub mod packet;
@@ -43,6 +44,7 @@ pub mod vtime;
 pub use arbiter::{Arbiter, PassBudget, Turn};
 pub use config::{ClusterConfig, ConfigError};
 pub use counters::{HubCounters, NodeCounters};
+pub use error_chain::ErrorChain;
 pub use fault::{
     parse_duration, FaultCommand, FaultError, FaultScope, FaultSyntaxError, PacketFault, Rate,
 };

@@ -4,7 +4,7 @@
 //!
 //! A variant's message leaves out the cause it keeps (`#[source]`,
 //! `#[from]`): `main` prints the error with
-//! [`ErrorChain`](mc_qemu::error::ErrorChain), which names each cause once.
+//! [`ErrorChain`](firmware_model::ErrorChain), which names each cause once.
 
 use std::fmt;
 use std::io;
@@ -21,6 +21,7 @@ use crate::clock_args::ClockArgsError;
 use crate::cluster_args::ClusterArgsError;
 use crate::control::{ControlError, ControlServerError};
 use crate::demo::DemoError;
+use crate::mpirun_error::MpirunError;
 
 /// Why an `mc-host` command failed.
 #[derive(Debug, thiserror::Error)]
@@ -77,14 +78,14 @@ pub enum CliError {
     #[error(transparent)]
     Report(#[from] ReportError),
     #[error(transparent)]
-    Mpirun(#[from] crate::mpirun::MpirunError),
+    Mpirun(#[from] MpirunError),
 }
 
 impl CliError {
     /// The process exit status for this failure.
     pub fn exit_code(&self) -> u8 {
         // mpirun's own status is passed on.
-        if let CliError::Mpirun(crate::mpirun::MpirunError::Exit(c)) = self {
+        if let CliError::Mpirun(MpirunError::Exit(c)) = self {
             return u8::try_from(*c).unwrap_or(1);
         }
         if self.is_usage() {

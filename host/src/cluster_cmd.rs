@@ -7,8 +7,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand};
+use firmware_model::ErrorChain;
 use mc_qemu::cluster::{self, StateDir, UpOptions};
-use mc_qemu::error::ErrorChain;
 use mc_qemu::guest_build::default_guest_binary;
 use mc_qemu::shell::shell_join;
 use mc_qemu::{build_image, find_qemu, CacheDir, GuestInputs, QemuError};

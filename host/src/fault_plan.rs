@@ -119,7 +119,7 @@ impl FaultPlan {
 
 #[cfg(test)]
 mod tests {
-    use mc_qemu::error::ErrorChain;
+    use firmware_model::ErrorChain;
 
     use super::*;
 

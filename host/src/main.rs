@@ -8,7 +8,9 @@ mod control;
 mod demo;
 mod fault_cmd;
 mod fault_plan;
+mod launch;
 mod mpirun;
+mod mpirun_error;
 mod qemu_cmd;
 mod run;
 mod serve;
@@ -18,7 +20,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use cli_error::CliError;
-use mc_qemu::error::ErrorChain;
+use firmware_model::ErrorChain;
 
 /// Memory Channel cluster emulator: host-side commands.
 #[derive(Parser, Debug)]

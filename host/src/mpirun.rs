@@ -16,47 +16,16 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Args;
 use firmware_model::LinkTiming;
-use mc_device::{Cluster, ClusterOptions};
+use mc_device::ClusterOptions;
 
-use crate::cli_error::StopReason;
-use crate::cluster_args::{schedule_plan, ClusterArgs, DeliveryChoice};
-use crate::control::ControlServer;
-use crate::CliError;
-
-/// The provider's file as cargo builds it, and the name libfabric loads.
-const PROVIDER_BUILT: &str = "libmc_fi.so";
-const PROVIDER_LOADED: &str = "libmc-fi.so";
-
-/// What is missing to run MPI programs.
-#[derive(Debug, thiserror::Error)]
-pub enum MpirunError {
-    #[error("Open MPI's mpirun is not installed (on Debian: apt-get install openmpi-bin libopenmpi-dev libfabric1, or scripts/setup-mpi.sh)")]
-    NoOpenMpi,
-    #[error("the provider library {PROVIDER_BUILT} is not next to mc-host nor at MC_FI_LIB (build it: cargo build -p libfabric-mc; it needs libfabric-dev)")]
-    NoProvider,
-    #[error("{} has no libfabric entry point: it was built without libfabric's headers; `{}` installs them and rebuilds it", path.display(), rebuild_command(path))]
-    ProviderWithoutEntry { path: PathBuf },
-    #[error("libfabric does not load the mc provider from {}: {why}", path.display())]
-    NotLoaded { path: PathBuf, why: String },
-    #[error("cannot prepare the provider directory: {0}")]
-    ProviderDir(#[source] std::io::Error),
-    #[error("cannot start {}: {source}", program.display())]
-    Start {
-        program: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("mpirun exited with status {0}")]
-    Exit(i32),
-    #[error("mpirun was killed by signal {0}")]
-    Signal(i32),
-}
+use crate::cli_error::{CliError, StopReason};
+use crate::cluster_args::{ClusterArgs, DeliveryChoice};
+use crate::launch::Launch;
+use crate::mpirun_error::{MpirunError, PROVIDER_BUILT, PROVIDER_LOADED};
 
 #[derive(Args, Debug)]
 pub struct MpirunArgs {
@@ -108,17 +77,6 @@ pub fn np_spelling(args: impl Iterator<Item = std::ffi::OsString>) -> Vec<std::f
         }
     })
     .collect()
-}
-
-/// The command that installs libfabric's headers and rebuilds the provider
-/// at `lib` with them: a debug build for a library in a `debug/` directory
-/// (where cargo puts one), else a release build. The provider's build
-/// script probes for the headers on every build until it finds them, so
-/// this one rebuild is enough.
-pub fn rebuild_command(lib: &Path) -> String {
-    let debug = lib.parent().and_then(Path::file_name) == Some("debug".as_ref());
-    let flag = if debug { "" } else { " --release" };
-    format!("scripts/setup-mpi.sh && cargo build{flag} -p libfabric-mc")
 }
 
 /// The provider library: `MC_FI_LIB`, else next to this executable.
@@ -258,14 +216,7 @@ pub fn run(args: &MpirunArgs) -> Result<(), CliError> {
     let fi_dir = provider_dir(&lib, tmp.path())?;
     check_loads(&fi_dir, &lib)?;
 
-    let cluster = Arc::new(Cluster::start(ClusterOptions::new(config.clone(), dir))?);
-    if let Some(plan) = &plan {
-        schedule_plan(&cluster, plan)?;
-    }
-    let control = ControlServer::start(dir, cluster.clone())?;
-    let interrupted = Arc::new(AtomicBool::new(false));
-    let flag = interrupted.clone();
-    let _ = ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst));
+    let launch = Launch::start(ClusterOptions::new(config.clone(), dir), plan.as_ref())?;
 
     let mut cmd = Command::new(&mpirun);
     // SAFETY: geteuid has no preconditions.
@@ -328,7 +279,7 @@ pub fn run(args: &MpirunArgs) -> Result<(), CliError> {
         if let Ok(Some(s)) = child.try_wait() {
             break Some(s);
         }
-        if interrupted.load(Ordering::SeqCst) {
+        if launch.interrupted() {
             stopped = Some(StopReason::Interrupted);
         } else if Instant::now() > deadline {
             stopped = Some(StopReason::TimedOut);
@@ -340,10 +291,7 @@ pub fn run(args: &MpirunArgs) -> Result<(), CliError> {
         }
         std::thread::sleep(Duration::from_millis(20));
     };
-    drop(control);
-    if let Ok(c) = Arc::try_unwrap(cluster) {
-        c.shutdown();
-    }
+    launch.finish();
     if let Some(why) = stopped {
         return Err(CliError::Stopped(why));
     }

@@ -10,20 +10,20 @@
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use clap::Args;
 use firmware_model::NodeId;
 use log::warn;
-use mc_device::{Cluster, ClusterOptions};
+use mc_device::ClusterOptions;
 
 use crate::cli_error::CliError;
 use crate::cli_error::{GuestFailure, StopReason};
 use crate::clock_args::{self, ClockArgs};
-use crate::cluster_args::{schedule_plan, ClusterArgs};
-use crate::control::{format_snapshot, ControlServer};
+use crate::cluster_args::ClusterArgs;
+use crate::control::format_snapshot;
+use crate::launch::Launch;
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
@@ -133,20 +133,13 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
     let clock_env = args.clock.guest_env(dir)?;
     let mut opts = ClusterOptions::new(config.clone(), dir);
     opts.spin = Duration::from_micros(args.spin_us);
-    let cluster = Arc::new(Cluster::start(opts)?);
-    if let Some(plan) = &plan {
-        schedule_plan(&cluster, plan)?;
-    }
-    let control = ControlServer::start(dir, cluster.clone())?;
-
-    let interrupted = Arc::new(AtomicBool::new(false));
-    let flag = interrupted.clone();
-    let _ = ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst));
+    let launch = Launch::start(opts, plan.as_ref())?;
 
     let (tx, rx) = mpsc::channel();
     let mut children: Vec<Option<Child>> = Vec::new();
     for n in 0..config.nodes {
-        let socket = cluster
+        let socket = launch
+            .cluster()
             .socket_path(NodeId(n))
             .ok_or(CliError::NoNodeSocket(n))?;
         let mut cmd = Command::new(&program);
@@ -204,7 +197,7 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
                 }
             }
         }
-        if interrupted.load(Ordering::SeqCst) {
+        if launch.interrupted() {
             stop_reason = Some(StopReason::Interrupted);
         } else if output_closed {
             stop_reason = Some(StopReason::OutputClosed);
@@ -241,11 +234,8 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
             output_closed = !relay(n, &l);
         }
     }
-    drop(control);
-    let snap = cluster.snapshot();
-    if let Ok(c) = Arc::try_unwrap(cluster) {
-        c.shutdown();
-    }
+    let snap = launch.cluster().snapshot();
+    launch.finish();
     if args.stats {
         print!("{}", format_snapshot(&snap));
     }

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use mc_qemu::error::ErrorChain;
+use firmware_model::ErrorChain;
 use mc_report::raster::rasterise as rasterise_chart;
 use mc_report::results::{load, ResultSet};
 

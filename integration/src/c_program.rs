@@ -9,6 +9,39 @@ use std::process::Command;
 use crate::build;
 pub use crate::build::workspace;
 
+/// A tool a C build needs (`m4 --version`, ...), or why it is missing.
+pub fn tool(name: &str, arg: &str) -> Result<(), String> {
+    match Command::new(name).arg(arg).output() {
+        Ok(o) if o.status.success() => Ok(()),
+        Ok(o) => Err(format!("`{name} {arg}` failed ({})", o.status)),
+        Err(e) => Err(format!("no `{name}`: {e}")),
+    }
+}
+
+/// Build `src` with `scripts/mc-cc` (`-Wall -Werror` and `args`) against
+/// the libcsm in `lib`, into `out`; the compiler's output when it fails.
+pub fn mc_cc(cc: &str, lib: &Path, args: &[&str], out: &Path, src: &Path) -> Result<(), String> {
+    let o = Command::new(workspace().join("scripts/mc-cc"))
+        .env("CC", cc)
+        .env("MC_CSM_LIB", lib)
+        .args(["-Wall", "-Werror"])
+        .args(args)
+        .arg("-o")
+        .arg(out)
+        .arg(src)
+        .output()
+        .map_err(|e| format!("run scripts/mc-cc: {e}"))?;
+    if !o.status.success() {
+        return Err(format!(
+            "mc-cc {} failed:\n{}{}",
+            src.display(),
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        ));
+    }
+    Ok(())
+}
+
 /// The C compiler (`$CC`, else `cc`), if one runs; None says why not.
 pub fn compiler() -> Result<String, String> {
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());

@@ -20,6 +20,7 @@ use std::process::Command;
 use std::sync::{Mutex, OnceLock};
 
 use cashmere::CsmVariant;
+use integration::c_program::{mc_cc, tool};
 use integration::{build, c_program};
 
 /// Each program with the arguments the tests give it (besides `-p`).
@@ -32,6 +33,9 @@ const PROGRAMS: &[(&str, &[&str])] = &[
     ("prodcons", &["-i", "200"]),
     ("globals", &["-f", "PARAMS"]),
     ("subword", &["-n", "6000", "-r", "2"]),
+    ("fft", &["-m", "10"]),
+    ("radix", &["-n", "20000", "-b", "8"]),
+    ("ocean", &["-n", "62", "-c", "2"]),
 ];
 
 /// One cluster at a time: they share the machine's cores.
@@ -45,40 +49,9 @@ fn source_dir() -> PathBuf {
     c_program::workspace().join("integration/c/anl")
 }
 
-/// A tool the build needs, or why it is missing.
-fn tool(name: &str, arg: &str) -> Result<(), String> {
-    match Command::new(name).arg(arg).output() {
-        Ok(o) if o.status.success() => Ok(()),
-        Ok(o) => Err(format!("`{name} {arg}` failed ({})", o.status)),
-        Err(e) => Err(format!("no `{name}`: {e}")),
-    }
-}
-
 /// libcsm.a for this test's profile, built once per test process.
 fn libcsm_dir() -> PathBuf {
     build::library_dir("libcsm")
-}
-
-fn mc_cc(cc: &str, lib: &Path, args: &[&str], out: &Path, src: &Path) -> Result<(), String> {
-    let o = Command::new(c_program::workspace().join("scripts/mc-cc"))
-        .env("CC", cc)
-        .env("MC_CSM_LIB", lib)
-        .args(["-Wall", "-Werror"])
-        .args(args)
-        .arg("-o")
-        .arg(out)
-        .arg(src)
-        .output()
-        .map_err(|e| format!("run scripts/mc-cc: {e}"))?;
-    if !o.status.success() {
-        return Err(format!(
-            "mc-cc {} failed:\n{}{}",
-            src.display(),
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        ));
-    }
-    Ok(())
 }
 
 /// The built programs' directory (NAME and NAME-posix), or why there is none.

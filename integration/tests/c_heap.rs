@@ -11,19 +11,10 @@
 //! Skipped, saying so, without a C compiler, m4 or objcopy.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
+use integration::c_program::tool;
 use integration::{build, c_program};
-
-/// A tool the build needs, or why it is missing.
-fn tool(name: &str, arg: &str) -> Result<(), String> {
-    match Command::new(name).arg(arg).output() {
-        Ok(o) if o.status.success() => Ok(()),
-        Ok(o) => Err(format!("`{name} {arg}` failed ({})", o.status)),
-        Err(e) => Err(format!("no `{name}`: {e}")),
-    }
-}
 
 /// `heap.C` built with mc-cc into a directory of this test's own.
 struct Program {
@@ -40,22 +31,7 @@ fn build_heap() -> Result<Program, String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let path = dir.path().join("heap");
     let src = c_program::workspace().join("integration/c/anl/heap.C");
-    let o = Command::new(c_program::workspace().join("scripts/mc-cc"))
-        .env("CC", &cc)
-        .env("MC_CSM_LIB", &lib)
-        .args(["-Wall", "-Werror", "-o"])
-        .arg(&path)
-        .arg(&src)
-        .output()
-        .map_err(|e| format!("run scripts/mc-cc: {e}"))?;
-    if !o.status.success() {
-        return Err(format!(
-            "mc-cc {} failed:\n{}{}",
-            src.display(),
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        ));
-    }
+    c_program::mc_cc(&cc, &lib, &[], &path, &src)?;
     Ok(Program { _dir: dir, path })
 }
 

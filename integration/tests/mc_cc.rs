@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Mutex;
 
+use integration::c_program::tool;
 use integration::{build, c_program};
 
 /// One cluster at a time: they share the machine's cores.
@@ -27,15 +28,6 @@ fn mc_cc_path() -> PathBuf {
 
 fn fixture_dir() -> PathBuf {
     c_program::workspace().join("integration/c/mc-cc-make")
-}
-
-/// A tool the build needs, or why it is missing.
-fn tool(name: &str, arg: &str) -> Result<(), String> {
-    match Command::new(name).arg(arg).output() {
-        Ok(o) if o.status.success() => Ok(()),
-        Ok(o) => Err(format!("`{name} {arg}` failed ({})", o.status)),
-        Err(e) => Err(format!("no `{name}`: {e}")),
-    }
 }
 
 /// The C compiler if every tool a build needs runs, else None (the test is

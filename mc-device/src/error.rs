@@ -56,18 +56,3 @@ pub enum DeviceError {
     #[error("cannot create an eventfd")]
     EventFd(#[source] io::Error),
 }
-
-/// An error and its causes, one after the other (`a: b: c`), for log lines.
-pub(crate) struct Chain<'a>(pub(crate) &'a (dyn std::error::Error + 'static));
-
-impl std::fmt::Display for Chain<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", self.0)?;
-        let mut cause = self.0.source();
-        while let Some(c) = cause {
-            write!(f, ": {c}")?;
-            cause = c.source();
-        }
-        Ok(())
-    }
-}

@@ -143,7 +143,7 @@ impl VhostUserBackend for NodeBackend {
                     Level::Error,
                     format_args!(
                         "guest memory refused, disconnecting this guest: {}",
-                        crate::error::Chain(&e)
+                        firmware_model::ErrorChain(&e)
                     ),
                 );
                 Err(io::Error::new(io::ErrorKind::InvalidInput, e))

@@ -1,13 +1,12 @@
 //! Everything that can go wrong on the QEMU path, in one type.
 //!
 //! Each variant prints its own words; a cause it keeps (`#[source]`) is not
-//! in its message but returned from `source()`, and [`ErrorChain`] (what
+//! in its message but returned from `source()`, and
+//! [`ErrorChain`](firmware_model::ErrorChain) (what
 //! `mc-host` prints errors with) names each cause once. A few variants
 //! elsewhere print their cause mid-sentence, before advice; those do not
 //! return it from `source()`.
 
-use std::error::Error;
-use std::fmt;
 use std::io;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -130,32 +129,10 @@ impl QemuError {
     }
 }
 
-/// An error and its causes, `: `-separated, each once: what `mc-host`
-/// prints for a failed command and wherever an error is shown inline.
-///
-/// A cause whose text already ends the line is skipped: errors from other
-/// crates that both print and return their cause then read right too.
-pub struct ErrorChain<'a>(pub &'a (dyn Error + 'static));
-
-impl fmt::Display for ErrorChain<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut line = self.0.to_string();
-        let mut cause = self.0.source();
-        while let Some(c) = cause {
-            let text = c.to_string();
-            if !line.ends_with(&text) {
-                line.push_str(": ");
-                line.push_str(&text);
-            }
-            cause = c.source();
-        }
-        f.write_str(&line)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use firmware_model::ErrorChain;
 
     #[test]
     fn a_chain_names_each_cause_once() {
@@ -170,11 +147,5 @@ mod tests {
             ErrorChain(&bad).to_string(),
             "guest binary /g: not an ELF file"
         );
-        // A foreign error that prints its cause and returns it too.
-        #[derive(Debug, thiserror::Error)]
-        #[error("outer: {0}")]
-        struct Doubled(#[source] io::Error);
-        let d = Doubled(io::Error::other("inner"));
-        assert_eq!(ErrorChain(&d).to_string(), "outer: inner");
     }
 }

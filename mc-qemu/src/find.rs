@@ -11,10 +11,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use firmware_model::ErrorChain;
 use log::{debug, info, warn};
 
 use crate::cache::CacheDir;
-use crate::error::{ErrorChain, QemuError};
+use crate::error::QemuError;
 use crate::shell::shell_quote;
 use crate::version::{QemuVersion, MIN_VERSION};
 

@@ -17,7 +17,7 @@ use firmware_model::NodeSet;
 use crate::channel::MemoryChannel;
 use crate::error::{McError, WaitFor};
 use crate::join::adapter_offline;
-use crate::loss::LostPacket;
+use crate::lost::LostPacket;
 use crate::node::wait_for_others;
 use crate::region::{RxRegion, Sharing, TxRegion};
 

@@ -23,7 +23,7 @@ use crate::host::NodeHost;
 use crate::join::{Coherence, JoinHost, Resync, Window};
 use crate::layout::Layout;
 use crate::lock::{self, LocalLocks, LockHost, LockSet};
-use crate::loss::LossWatch;
+use crate::loss::{LossSource, LossWatch};
 use crate::membership::HostList;
 use crate::node::Node;
 use crate::region::{self, Attachments, RegionHost, RxRegion, Sharing, TxRegion};

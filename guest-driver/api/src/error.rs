@@ -9,7 +9,7 @@ use firmware_model::abi::Status;
 use firmware_model::{NodeId, NodeSet};
 
 use crate::layout::Layout;
-use crate::loss::{LossEvidence, LostPacket};
+use crate::lost::{LossEvidence, LostPacket};
 
 /// Errors of the Memory Channel API.
 #[derive(Debug, thiserror::Error)]

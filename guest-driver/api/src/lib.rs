@@ -31,9 +31,13 @@
 //! `lock` (lock sets), `region` (allocation by key, attach/detach, the
 //! region handles), `join` (late join); then `channel` (the handle,
 //! [`MemoryChannel`], which composes them), `open` (bring-up and start-up
-//! rendezvous) and `barrier`. Beside them: `pct_log` (the record of PCT
+//! rendezvous), `connect` (the adapter and the API from a transport
+//! choice, and what the environment asks for) and `barrier`. Beside them: `pct_log` (the record of PCT
 //! entries a rejoin programs again), `port` (what the API needs from a
-//! driver) and `adapter_port` (that, for `mc_driver`), `layout`, `error`.
+//! driver) and `adapter_port` (that, for `mc_driver`), `layout`, `error`,
+//! `loss` (a wait's watch for evidence of lost packets, read through a
+//! narrow trait the node implements) and `lost` (which packet, and the
+//! evidence, as a wait reports them).
 
 #![forbid(unsafe_code)]
 
@@ -41,6 +45,7 @@ mod adapter_port;
 mod barrier;
 mod channel;
 mod coherence;
+mod connect;
 mod error;
 mod error_count;
 mod events;
@@ -49,6 +54,7 @@ mod join;
 pub mod layout;
 mod lock;
 mod loss;
+mod lost;
 mod membership;
 mod node;
 mod open;
@@ -63,21 +69,23 @@ pub use adapter_port::AdapterPort;
 pub use barrier::Barrier;
 pub use channel::MemoryChannel;
 pub use coherence::{Coherence, Resync};
+pub use connect::{connect, connect_port, ConnectError, ConnectOptions, DEFAULT_DMA_MIB};
 pub use error::{Conflict, Direction, McError, RegionArea, RegionRef, Shortage, WaitFor};
 pub use error_count::ErrorCheck;
 pub use events::{EventSignal, Notification};
+/// How a program prints an error with each of its causes once.
+pub use firmware_model::ErrorChain;
 /// A node's number, as [`MemoryChannel::attach_transmit_to`] takes it.
 pub use firmware_model::NodeId;
 pub use lock::LockSet;
-pub use loss::{LossEvidence, LossWatch, LostPacket, LOSS_WAIT, LOSS_WAIT_EARLIER};
+pub use loss::{LossWatch, LOSS_WAIT, LOSS_WAIT_EARLIER};
+pub use lost::{LossEvidence, LostPacket};
 /// The one way the guest side waits (re-exported for the layers above).
 pub use mc_driver::backoff;
 /// Futex sleeps and wakes on a word (re-exported for the layers above).
 pub use mc_driver::futex;
 /// The virtual clock of predicted-time runs (docs/virtual-time.md).
 pub use mc_driver::vclock;
-/// How a program prints an error with each of its causes once.
-pub use mc_driver::Chain;
 pub use membership::HostList;
 pub use open::OpenOptions;
 pub use port::{McPort, ReceiveMemory};

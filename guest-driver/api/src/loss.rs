@@ -21,13 +21,9 @@
 //! that vanish without a detected error are the emulator's fault model,
 //! and only its status page can count them.
 
-use std::fmt;
 use std::time::{Duration, Instant};
 
-use firmware_model::NodeSet;
-
-use crate::node::Node;
-use crate::port::McPort;
+use crate::lost::LossEvidence;
 
 /// How long a wait goes on, once drops were counted at this node while it
 /// waited, before it blames a lost packet.
@@ -47,27 +43,17 @@ pub(crate) struct LossCounts {
     pub(crate) errors: u64,
 }
 
-impl Node {
-    /// The adapter's counts from its status page.
-    pub(crate) fn loss_counts(&self) -> LossCounts {
-        let s = self.port().status();
-        LossCounts {
-            drops: s.drops,
-            errors: s.errors,
-        }
-    }
-
-    /// Packets lost on this node's link since the API opened that its
-    /// stores cannot have survived. An API opened reliable checks every
-    /// store and sends it again until it went through clean, which repairs
-    /// what a network error (a CRC discard, a link down) lost: only drops
-    /// beyond the errors counted are evidence there. (A rejoined adapter
-    /// starts its counts again: they saturate at 0.)
-    pub(crate) fn losses_since_open(&self) -> u64 {
-        let now = self.loss_counts();
-        let drops = now.drops.saturating_sub(self.loss_base.drops);
-        let errors = now.errors.saturating_sub(self.loss_base.errors);
-        if self.reliable {
+impl LossCounts {
+    /// Packets lost since `base` (the counts when the API opened) that
+    /// the node's stores cannot have survived. An API opened reliable
+    /// checks every store and sends it again until it went through clean,
+    /// which repairs what a network error (a CRC discard, a link down)
+    /// lost: only drops beyond the errors counted are evidence there. (A
+    /// rejoined adapter starts its counts again: they saturate at 0.)
+    pub(crate) fn since(self, base: LossCounts, reliable: bool) -> u64 {
+        let drops = self.drops.saturating_sub(base.drops);
+        let errors = self.errors.saturating_sub(base.errors);
+        if reliable {
             drops.saturating_sub(errors)
         } else {
             drops + errors
@@ -75,85 +61,29 @@ impl Node {
     }
 }
 
-/// Why a wait on another node blames a lost packet.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LossEvidence {
-    /// How long it had waited.
-    pub waited: Duration,
-    /// Packets lost on this node's link since the API opened (drops, and
-    /// for an API that is not reliable network errors too).
-    pub since_open: u64,
-    /// ... of them while it waited.
-    pub while_waiting: u64,
-}
-
-impl fmt::Display for LossEvidence {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "nothing came for {:.1} s and this node's adapter has counted {} packets lost on its link \
-             since the Memory Channel API opened ({} while it waited)",
-            self.waited.as_secs_f64(),
-            self.since_open,
-            self.while_waiting
-        )
-    }
-}
-
-/// Which packet's loss explains a wait.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LostPacket {
-    /// A holder's release of a cluster spinlock: its entry in the lock's
-    /// array is still set in this node's copy.
-    LockRelease { holders: NodeSet },
-    /// Arrivals at a barrier of these nodes.
-    BarrierArrival { missing: NodeSet },
-    /// The start-up announcements of these nodes (the rendezvous), which
-    /// they make no more once they have heard from every member.
-    Hello { missing: NodeSet },
-}
-
-impl fmt::Display for LostPacket {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            LostPacket::LockRelease { holders } => {
-                match holders.iter().next() {
-                    Some(n) if holders.len() == 1 => write!(
-                        f,
-                        "{n}'s release of the lock (its entry in the lock's array is still set here)"
-                    ),
-                    _ => write!(
-                        f,
-                        "the release of the lock by nodes {holders} (their entries in the lock's array are still set here)"
-                    ),
-                }
-            }
-            LostPacket::BarrierArrival { missing } => {
-                write!(f, "the arrival of nodes {missing} at the barrier")
-            }
-            LostPacket::Hello { missing } => write!(
-                f,
-                "the last start-up announcement of nodes {missing} (that they had heard from every member)"
-            ),
-        }
-    }
+/// Where a watch reads the packets lost on this node's link since the API
+/// opened (the node, which owns the adapter and the counts it opened with).
+pub(crate) trait LossSource {
+    /// Packets lost on this node's link since the API opened that its
+    /// stores cannot have survived (see [`LossCounts::since`]).
+    fn losses_since_open(&self) -> u64;
 }
 
 /// One wait's watch for evidence of loss.
 pub struct LossWatch<'a> {
-    node: &'a Node,
+    source: &'a dyn LossSource,
     start: Instant,
     at_start: u64,
     checked: Instant,
 }
 
 impl<'a> LossWatch<'a> {
-    pub(crate) fn new(node: &'a Node) -> LossWatch<'a> {
+    pub(crate) fn new(source: &'a dyn LossSource) -> LossWatch<'a> {
         let now = Instant::now();
         LossWatch {
-            node,
+            source,
             start: now,
-            at_start: node.losses_since_open(),
+            at_start: source.losses_since_open(),
             checked: now,
         }
     }
@@ -168,7 +98,7 @@ impl<'a> LossWatch<'a> {
             return None;
         }
         self.checked = Instant::now();
-        let since_open = self.node.losses_since_open();
+        let since_open = self.source.losses_since_open();
         let while_waiting = since_open.saturating_sub(self.at_start);
         let enough = (while_waiting > 0) || (since_open > 0 && waited >= LOSS_WAIT_EARLIER);
         enough.then_some(LossEvidence {
@@ -176,5 +106,26 @@ impl<'a> LossWatch<'a> {
             since_open,
             while_waiting,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn losses_count_drops_and_errors_unless_reliable_repairs_the_errors() {
+        let base = LossCounts {
+            drops: 3,
+            errors: 1,
+        };
+        let now = LossCounts {
+            drops: 8,
+            errors: 3,
+        };
+        assert_eq!(now.since(base, false), 5 + 2);
+        assert_eq!(now.since(base, true), 5 - 2);
+        // A rejoined adapter counts from 0 again.
+        assert_eq!(LossCounts::default().since(base, false), 0);
     }
 }

@@ -16,7 +16,8 @@ use mc_driver::{vclock, ArrivalTable};
 use crate::coherence::JoinState;
 use crate::error::{McError, WaitFor};
 use crate::layout::Layout;
-use crate::loss::{LossCounts, LossWatch, LostPacket};
+use crate::loss::{LossCounts, LossSource, LossWatch};
+use crate::lost::LostPacket;
 use crate::pct_log::RecordingPort;
 use crate::port::{McPort, ReceiveMemory, StorePath};
 
@@ -109,6 +110,19 @@ impl Node {
     }
 }
 
+impl LossSource for Node {
+    /// From the adapter's counts on its status page, against those it had
+    /// when the API opened.
+    fn losses_since_open(&self) -> u64 {
+        let s = self.port().status();
+        let now = LossCounts {
+            drops: s.drops,
+            errors: s.errors,
+        };
+        now.since(self.loss_base, self.reliable)
+    }
+}
+
 impl Drop for Node {
     /// The last user is gone: hand what is still queued to the hub, so a
     /// program that ends right after its last store does not lose it.
@@ -117,7 +131,7 @@ impl Drop for Node {
             log::warn!(
                 "node{}: closing the Memory Channel API: {}",
                 self.me,
-                mc_driver::Chain(&e)
+                crate::ErrorChain(&e)
             );
         }
     }

@@ -18,7 +18,7 @@ use mc_driver::vclock;
 use firmware_model::NodeSet;
 
 use crate::error::{McError, WaitFor};
-use crate::loss::LostPacket;
+use crate::lost::LostPacket;
 use crate::node::{wait_for_loopback, wait_for_others, Node, OP_TIMEOUT};
 
 /// Collisions in a row that still widen the back-off window.

@@ -151,7 +151,7 @@ mod tests {
             CsmError::ProtocolThread(lost.clone()),
         ] {
             assert!(
-                mc_api::Chain(&e)
+                mc_api::ErrorChain(&e)
                     .to_string()
                     .contains("node 2 failed or left the cluster"),
                 "{e}"

@@ -62,7 +62,7 @@ impl Node {
             // current copy, so nobody sends it notices for the page), but
             // with migration, where the home's word tells others whether it
             // is writing the page.
-            if self.migration {
+            if self.variant.migration() {
                 self.meta.set_state(p, DirectoryState::Read)?;
             }
             st.pages[p as usize].state = PageState::Read;
@@ -93,7 +93,7 @@ impl Node {
         st.clock += 1;
         st.stats.write_faults += 1;
         let mut home = self.home_of(st, p)?;
-        if self.migration && home != self.me && self.migrate_here(st, p, home)? {
+        if self.variant.migration() && home != self.me && self.migrate_here(st, p, home)? {
             home = self.me;
         }
         // Another node whose word this replica does not show yet has not had
@@ -105,7 +105,7 @@ impl Node {
         if home == self.me && st.pages[p as usize].direct {
             // Before the first write: no broadcast copy outlives it.
             self.adb_invalidate(st, p)?;
-            if self.migration {
+            if self.variant.migration() {
                 self.meta.set_state(p, DirectoryState::ReadWrite)?;
             }
             // Every other copy lacks what this node now writes.

@@ -28,7 +28,9 @@
 //! (CSM-ADB's broadcast buffers), `mailbox` (each node's interrupting
 //! mailbox), `space` (where that lives in Memory Channel space), `site`
 //! (protocol nodes on adapters), `homes`, `stats` (counts), `times` (where
-//! time goes), `error`.
+//! time goes), `error`. Beside the protocol, what programs on Cashmere
+//! share to report a run: `record` (a node's report and the run record's
+//! JSON pieces) and `gather` (bringing every node's report to node 0).
 
 mod acquire;
 mod adb;
@@ -40,6 +42,7 @@ mod dms_sync;
 mod error;
 mod fault;
 mod fetch;
+pub mod gather;
 mod handle;
 mod homes;
 mod limits;
@@ -51,6 +54,7 @@ mod msg_meta;
 mod msg_sync;
 mod node;
 mod protocol_thread;
+pub mod record;
 mod release;
 mod requests;
 pub mod seams;
@@ -78,4 +82,4 @@ pub use space::CsmSpace;
 pub use state::PageState;
 pub use stats::Stats;
 pub use times::{TimeBreakdown, VirtualBreakdown};
-pub use variant::{CsmVariant, Levels, MessageDetection, UnknownVariant};
+pub use variant::{CsmVariant, Levels, MessageDetection, UnknownDetection, UnknownVariant};

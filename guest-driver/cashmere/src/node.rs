@@ -37,6 +37,7 @@ use crate::sigsegv;
 use crate::state::{ProtocolState, StateGuard};
 use crate::times::{self, Activity, TimeBreakdown};
 use crate::twin::TwinSpace;
+use crate::variant::CsmVariant;
 use crate::vm::{HeapMemory, Prot};
 use crate::wait::{await_echo, FutexBell};
 use crate::CsmError;
@@ -90,8 +91,9 @@ pub(crate) struct Node {
     /// Application threads answer requests when they poll or wait
     /// (`MessageDetection::Polling`).
     pub(crate) polling: bool,
-    /// Homes migrate to a writer (CSM-MS-Mg, seed 000 s.2.3.2).
-    pub(crate) migration: bool,
+    /// The protocol variant: what it chooses is asked of it
+    /// (`CsmVariant::migration` ...), never copied into flags.
+    pub(crate) variant: CsmVariant,
     /// CSM-ADB's broadcast buffers (seed 000 s.2.3.3).
     pub(crate) adb: Option<BroadcastBuffers>,
     /// Homes imposed from an earlier run (`Config::homes`).
@@ -133,8 +135,6 @@ pub(crate) struct Node {
     pub(crate) app0_slot: std::sync::atomic::AtomicU32,
     /// The timed part in virtual time: (earliest start, latest end), ns.
     pub(crate) vwindow: Mutex<(Option<u64>, Option<u64>)>,
-    /// Calls of `Csm::poll`, to sync the clock every `POLL_SYNC_EVERY`th.
-    pub(crate) polls: std::sync::atomic::AtomicU32,
 }
 
 impl Drop for Node {
@@ -444,6 +444,7 @@ impl Node {
     }
 
     /// Some other node's request is waiting to be answered.
+    #[inline]
     pub(crate) fn requests_waiting(&self) -> bool {
         (0..self.nodes).filter(|&r| r != self.me).any(|r| {
             request_key(self.data.poll_request(r))
@@ -454,19 +455,32 @@ impl Node {
     /// A thread that waits without holding the state (at a barrier, for a
     /// flag) answers requests meanwhile if it can take the state at once:
     /// it is awake anyway, and the protocol thread may have to be woken.
+    #[inline]
     pub(crate) fn serve_if_waiting(&self) -> Result<(), CsmError> {
         if !self.polling {
             return Ok(());
         }
-        let mut st = {
-            // Whether a request is there yet, and whether the state is
-            // free, follow the host's timing: under counted work looking is
-            // not the thread's work (serving is, as protocol work).
-            let _looking = vclock::counter::Uncounted::enter();
+        {
+            // Whether a request is there yet follows the host's timing:
+            // under counted work looking is not the thread's work (serving
+            // is, as protocol work).
+            // (One relaxed load when the clock is off: this is every poll.)
+            let _looking = vclock::enabled().then(vclock::counter::Uncounted::enter);
             self.bell.polled();
             if !self.requests_waiting() {
                 return Ok(());
             }
+        }
+        self.serve_arrived()
+    }
+
+    /// [`Node::serve_if_waiting`] when a request has arrived.
+    #[cold]
+    #[inline(never)]
+    fn serve_arrived(&self) -> Result<(), CsmError> {
+        let mut st = {
+            // Whether the state is free follows the host too.
+            let _looking = vclock::enabled().then(vclock::counter::Uncounted::enter);
             match self.state.try_lock() {
                 Ok(g) => g,
                 Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),

@@ -39,7 +39,7 @@ fn report_failure(node: &Node, e: Arc<CsmError>) {
     log::error!(
         "node{}: cashmere protocol thread: {}",
         node.me,
-        mc_api::Chain(&e)
+        mc_api::ErrorChain(&e)
     );
     node.sync.abort();
     *node.failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);

@@ -105,7 +105,7 @@ fn fail(handler: &dyn FaultHandler, offset: usize, e: &CsmError) -> ! {
         line,
         "cashmere: node{}: the fault at heap offset {offset:#x} cannot be resolved: {}",
         handler.node_id(),
-        mc_api::Chain(e)
+        mc_api::ErrorChain(e)
     );
     // SAFETY: write(2) and abort(3) are async-signal-safe; the buffer is
     // ours and `len` bytes long.

@@ -90,7 +90,7 @@ pub(crate) fn start_node(
         incoming_diffs: cfg.incoming_diffs && cfg.threads > 1,
         home_direct: cfg.home_direct,
         polling: cfg.detection == MessageDetection::Polling,
-        migration: v.migration(),
+        variant: v,
         adb: match cfg.variant {
             CsmVariant::Adb => Some(adb::BroadcastBuffers::new(mc, space, &site)?),
             _ => None,
@@ -126,7 +126,6 @@ pub(crate) fn start_node(
         proto_times: Mutex::new(None),
         app0_slot: std::sync::atomic::AtomicU32::new(u32::MAX),
         vwindow: Mutex::new((None, None)),
-        polls: std::sync::atomic::AtomicU32::new(0),
     });
     let registration =
         sigsegv::register(&*node).ok_or(CsmError::TooManyHeaps(sigsegv::MAX_HEAPS))?;

@@ -81,7 +81,7 @@ impl CsmVariant {
     }
 
     /// Shared data outside Memory Channel space, diffs as messages.
-    pub(crate) fn data_by_messages(self) -> bool {
+    pub fn data_by_messages(self) -> bool {
         !matches!(self, CsmVariant::Dms)
     }
 
@@ -165,6 +165,60 @@ pub enum MessageDetection {
     Interrupt,
 }
 
+impl MessageDetection {
+    /// Both, polling first.
+    pub const ALL: [MessageDetection; 2] = [MessageDetection::Polling, MessageDetection::Interrupt];
+
+    /// Its name on the command line (`--detection`), in `CSM_DETECTION`
+    /// and in records: `poll` or `interrupt`.
+    pub fn name(self) -> &'static str {
+        match self {
+            MessageDetection::Polling => "poll",
+            MessageDetection::Interrupt => "interrupt",
+        }
+    }
+
+    /// What it is, in a line (the command line's help).
+    pub fn about(self) -> &'static str {
+        match self {
+            MessageDetection::Polling => {
+                "application threads poll at their loops' back edges and while they wait; \
+                 the protocol thread answers what nobody polled for"
+            }
+            MessageDetection::Interrupt => {
+                "only the protocol thread answers, woken by the adapter's event"
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for MessageDetection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A name that is no way of detecting requests.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("no request detection is named {given:?} (poll, interrupt)")]
+pub struct UnknownDetection {
+    pub given: String,
+}
+
+impl std::str::FromStr for MessageDetection {
+    type Err = UnknownDetection;
+
+    /// A detection by its [`MessageDetection::name`], in any case.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        MessageDetection::ALL
+            .into_iter()
+            .find(|d| d.name().eq_ignore_ascii_case(s))
+            .ok_or_else(|| UnknownDetection {
+                given: s.to_string(),
+            })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -177,5 +231,16 @@ mod tests {
         }
         let e = "msmg".parse::<CsmVariant>().unwrap_err();
         assert!(e.to_string().contains("ms-mg"), "{e}");
+    }
+
+    #[test]
+    fn every_detection_parses_from_its_name_in_any_case() {
+        for d in MessageDetection::ALL {
+            assert_eq!(d.name().parse::<MessageDetection>(), Ok(d));
+            assert_eq!(d.name().to_uppercase().parse::<MessageDetection>(), Ok(d));
+            assert_eq!(d.to_string(), d.name());
+        }
+        assert_eq!(MessageDetection::default().name(), "poll");
+        assert!("polling".parse::<MessageDetection>().is_err());
     }
 }

@@ -133,6 +133,7 @@ impl FutexBell {
     }
 
     /// An application thread looked for requests to answer.
+    #[inline]
     pub fn polled(&self) {
         // Not a read-modify-write: two threads' counts may collide, and the
         // count still moves, which is all the protocol thread looks at.

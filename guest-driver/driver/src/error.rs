@@ -1,5 +1,6 @@
-//! The crate's error type, and [`Chain`], how a program prints an error with
-//! its causes.
+//! The crate's error type. Every error type of the guest side either names
+//! its cause in its message or returns it from `source()`, never both, so
+//! [`firmware_model::ErrorChain`] prints each cause once.
 
 use std::time::Duration;
 
@@ -96,27 +97,10 @@ impl Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// An error and each of its causes once, joined by ": ": how a program
-/// prints an error at the top. Every error type of the guest side either
-/// names its cause in its message or returns it from `source()`, never both,
-/// so walking the chain prints each cause exactly once.
-pub struct Chain<'a>(pub &'a (dyn std::error::Error + 'static));
-
-impl std::fmt::Display for Chain<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", self.0)?;
-        let mut cause = self.0.source();
-        while let Some(e) = cause {
-            write!(f, ": {e}")?;
-            cause = e.source();
-        }
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use firmware_model::ErrorChain;
 
     #[test]
     fn a_chain_prints_each_cause_once() {
@@ -126,7 +110,7 @@ mod tests {
                 source: std::io::Error::other("gone"),
             }),
         };
-        let text = Chain(&e).to_string();
+        let text = ErrorChain(&e).to_string();
         assert_eq!(text.matches("gone").count(), 1, "{text}");
         assert!(text.starts_with("no vhost-user socket given"), "{text}");
         assert!(text.ends_with("reading the BAR: gone"), "{text}");

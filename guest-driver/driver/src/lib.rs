@@ -38,9 +38,9 @@ pub use adapter::{
     Adapter, AdapterOptions, ArrivalTable, ReceiveFrames, StatusView, MIN_FIFO_SLOTS,
 };
 pub use dma::{DmaAllocator, DmaBacking, DmaError, DmaRegion, HugepageMemory, MemfdMemory};
-pub use error::{Chain, Error, Result};
+pub use error::{Error, Result};
 pub use fifo::{Refusal, Store, TxFifo};
-pub use open::{open_adapter, OpenError, TransportChoice};
+pub use open::{open_adapter, OpenError, TransportChoice, SOCKET_ENV};
 pub use transport::pci::{PciError, PciOptions, PciTransport};
 pub use transport::vhost_user::{VhostUserOptions, VhostUserTransport};
 pub use transport::{CallSignal, Transport, TransportError};

@@ -1,7 +1,8 @@
 //! Choosing and opening this node's transport: a virtual guest (`mc-host
 //! run`) names its vhost-user socket (`--socket` or `MC_SOCKET`); without one
 //! the adapter's PCI function is driven from user space (as root in a QEMU
-//! guest). `mc-guest` and libimc both open their adapter here.
+//! guest). Every guest program and library opens its adapter here
+//! (through `mc_api::connect`, or directly for the adapter alone).
 
 use std::path::PathBuf;
 

@@ -4,9 +4,9 @@
 //! fields as `mc-guest csm --json`'s where they apply, docs/applications.md;
 //! `app` is the program's name, `kind` says it is a C program).
 
+use cashmere::gather;
+use cashmere::record::{self, NodeReport, RunContext};
 use cashmere::Stats;
-use mc_guest::csm::gather;
-use mc_guest::csm::record::{self, NodeReport, RunContext};
 use serde_json::{json, Map, Value};
 
 use crate::runtime::{RunError, Runtime};

@@ -6,9 +6,7 @@
 
 use std::path::PathBuf;
 
-use cashmere::CsmVariant;
-use clap::ValueEnum;
-use mc_guest::csm::Detection;
+use cashmere::{CsmVariant, MessageDetection};
 
 /// A setting that does not parse, named with what it accepts.
 #[derive(Debug, thiserror::Error)]
@@ -38,7 +36,7 @@ pub struct Settings {
     /// `CSM_VARIANT` (default dms).
     pub variant: CsmVariant,
     /// `CSM_DETECTION` (default poll).
-    pub detection: Detection,
+    pub detection: MessageDetection,
     /// `CSM_LEVELS` 1 or 2 (default 2; with one thread per node both are
     /// the same protocol).
     pub one_level: bool,
@@ -91,22 +89,25 @@ fn number<T: std::str::FromStr>(
     }
 }
 
-fn choice<T: ValueEnum + Default>(name: &'static str) -> Result<T, SettingsError> {
+/// How a node notices requests by its name (`mc-guest csm --detection`'s
+/// spelling, in any case).
+fn detection(name: &'static str) -> Result<MessageDetection, SettingsError> {
     match var(name) {
-        None => Ok(T::default()),
-        Some(v) => T::from_str(&v, true).map_err(|_| SettingsError::Bad {
-            name,
-            expected: format!(
-                "one of {}",
-                T::value_variants()
-                    .iter()
-                    .filter_map(|x| x.to_possible_value())
-                    .map(|p| p.get_name().to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            value: v,
-        }),
+        None => Ok(MessageDetection::default()),
+        Some(v) => v
+            .parse::<MessageDetection>()
+            .map_err(|_| SettingsError::Bad {
+                name,
+                expected: format!(
+                    "one of {}",
+                    MessageDetection::ALL
+                        .iter()
+                        .map(|d| d.name())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                value: v,
+            }),
     }
 }
 
@@ -145,7 +146,7 @@ impl Settings {
             threads,
             nodes_hint: number("MC_NODES", 1u32, |n| (1..=64).contains(n), "1 to 64")?,
             variant: variant("CSM_VARIANT")?,
-            detection: choice("CSM_DETECTION")?,
+            detection: detection("CSM_DETECTION")?,
             one_level: levels == 1,
             page_size: number(
                 "CSM_PAGE_SIZE",

@@ -6,13 +6,19 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, Weak};
 
-use crate::ep::Ep;
+/// What an address vector tells about the addresses inserted into it: an
+/// endpoint bound to it (the endpoint implements this; the vector does not
+/// know endpoints otherwise).
+pub trait AvUser: Send + Sync {
+    /// Open a channel to each of `addrs` not open yet.
+    fn connect_all(&self, addrs: &[u64]);
+}
 
 #[derive(Default)]
 struct Table {
     addrs: Vec<Option<u64>>,
     index: HashMap<u64, u64>,
-    eps: Vec<Weak<Ep>>,
+    eps: Vec<Weak<dyn AvUser>>,
 }
 
 #[derive(Default)]
@@ -79,7 +85,7 @@ impl Av {
         self.t().addrs.iter().flatten().copied().collect()
     }
 
-    pub fn bind(&self, ep: Weak<Ep>) {
+    pub fn bind(&self, ep: Weak<dyn AvUser>) {
         self.t().eps.push(ep);
     }
 }

@@ -8,7 +8,13 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::Duration;
 
-use crate::ep::Ep;
+/// What reading a completion queue drives (progress is manual): an
+/// endpoint bound to it (the endpoint implements this; the queue does not
+/// know endpoints otherwise).
+pub trait CqUser: Send + Sync {
+    /// Move what can move; true if anything did.
+    fn progress(&self) -> bool;
+}
 
 /// Kind bits of a completion (the C side turns them into FI_ flags).
 pub const K_SEND: u64 = 1;
@@ -39,7 +45,7 @@ struct Queues {
     ok: VecDeque<McComp>,
     err: VecDeque<McComp>,
     /// Shared, so that a read takes the list without allocating.
-    eps: Arc<[Weak<Ep>]>,
+    eps: Arc<[Weak<dyn CqUser>]>,
 }
 
 impl Default for Queues {
@@ -108,7 +114,7 @@ impl Cq {
         }
     }
 
-    pub fn bind(&self, ep: Weak<Ep>) {
+    pub fn bind(&self, ep: Weak<dyn CqUser>) {
         let mut q = self.q();
         let mut eps: Vec<_> = q
             .eps

@@ -131,7 +131,7 @@ pub fn blame_lost_packets(mc: &MemoryChannel, e: &UmpError) -> String {
             | UmpError::OwnChangeLost { .. }
             | UmpError::Mc(McError::Lost { .. } | McError::LostPacket { .. })
     );
-    let what = describe(e);
+    let what = mc_api::ErrorChain(e).to_string();
     if says_so {
         return what;
     }
@@ -159,16 +159,6 @@ pub fn blame_lost_packets(mc: &MemoryChannel, e: &UmpError) -> String {
         (n, _) => format!(
             "packets were lost on the network (the Memory Channel error count at node{me} is {n}), so the state written across it is incomplete; what that broke: {what}"
         ),
-    }
-}
-
-/// A UMP error with every cause it carries, each once: UMP's `Mc` variant
-/// prints the Memory Channel API's error in its message, whose own source
-/// (the driver's error) it does not.
-fn describe(e: &UmpError) -> String {
-    match e {
-        UmpError::Mc(m) => format!("Memory Channel: {}", mc_api::Chain(m)),
-        e => e.to_string(),
     }
 }
 

@@ -28,7 +28,7 @@
 #define MC_NAME "mc"
 #define MC_PROV_VERSION FI_VERSION(0, 1)
 #define MC_ADDRLEN 8
-/* Must agree with src/wire.rs (INLINE) and src/ep.rs (MAX_MSG). */
+/* Must agree with src/wire.rs (INLINE) and src/ep/mod.rs (MAX_MSG). */
 #define MC_INJECT 1024
 #define MC_MAX_MSG (1ULL << 32)
 #define MC_ORDER (FI_ORDER_SAS)

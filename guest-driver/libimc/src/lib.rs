@@ -34,7 +34,8 @@ use std::ffi::c_int;
 use mc_api::{McError, MemoryChannel};
 
 pub use abi::*;
-pub use connect::{open as open_adapter, ConnectError, ConnectOptions};
+pub use connect::open as open_adapter;
+pub use mc_api::{ConnectError, ConnectOptions};
 
 thread_local! {
     /// What the last failing call of this thread said, for `imc_perror`.
@@ -51,7 +52,7 @@ pub(crate) fn failure(code: c_int, detail: impl Into<String>) -> c_int {
 
 /// Record an API error and return its code.
 pub(crate) fn api_failure(e: &McError) -> c_int {
-    failure(abi::code_of(e), mc_driver::Chain(e).to_string())
+    failure(abi::code_of(e), firmware_model::ErrorChain(e).to_string())
 }
 
 /// This thread's last failure detail.

@@ -7,11 +7,11 @@ use std::collections::{HashMap, HashSet};
 use std::ffi::c_int;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use mc_api::{LockSet, MemoryChannel, RxRegion};
-use mc_driver::Chain;
+use firmware_model::ErrorChain;
+use mc_api::{ConnectOptions, LockSet, MemoryChannel, RxRegion};
 
 use crate::abi::IMC_NOTINIT;
-use crate::connect::{self, ConnectOptions};
+use crate::connect;
 use crate::relay::Relay;
 use crate::{failure, plain};
 
@@ -72,11 +72,12 @@ pub(crate) fn library() -> Result<&'static Library, c_int> {
 
 fn open() -> Result<Library, String> {
     let opts = ConnectOptions::from_env();
-    let mc =
-        connect::open(&opts).map_err(|e| format!("opening the Memory Channel: {}", Chain(&e)))?;
-    plain::install().map_err(|e| format!("installing the plain-store handlers: {}", Chain(&e)))?;
+    let mc = connect::open(&opts)
+        .map_err(|e| format!("opening the Memory Channel: {}", ErrorChain(&e)))?;
+    plain::install()
+        .map_err(|e| format!("installing the plain-store handlers: {}", ErrorChain(&e)))?;
     let relay = Relay::start(&mc, &opts)
-        .map_err(|e| format!("starting the command relay: {}", Chain(&e)))?;
+        .map_err(|e| format!("starting the command relay: {}", ErrorChain(&e)))?;
     // A C program ends with exit(), which runs no Rust destructor: hand what
     // is still queued to the hub then.
     // SAFETY: registers a function without arguments that only reads a
@@ -95,7 +96,7 @@ fn open() -> Result<Library, String> {
 extern "C" fn flush_at_exit() {
     if let Some(Ok(l)) = LIBRARY.get() {
         if let Err(e) = l.mc.flush() {
-            eprintln!("libimc: stores still queued at exit: {}", Chain(&e));
+            eprintln!("libimc: stores still queued at exit: {}", ErrorChain(&e));
         }
     }
 }

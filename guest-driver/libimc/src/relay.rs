@@ -24,10 +24,9 @@ use std::ffi::{c_char, c_int};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use mc_api::{McError, MemoryChannel, RxRegion, Sharing, TxRegion};
+use mc_api::{ConnectOptions, McError, MemoryChannel, RxRegion, Sharing, TxRegion};
 
 use crate::abi::*;
-use crate::connect::ConnectOptions;
 use crate::{api_failure, failure};
 
 /// The reserved key of the relay page ("IMCR").
@@ -219,7 +218,10 @@ fn serve(page: &Page, me: u32, nodes: usize) {
             ans[0..4].copy_from_slice(&(status as u32).to_le_bytes());
             ans[8..16].copy_from_slice(&seq.to_le_bytes());
             if let Err(e) = page.tx.write(ANSWERS + ANSWER_BYTES * s, &ans) {
-                log::warn!("libimc relay: answering node{s}: {}", mc_driver::Chain(&e));
+                log::warn!(
+                    "libimc relay: answering node{s}: {}",
+                    firmware_model::ErrorChain(&e)
+                );
             }
         }
         std::thread::sleep(if last.elapsed() < BUSY_FOR {

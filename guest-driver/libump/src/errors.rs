@@ -53,7 +53,7 @@ pub(crate) fn code_of(e: &UmpError) -> c_int {
 }
 
 pub(crate) fn err(e: UmpError) -> c_int {
-    fail(code_of(&e), e.to_string())
+    fail(code_of(&e), mc_api::ErrorChain(&e).to_string())
 }
 
 pub(crate) fn describe(code: c_int) -> &'static str {

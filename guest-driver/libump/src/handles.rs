@@ -13,7 +13,8 @@ pub(crate) fn node() -> Result<&'static Arc<Node>, c_int> {
     static NODE: OnceLock<Result<Arc<Node>, String>> = OnceLock::new();
     let r = NODE.get_or_init(|| {
         let mc = imc::memory_channel()?;
-        Node::open(&mc, Config::from_env()).map_err(|e| format!("bringing UMP up: {e}"))
+        Node::open(&mc, Config::from_env())
+            .map_err(|e| format!("bringing UMP up: {}", mc_api::ErrorChain(&e)))
     });
     match r {
         Ok(n) => Ok(n),

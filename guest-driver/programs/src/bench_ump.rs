@@ -16,8 +16,9 @@ use mc_api::{Barrier, McError, MemoryChannel, NodeId, Sharing};
 use serde::Serialize;
 use ump::{ChannelId, Config, Node, Transport, Ump, UmpError};
 
-// Waits as `mc-guest bench latency` does, so the figures compare.
-use crate::bench::spin_until;
+// Waits, medians and the raw memcpy limit as `mc-guest bench latency`
+// has them, so the figures compare.
+use crate::bench::{median, raw_memcpy_mb_s, spin_until};
 
 const T: Duration = Duration::from_secs(120);
 const KEY_BARRIER: u32 = 0x554d_b001;
@@ -35,7 +36,7 @@ pub enum BenchUmpError {
     Ump(#[from] UmpError),
     #[error("bench ump needs two nodes (mc-host run --nodes 2 -- mc-guest bench ump); this cluster has {0}")]
     NeedsNodes(u32),
-    #[error("writing {path}: {source}")]
+    #[error("writing {path}")]
     Json {
         path: String,
         #[source]
@@ -172,14 +173,6 @@ const SEED: Seed = Seed {
     shm_peak_mb_s: 75.0,
 };
 
-fn median(mut v: Vec<f64>) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
-    v[v.len() / 2]
-}
-
 /// Round trips for a message of `size` bytes.
 fn rounds(size: usize, iters: u32) -> u32 {
     let by_bytes = (16usize << 20) / size.max(1);
@@ -291,7 +284,7 @@ pub fn run(
         raw: Raw {
             adapter_one_way_us,
             adapter_stream_64k_mb_s: adapter_stream,
-            memcpy_64k_mb_s: memcpy_mb_s(64 << 10),
+            memcpy_64k_mb_s: raw_memcpy_mb_s(64 << 10),
         },
         points,
         mcast,
@@ -374,7 +367,7 @@ fn measure(
         transport: "",
         mode: if nb { "non-blocking" } else { "blocking" },
         size,
-        one_way_us: median(samples),
+        one_way_us: median(&mut samples),
         mb_s: (count * size) as f64 / secs / 1e6,
     }))
 }
@@ -410,7 +403,7 @@ fn adapter_latency(mc: &MemoryChannel, iters: u32, b: &mut Barrier) -> Result<f6
         b.wait(T)?;
     }
     b.wait(T)?;
-    Ok(median(samples))
+    Ok(median(&mut samples))
 }
 
 /// The adapter's own streaming bandwidth with 64 KiB writes (no flow
@@ -459,25 +452,6 @@ fn adapter_stream(mc: &MemoryChannel, b: &mut Barrier) -> Result<f64, McError> {
     }
     b.wait(T)?;
     Ok(mb_s)
-}
-
-/// memcpy bandwidth for `size`-byte copies, MB/s.
-fn memcpy_mb_s(size: usize) -> f64 {
-    let src = vec![7u8; 8 << 20];
-    let mut dst = vec![0u8; 8 << 20];
-    let mut samples = Vec::new();
-    for _ in 0..5 {
-        let t0 = Instant::now();
-        let (mut off, mut bytes) = (0, 0usize);
-        while bytes < 64 << 20 {
-            dst[off..off + size].copy_from_slice(&src[off..off + size]);
-            bytes += size;
-            off = (off + size) % (src.len() - size + 1);
-        }
-        std::hint::black_box(&dst);
-        samples.push(bytes as f64 / t0.elapsed().as_secs_f64() / 1e6);
-    }
-    median(samples)
 }
 
 fn point<'a>(r: &'a Report, transport: &str, mode: &str, size: usize) -> Option<&'a Point> {

@@ -14,7 +14,7 @@ mod cmd;
 use std::process::ExitCode;
 
 use clap::Parser;
-use mc_driver::Chain;
+use firmware_model::ErrorChain;
 use mc_guest::{bench, csm, selftest};
 
 use cmd::cli::{GuestCli, GuestCommand};
@@ -107,7 +107,7 @@ fn main() -> ExitCode {
     match run(&cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("mc-guest: error: {}", Chain(&e));
+            eprintln!("mc-guest: error: {}", ErrorChain(&e));
             ExitCode::FAILURE
         }
     }

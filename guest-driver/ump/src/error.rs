@@ -2,6 +2,10 @@
 //! UMP detects errors and does not recover from them (seed 004: "UMP
 //! channels provide guaranteed error detection but not recovery"): a
 //! channel that reported [`UmpError::Damaged`] stays failed until closed.
+//!
+//! A variant that keeps its cause (`#[source]`, `#[from]`) leaves it out of
+//! its message: print a `UmpError` with `mc_api::ErrorChain`, which names
+//! each cause once.
 
 use std::fmt;
 use std::time::Duration;
@@ -14,7 +18,7 @@ use crate::ChannelId;
 #[derive(Debug, thiserror::Error)]
 pub enum UmpError {
     /// The Memory Channel API failed under UMP.
-    #[error("Memory Channel: {0}")]
+    #[error("Memory Channel")]
     Mc(#[from] McError),
     #[error("bad configuration: {0}")]
     Config(String),
@@ -50,7 +54,7 @@ pub enum UmpError {
     Timeout { after: Duration, what: &'static str },
     #[error("out of UMP buffer space: {0}")]
     NoSpace(&'static str),
-    #[error("cannot start UMP's background writer: {0}")]
+    #[error("cannot start UMP's background writer")]
     Thread(#[source] std::io::Error),
     /// A wait on another node's store lasted long while this node's
     /// adapter counted packets lost on its link (mc-api's `LossWatch`).

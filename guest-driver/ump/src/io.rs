@@ -335,7 +335,7 @@ impl Ump {
         let f = match &e {
             UmpError::Damaged { damage, .. } => WriteFailure::Damaged(*damage),
             UmpError::Closed(_) => WriteFailure::Closed,
-            other => WriteFailure::Other(other.to_string()),
+            other => WriteFailure::Other(mc_api::ErrorChain(other).to_string()),
         };
         tx.fail_all(f.clone());
         match e {
@@ -473,7 +473,10 @@ impl Ump {
         if let Err(e) = r {
             for (i, t) in txs.iter_mut().enumerate() {
                 if msgs[i].is_some() {
-                    t.fail_all(WriteFailure::Other(format!("a multicast broke: {e}")));
+                    t.fail_all(WriteFailure::Other(format!(
+                        "a multicast broke: {}",
+                        mc_api::ErrorChain(&e)
+                    )));
                 }
             }
             return Err(e);

@@ -560,7 +560,7 @@ impl Ump {
         let mut first = Ok(());
         for ch in self.channels() {
             if let Err(e) = self.close(ch) {
-                log::warn!("ump_exit: closing channel {ch}: {e}");
+                log::warn!("ump_exit: closing channel {ch}: {}", mc_api::ErrorChain(&e));
                 if first.is_ok() {
                     first = Err(e);
                 }

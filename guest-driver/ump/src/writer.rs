@@ -83,7 +83,7 @@ fn drive(chan: &Chan) -> bool {
                 let f = match e {
                     UmpError::Damaged { damage, .. } => WriteFailure::Damaged(damage),
                     UmpError::Closed(_) => WriteFailure::Closed,
-                    other => WriteFailure::Other(other.to_string()),
+                    other => WriteFailure::Other(mc_api::ErrorChain(&other).to_string()),
                 };
                 q.status.complete(Err(f.clone()));
                 tx.fail_all(f);
@@ -120,7 +120,7 @@ fn run(task: Weak<TaskInner>) {
             .any(|c| !c.is_open() && !c.tx().queue.is_empty())
         {
             if let Err(e) = (Ump { inner: t.clone() }).refresh() {
-                log::warn!("UMP background writer: {e}");
+                log::warn!("UMP background writer: {}", mc_api::ErrorChain(&e));
             }
         }
         let mut busy = false;

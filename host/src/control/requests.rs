@@ -5,9 +5,9 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
+use firmware_model::ErrorChain;
 use firmware_model::{FaultCommand, FaultSyntaxError, ModelError};
 use mc_device::Cluster;
-use mc_qemu::error::ErrorChain;
 
 use super::report::{format_snapshot, format_status};
 

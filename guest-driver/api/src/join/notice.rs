@@ -127,7 +127,7 @@ impl Manager {
                 Err(e) => {
                     warn!(
                         "node{me}: probing this node's PCT after a membership change: {}",
-                        crate::Chain(&e)
+                        crate::ErrorChain(&e)
                     );
                     self.not_before = now + RETRY;
                     return;
@@ -139,7 +139,7 @@ impl Manager {
                 if let Err(e) = self.join(host) {
                     warn!(
                         "node{me}: catching up after rejoining: {}; trying again",
-                        crate::Chain(&e)
+                        crate::ErrorChain(&e)
                     );
                     self.probe_pending = true;
                     self.not_before = Instant::now() + RETRY;

@@ -65,7 +65,7 @@ impl Manager {
             Ok(true) => {}
             Ok(false) => return,
             Err(e) => {
-                warn!("node{me}: the serve lock: {}", crate::Chain(&e));
+                warn!("node{me}: the serve lock: {}", crate::ErrorChain(&e));
                 self.not_before = now + RETRY;
                 return;
             }
@@ -79,12 +79,15 @@ impl Manager {
         if let Err(e) = &r {
             warn!(
                 "node{me}: serving join request {seq} of node {j}: {}",
-                crate::Chain(e)
+                crate::ErrorChain(e)
             );
             self.not_before = Instant::now() + RETRY;
         }
         if let Err(e) = lock.release(host.node()) {
-            warn!("node{me}: releasing the serve lock: {}", crate::Chain(&e));
+            warn!(
+                "node{me}: releasing the serve lock: {}",
+                crate::ErrorChain(&e)
+            );
         }
     }
 

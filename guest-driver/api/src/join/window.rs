@@ -60,7 +60,7 @@ pub(crate) fn with_resync_window<T>(
         warn!(
             "node{}: unmapping the resync window: {}",
             node.me,
-            crate::Chain(&e)
+            crate::ErrorChain(&e)
         );
     }
     r

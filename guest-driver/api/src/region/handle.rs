@@ -171,7 +171,7 @@ impl Drop for TxRegion {
             warn!(
                 "detaching region {} (transmit): {}",
                 self.entry.id,
-                crate::Chain(&e)
+                crate::ErrorChain(&e)
             );
         }
     }
@@ -309,7 +309,7 @@ impl Drop for RxRegion {
             warn!(
                 "detaching region {} (receive): {}",
                 self.entry.id,
-                crate::Chain(&e)
+                crate::ErrorChain(&e)
             );
         }
     }

@@ -382,7 +382,7 @@ impl Virtqueue {
                 pending,
                 in_flight: self.in_flight(),
             };
-            error!("virtqueue: {}", crate::Chain(&e));
+            error!("virtqueue: {}", firmware_model::ErrorChain(&e));
             return Err(e);
         }
         let e = RING_HEADER + USED_ELEM_SIZE * usize::from(self.last_used & (self.size - 1));
@@ -394,7 +394,7 @@ impl Virtqueue {
             Ok(h) if h < self.size && self.chain_len[usize::from(h)] != 0 => h,
             _ => {
                 let e = QueueError::NotAPostedChain { id };
-                error!("virtqueue: {}", crate::Chain(&e));
+                error!("virtqueue: {}", firmware_model::ErrorChain(&e));
                 return Err(e);
             }
         };

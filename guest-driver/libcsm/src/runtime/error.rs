@@ -2,9 +2,9 @@
 //! program or its user can change.
 
 use cashmere::CsmError;
+use mc_api::{ConnectError, ErrorChain};
 
 use super::heap::HeapLimit;
-use crate::connect::ConnectError;
 use crate::settings::SettingsError;
 
 /// Why the run cannot go on; printed once, then the node stops (and tells
@@ -13,8 +13,9 @@ use crate::settings::SettingsError;
 pub enum RunError {
     #[error(transparent)]
     Settings(#[from] SettingsError),
-    // Printed in the message, so not also returned as the source.
-    #[error("cannot open the Memory Channel: {0}")]
+    // Printed in the message with each of its causes, so not also
+    // returned as the source.
+    #[error("cannot open the Memory Channel: {}", ErrorChain(.0))]
     Connect(ConnectError),
     #[error(transparent)]
     Csm(#[from] CsmError),

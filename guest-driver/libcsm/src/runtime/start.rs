@@ -72,7 +72,7 @@ pub fn main_initenv(globals: Globals, built: bool) -> Result<&'static Runtime, R
         exclusive_mode: settings.exclusive_mode,
         home_direct: settings.home_direct,
         variant: settings.variant,
-        detection: settings.detection.protocol(),
+        detection: settings.detection,
         ..Config::default()
     };
     let adapter = connect::adapter().map_err(RunError::Connect)?;

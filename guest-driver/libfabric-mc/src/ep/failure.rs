@@ -100,8 +100,9 @@ impl Ep {
 
     pub(super) fn damaged(&self, st: &mut State, from: u64, e: &UmpError) {
         let why = format!(
-            "the message stream from node{} is broken, the run cannot go on: {e}",
-            crate::domain::node_of(from).unwrap_or(0)
+            "the message stream from node{} is broken, the run cannot go on: {}",
+            crate::domain::node_of(from).unwrap_or(0),
+            mc_api::ErrorChain(e)
         );
         self.peer_failed(st, from, why);
     }

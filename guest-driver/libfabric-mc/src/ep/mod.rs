@@ -33,8 +33,8 @@ use std::time::Instant;
 
 use ump::{ChannelId, PendingWrite, Transport, Ump};
 
-use crate::av::Av;
-use crate::cq::Cq;
+use crate::av::{Av, AvUser};
+use crate::cq::{Cq, CqUser};
 use crate::domain::Domain;
 use crate::wire::Header;
 
@@ -282,5 +282,19 @@ impl Ep {
             let _ = self.ump.close(ch);
         }
         let _ = self.dom.memory_channel().flush();
+    }
+}
+
+/// The address vector tells its endpoints of new addresses.
+impl AvUser for Ep {
+    fn connect_all(&self, addrs: &[u64]) {
+        Ep::connect_all(self, addrs);
+    }
+}
+
+/// Reading a completion queue drives its endpoints.
+impl CqUser for Ep {
+    fn progress(&self) -> bool {
+        Ep::progress(self)
     }
 }

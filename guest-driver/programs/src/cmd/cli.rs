@@ -3,9 +3,13 @@
 use std::path::PathBuf;
 
 use cashmere::CsmVariant;
+use cashmere::MessageDetection;
 use clap::{Args, Parser, Subcommand};
 use mc_guest::bench;
-use mc_guest::csm::{self, variant::variant_parser};
+use mc_guest::csm::{
+    self,
+    variant::{detection_parser, variant_parser},
+};
 
 #[derive(Parser, Debug, Clone)]
 #[command(
@@ -61,8 +65,8 @@ pub(crate) enum GuestCommand {
         /// `csm` only: how the home notices requests: poll (its waiting
         /// application thread answers) or interrupt (its protocol thread,
         /// woken by the adapter's event).
-        #[arg(long, value_enum, default_value_t = csm::Detection::Poll)]
-        detection: csm::Detection,
+        #[arg(long, value_parser = detection_parser(), default_value_t = MessageDetection::Polling)]
+        detection: MessageDetection,
         /// `ump` and `csm` only: also write the report as JSON to FILE
         /// (`csm`: node 0 appends the rows as one line, for `mc-host
         /// report`'s Table II).
@@ -158,8 +162,8 @@ pub(crate) struct CsmArgs {
     /// (application threads at loop back edges and while waiting, the
     /// protocol thread as a fallback) or interrupt (only the protocol
     /// thread, woken by the adapter's event).
-    #[arg(long, value_enum, default_value_t = csm::Detection::Poll)]
-    pub(crate) detection: csm::Detection,
+    #[arg(long, value_parser = detection_parser(), default_value_t = MessageDetection::Polling)]
+    pub(crate) detection: MessageDetection,
     /// Protocol levels (seed 000 s.3.2): 2, the threads of a node share
     /// its frames and protocol state (CSM-2L); 1, each thread is a
     /// protocol node of its own, sharing only the node's adapter

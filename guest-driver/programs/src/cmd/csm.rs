@@ -179,8 +179,8 @@ fn csm_main(
         })?;
     }
     if let Some(path) = json {
-        let mine = csm::record::NodeReport::from_outcome(&o);
-        if let Some(all) = csm::gather::collect(&mc, &mine)? {
+        let mine = csm::record::node_report(&o);
+        if let Some(all) = cashmere::gather::collect(&mc, &mine)? {
             let ctx = csm::record::RunContext::from_env(mc.nodes(), mc.registers().link_timing);
             csm::record::append(path, &csm::record::build(&p, &ctx, &all))?;
         }

@@ -1,9 +1,9 @@
 //! Why `mc-guest` failed. `main` prints the error and each of its causes
-//! once (`mc_driver::Chain`).
+//! once (`firmware_model::ErrorChain`).
 
 use std::path::PathBuf;
 
-use mc_api::McError;
+use mc_api::{ConnectError, McError};
 use mc_driver::OpenError;
 use mc_guest::bench::BenchError;
 use mc_guest::csm::{self, AppError};
@@ -18,6 +18,8 @@ pub(crate) enum GuestError {
     Adapter(#[from] mc_driver::Error),
     #[error(transparent)]
     Api(#[from] McError),
+    #[error(transparent)]
+    Connect(#[from] ConnectError),
     #[error(transparent)]
     Selftest(#[from] SelftestError),
     #[error(transparent)]
@@ -34,7 +36,7 @@ pub(crate) enum GuestError {
     )]
     VirtualClockInQemu,
     #[error(transparent)]
-    Gather(#[from] csm::gather::GatherError),
+    Gather(#[from] cashmere::gather::GatherError),
     #[error(transparent)]
     Record(#[from] csm::record::RecordError),
     /// A Cashmere run failed while the network was losing packets and the

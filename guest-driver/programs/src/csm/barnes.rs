@@ -20,6 +20,7 @@
 //! velocity with the same operations as the sequential run: compared bit
 //! for bit.
 
+use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use cashmere::{Csm, SharedArray};
@@ -330,7 +331,7 @@ pub fn sequential(n: usize, steps: u32) -> (Vec<f64>, usize) {
         s.bodies[o + COST] = 1.0;
     }
     let mut cells = 0;
-    super::suite::compute_begins();
+    super::seq_timing::compute_begins();
     for _ in 0..steps {
         let (lo, hi) = bounds(&s, 0..n);
         let (c, half) = root_box(lo, hi);
@@ -446,6 +447,67 @@ impl Space for Barnes {
     }
 }
 
+/// The tree and the bodies' positions and masses while nobody writes them
+/// (the force phase, between two barriers), read with ordinary loads as
+/// the sequential run's `Plain` reads its vectors: the cells as slices,
+/// each body's position and mass as a slice of its record (the other
+/// fields of a record, its acceleration and cost, are written meanwhile by
+/// the body's owner).
+struct Settled<'a> {
+    bodies: &'a SharedArray<f64>,
+    ci: &'a [i32],
+    cf: &'a [f64],
+}
+
+impl Settled<'_> {
+    /// # Safety
+    ///
+    /// As [`SharedArray::as_slice`] for every cell and every body's
+    /// position and mass: nobody writes them while the view lives, and the
+    /// caller makes no synchronisation call meanwhile.
+    unsafe fn new(b: &Barnes) -> Settled<'_> {
+        // SAFETY: the caller's promise for the cells.
+        let (ci, cf) = unsafe { (b.ci.as_slice(0..b.ci.len()), b.cf.as_slice(0..b.cf.len())) };
+        Settled {
+            bodies: &b.bodies,
+            ci,
+            cf,
+        }
+    }
+}
+
+impl Space for Settled<'_> {
+    fn pos(&self, b: usize) -> [f64; 3] {
+        let o = b * BODY + POS;
+        // SAFETY: the promise `Settled::new` was given (a position).
+        let p = unsafe { self.bodies.as_slice(o..o + 3) };
+        [p[0], p[1], p[2]]
+    }
+    fn mass(&self, b: usize) -> f64 {
+        let o = b * BODY + MASS;
+        // SAFETY: as for `pos` (a mass).
+        let m = unsafe { self.bodies.as_slice(o..o + 1) };
+        m[0]
+    }
+    fn child(&self, c: usize, k: usize) -> i32 {
+        self.ci[c * CELL_I + k]
+    }
+    fn center(&self, c: usize) -> [f64; 3] {
+        let o = c * CELL_F + CENTER;
+        [self.cf[o], self.cf[o + 1], self.cf[o + 2]]
+    }
+    fn half(&self, c: usize) -> f64 {
+        self.cf[c * CELL_F + HALF]
+    }
+    fn cmass(&self, c: usize) -> f64 {
+        self.cf[c * CELL_F + CMASS]
+    }
+    fn com(&self, c: usize) -> [f64; 3] {
+        let o = c * CELL_F + COM;
+        [self.cf[o], self.cf[o + 1], self.cf[o + 2]]
+    }
+}
+
 /// A processor's cells this step: (level, cell).
 type MyCells = Vec<(i32, usize)>;
 
@@ -466,13 +528,33 @@ impl Barnes {
         self.cf.set(o + HALF, half);
     }
 
-    /// Insert body `b`, locking each cell while deciding what to do in it.
-    fn insert(&self, csm: &Csm, tid: usize, b: usize, mine: &mut MyCells) -> Result<(), AppError> {
+    /// Insert body `b`, locking a cell while deciding what to do in it.
+    ///
+    /// `links` holds the links from a cell's slot to a child cell this
+    /// processor has seen this step: once a slot holds a cell it keeps it
+    /// until the tree is rebuilt, and the child's geometry (all a descent
+    /// reads of it) was written before the link was, under the parent's
+    /// lock, which this processor has held since. So a known link is
+    /// followed without the lock, as SPLASH-2's loadtree descends through
+    /// cells without locking them; a slot not known to hold a cell is read
+    /// and changed under its cell's lock, as before.
+    fn insert(
+        &self,
+        csm: &Csm,
+        tid: usize,
+        b: usize,
+        mine: &mut MyCells,
+        links: &mut HashMap<usize, usize>,
+    ) -> Result<(), AppError> {
         let p = self.pos(b);
         let mut cur = 0;
         loop {
-            csm.lock_acquire(Self::lock(cur))?;
             let k = octant(&self.center(cur), &p);
+            if let Some(&n) = links.get(&(cur * 8 + k)) {
+                cur = n;
+                continue;
+            }
+            csm.lock_acquire(Self::lock(cur))?;
             let next = match slot(self.child(cur, k)) {
                 Slot::Empty => {
                     self.ci.set(cur * CELL_I + k, body_ref(b));
@@ -503,7 +585,10 @@ impl Barnes {
             };
             csm.lock_release(Self::lock(cur))?;
             match next {
-                Some(n) => cur = n,
+                Some(n) => {
+                    links.insert(cur * 8 + k, n);
+                    cur = n;
+                }
                 None => return Ok(()),
             }
         }
@@ -585,8 +670,9 @@ impl Workload for Barnes {
             }
             csm.barrier()?;
             let mut mine: MyCells = Vec::new();
+            let mut links = HashMap::new();
             for &b in &zone {
-                self.insert(csm, tid, b, &mut mine)?;
+                self.insert(csm, tid, b, &mut mine, &mut links)?;
                 // A loop back edge (seed 000 s.2.1's polling).
                 csm.poll()?;
             }
@@ -615,23 +701,34 @@ impl Workload for Barnes {
             csm.barrier()?;
             for &b in &zone {
                 let mut acc = [0.0; 3];
-                let p = self.pos(b);
-                let cost = walk(self, b, &p, 0, &mut acc);
-                for (d, a) in acc.iter().enumerate() {
-                    self.bodies.set(b * BODY + ACC + d, *a);
+                {
+                    // SAFETY: between the barrier above and the next one
+                    // nobody writes a cell, a position or a mass; the view
+                    // ends before the poll.
+                    let t = unsafe { Settled::new(self) };
+                    let p = t.pos(b);
+                    let cost = walk(&t, b, &p, 0, &mut acc);
+                    // SAFETY: body b's acceleration and cost are written by
+                    // its owner alone, and read by nobody, in this phase.
+                    // (Not its mass, between the two, which others read.)
+                    let (a, c) = unsafe {
+                        (
+                            self.bodies.as_mut_slice(b * BODY + ACC..b * BODY + ACC + 3),
+                            self.bodies
+                                .as_mut_slice(b * BODY + COST..b * BODY + COST + 1),
+                        )
+                    };
+                    a.copy_from_slice(&acc);
+                    c[0] = cost as f64;
                 }
-                self.bodies.set(b * BODY + COST, cost as f64);
                 // A loop back edge (seed 000 s.2.1's polling).
                 csm.poll()?;
             }
             csm.barrier()?;
             for &b in &zone {
-                let mut r: Vec<f64> = (0..BODY).map(|k| self.bodies.get(b * BODY + k)).collect();
-                advance(&mut r);
-                for d in 0..3 {
-                    self.bodies.set(b * BODY + POS + d, r[POS + d]);
-                    self.bodies.set(b * BODY + VEL + d, r[VEL + d]);
-                }
+                // SAFETY: in this phase a processor touches its own bodies
+                // only (the next step's bounding box reads them after it).
+                advance(unsafe { self.bodies.as_mut_slice(b * BODY..(b + 1) * BODY) });
             }
         }
         self.window.end(csm, tid)?;

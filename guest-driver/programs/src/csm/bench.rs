@@ -11,9 +11,9 @@ use std::time::Instant;
 use cashmere::{Config, Csm, CsmError};
 use mc_api::{vclock, MemoryChannel};
 
-use super::variant::Detection;
 use crate::bench::{BenchError, Which};
 use cashmere::CsmVariant;
+use cashmere::MessageDetection;
 
 /// One operation: the paper's figures and the one measured here.
 #[derive(Clone, Debug)]
@@ -99,7 +99,7 @@ pub fn run(
     mc: &MemoryChannel,
     iters: u32,
     variant: CsmVariant,
-    detection: Detection,
+    detection: MessageDetection,
 ) -> Result<Vec<CsmBenchRow>, BenchError> {
     if mc.nodes() < 2 {
         return Err(BenchError::NeedsNodes {
@@ -110,13 +110,13 @@ pub fn run(
     let cfg = Config {
         heap_bytes: 4 * 8192,
         variant,
-        detection: detection.protocol(),
+        detection,
         ..Config::default()
     };
     // Diffs by message in every variant but CSM-DMS; locks and barriers
     // by messages in CSM-None and CSM-None-Mg, through Memory Channel in
     // the others.
-    let diff_messages = variant != CsmVariant::Dms;
+    let diff_messages = variant.data_by_messages();
     let sync_messages = variant.sync_by_messages();
     let csm = Csm::start(mc, &cfg)?;
     let me = csm.node_id();
@@ -199,7 +199,7 @@ pub fn format(
     rows: &[CsmBenchRow],
     nodes: u32,
     variant: CsmVariant,
-    detection: Detection,
+    detection: MessageDetection,
 ) -> String {
     let virt = rows.iter().any(|r| r.predicted.is_some());
     let mut s = format!(
@@ -242,7 +242,7 @@ pub fn record(
     rows: &[CsmBenchRow],
     nodes: u32,
     variant: CsmVariant,
-    detection: Detection,
+    detection: MessageDetection,
     iters: u32,
 ) -> serde_json::Value {
     let rows: Vec<serde_json::Value> = rows

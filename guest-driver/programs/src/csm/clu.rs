@@ -4,9 +4,9 @@
 //! sharing, and pages move only as whole perimeter tiles are read. The
 //! algorithm is in `blocked_lu.rs`.
 
-use cashmere::Csm;
+use cashmere::{Csm, SharedArray};
 
-use super::blocked_lu::{BlockedLu, Owners, TileLayout, Tiles};
+use super::blocked_lu::{Block, BlockedLu, Owners, TileLayout, Tiles};
 use super::error::AppError;
 use super::problem::HeapPlan;
 
@@ -44,13 +44,46 @@ impl Contiguous {
     }
 }
 
+impl Contiguous {
+    /// Elements of tile (ti, tj): `b` rows of `b`, the last tiles' unused
+    /// rows and columns included.
+    fn span(&self, ti: usize, tj: usize) -> std::ops::Range<usize> {
+        let (b, start) = (self.tiles.b, self.base[ti * self.tiles.nb + tj]);
+        start..start + b * b
+    }
+}
+
 impl TileLayout for Contiguous {
+    type Ref<'a> = Block<&'a [f64]>;
+    type Mut<'a> = Block<&'a mut [f64]>;
+    unsafe fn tile<'a>(&'a self, a: &'a SharedArray<f64>, ti: usize, tj: usize) -> Self::Ref<'a> {
+        Block {
+            // SAFETY: the caller's promise for the tile.
+            d: unsafe { a.as_slice(self.span(ti, tj)) },
+            b: self.tiles.b,
+        }
+    }
+    unsafe fn tile_mut<'a>(
+        &'a self,
+        a: &'a SharedArray<f64>,
+        ti: usize,
+        tj: usize,
+    ) -> Self::Mut<'a> {
+        Block {
+            // SAFETY: the caller's promise for the tile.
+            d: unsafe { a.as_mut_slice(self.span(ti, tj)) },
+            b: self.tiles.b,
+        }
+    }
     fn index(&self, i: usize, j: usize) -> usize {
         let b = self.tiles.b;
         self.base[(i / b) * self.tiles.nb + j / b] + (i % b) * b + j % b
     }
     fn elements(&self) -> usize {
         self.len
+    }
+    fn sequential(t: Tiles) -> Vec<f64> {
+        super::blocked_lu::sequential_blocks(t.n, t.b)
     }
 }
 

@@ -109,24 +109,29 @@ pub fn sequential(s: &Em3dShape, procs: usize) -> (Vec<f64>, Vec<f64>) {
     let (hn, hw) = edges(s, procs, 1);
     let mut e: Vec<f64> = (0..s.e_nodes()).map(|i| initial(0, i)).collect();
     let mut h: Vec<f64> = (0..s.h_nodes()).map(|i| initial(1, i)).collect();
-    super::suite::compute_begins();
+    super::seq_timing::compute_begins();
     for _ in 0..s.iters {
-        for (i, v) in e.iter_mut().enumerate() {
-            let mut x = *v;
-            for k in i * d..(i + 1) * d {
-                x -= ew[k] * h[en[k] as usize];
-            }
-            *v = x;
-        }
-        for (i, v) in h.iter_mut().enumerate() {
-            let mut x = *v;
-            for k in i * d..(i + 1) * d {
-                x -= hw[k] * e[hn[k] as usize];
-            }
-            *v = x;
-        }
+        relax(&mut e, &en, &ew, &h, d);
+        relax(&mut h, &hn, &hw, &e, d);
     }
     (e, h)
+}
+
+/// The kernel of both runs: each value of `val` less its `d` edges'
+/// weights `w` times the neighbours' values in `from` (`nbr` and `w`: the
+/// edges of `val`'s nodes, `d` each, in order).
+fn relax(val: &mut [f64], nbr: &[u32], w: &[f64], from: &[f64], d: usize) {
+    for ((v, nb), wt) in val
+        .iter_mut()
+        .zip(nbr.chunks_exact(d))
+        .zip(w.chunks_exact(d))
+    {
+        let mut x = *v;
+        for (j, wk) in nb.iter().zip(wt) {
+            x -= wk * from[*j as usize];
+        }
+        *v = x;
+    }
 }
 
 pub fn footprint(s: &Em3dShape, page_size: u32) -> usize {
@@ -191,16 +196,25 @@ impl Em3d {
         from: SharedArray<f64>,
     ) -> Result<(), CsmError> {
         let d = self.shape.degree;
-        for i in mine {
-            let mut x = side.val.get(i);
-            for k in i * d..(i + 1) * d {
-                x -= side.w.get(k) * from.get(side.nbr.get(k) as usize);
-            }
-            side.val.set(i, x);
-            if i % 32 == 0 {
-                // A loop back edge (seed 000 s.2.1's polling).
-                csm.poll()?;
-            }
+        // A loop back edge (seed 000 s.2.1's polling) every 32 nodes.
+        let mut i = mine.start;
+        while i < mine.end {
+            let end = (i + 32).min(mine.end);
+            // SAFETY: in this half step nobody writes the other side's
+            // values (`from`) or any edge, and this processor's nodes of
+            // `side` are touched by it alone; the slices end before the
+            // poll and the barrier.
+            let (val, nbr, w, from) = unsafe {
+                (
+                    side.val.as_mut_slice(i..end),
+                    side.nbr.as_slice(i * d..end * d),
+                    side.w.as_slice(i * d..end * d),
+                    from.as_slice(0..from.len()),
+                )
+            };
+            relax(val, nbr, w, from, d);
+            csm.poll()?;
+            i = end;
         }
         Ok(())
     }

@@ -64,7 +64,7 @@ fn eliminate(row: &mut [f64], pivot: &[f64], k: usize) {
 pub fn sequential(n: usize) -> Vec<f64> {
     let w = n + 1;
     let mut a: Vec<f64> = (0..n * w).map(|k| init(k / w, k % w, n)).collect();
-    super::suite::compute_begins();
+    super::seq_timing::compute_begins();
     for k in 0..n {
         for i in k + 1..n {
             let (above, from_i) = a.split_at_mut(i * w);

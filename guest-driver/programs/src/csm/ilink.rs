@@ -285,7 +285,7 @@ pub fn sequential(s: &IlinkShape) -> Vec<f64> {
     let g = gen.g();
     let pheno = phenotypes(s, &gen);
     let prior = gen.prior();
-    super::suite::compute_begins();
+    super::seq_timing::compute_begins();
     let person = |p: usize| &pheno[p * g..(p + 1) * g];
     (0..s.thetas)
         .map(|t| {
@@ -382,7 +382,9 @@ impl Workload for Ilink {
         csm.mark_start();
         let prior = gen.prior();
         let mine = tid * g / self.procs..(tid + 1) * g / self.procs;
-        let person = |p: usize| -> Vec<f64> { (0..g).map(|x| self.pheno.get(p * g + x)).collect() };
+        // SAFETY: the phenotypes are written before the barrier above and
+        // only read after it; each slice lives within one statement.
+        let person = |p: usize| unsafe { self.pheno.as_slice(p * g..(p + 1) * g) };
         for t in 0..s.thetas {
             let gam = gen.gametes(theta(s, t));
             let mut log_scale = 0.0;
@@ -391,37 +393,44 @@ impl Workload for Ilink {
                 csm.poll()?;
                 let mom_ph = person(mother(s, k));
                 let mom: Vec<f64> = (0..g).map(|x| prior[x] * mom_ph[x]).collect();
+                // SAFETY: the master writes the connecting array between the
+                // two barriers after the peeling; here everybody reads it.
+                let conn = unsafe { self.conn.as_slice(0..g) };
                 let kids: Vec<Vec<f64>> = (0..s.children)
                     .map(|c| {
-                        let mut ph = person(child(s, k, c));
+                        let ph = person(child(s, k, c));
                         if c == 0 && k + 1 < s.families {
                             // One-to-all: the master's array from the family below.
-                            for (x, v) in ph.iter_mut().enumerate() {
-                                *v *= self.conn.get(x);
-                            }
+                            (0..g).map(|x| ph[x] * conn[x]).collect()
+                        } else {
+                            ph.to_vec()
                         }
-                        ph
                     })
                     .collect();
-                let dad = father(s, k);
-                let dad_ph = |x: usize| self.pheno.get(dad * g + x);
+                let dad = person(father(s, k));
+                // SAFETY: this processor's slice of the father's array is
+                // written by it alone until the barrier, which the master
+                // reads it after; the slice ends before the barrier.
+                let part = unsafe { self.part.as_mut_slice(mine.clone()) };
                 // All-to-one: each processor's slice of the father's array.
                 peel_slice(
                     gen,
                     &gam,
-                    &dad_ph,
+                    &|x| dad[x],
                     &mom,
                     &kids,
                     mine.clone(),
-                    &mut |x, v| self.part.set(x, v),
+                    &mut |x, v| part[x - mine.start] = v,
                 );
                 csm.barrier()?;
                 if master {
-                    let mut r: Vec<f64> = (0..g).map(|x| self.part.get(x)).collect();
+                    // SAFETY: between the two barriers the master alone
+                    // touches the father's array and the connecting array.
+                    let (part, conn) =
+                        unsafe { (self.part.as_slice(0..g), self.conn.as_mut_slice(0..g)) };
+                    let mut r = part.to_vec();
                     log_scale += rescale(&mut r);
-                    for (x, v) in r.iter().enumerate() {
-                        self.conn.set(x, *v);
-                    }
+                    conn.copy_from_slice(&r);
                     if k == 0 {
                         let total: f64 = (0..g).map(|x| prior[x] * r[x]).sum();
                         self.loglik.set(t as usize, log_scale + total.ln());

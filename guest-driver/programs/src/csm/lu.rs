@@ -6,23 +6,63 @@
 //! node (the tile grid has as many rows as a node has threads). The
 //! algorithm is in `blocked_lu.rs`.
 
-use cashmere::Csm;
+use std::ops::Range;
 
-use super::blocked_lu::{BlockedLu, Owners, TileLayout, Tiles};
+use cashmere::{Csm, SharedArray};
+
+use super::blocked_lu::{BlockedLu, Cols, Owners, TileLayout, Tiles};
 use super::error::AppError;
 use super::problem::HeapPlan;
 
-/// Element (i, j) at `j * n + i`.
+/// Element (i, j) at `j * n + i`; a tile is a slice of each of its columns.
 pub struct ColumnMajor {
-    n: usize,
+    tiles: Tiles,
+}
+
+impl ColumnMajor {
+    /// Rows of tile row `ti` in each column of tile column `tj`, as
+    /// element ranges of the array.
+    fn segments(&self, ti: usize, tj: usize) -> impl Iterator<Item = Range<usize>> {
+        let (n, rows) = (self.tiles.n, self.tiles.range(ti));
+        self.tiles
+            .range(tj)
+            .map(move |c| c * n + rows.start..c * n + rows.end)
+    }
 }
 
 impl TileLayout for ColumnMajor {
+    type Ref<'a> = Cols<&'a [f64]>;
+    type Mut<'a> = Cols<&'a mut [f64]>;
     fn index(&self, i: usize, j: usize) -> usize {
-        j * self.n + i
+        j * self.tiles.n + i
     }
     fn elements(&self) -> usize {
-        self.n * self.n
+        self.tiles.n * self.tiles.n
+    }
+    fn sequential(t: Tiles) -> Vec<f64> {
+        super::blocked_lu::sequential(t.n, t.b)
+    }
+    unsafe fn tile<'a>(&'a self, a: &'a SharedArray<f64>, ti: usize, tj: usize) -> Self::Ref<'a> {
+        // SAFETY: the caller's promise, for each column's piece of the tile.
+        Cols(
+            self.segments(ti, tj)
+                .map(|r| unsafe { a.as_slice(r) })
+                .collect(),
+        )
+    }
+    unsafe fn tile_mut<'a>(
+        &'a self,
+        a: &'a SharedArray<f64>,
+        ti: usize,
+        tj: usize,
+    ) -> Self::Mut<'a> {
+        // SAFETY: the caller's promise, for each column's piece of the
+        // tile; the pieces are disjoint.
+        Cols(
+            self.segments(ti, tj)
+                .map(|r| unsafe { a.as_mut_slice(r) })
+                .collect(),
+        )
     }
 }
 
@@ -30,11 +70,12 @@ pub fn setup(csm: &Csm, n: usize, block: usize) -> Result<BlockedLu<ColumnMajor>
     let procs = (csm.nodes() * csm.threads()) as usize;
     let owners = Owners::with_rows(procs, csm.threads() as usize);
     let a = csm.alloc(n * n, true)?;
+    let tiles = Tiles::new(n, block);
     Ok(BlockedLu::new(
         "lu",
-        Tiles::new(n, block),
+        tiles,
         owners,
-        ColumnMajor { n },
+        ColumnMajor { tiles },
         a,
     ))
 }

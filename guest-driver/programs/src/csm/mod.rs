@@ -2,12 +2,14 @@
 //! `wtest` and `test`, and the applications of seed 000 Table III (SOR,
 //! Gauss, TSP here; Barnes, CLU, LU, EM3D, Ilink, Water-Nsquared and
 //! Water-Spatial through `suite`), each verified; their presets (`problem`);
-//! the JSON record of a run (`record`, `gather`); plus the Table II
+//! the JSON record of a run (`record`, on `cashmere::record` and
+//! `cashmere::gather`); plus the Table II
 //! benchmark (`mc-guest bench csm`).
 //!
 //! The run itself: `app` (the programs by name), `params` (what to run), `run` (running it on this node),
 //! `error`; `workload` (the interface of the suite's applications) and
-//! `suite` (their registry).
+//! `suite` (their registry), `seq_timing` (where a sequential program's
+//! timed computation begins, which the applications mark).
 
 mod app;
 pub mod barnes;
@@ -16,7 +18,6 @@ pub mod blocked_lu;
 pub mod clu;
 pub mod em3d;
 mod error;
-pub mod gather;
 pub mod gauss;
 pub mod ilink;
 pub mod lu;
@@ -24,6 +25,7 @@ mod params;
 pub mod problem;
 pub mod record;
 mod run;
+mod seq_timing;
 pub mod sor;
 pub mod subword;
 pub mod suite;
@@ -45,5 +47,4 @@ pub use params::{Params, MAX_TSP_CITIES};
 pub use problem::{Preset, Problem};
 pub use run::{run, Outcome};
 pub use sor::Grid;
-pub use variant::Detection;
 pub use workload::{ComputeWindow, Workload};

@@ -7,9 +7,9 @@ use cashmere::Config;
 use super::app::App;
 use super::error::AppError;
 use super::problem::{Preset, Problem};
-use super::variant::Detection;
 use super::{problem, suite, verify};
 use cashmere::CsmVariant;
+use cashmere::MessageDetection;
 
 /// What to run: `size` and `iters` mean what each app says (0: its default).
 #[derive(Clone, Debug)]
@@ -43,7 +43,7 @@ pub struct Params {
     /// Report where each thread's time went ([`Outcome::breakdown`]).
     pub time_breakdown: bool,
     /// How requests are noticed (`--detection`).
-    pub detection: Detection,
+    pub detection: MessageDetection,
     /// 2L (the node's threads share its frames and protocol state) or 1L
     /// (each thread its own protocol node): `--levels`.
     pub levels: cashmere::Levels,
@@ -68,7 +68,7 @@ impl Params {
             time_breakdown: false,
             preset: None,
             variant: CsmVariant::default(),
-            detection: Detection::default(),
+            detection: MessageDetection::default(),
             levels: cashmere::Levels::Two,
         }
     }
@@ -160,7 +160,7 @@ impl Params {
             home_direct: self.home_direct,
             homes: self.homes.clone(),
             variant: self.variant,
-            detection: self.detection.protocol(),
+            detection: self.detection,
             heap_base: None,
             levels: self.levels,
         }

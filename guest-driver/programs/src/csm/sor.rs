@@ -160,7 +160,7 @@ pub fn sequential(g: Grid, iters: u32) -> [Vec<f64>; 2] {
             colour[c][k] = init(i, j, g.rows);
         }
     }
-    super::suite::compute_begins();
+    super::seq_timing::compute_begins();
     for _ in 0..iters {
         for c in 0..2 {
             let [red, black] = &mut colour;

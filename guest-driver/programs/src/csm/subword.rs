@@ -10,6 +10,7 @@
 use cashmere::{Csm, CsmError, SharedArray};
 
 use super::error::AppError;
+use super::wtest::mismatch;
 
 pub struct SubwordData {
     bytes: SharedArray<u8>,
@@ -47,15 +48,6 @@ fn byte_owner(phase: u32, i: usize, p: usize) -> usize {
     match phase {
         0 => i % p,
         _ => (i / 3) % p,
-    }
-}
-
-fn mismatch(check: &'static str, element: usize, got: u64, want: u64) -> AppError {
-    AppError::Wtest {
-        check,
-        element,
-        got,
-        want,
     }
 }
 

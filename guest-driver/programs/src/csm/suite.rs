@@ -9,6 +9,7 @@ use cashmere::Csm;
 use super::app::App;
 use super::error::AppError;
 use super::problem::{HeapPlan, Problem};
+use super::seq_timing;
 use super::workload::Workload;
 use super::{barnes, clu, em3d, ilink, lu, water, water_nsquared, water_spatial};
 use super::{gauss, sor, tsp};
@@ -156,31 +157,16 @@ pub fn time_sequential(app: App, problem: Problem, procs: usize) -> Option<f64> 
     time_sequential_cpu(app, problem, procs).map(|(wall, _)| wall)
 }
 
-thread_local! {
-    /// Where this thread's sequential program began computing (after its
-    /// initialisation): CPU ns and wall instant ([`compute_begins`]).
-    static COMPUTE_BEGAN: std::cell::Cell<Option<(u64, Instant)>> = const { std::cell::Cell::new(None) };
-}
-
-/// A sequential program calls this when its initialisation is done and its
-/// computation begins: the timed part, as the parallel version's window
-/// begins after its initialisation (`Csm::mark_start`). Outside
-/// [`time_sequential_cpu`] (a program computing its reference result) it
-/// only notes the time.
-pub(crate) fn compute_begins() {
-    COMPUTE_BEGAN.with(|c| c.set(Some((mc_api::vclock::work_ns(), Instant::now()))));
-}
-
 /// [`time_sequential`], with the sequential run's CPU time (this thread's,
 /// `CLOCK_THREAD_CPUTIME_ID`; its counted work under `--work counted`,
 /// `vclock::work_ns`): what a predicted speedup divides, times the
 /// CPU scale (docs/virtual-time.md). (wall seconds, CPU seconds). Both
-/// count the computation only, from [`compute_begins`]: the parallel run's
+/// count the computation only, from `seq_timing::compute_begins`: the parallel run's
 /// timed window leaves its initialisation out too, and a speedup that
 /// counted the sequential program's initialisation would credit the
 /// parallel run with work it was not timed for.
 pub fn time_sequential_cpu(app: App, problem: Problem, procs: usize) -> Option<(f64, f64)> {
-    COMPUTE_BEGAN.with(|c| c.set(None));
+    seq_timing::clear();
     let cpu = mc_api::vclock::work_ns();
     let t = Instant::now();
     match (app, problem) {
@@ -194,8 +180,11 @@ pub fn time_sequential_cpu(app: App, problem: Problem, procs: usize) -> Option<(
         (App::Barnes, Problem::Barnes { bodies, steps }) => {
             drop(std::hint::black_box(barnes::sequential(bodies, steps)))
         }
-        (App::Clu | App::Lu, Problem::Lu { n, block }) => drop(std::hint::black_box(
+        (App::Lu, Problem::Lu { n, block }) => drop(std::hint::black_box(
             super::blocked_lu::sequential(n, block),
+        )),
+        (App::Clu, Problem::Lu { n, block }) => drop(std::hint::black_box(
+            super::blocked_lu::sequential_blocks(n, block),
         )),
         (App::Em3d, p) => drop(std::hint::black_box(em3d::sequential(
             &em3d_shape(p)?,
@@ -213,7 +202,7 @@ pub fn time_sequential_cpu(app: App, problem: Problem, procs: usize) -> Option<(
     let end_cpu = mc_api::vclock::work_ns();
     let end = Instant::now();
     // A program that never marked its computation is timed whole.
-    let (cpu, t) = COMPUTE_BEGAN.with(|c| c.take()).unwrap_or((cpu, t));
+    let (cpu, t) = seq_timing::take().unwrap_or((cpu, t));
     let cpu = end_cpu.saturating_sub(cpu) as f64 / 1e9;
     Some((end.duration_since(t).as_secs_f64(), cpu))
 }

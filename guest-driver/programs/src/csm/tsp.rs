@@ -100,7 +100,7 @@ pub fn sequential(c: usize) -> u32 {
     let dist = distances(c);
     let d = |i: usize, j: usize| dist[i * c + j];
     let mut bound = u32::MAX;
-    super::suite::compute_begins();
+    super::seq_timing::compute_begins();
     for t in tasks(c) {
         let mut path = t.to_vec();
         let len = d(t[0], t[1]) + d(t[1], t[2]);

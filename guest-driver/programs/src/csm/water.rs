@@ -24,6 +24,14 @@ pub const fn at(k: usize, d: usize, s: usize) -> usize {
 pub const FORCE: usize = 6;
 
 pub type Mol = [f64; MOL];
+/// A molecule's positions (derivative 0 of the 3 sites, `at(0, d, s)`):
+/// all [`pair`] reads of it.
+pub type Sites = [f64; 9];
+
+/// Molecule `m`'s positions.
+pub fn sites(m: &Mol) -> &Sites {
+    m[..9].try_into().expect("9 positions")
+}
 
 const MASS: [f64; 3] = [15.9994, 1.008, 1.008];
 const CHARGE: [f64; 3] = [-0.82, 0.41, 0.41];
@@ -218,7 +226,7 @@ pub fn intra(m: &mut Mol) -> f64 {
 /// Forces between molecules `a` and `b` if their oxygens are within the
 /// cutoff (minimum image): added to `fa` and `fb` (3 dims x 3 sites, as
 /// [`at`]`(0, d, s)`), and the pair's energy returned.
-pub fn pair(wb: &WaterBox, a: &Mol, b: &Mol, fa: &mut [f64], fb: &mut [f64]) -> Option<f64> {
+pub fn pair(wb: &WaterBox, a: &Sites, b: &Sites, fa: &mut [f64], fb: &mut [f64]) -> Option<f64> {
     let mut shift = [0.0; 3];
     let mut r2 = 0.0;
     for d in 0..3 {
@@ -335,7 +343,7 @@ pub struct WaterResult {
 pub fn sequential(n: usize, steps: u32, pairs: Pairs) -> WaterResult {
     let wb = WaterBox::new(n);
     let mut mols: Vec<Mol> = (0..n).map(|i| initial(i, &wb)).collect();
-    super::suite::compute_begins();
+    super::seq_timing::compute_begins();
     let mut energy = Vec::new();
     for _ in 0..steps {
         let mut pot = 0.0;
@@ -346,16 +354,9 @@ pub fn sequential(n: usize, steps: u32, pairs: Pairs) -> WaterResult {
         let mut f = vec![[0.0; 9]; n];
         match pairs {
             Pairs::HalfShell => {
-                for i in 0..n {
-                    for j in half_shell(n, i) {
-                        let (mut fi, mut fj) = ([0.0; 9], [0.0; 9]);
-                        if let Some(e) = pair(&wb, &mols[i], &mols[j], &mut fi, &mut fj) {
-                            pot += e;
-                            add(&mut f[i], &fi);
-                            add(&mut f[j], &fj);
-                        }
-                    }
-                }
+                let none = || Ok::<(), std::convert::Infallible>(());
+                let Ok(()) =
+                    half_shell_forces(&wb, 0..n, |k| sites(&mols[k]), &mut f, &mut pot, none);
             }
             Pairs::Boxes => {
                 let mut members = vec![Vec::new(); wb.cells.pow(3)];
@@ -367,8 +368,13 @@ pub fn sequential(n: usize, steps: u32, pairs: Pairs) -> WaterResult {
                         for &j in &members[c] {
                             if j != i {
                                 let mut sink = [0.0; 9];
-                                if let Some(e) = pair(&wb, &mols[i], &mols[j], &mut f[i], &mut sink)
-                                {
+                                if let Some(e) = pair(
+                                    &wb,
+                                    sites(&mols[i]),
+                                    sites(&mols[j]),
+                                    &mut f[i],
+                                    &mut sink,
+                                ) {
                                     pot += 0.5 * e;
                                 }
                             }
@@ -389,6 +395,34 @@ pub fn sequential(n: usize, steps: u32, pairs: Pairs) -> WaterResult {
         energy.push([pot, kin]);
     }
     WaterResult { mols, energy }
+}
+
+/// Water-Nsquared's pair loop (SPLASH-2's INTERF), the kernel of both the
+/// sequential and the parallel run: molecules `rows` each with the
+/// following half of all molecules (positions from `pos`), their forces
+/// added into `f` and the energies into `pot`; `each_row` runs before each
+/// molecule of `rows` (the parallel run polls there, a loop back edge).
+pub fn half_shell_forces<'a, E>(
+    wb: &WaterBox,
+    rows: std::ops::Range<usize>,
+    pos: impl Fn(usize) -> &'a Sites,
+    f: &mut [[f64; 9]],
+    pot: &mut f64,
+    mut each_row: impl FnMut() -> Result<(), E>,
+) -> Result<(), E> {
+    let n = wb.molecules;
+    for i in rows {
+        each_row()?;
+        for j in half_shell(n, i) {
+            let (mut fi, mut fj) = ([0.0; 9], [0.0; 9]);
+            if let Some(e) = pair(wb, pos(i), pos(j), &mut fi, &mut fj) {
+                *pot += e;
+                add(&mut f[i], &fi);
+                add(&mut f[j], &fj);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `acc += f` over the 9 force components (3 dimensions x 3 sites).

@@ -25,7 +25,7 @@ use cashmere::{Csm, SharedArray};
 use super::error::AppError;
 use super::problem::HeapPlan;
 use super::verify;
-use super::water::{self, Mol, Pairs, WaterBox, WaterResult, FORCE, MOL};
+use super::water::{self, Mol, Pairs, Sites, WaterBox, WaterResult, FORCE, MOL};
 use super::workload::{ComputeWindow, Workload};
 
 /// Relative tolerance of the comparison with the sequential run.
@@ -64,6 +64,31 @@ impl MolArray {
             *v = self.mols.get(i * MOL + k);
         }
         m
+    }
+    /// Molecule `i`'s record as a plain array.
+    ///
+    /// # Safety
+    ///
+    /// As [`SharedArray::as_mut_slice`] for the record: the calling thread
+    /// alone touches it while the reference lives, and makes no
+    /// synchronisation call meanwhile.
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn record_mut(&self, i: usize) -> &mut Mol {
+        // SAFETY: the caller's promise.
+        let r = unsafe { self.mols.as_mut_slice(i * MOL..(i + 1) * MOL) };
+        r.try_into().expect("a record")
+    }
+    /// Molecule `i`'s positions as a plain array.
+    ///
+    /// # Safety
+    ///
+    /// As [`SharedArray::as_slice`] for the positions: nobody writes them
+    /// while the reference lives, and the caller makes no synchronisation
+    /// call meanwhile.
+    pub unsafe fn sites(&self, i: usize) -> &Sites {
+        // SAFETY: the caller's promise.
+        let r = unsafe { self.mols.as_slice(i * MOL..i * MOL + 9) };
+        r.try_into().expect("9 positions")
     }
     pub fn store(&self, i: usize, m: &Mol) {
         for (k, v) in m.iter().enumerate().take(7 * 9) {
@@ -167,37 +192,24 @@ impl Workload for WaterNsquared {
         for step in 0..self.steps as usize {
             let mut pot = 0.0;
             for i in mine.clone() {
-                let mut m = sh.load(i);
-                water::predict(&mut m);
-                pot += water::intra(&mut m);
-                sh.store(i, &m);
+                // SAFETY: this processor's molecules are touched by it
+                // alone until the barrier; the reference ends before it.
+                let m = unsafe { sh.record_mut(i) };
+                water::predict(m);
+                pot += water::intra(m);
             }
             csm.barrier()?;
-            let mut pos: Vec<Option<Mol>> = vec![None; n];
             let mut f = vec![[0.0; 9]; n];
-            let mut touched = vec![false; n];
-            for i in mine.clone() {
-                // A loop back edge (seed 000 s.2.1's polling).
-                csm.poll()?;
-                for j in water::half_shell(n, i) {
-                    for k in [i, j] {
-                        if pos[k].is_none() {
-                            pos[k] = Some(sh.load_positions(k));
-                        }
-                    }
-                    let (mut fi, mut fj) = ([0.0; 9], [0.0; 9]);
-                    let (a, b) = (pos[i].as_ref(), pos[j].as_ref());
-                    if let (Some(a), Some(b)) = (a, b) {
-                        if let Some(e) = water::pair(&self.wb, a, b, &mut fi, &mut fj) {
-                            pot += e;
-                            water::add(&mut f[i], &fi);
-                            water::add(&mut f[j], &fj);
-                            touched[i] = true;
-                            touched[j] = true;
-                        }
-                    }
-                }
-            }
+            // SAFETY: nobody writes a position between this barrier and
+            // the next (the force phase writes forces only), and each
+            // reference ends within the pair it is read for: none lives
+            // across the poll (each row's, a loop back edge of seed 000
+            // s.2.1) or the locks below.
+            let pos = |k| unsafe { sh.sites(k) };
+            water::half_shell_forces(&self.wb, mine.clone(), pos, &mut f, &mut pot, || csm.poll())?;
+            // The molecules this processor has forces for (exactly zero
+            // in every component: none, or nothing to add).
+            let touched: Vec<bool> = f.iter().map(|x| x.iter().any(|v| *v != 0.0)).collect();
             for j in (0..n).filter(|&j| touched[j]) {
                 let lock = MOL_LOCK_BASE + j as u32 % MOL_LOCKS;
                 csm.lock_acquire(lock)?;
@@ -207,11 +219,11 @@ impl Workload for WaterNsquared {
             csm.barrier()?;
             let mut kin = 0.0;
             for i in mine.clone() {
-                let mut m = sh.load(i);
-                water::correct(&mut m);
-                water::wrap(&self.wb, &mut m);
-                kin += water::kinetic(&m);
-                sh.store(i, &m);
+                // SAFETY: as in the prediction, until the energy lock.
+                let m = unsafe { sh.record_mut(i) };
+                water::correct(m);
+                water::wrap(&self.wb, m);
+                kin += water::kinetic(m);
             }
             sh.add_energy(csm, step, pot, kin)?;
         }

@@ -143,7 +143,13 @@ impl Workload for WaterSpatial {
                         }
                         let b = pos[j].get_or_insert_with(|| sh.load_positions(j));
                         let mut sink = [0.0; 9];
-                        if let Some(e) = water::pair(&self.wb, &a, b, &mut fi, &mut sink) {
+                        if let Some(e) = water::pair(
+                            &self.wb,
+                            water::sites(&a),
+                            water::sites(b),
+                            &mut fi,
+                            &mut sink,
+                        ) {
                             pot += 0.5 * e;
                         }
                     }

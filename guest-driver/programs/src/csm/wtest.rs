@@ -25,7 +25,8 @@ fn value(round: u32, i: usize) -> u32 {
     (round + 1).wrapping_mul(0x9e37_79b9) ^ (i as u32).wrapping_mul(2_654_435_761)
 }
 
-fn mismatch(check: &'static str, element: usize, got: u64, want: u64) -> AppError {
+/// A debugging program read a wrong value (wtest, test, subword).
+pub(super) fn mismatch(check: &'static str, element: usize, got: u64, want: u64) -> AppError {
     AppError::Wtest {
         check,
         element,

@@ -10,7 +10,7 @@ use std::time::Duration;
 use mc_api::backoff::poll_until;
 use mc_api::{McError, MemoryChannel, Sharing};
 
-use super::record::NodeReport;
+use crate::record::NodeReport;
 
 /// The region's key.
 const KEY: u32 = 0x5245_5054; // "REPT"
