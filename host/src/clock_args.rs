@@ -7,12 +7,19 @@
 //! Channel 2 hardware. The guests of one run share a clock board, a small
 //! file in the socket directory (`clock-board`), through which no running
 //! thread gets more than a quantum ahead of the slowest.
+//!
+//! `--work counted|cpu-time` says what measures a thread's computing
+//! (issue 39; docs/virtual-time.md s.9): its CPU time on this host
+//! (`cpu-time`, the default, any build), or the work its instrumented code
+//! counted (`counted`: deterministic, needs the guest program built with
+//! counters, `scripts/build-counted.sh`, and names that build's `mc-guest`
+//! on the command line; a plain build is refused by the guest).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use clap::{Args, ValueEnum};
-use firmware_model::abi::clock::{valid_scale, ClockConfig, DEFAULT_QUANTUM_NS};
+use firmware_model::abi::clock::{valid_scale, ClockConfig, WorkMeasure, DEFAULT_QUANTUM_NS};
 
 /// The clock board's file name in the socket directory.
 pub const BOARD_FILE: &str = "clock-board";
@@ -24,6 +31,25 @@ pub enum ClockChoice {
     Wall,
     /// Predicted time on Memory Channel 2 hardware, whatever the host.
     Virtual,
+}
+
+/// What measures a thread's computing in virtual time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum WorkChoice {
+    /// The thread's CPU time on this host.
+    CpuTime,
+    /// Counted work (an instrumented build: scripts/build-counted.sh,
+    /// scripts/mc-cc --counted).
+    Counted,
+}
+
+impl From<WorkChoice> for WorkMeasure {
+    fn from(w: WorkChoice) -> WorkMeasure {
+        match w {
+            WorkChoice::CpuTime => WorkMeasure::CpuTime,
+            WorkChoice::Counted => WorkMeasure::Counted,
+        }
+    }
 }
 
 /// Why the clock options cannot be used.
@@ -68,6 +94,12 @@ pub struct ClockArgs {
     /// may get ahead of the slowest (default 100).
     #[arg(long, value_name = "US", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub quantum_us: Option<u64>,
+    /// With --clock virtual: what measures computing, `cpu-time` (this
+    /// host's CPU time; default) or `counted` (the work an instrumented
+    /// guest counts, the same on every run: the guest program must be
+    /// built by scripts/build-counted.sh or scripts/mc-cc --counted).
+    #[arg(long, value_enum)]
+    pub work: Option<WorkChoice>,
 }
 
 impl ClockArgs {
@@ -84,6 +116,9 @@ impl ClockArgs {
             }
             if self.quantum_us.is_some() {
                 return Err(ClockArgsError::NeedsVirtual("--quantum-us"));
+            }
+            if self.work.is_some() {
+                return Err(ClockArgsError::NeedsVirtual("--work"));
             }
             return Ok(None);
         }
@@ -103,6 +138,7 @@ impl ClockArgs {
             protocol_scale: self.protocol_scale,
             board: Some(board),
             quantum_ns: self.quantum_us.map_or(DEFAULT_QUANTUM_NS, |q| q * 1000),
+            work: self.work.map_or(WorkMeasure::CpuTime, WorkMeasure::from),
         }))
     }
 
@@ -132,6 +168,7 @@ mod tests {
             cpu_scale: scale,
             protocol_scale: None,
             quantum_us: q,
+            work: None,
         }
     }
 
@@ -154,6 +191,7 @@ mod tests {
         assert!(c.board.unwrap().ends_with(BOARD_FILE));
         assert!(!dir.path().join(BOARD_FILE).exists());
         assert_eq!(c.protocol_scale, None, "protocol work at --cpu-scale");
+        assert_eq!(c.work, WorkMeasure::CpuTime, "CPU time unless asked");
         let split = ClockArgs {
             protocol_scale: Some(27.0),
             ..args(ClockChoice::Virtual, Some(100.0), None)
@@ -163,6 +201,13 @@ mod tests {
         let c = guest_reads(&split).expect("virtual time");
         assert_eq!(c.protocol_scale, Some(27.0));
         assert_eq!(c.quantum_ns, DEFAULT_QUANTUM_NS);
+        let counted = ClockArgs {
+            work: Some(WorkChoice::Counted),
+            ..args(ClockChoice::Virtual, None, None)
+        }
+        .guest_env(dir.path())
+        .unwrap();
+        assert_eq!(guest_reads(&counted).unwrap().work, WorkMeasure::Counted);
     }
 
     #[test]
@@ -181,6 +226,13 @@ mod tests {
         .guest_env(dir.path())
         .unwrap_err();
         assert!(e.to_string().contains("--protocol-scale"), "{e}");
+        let e = ClockArgs {
+            work: Some(WorkChoice::Counted),
+            ..args(ClockChoice::Wall, None, None)
+        }
+        .guest_env(dir.path())
+        .unwrap_err();
+        assert!(e.to_string().contains("--work"), "{e}");
         let wall = args(ClockChoice::Wall, None, None)
             .guest_env(dir.path())
             .unwrap();

@@ -26,6 +26,40 @@ mod env {
     pub const BOARD: &str = "MC_CLOCK_BOARD";
     /// The quantum in ns, for the board a guest creates.
     pub const QUANTUM: &str = "MC_QUANTUM_NS";
+    /// What measures computing: `cpu-time` (or unset) or `counted`.
+    pub const WORK: &str = "MC_WORK";
+}
+
+/// What measures a thread's computing (issue 39; docs/virtual-time.md
+/// s.10): the guest's `WorkMeter`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum WorkMeasure {
+    /// The thread's CPU time on this host (`CLOCK_THREAD_CPUTIME_ID`): needs
+    /// no special build, but moves with the host's load and caches.
+    #[default]
+    CpuTime,
+    /// Counted work: the edges and blocks the thread's instrumented code
+    /// passed (compiler-inserted counters), at a committed rate, plus a
+    /// stated model for the work the counters cannot see. The same on every
+    /// run; needs an instrumented build (`scripts/build-counted.sh`).
+    Counted,
+}
+
+impl WorkMeasure {
+    /// Its name on command lines, in the variable and in records.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkMeasure::CpuTime => "cpu-time",
+            WorkMeasure::Counted => "counted",
+        }
+    }
+
+    /// The measure named `s` ([`WorkMeasure::as_str`]).
+    pub fn from_name(s: &str) -> Option<WorkMeasure> {
+        [WorkMeasure::CpuTime, WorkMeasure::Counted]
+            .into_iter()
+            .find(|w| w.as_str() == s)
+    }
 }
 
 /// A virtual-time configuration.
@@ -42,6 +76,8 @@ pub struct ClockConfig {
     pub board: Option<PathBuf>,
     /// The quantum of a board the process makes.
     pub quantum_ns: u64,
+    /// What measures computing: the scales above multiply its reading.
+    pub work: WorkMeasure,
 }
 
 /// A clock variable that does not say what it must.
@@ -66,6 +102,7 @@ impl ClockConfig {
             protocol_scale: None,
             board: None,
             quantum_ns: DEFAULT_QUANTUM_NS,
+            work: WorkMeasure::CpuTime,
         }
     }
 
@@ -75,6 +112,7 @@ impl ClockConfig {
             (env::CLOCK, "virtual".to_string()),
             (env::CPU_SCALE, self.cpu_scale.to_string()),
             (env::QUANTUM, self.quantum_ns.to_string()),
+            (env::WORK, self.work.as_str().to_string()),
         ];
         if let Some(b) = &self.board {
             vars.push((env::BOARD, b.display().to_string()));
@@ -124,11 +162,20 @@ impl ClockConfig {
             None => DEFAULT_QUANTUM_NS,
         };
         let board = var(env::BOARD).filter(|b| !b.is_empty()).map(PathBuf::from);
+        let work = match var(env::WORK) {
+            None => WorkMeasure::CpuTime,
+            Some(v) if v.is_empty() => WorkMeasure::CpuTime,
+            Some(v) => match WorkMeasure::from_name(&v) {
+                Some(w) => w,
+                None => return Err(bad(env::WORK, v, "expected `cpu-time` or `counted`")),
+            },
+        };
         Ok(Some(ClockConfig {
             cpu_scale,
             protocol_scale,
             board,
             quantum_ns,
+            work,
         }))
     }
 }
@@ -153,6 +200,11 @@ mod tests {
         c.protocol_scale = Some(27.5);
         c.board = Some(PathBuf::from("/tmp/b"));
         c.quantum_ns = 50_000;
+        assert_eq!(
+            ClockConfig::from_lookup(lookup(&c.to_env())),
+            Ok(Some(c.clone()))
+        );
+        c.work = WorkMeasure::Counted;
         assert_eq!(ClockConfig::from_lookup(lookup(&c.to_env())), Ok(Some(c)));
         let plain = ClockConfig::new(1.0);
         assert_eq!(
@@ -197,6 +249,10 @@ mod tests {
             (
                 vec![(env::CLOCK, "virtual"), (env::QUANTUM, "ten")],
                 env::QUANTUM,
+            ),
+            (
+                vec![(env::CLOCK, "virtual"), (env::WORK, "cycles")],
+                env::WORK,
             ),
         ] {
             let e = ClockConfig::from_lookup(lookup(&raw(&bad))).unwrap_err();

@@ -154,14 +154,17 @@ impl Csm {
     /// read-modify-write of a word the node's threads share.
     #[inline]
     pub fn poll(&self) -> Result<(), CsmError> {
-        if vclock::enabled()
-            && POLLS.with(|c| {
+        if vclock::enabled() {
+            // Which polls pace the clock, and the pacing, are not the
+            // thread's work under counted work.
+            let _clock = vclock::counter::Uncounted::enter();
+            if POLLS.with(|c| {
                 let n = c.get();
                 c.set(n.wrapping_add(1));
                 n % POLL_SYNC_EVERY == 0
-            })
-        {
-            vclock::sync_when_due();
+            }) {
+                vclock::sync_when_due();
+            }
         }
         self.node.serve_if_waiting()
     }
@@ -172,7 +175,8 @@ impl Csm {
     /// `vclock::now()`). Keep the returned guard for the thread's life.
     /// The protocol thread's work is charged to the node's thread 0.
     pub fn join_clock(&self, local: u32, vt: u64) -> Result<vclock::Participant, CsmError> {
-        let p = vclock::join(vt).map_err(|e| CsmError::Clock(Arc::new(e)))?;
+        let mut p = vclock::join(vt).map_err(|e| CsmError::Clock(Arc::new(e)))?;
+        p.label(self.node_id(), local);
         if local == 0 {
             if let Some(slot) = vclock::my_slot() {
                 self.node.app0_slot.store(slot, Ordering::Relaxed);
@@ -184,13 +188,22 @@ impl Csm {
     /// The predicted time of the timed part: from the node's earliest
     /// [`Csm::mark_start`] to its latest [`Csm::mark_end`] in virtual time,
     /// in seconds (a predicted-time run with both marks made).
+    ///
+    /// `None` too when a thread's work count went wrong
+    /// (`vclock::check`): no prediction rather than a wrong one.
     pub fn predicted(&self) -> Option<f64> {
+        if vclock::work_fault().is_some() {
+            return None;
+        }
         let w = self.node.vwindow.lock().unwrap_or_else(|p| p.into_inner());
         Some((w.1?.saturating_sub(w.0?)) as f64 / 1e9)
     }
 
     /// The virtual window itself: (earliest start, latest end), ns.
     pub fn virtual_window(&self) -> Option<(u64, u64)> {
+        if vclock::work_fault().is_some() {
+            return None;
+        }
         let w = self.node.vwindow.lock().unwrap_or_else(|p| p.into_inner());
         Some((w.0?, w.1?))
     }
@@ -227,11 +240,15 @@ impl Csm {
         {
             self.node.wake_protocol_thread();
         }
+        // The thread's counted work from here (after the marks' own work,
+        // which differs with the thread that marks first).
+        vclock::work_window(false);
     }
 
     /// Mark the end of the timed part (the latest mark counts; so does the
     /// protocol thread's breakdown).
     pub fn mark_end(&self) {
+        vclock::work_window(true);
         times::end_window();
         if vclock::enabled() {
             let v = vclock::tick();

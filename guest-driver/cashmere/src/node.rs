@@ -272,6 +272,9 @@ impl Node {
     }
 
     pub(crate) fn lock_state(&self) -> StateGuard<'_> {
+        // Whether the state is free follows the host: under counted work
+        // taking it is not the thread's work, contended or not.
+        let _taking = vclock::counter::Uncounted::enter();
         match self.state.try_lock() {
             Ok(g) => g,
             Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
@@ -457,9 +460,16 @@ impl Node {
         if !self.polling {
             return Ok(());
         }
-        self.bell.polled();
-        if !self.requests_waiting() {
-            return Ok(());
+        {
+            // Whether a request is there yet follows the host's timing:
+            // under counted work looking is not the thread's work (serving
+            // is, as protocol work).
+            // (One relaxed load when the clock is off: this is every poll.)
+            let _looking = vclock::enabled().then(vclock::counter::Uncounted::enter);
+            self.bell.polled();
+            if !self.requests_waiting() {
+                return Ok(());
+            }
         }
         self.serve_arrived()
     }
@@ -468,12 +478,15 @@ impl Node {
     #[cold]
     #[inline(never)]
     fn serve_arrived(&self) -> Result<(), CsmError> {
-        let guard = match self.state.try_lock() {
-            Ok(g) => g,
-            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(std::sync::TryLockError::WouldBlock) => return Ok(()),
+        let mut st = {
+            // Whether the state is free follows the host too.
+            let _looking = vclock::enabled().then(vclock::counter::Uncounted::enter);
+            match self.state.try_lock() {
+                Ok(g) => g,
+                Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => return Ok(()),
+            }
         };
-        let mut st = guard;
         let _serve = times::enter(Activity::Serve);
         self.serve_requests(&mut st)
     }

@@ -77,6 +77,8 @@ extern "C" fn on_segv(_sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut 
         let handler = unsafe { &*(*r).0 };
         let (base, len) = handler.heap_view();
         if addr >= base && addr < base + len {
+            // The trap and the signal's delivery, which no counter sees.
+            mc_api::vclock::charge_unseen(mc_api::vclock::Unseen::PageFault);
             if let Err(e) = handler.resolve_fault(addr - base) {
                 fail(handler, addr - base, &e);
             }

@@ -129,6 +129,10 @@ fn virtual_change(c: &ThreadClock, next: u8) {
 }
 
 pub(crate) fn enter(a: Activity) -> InActivity {
+    // The change of activity is bookkeeping, not work: under counted work
+    // its edges would land in whichever class the thread was in, as often
+    // as the host's timing has it look for requests.
+    let _bookkeeping = vclock::counter::Uncounted::enter();
     CLOCK.with(|c| {
         let t = now_ns();
         virtual_change(c, a as u8);
@@ -143,6 +147,7 @@ pub(crate) fn enter(a: Activity) -> InActivity {
 
 impl Drop for InActivity {
     fn drop(&mut self) {
+        let _bookkeeping = vclock::counter::Uncounted::enter();
         CLOCK.with(|c| {
             let t = now_ns();
             virtual_change(c, self.prev);

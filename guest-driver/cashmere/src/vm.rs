@@ -123,6 +123,8 @@ impl HeapMemory {
             Prot::Read => libc::PROT_READ,
             Prot::ReadWrite => libc::PROT_READ | libc::PROT_WRITE,
         };
+        // Counted work does not see the system call: the model charges it.
+        mc_api::vclock::charge_unseen(mc_api::vclock::Unseen::Mprotect);
         // SAFETY: the range lies inside our mapping.
         if unsafe { libc::mprotect(self.app.add(offset) as *mut libc::c_void, len, p) } != 0 {
             return Err(os_err("mprotect"));
@@ -231,6 +233,7 @@ impl HeapMemory {
     /// Copy bytes into the protocol view.
     pub fn write_bytes(&self, offset: usize, data: &[u8]) {
         assert!(offset + data.len() <= self.len);
+        charge_copy(data.len());
         // SAFETY: in bounds; the page is protected against the application
         // or the application is not allowed to race with this update.
         unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.proto.add(offset), data.len()) }
@@ -253,6 +256,7 @@ impl HeapMemory {
 
     pub fn read_bytes(&self, offset: usize, out: &mut [u8]) {
         assert!(offset + out.len() <= self.len);
+        charge_copy(out.len());
         // SAFETY: in bounds.
         unsafe {
             std::ptr::copy_nonoverlapping(self.proto.add(offset), out.as_mut_ptr(), out.len())
@@ -269,4 +273,12 @@ impl Drop for HeapMemory {
             libc::close(self.fd);
         }
     }
+}
+
+/// A copy by libc's `memcpy` (uncounted under counted work): the model
+/// charges it (`mc_api::vclock::unseen`).
+fn charge_copy(bytes: usize) {
+    mc_api::vclock::charge_unseen(mc_api::vclock::Unseen::Copy {
+        bytes: bytes as u64,
+    });
 }

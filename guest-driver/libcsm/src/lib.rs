@@ -118,10 +118,17 @@ pub extern "C" fn csm_main_end() {
     ok(runtime::get("MAIN_END").and_then(|rt| rt.main_end()));
 }
 
-/// CLOCK: microseconds.
+/// CLOCK: microseconds, of the calling thread's virtual time in a
+/// predicted-time run (`mc-host run --clock virtual`), otherwise of the
+/// host's monotonic clock.
 #[no_mangle]
 pub extern "C" fn csm_clock() -> c_ulong {
-    clock_us() as c_ulong
+    if mc_api::vclock::enabled() {
+        // A tick, not a sync: the program may hold a lock here.
+        (mc_api::vclock::tick() / 1000) as c_ulong
+    } else {
+        clock_us() as c_ulong
+    }
 }
 
 /// LOCKINIT.

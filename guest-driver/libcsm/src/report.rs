@@ -17,6 +17,12 @@ pub fn report(rt: &Runtime, stats: &Stats) -> Result<(), RunError> {
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .clone();
+    if let Some(p) = rt.csm.predicted() {
+        println!(
+            "csm {} node {}: predicted {p:.6} s (virtual clock)",
+            rt.program, rt.me
+        );
+    }
     if rt.settings.stats {
         println!(
             "csm {} node {}: {} processes ({} nodes x {}), variant {}: {stats}",
@@ -54,12 +60,11 @@ pub fn report(rt: &Runtime, stats: &Stats) -> Result<(), RunError> {
         stats: record::stats_json(stats),
         compute_stats: None,
         breakdown: record::breakdown_json(&breakdowns),
-        // C programs' records carry wall-clock times only: libcsm's
-        // processes do not keep the virtual clock yet (docs/c-programs.md).
+        // A C program has no sequential version of its own here.
         sequential_cpu_seconds: None,
-        virtual_window: None,
+        virtual_window: rt.csm.virtual_window(),
         virtual_breakdown: None,
-        quantum_breaks: 0,
+        quantum_breaks: mc_api::vclock::quantum_breaks(),
     };
     let all = gather::collect(&rt.mc, &mine).map_err(|e| RunError::Record(e.to_string()))?;
     if let Some(all) = all {

@@ -39,6 +39,15 @@ fn init_clock(cli: &GuestCli) -> Result<(), GuestError> {
 
 fn run(cli: &GuestCli) -> Result<(), GuestError> {
     init_clock(cli)?;
+    dispatch(cli)?;
+    // A thread's work count that went wrong (it wrapped, or a thread never
+    // counted: counted work on code without counters) left the run without
+    // a prediction: say why, and fail.
+    mc_api::vclock::check()?;
+    Ok(())
+}
+
+fn dispatch(cli: &GuestCli) -> Result<(), GuestError> {
     match &cli.command {
         GuestCommand::Info => cmd::info::info(cli),
         GuestCommand::Selftest { iterations } => {

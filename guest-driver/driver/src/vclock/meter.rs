@@ -2,7 +2,9 @@
 //! clock advances a thread's virtual time by the meter's reading since the
 //! last sync, times the scale of the work (application or protocol).
 //!
-//! Today's meter is the thread's CPU time ([`CpuTime`]). A meter must be
+//! Two meters: the thread's CPU time ([`CpuTime`]) and counted work
+//! ([`CountedWork`]: the edges its instrumented code passed, `counter.rs`,
+//! at [`EDGE_PS`]; issue 39). A meter must be
 //! readable from any code on the thread with no context: the SIGSEGV
 //! handler syncs the clock, and a counter bumped by compiler-inserted
 //! callbacks (SanitizerCoverage's `trace_pc_guard` takes no argument) can
@@ -13,7 +15,9 @@
 //! work is a new implementation and one arm there, not a branch in the
 //! clock's callers.
 
-use firmware_model::abi::clock::ClockConfig;
+use firmware_model::abi::clock::{ClockConfig, WorkMeasure};
+
+use super::counter;
 
 /// A per-thread, monotonic measure of work done.
 pub trait WorkMeter: Sync + 'static {
@@ -38,9 +42,52 @@ impl WorkMeter for CpuTime {
     }
 }
 
+/// Counted work (issue 39): the calling thread's count of instrumented
+/// edges and blocks (`counter.rs`), as ns of this host's processor at
+/// [`EDGE_PS`] each. Deterministic: the same program on the same data reads
+/// the same on every run, whatever the host's load. The application's and
+/// the protocol's rates are then the clock's two scales, as for CPU time.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CountedWork;
+
+/// Picoseconds of this host's processor per counted edge: the rate that
+/// makes counted work read as CPU time does at scale 1, so that
+/// `--cpu-scale` and `--protocol-scale` mean the same under both meters.
+///
+/// Provenance: `scripts/calibrate-work.sh medium`, the median over six
+/// applications (SOR, Gauss, Water-Nsquared, Water-Spatial, EM3D, CLU) of
+/// the plain release build's sequential CPU time over the counted build's
+/// sequential count, on this project's 2-core build host; its output is
+/// committed in docs/work-calibration.txt. The applications range from 224
+/// (Gauss) to 3161 ps (CLU) an edge: an edge is not a unit of time, which
+/// is why each application gets its own rate (`--cpu-scale`, and `mc-host
+/// report --cpu-scale paper`'s per-application scales) and this constant
+/// only says what scale 1 means. A constant, not measured again on a run:
+/// the clock is deterministic only if its rate is.
+pub const EDGE_PS: u64 = 1808;
+
+/// Counted edges as ns at [`EDGE_PS`]; `u64::MAX` when that does not fit
+/// (only past 2^64 ns of work: the clock then records an overflow,
+/// `WorkFault::Overflow`, rather than go on from a wrong time).
+pub fn edges_to_ns(edges: u64) -> u64 {
+    u64::try_from(u128::from(edges) * u128::from(EDGE_PS) / 1000).unwrap_or(u64::MAX)
+}
+
+impl WorkMeter for CountedWork {
+    fn read(&self) -> u64 {
+        edges_to_ns(counter::edges())
+    }
+    fn name(&self) -> &'static str {
+        "counted"
+    }
+}
+
 /// The meter a configuration asks for.
-pub(super) fn select(_config: &ClockConfig) -> &'static dyn WorkMeter {
-    &CpuTime
+pub(super) fn select(config: &ClockConfig) -> &'static dyn WorkMeter {
+    match config.work {
+        WorkMeasure::CpuTime => &CpuTime,
+        WorkMeasure::Counted => &CountedWork,
+    }
 }
 
 /// This thread's CPU time in ns (`CLOCK_THREAD_CPUTIME_ID`): [`CpuTime`]'s

@@ -4,8 +4,11 @@
 //! Direct execution with virtual time, as the Wisconsin Wind Tunnel and
 //! SimGrid's SMPI predict a parallel machine from one host: the program runs
 //! natively, and each thread's virtual time advances by
-//! - its own CPU time (`CLOCK_THREAD_CPUTIME_ID`), times the CPU scale, read
-//!   at protocol boundaries ([`sync`]), never per store;
+//! - its own computing, times the CPU scale (or the protocol scale), read
+//!   at protocol boundaries ([`sync`]), never per store: its CPU time
+//!   (`CLOCK_THREAD_CPUTIME_ID`), or the work its instrumented code counted
+//!   ([`counter`], [`CountedWork`]) plus a stated model of what the counters
+//!   cannot see ([`unseen`]), as the run's [`WorkMeasure`] says;
 //! - the network's modelled time when it waits for data: it resumes at the
 //!   later of its own time and the data's virtual arrival, plus the cost of
 //!   noticing it ([`wait_end`]); waiting itself (spinning, sleeping) never
@@ -25,6 +28,8 @@
 //! The clock's parts, one job each: [`config`] (what the run asks for,
 //! parsed once), [`board`] (the quantum across threads and guests),
 //! [`meter`] (what measures a thread's computing: a [`WorkMeter`]),
+//! [`counter`] (the compiler-inserted counters' callbacks), [`unseen`] (the
+//! model of work no counter sees),
 //! `thread` (each thread's clock: syncs, ticks, joining the board) and
 //! `wait` (waits for data, and serving requests while waiting). This module
 //! holds the process's one clock and is the one place to reach it: every
@@ -33,18 +38,20 @@
 
 pub mod board;
 mod config;
+pub mod counter;
 pub mod meter;
 mod thread;
+pub mod unseen;
 mod wait;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 pub use board::{ClockBoard, SlotState};
-pub use meter::{thread_cpu_ns, CpuTime, WorkMeter};
+pub use meter::{thread_cpu_ns, CountedWork, CpuTime, WorkMeter};
 pub use thread::{
     charge, join, my_slot, now, observe, protocol_work_since, stamp, sync, sync_when_due, tick,
-    tick_into, work_mark, Participant, SYNC_GAP,
+    tick_into, work_mark, work_ns, work_window, Participant, SYNC_GAP,
 };
 pub use wait::{one_way, serve, wait_begin, wait_end, wait_end_quiet, waiting, Serving};
 
@@ -53,7 +60,8 @@ pub use wait::{one_way, serve, wait_begin, wait_end, wait_end_quiet, waiting, Se
 /// order of an AlphaServer 4100's memory latency).
 pub const NOTICE_NS: u64 = 100;
 pub use config::config_from_env;
-pub use firmware_model::abi::clock::{ClockConfig, ClockEnvError, DEFAULT_QUANTUM_NS};
+pub use firmware_model::abi::clock::{ClockConfig, ClockEnvError, WorkMeasure, DEFAULT_QUANTUM_NS};
+pub use unseen::{charge_unseen, Unseen};
 
 /// Why the virtual clock could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -74,6 +82,84 @@ pub enum VclockError {
     BoardFull(u32),
     #[error("the virtual clock was already set up differently in this process")]
     AlreadySet,
+    #[error(
+        "counted work (--work counted) needs a program built with work counters, and this one \
+         has none (its counter never moved): build mc-guest with \
+         scripts/build-counted.sh and run that mc-guest, or a C program with scripts/mc-cc \
+         --counted; or use --work cpu-time"
+    )]
+    NotInstrumented,
+    #[error(transparent)]
+    Work(#[from] WorkFault),
+}
+
+/// Why the work a thread counted cannot give a prediction: the run has no
+/// predicted time rather than a wrong one ([`check`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum WorkFault {
+    #[error(
+        "a thread's work count went backwards ({before} -> {after} ns at scale 1): the counter \
+         wrapped at 2^64 or something else wrote it; no prediction"
+    )]
+    Backwards { before: u64, after: u64 },
+    #[error(
+        "a thread on the clock (board slot {slot}) counted no work from joining the clock to \
+         leaving it: its code is not instrumented (scripts/build-counted.sh, scripts/mc-cc \
+         --counted); no prediction"
+    )]
+    NeverCounted { slot: u32 },
+    #[error("a thread's counted work overflowed 2^64 ns at the committed rate; no prediction")]
+    Overflow,
+}
+
+/// The run's first work fault: its kind (0: none, 1: backwards, 2: never
+/// counted, 3: overflow) and its two values. Atomics only: recorded from the fault
+/// handler too.
+static FAULT_KIND: AtomicU32 = AtomicU32::new(0);
+static FAULT_A: AtomicU64 = AtomicU64::new(0);
+static FAULT_B: AtomicU64 = AtomicU64::new(0);
+
+/// Record `f` as the run's fault, unless one is already recorded.
+fn fault(f: WorkFault) {
+    let (kind, a, b) = match f {
+        WorkFault::Backwards { before, after } => (1, before, after),
+        WorkFault::NeverCounted { slot } => (2, u64::from(slot), 0),
+        WorkFault::Overflow => (3, 0, 0),
+    };
+    if FAULT_KIND
+        .compare_exchange(0, u32::MAX, Ordering::AcqRel, Ordering::Relaxed)
+        .is_ok()
+    {
+        FAULT_A.store(a, Ordering::Relaxed);
+        FAULT_B.store(b, Ordering::Relaxed);
+        FAULT_KIND.store(kind, Ordering::Release);
+    }
+}
+
+/// The run's work fault, if any thread recorded one.
+pub fn work_fault() -> Option<WorkFault> {
+    let a = || FAULT_A.load(Ordering::Relaxed);
+    match FAULT_KIND.load(Ordering::Acquire) {
+        1 => Some(WorkFault::Backwards {
+            before: a(),
+            after: FAULT_B.load(Ordering::Relaxed),
+        }),
+        2 => Some(WorkFault::NeverCounted {
+            slot: u32::try_from(a()).unwrap_or(u32::MAX),
+        }),
+        3 => Some(WorkFault::Overflow),
+        _ => None,
+    }
+}
+
+/// Whether the clock's times can be trusted: `Err` when a thread's work
+/// count went wrong ([`WorkFault`]). A program checks this before it gives a
+/// predicted time, and fails with the error instead.
+pub fn check() -> Result<(), VclockError> {
+    match work_fault() {
+        Some(f) => Err(f.into()),
+        None => Ok(()),
+    }
 }
 
 /// The process's clock: its configuration, board and work meter.
@@ -108,6 +194,9 @@ pub fn init(config: ClockConfig) -> Result<(), VclockError> {
         } else {
             Err(VclockError::AlreadySet)
         };
+    }
+    if config.work == WorkMeasure::Counted && !counter::instrumented() {
+        return Err(VclockError::NotInstrumented);
     }
     let board = match &config.board {
         Some(path) => ClockBoard::open_or_create(path, config.quantum_ns, board::DEFAULT_CAPACITY)?,
@@ -157,6 +246,7 @@ pub(crate) fn test_on() {
         protocol_scale: None,
         board: None,
         quantum_ns: 1_000_000_000,
+        work: WorkMeasure::CpuTime,
     })
     .expect("one configuration for every test of this binary");
 }

@@ -6,7 +6,10 @@ use std::cell::Cell;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use super::{enabled, Global, VclockError, GLOBAL, QUANTUM_BREAKS};
+use firmware_model::abi::clock::WorkMeasure;
+
+use super::counter::Uncounted;
+use super::{enabled, fault, Global, VclockError, WorkFault, GLOBAL, QUANTUM_BREAKS};
 
 pub(super) const NO_SLOT: u32 = u32::MAX;
 
@@ -27,6 +30,18 @@ pub(super) struct ThreadClock {
     /// When the thread last synced, on the host's monotonic clock: what
     /// [`sync_when_due`] throttles by.
     pub(super) synced_at: Cell<Option<Instant>>,
+    /// Virtual ns of work the meter cannot see, charged by the model
+    /// ([`super::unseen`]) and not yet added.
+    pub(super) unseen: Cell<u64>,
+    /// The meter's readings the clock counted, as the application's
+    /// computing and as protocol work (ns at scale 1): what a thread
+    /// reports when it leaves ([`Participant`]).
+    pub(super) app_work: Cell<u64>,
+    pub(super) protocol_work: Cell<u64>,
+    /// Those two at the start of the thread's timed part, and over it
+    /// ([`work_window`]).
+    pub(super) window_start: Cell<Option<(u64, u64)>>,
+    pub(super) window: Cell<Option<(u64, u64)>>,
 }
 
 thread_local! {
@@ -41,6 +56,11 @@ thread_local! {
             protocol: Cell::new(false),
             stalled: Cell::new(None),
             synced_at: Cell::new(None),
+            unseen: Cell::new(0),
+            app_work: Cell::new(0),
+            protocol_work: Cell::new(0),
+            window_start: Cell::new(None),
+            window: Cell::new(None),
         }
     };
 }
@@ -61,21 +81,42 @@ impl ThreadClock {
         }
     }
 
-    /// Add the CPU time since the last sync (unless waiting) and any debt.
+    /// The meter's reading, checked: a reading below the last one (a
+    /// counter that wrapped or that something else wrote) or one that no
+    /// longer fits in ns is recorded as the run's fault ([`super::check`]).
+    pub(super) fn read(&self, g: &Global) -> u64 {
+        let now = g.meter.read();
+        let mark = self.cpu_mark.get();
+        if now == u64::MAX {
+            fault(WorkFault::Overflow);
+        } else if now < mark {
+            fault(WorkFault::Backwards {
+                before: mark,
+                after: now,
+            });
+        }
+        now
+    }
+
+    /// Add the work since the last sync (unless waiting), the unseen work
+    /// charged meanwhile, and any debt.
     pub(super) fn advance(&self, g: &Global) -> u64 {
         self.start(g);
-        let cpu = g.meter.read();
+        let cpu = self.read(g);
         let used = cpu.saturating_sub(self.cpu_mark.get());
         self.cpu_mark.set(cpu);
         let mut vt = self.vt.get();
         if self.waiting.get() == 0 || self.serving.get() {
-            let scale = if self.protocol.get() || self.serving.get() {
-                g.protocol_scale
+            let protocol = self.protocol.get() || self.serving.get();
+            let (scale, sum) = if protocol {
+                (g.protocol_scale, &self.protocol_work)
             } else {
-                g.scale
+                (g.scale, &self.app_work)
             };
+            sum.set(sum.get().saturating_add(used));
             vt = vt.saturating_add(scaled(used, scale));
         }
+        vt = vt.saturating_add(self.unseen.take());
         let slot = self.slot.get();
         if slot != NO_SLOT {
             vt = vt.saturating_add(g.board.take_debt(slot));
@@ -102,7 +143,7 @@ impl ThreadClock {
         }
         self.stalled.set(stalled);
         // Time spent held at the gate is waiting, not computing.
-        self.cpu_mark.set(g.meter.read());
+        self.cpu_mark.set(self.read(g));
     }
 }
 
@@ -113,6 +154,7 @@ pub fn sync() -> u64 {
     let Some(g) = GLOBAL.get().filter(|_| enabled()) else {
         return 0;
     };
+    let _uncounted = Uncounted::enter();
     CLOCK.with(|c| {
         let vt = c.advance(g);
         c.set(g, vt);
@@ -138,6 +180,8 @@ pub fn sync_when_due() -> u64 {
     if !enabled() {
         return 0;
     }
+    // Whether it is due follows the host's clock: none of it is work.
+    let _uncounted = Uncounted::enter();
     let due = CLOCK.with(|c| c.synced_at.get().is_none_or(|t| t.elapsed() >= SYNC_GAP));
     if due {
         sync()
@@ -159,6 +203,7 @@ pub fn tick() -> u64 {
     let Some(g) = GLOBAL.get().filter(|_| enabled()) else {
         return 0;
     };
+    let _uncounted = Uncounted::enter();
     CLOCK.with(|c| {
         let vt = c.advance(g);
         c.set(g, vt);
@@ -173,6 +218,7 @@ pub fn tick_into(protocol: bool) -> u64 {
     let Some(g) = GLOBAL.get().filter(|_| enabled()) else {
         return 0;
     };
+    let _uncounted = Uncounted::enter();
     CLOCK.with(|c| {
         let vt = c.advance(g);
         c.set(g, vt);
@@ -198,6 +244,7 @@ pub fn observe(vt: u64) {
     let Some(g) = GLOBAL.get().filter(|_| enabled()) else {
         return;
     };
+    let _uncounted = Uncounted::enter();
     CLOCK.with(|c| {
         let now = c.advance(g);
         c.set(g, now.max(vt));
@@ -209,19 +256,53 @@ pub fn observe(vt: u64) {
 /// returned guard drops. Without virtual time, the guard does nothing.
 pub fn join(vt: u64) -> Result<Participant, VclockError> {
     let Some(g) = GLOBAL.get().filter(|_| enabled()) else {
-        return Ok(Participant { slot: NO_SLOT });
+        return Ok(Participant::none());
     };
+    let _uncounted = Uncounted::enter();
     CLOCK.with(|c| {
         if c.slot.get() != NO_SLOT {
-            return Ok(Participant { slot: NO_SLOT });
+            return Ok(Participant::none());
         }
         let slot = g.board.claim(vt)?;
         c.slot.set(slot);
         c.vt.set(vt);
         c.started.set(true);
-        c.cpu_mark.set(g.meter.read());
-        Ok(Participant { slot })
+        let at = g.meter.read();
+        c.cpu_mark.set(at);
+        c.app_work.set(0);
+        c.protocol_work.set(0);
+        c.window_start.set(None);
+        c.window.set(None);
+        Ok(Participant {
+            slot,
+            joined_at: at,
+            label: None,
+        })
     })
+}
+
+/// Mark the start (`end == false`) or the end of this thread's timed part
+/// in the work it counted, after a [`tick`]: what it reports, beside its
+/// whole life's work, when it leaves the board ([`Participant`]). A
+/// program's `Csm::mark_start` and `mark_end` call it, so the report
+/// leaves out what a thread did before and after (a verification that the
+/// first thread of a node to get there does, say).
+pub fn work_window(end: bool) {
+    let Some(g) = GLOBAL.get().filter(|_| enabled()) else {
+        return;
+    };
+    let _uncounted = Uncounted::enter();
+    CLOCK.with(|c| {
+        let vt = c.advance(g);
+        c.set(g, vt);
+        let now = (c.app_work.get(), c.protocol_work.get());
+        if !end {
+            c.window_start.set(Some(now));
+        } else if let Some(s) = c.window_start.get() {
+            c.window
+                .set(Some((now.0.saturating_sub(s.0), now.1.saturating_sub(s.1))));
+        }
+    });
 }
 
 /// The board slot of this thread, for [`charge`] by another thread.
@@ -236,8 +317,19 @@ pub fn my_slot() -> Option<u32> {
 /// thread, e.g. a protocol thread, did on its behalf).
 pub fn charge(slot: u32, ns: u64) {
     if let Some(g) = GLOBAL.get().filter(|_| enabled()) {
+        let _uncounted = Uncounted::enter();
         g.board.charge(slot, ns);
     }
+}
+
+/// This thread's work so far as the run's meter reads it, in ns at scale 1:
+/// its counted work under `--work counted`, otherwise (and outside virtual
+/// time) its CPU time. What a sequential program is timed by, so that a
+/// predicted speedup divides like by like.
+pub fn work_ns() -> u64 {
+    GLOBAL
+        .get()
+        .map_or_else(super::meter::thread_cpu_ns, |g| g.meter.read())
 }
 
 /// This thread's work meter reading (0 when off): the mark a piece of
@@ -256,9 +348,36 @@ pub fn protocol_work_since(mark: u64) -> u64 {
 }
 
 /// A thread's place on the clock board; dropping it leaves the board.
+///
+/// When it leaves, the thread reports the work its clock counted
+/// (`RUST_LOG=mc_driver::vclock::work=info`: the application's and the
+/// protocol's, in ns at scale 1; under counted work the same on every run of
+/// a deterministic program). Under counted work a thread that counted
+/// nothing from joining to leaving (its code is not instrumented) makes the
+/// run's fault ([`super::check`]): its time would be a wrong prediction.
 #[derive(Debug)]
 pub struct Participant {
     slot: u32,
+    /// The meter's reading when the thread joined.
+    joined_at: u64,
+    /// (node, thread of the node), for the report.
+    label: Option<(u32, u32)>,
+}
+
+impl Participant {
+    fn none() -> Participant {
+        Participant {
+            slot: NO_SLOT,
+            joined_at: 0,
+            label: None,
+        }
+    }
+
+    /// Name the thread in what it reports when it leaves: thread `local`
+    /// of node `node`.
+    pub fn label(&mut self, node: u32, local: u32) {
+        self.label = Some((node, local));
+    }
 }
 
 impl Drop for Participant {
@@ -267,6 +386,32 @@ impl Drop for Participant {
             return;
         }
         if let Some(g) = GLOBAL.get() {
+            let _uncounted = Uncounted::enter();
+            let _ = CLOCK.try_with(|c| {
+                // Count what it did since its last sync.
+                let vt = c.advance(g);
+                c.set(g, vt);
+                let (app, protocol) = (c.app_work.get(), c.protocol_work.get());
+                let who = match self.label {
+                    Some((n, l)) => format!("node {n} thread {l}"),
+                    None => format!("board slot {}", self.slot),
+                };
+                let timed = match c.window.get() {
+                    Some((a, p)) => {
+                        format!("; in the timed part: application {a} ns, protocol {p} ns")
+                    }
+                    None => String::new(),
+                };
+                log::info!(
+                    target: "mc_driver::vclock::work",
+                    "{who}: {} work: application {app} ns, protocol {protocol} ns{timed} \
+                     (at scale 1)",
+                    g.meter.name()
+                );
+                if g.config.work == WorkMeasure::Counted && g.meter.read() == self.joined_at {
+                    fault(WorkFault::NeverCounted { slot: self.slot });
+                }
+            });
             g.board.release(self.slot);
         }
         let _ = CLOCK.try_with(|c| c.slot.set(NO_SLOT));

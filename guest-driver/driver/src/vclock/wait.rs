@@ -3,6 +3,7 @@
 //! arrival. A request served is charged from its arrival.
 
 use super::board::SlotState;
+use super::counter::Uncounted;
 use super::thread::{CLOCK, NO_SLOT};
 use super::{enabled, GLOBAL, NOTICE_NS};
 
@@ -33,6 +34,7 @@ pub fn serve(arrival: Option<u64>) -> Serving {
     let Some(g) = GLOBAL.get().filter(|_| enabled()) else {
         return Serving { restore: None };
     };
+    let _uncounted = Uncounted::enter();
     CLOCK.with(|c| {
         let now = c.advance(g);
         c.set(g, now);
@@ -80,6 +82,7 @@ impl Drop for Serving {
         let Some(g) = GLOBAL.get() else {
             return;
         };
+        let _uncounted = Uncounted::enter();
         let _ = CLOCK.try_with(|c| {
             let end = c.advance(g);
             c.serving.set(false);
@@ -100,6 +103,7 @@ pub fn wait_begin() {
     let Some(g) = GLOBAL.get().filter(|_| enabled()) else {
         return;
     };
+    let _uncounted = Uncounted::enter();
     CLOCK.with(|c| {
         let vt = c.advance(g);
         c.set(g, vt);
@@ -144,9 +148,10 @@ fn end_wait(arrival: Option<u64>, notice: u64) -> u64 {
     let Some(g) = GLOBAL.get().filter(|_| enabled()) else {
         return 0;
     };
+    let _uncounted = Uncounted::enter();
     CLOCK.with(|c| {
         c.start(g);
-        c.cpu_mark.set(g.meter.read());
+        c.cpu_mark.set(c.read(g));
         let depth = c.waiting.get().saturating_sub(1);
         c.waiting.set(depth);
         let mut vt = c.vt.get();

@@ -19,6 +19,10 @@ pub enum RunError {
     Connect(ConnectError),
     #[error(transparent)]
     Csm(#[from] CsmError),
+    /// The virtual clock (`mc-host run --clock virtual`) could not be set
+    /// up, or a thread's work count went wrong (no prediction).
+    #[error("virtual clock: {0}")]
+    Clock(#[from] mc_api::vclock::VclockError),
     #[error(
         "{what} before MAIN_INITENV in a program whose main file has no MAIN_ENV: the shared \
          heap and the cluster start at MAIN_INITENV (or at the first macro after MAIN_ENV's \

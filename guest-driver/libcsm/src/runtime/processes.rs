@@ -4,6 +4,7 @@
 //! node 0's `MAIN_END` ends the run (seed 000 s.2: the processes of a node
 //! are its threads).
 
+use std::cell::RefCell;
 use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 
@@ -11,6 +12,13 @@ use super::control::{MAGIC, W_BIAS, W_FUNCS, W_GLOBALS, W_LAYOUT, W_MAGIC, W_PRO
 use super::start::layout_fingerprint;
 use super::{fatal, ok, Creation, RunError, Runtime, DONE, PROC};
 use crate::globals;
+use mc_api::vclock;
+
+thread_local! {
+    /// Main's place on the virtual clock (main is process 0 of node 0),
+    /// from the start until its process ends.
+    static MAIN_CLOCK: RefCell<Option<vclock::Participant>> = const { RefCell::new(None) };
+}
 
 /// A process thread's stack (SPLASH processes keep big arrays on theirs).
 const STACK: usize = 16 << 20;
@@ -85,7 +93,10 @@ impl Runtime {
         }
         self.write(W_MAGIC, MAGIC);
         c.started = true;
-        // Main is process 0: its timed part starts here too.
+        // Main is process 0: on the virtual clock from here, and its timed
+        // part starts here too.
+        let clock = self.csm.join_clock(0, vclock::now())?;
+        MAIN_CLOCK.with(|m| *m.borrow_mut() = Some(clock));
         self.csm.mark_start();
         if self.nodes > 1 {
             self.csm.flag_set(START_FLAG, 1)?;
@@ -99,11 +110,17 @@ impl Runtime {
 
     /// A thread running process `proc`: `f`, then the end barrier.
     fn spawn(&'static self, proc: u32, f: usize) -> Result<JoinHandle<()>, RunError> {
+        // A thread starts at its spawner's virtual time.
+        let at = vclock::now();
         std::thread::Builder::new()
             .name(format!("csm-p{proc}"))
             .stack_size(STACK)
             .spawn(move || {
                 PROC.with(|p| p.set(Some(proc)));
+                let _clock = ok(self
+                    .csm
+                    .join_clock(proc % self.threads, at)
+                    .map_err(RunError::from));
                 self.csm.mark_start();
                 // SAFETY: `f` is the address of a `void f(void)` function of
                 // this executable (CREATE's argument, relocated by the bias).
@@ -153,6 +170,9 @@ impl Runtime {
             std::mem::take(&mut c.local)
         };
         self.end_of_process(0)?;
+        // Main's process is done: it leaves the clock (and says what work
+        // it counted).
+        drop(MAIN_CLOCK.with(|m| m.borrow_mut().take()));
         for h in local {
             h.join().map_err(|_| RunError::Panicked)?;
         }
@@ -172,6 +192,8 @@ impl Runtime {
     /// node 0's requests until it gets here), then the report.
     fn finish(&self) -> Result<(), RunError> {
         let stats = self.csm.finish()?;
+        // No prediction from a count that went wrong.
+        vclock::check()?;
         DONE.store(true, Ordering::SeqCst);
         crate::report::report(self, &stats)
     }

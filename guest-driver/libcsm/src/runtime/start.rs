@@ -7,6 +7,7 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use cashmere::{Config, Csm, CsmError, Levels};
+use mc_api::vclock;
 
 use super::control::{W_FUNCS, W_NEXT_ALLOC, W_NEXT_LOCK};
 use super::exit::{register_exit_handler, stdout};
@@ -39,6 +40,12 @@ pub fn main_initenv(globals: Globals, built: bool) -> Result<&'static Runtime, R
         return Ok(rt);
     }
     let settings = Settings::from_env()?;
+    // Predicted time (`mc-host run --clock virtual`): the process's clock,
+    // before anything runs on it. Under counted work the program must be
+    // built with counters (`mc-cc --counted`), or this refuses.
+    if let Some(c) = vclock::config_from_env().map_err(vclock::VclockError::from)? {
+        vclock::init(c)?;
+    }
     let page = settings.page_size as usize;
     let nodes_hint = settings.nodes_hint;
     let procs_hint = nodes_hint * settings.threads;

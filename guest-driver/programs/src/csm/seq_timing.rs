@@ -18,7 +18,7 @@ thread_local! {
 /// `suite::time_sequential_cpu` (a program computing its reference result)
 /// it only notes the time.
 pub(crate) fn compute_begins() {
-    COMPUTE_BEGAN.with(|c| c.set(Some((mc_api::vclock::thread_cpu_ns(), Instant::now()))));
+    COMPUTE_BEGAN.with(|c| c.set(Some((mc_api::vclock::work_ns(), Instant::now()))));
 }
 
 /// Forget this thread's mark: a sequential run is about to start.

@@ -158,7 +158,8 @@ pub fn time_sequential(app: App, problem: Problem, procs: usize) -> Option<f64> 
 }
 
 /// [`time_sequential`], with the sequential run's CPU time (this thread's,
-/// `CLOCK_THREAD_CPUTIME_ID`): what a predicted speedup divides, times the
+/// `CLOCK_THREAD_CPUTIME_ID`; its counted work under `--work counted`,
+/// `vclock::work_ns`): what a predicted speedup divides, times the
 /// CPU scale (docs/virtual-time.md). (wall seconds, CPU seconds). Both
 /// count the computation only, from `seq_timing::compute_begins`: the parallel run's
 /// timed window leaves its initialisation out too, and a speedup that
@@ -166,7 +167,7 @@ pub fn time_sequential(app: App, problem: Problem, procs: usize) -> Option<f64> 
 /// parallel run with work it was not timed for.
 pub fn time_sequential_cpu(app: App, problem: Problem, procs: usize) -> Option<(f64, f64)> {
     seq_timing::clear();
-    let cpu = mc_api::vclock::thread_cpu_ns();
+    let cpu = mc_api::vclock::work_ns();
     let t = Instant::now();
     match (app, problem) {
         (App::Sor, Problem::Sor { rows, cols, iters }) => drop(std::hint::black_box(
@@ -198,7 +199,7 @@ pub fn time_sequential_cpu(app: App, problem: Problem, procs: usize) -> Option<(
         )),
         _ => return None,
     }
-    let end_cpu = mc_api::vclock::thread_cpu_ns();
+    let end_cpu = mc_api::vclock::work_ns();
     let end = Instant::now();
     // A program that never marked its computation is timed whole.
     let (cpu, t) = seq_timing::take().unwrap_or((cpu, t));
