@@ -13,7 +13,20 @@ pub fn link_timing_code(t: &LinkTiming) -> u32 {
         Some("unthrottled") => 0,
         Some("mc1") => 1,
         Some("mc2") => 2,
+        Some("clan") => 4,
         _ => 3,
+    }
+}
+
+/// The name of a link-timing code of the register file ("custom" for a
+/// timing that is no preset, or a code this build does not know).
+pub fn link_timing_name(code: u32) -> &'static str {
+    match code {
+        0 => "unthrottled",
+        1 => "mc1",
+        2 => "mc2",
+        4 => "clan",
+        _ => "custom",
     }
 }
 

@@ -378,7 +378,7 @@ impl Hub {
         let arrival = self.clock.arrival(hub_time);
         // Serialisation of the store up to this packet's last byte, for
         // its virtual arrival at every receiver.
-        let through = stamped.then(|| crate::vtime::ser(u64::from(store_offset) + u64::from(plen)));
+        let through = stamped.then(|| self.vlinks.ser(u64::from(store_offset) + u64::from(plen)));
         for &(receiver, interrupt) in receivers {
             let r = receiver.index();
             let at = self.receivers.due(r, arrival);

@@ -113,7 +113,11 @@ impl Hub {
             clock: LinkClock::new(config.link, usize::from(config.nodes)),
             receivers: ReceiverClocks::new(config.delivery, usize::from(config.nodes)),
             faults: PacketFaults::new(config.fault_seed),
-            vlinks: VirtualLinks::new(usize::from(config.nodes), config.max_payload),
+            vlinks: VirtualLinks::new(
+                crate::vtime::VirtualLink::for_link(&config.link),
+                usize::from(config.nodes),
+                config.max_payload,
+            ),
             config,
             adapters,
             schedule: Vec::new(),

@@ -1,5 +1,7 @@
-//! Memory Channel 2's links and crossbar hub in virtual time: where each
-//! stamped packet waits for a busy link (docs/virtual-time.md s.3).
+//! The network's links in virtual time: where each stamped packet waits for
+//! a busy link (docs/virtual-time.md s.3). Memory Channel 2's crossbar hub
+//! is described first; seed 001's cLAN switch ([`VirtualLink::Clan`]) is
+//! the same uplinks and downlinks without the broadcast (at the end).
 //!
 //! Seed 000 s.2.2: "Memory Channel II's hub is cross-bar based with higher
 //! cross-sectional bandwidth", and a broadcast "must 'take over' the
@@ -22,7 +24,8 @@
 //!   them, as the hub's arbitration at packet boundaries never makes it.
 //!
 //! The one-way latency (2.9 us, seed 004 Table 2) is split in two: the
-//! sender's adapter, its uplink and the crossbar ([`HUB_OFFSET`]) before the
+//! sender's adapter, its uplink and the crossbar
+//! ([`VirtualLink::hub_offset`]) before the
 //! downlink, the downlink, receiving adapter and DMA after it. Every packet
 //! crosses both halves, so the split shifts all downlink calendars alike and
 //! changes no arrival.
@@ -39,21 +42,23 @@
 //! intervals and forget those that ended [`HORIZON`] before the OLDEST of the
 //! senders' newest stamps, so a node that stamps far in the future moves
 //! nobody's horizon but its own and delays nobody's present-time packets.
+//!
+//! The cLAN (seed 001 s.2, Table 2) is a switch: each node's port has an
+//! uplink and a downlink at 101 MB/s, pairs of ports that share none go
+//! through at once, as in the crossbar. It has no broadcast, so a broadcast
+//! page is sent as one copy per receiver, one after the other on the
+//! sender's uplink (VIA's sends are point to point), each then going down
+//! its receiver's downlink; the receivers nearer the end of the list see
+//! the copies before theirs as queueing. The real switch had 8 ports; a
+//! larger cluster is modelled as one switch with a port per node at the
+//! same timing (a what-if: no cascade of 8-port switches is modelled).
 
 use super::calendar::Calendar;
-use super::VIRTUAL_LINK;
-
-/// Of the one-way latency, the part before the receiver's downlink.
-pub const HUB_OFFSET: u64 = VIRTUAL_LINK.one_way_latency.0 / 2;
+use super::VirtualLink;
 
 /// How far behind the senders' clocks an interval is still kept, in ns:
 /// 100 times the default quantum (threads run at most a quantum apart).
 pub const HORIZON: u64 = 10_000_000;
-
-/// Serialisation of `bytes` of one store, in ns (saturating).
-pub(crate) fn ser(bytes: u64) -> u64 {
-    VIRTUAL_LINK.serialisation(bytes).0
-}
 
 /// One page of a store on one downlink: the span its bytes went down in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,20 +75,21 @@ pub(crate) struct Placed {
 
 impl Placed {
     /// Arrival of the packet whose bytes up to its last take `through` ns
-    /// to serialise, from the store's first.
-    fn arrival(&self, through: u64) -> u64 {
+    /// to serialise, from the store's first; `below` is the part of the
+    /// one-way latency after the downlink.
+    fn arrival(&self, through: u64, below: u64) -> u64 {
         let done = through.saturating_sub(self.base).min(self.work);
         let packed_first = self.start.saturating_add(done);
         let packed_last = self.end.saturating_sub(self.work - done);
-        packed_first
-            .max(packed_last)
-            .saturating_add(VIRTUAL_LINK.one_way_latency.0 - HUB_OFFSET)
+        packed_first.max(packed_last).saturating_add(below)
     }
 }
 
 /// The hub's virtual occupancy: every link's calendar.
 #[derive(Clone, Debug)]
 pub(crate) struct VirtualLinks {
+    /// The network these links belong to.
+    link: VirtualLink,
     uplinks: Vec<Calendar>,
     downlinks: Vec<Calendar>,
     /// The union of every downlink's busy time: where a broadcast finds
@@ -111,14 +117,16 @@ pub(crate) struct VirtualLinks {
 }
 
 impl VirtualLinks {
-    /// `nodes` adapters whose packets carry at most `max_payload` bytes.
-    pub(crate) fn new(nodes: usize, max_payload: u32) -> Self {
+    /// `nodes` adapters on `link` whose packets carry at most `max_payload`
+    /// bytes.
+    pub(crate) fn new(link: VirtualLink, nodes: usize, max_payload: u32) -> Self {
         VirtualLinks {
+            link,
             uplinks: vec![Calendar::default(); nodes],
             downlinks: vec![Calendar::default(); nodes],
             crossbar: Calendar::default(),
             takeover: Calendar::default(),
-            packet: ser(u64::from(max_payload)),
+            packet: link.ser(u64::from(max_payload)),
             newest: vec![None; nodes],
             horizon: 0,
             send: 0,
@@ -126,6 +134,11 @@ impl VirtualLinks {
             everywhere: None,
             placed: Vec::new(),
         }
+    }
+
+    /// Serialisation of `bytes` of one store on this network, in ns.
+    pub(crate) fn ser(&self, bytes: u64) -> u64 {
+        self.link.ser(bytes)
     }
 
     /// A stamped store from `src` sent at `send` begins.
@@ -158,22 +171,19 @@ impl VirtualLinks {
         self.everywhere = None;
         self.placed.clear();
         let horizon = self.horizon;
-        let base = ser(before);
-        let work = ser(through).saturating_sub(base);
+        let base = self.link.ser(before);
+        let work = self.link.ser(through).saturating_sub(base);
         let Some(up) = self.uplinks.get_mut(src) else {
             return;
         };
         up.forget_before(horizon);
+        if broadcast && !self.link.broadcasts() {
+            self.place_copies(src, base, work, receivers);
+            return;
+        }
         let (up_start, up_end) = up.fill(self.cursor, work);
         self.cursor = up_end;
-        // The downlink takes the bytes no faster than the uplink brought
-        // them: from as if they had all come up at the end of the uplink's
-        // span (the same when nothing was in the way; `max` for times that
-        // saturated).
-        let ready = up_end
-            .saturating_sub(work)
-            .max(up_start)
-            .saturating_add(HUB_OFFSET);
+        let ready = self.ready(up_start, up_end, work);
         self.crossbar.forget_before(horizon);
         self.takeover.forget_before(horizon);
         if broadcast {
@@ -224,9 +234,55 @@ impl VirtualLinks {
         }
     }
 
+    /// When a page whose uplink span is `up_start..up_end` can start down a
+    /// downlink: no faster than the uplink brought its bytes, so from as if
+    /// they had all come up at the end of the uplink's span (the same when
+    /// nothing was in the way; `max` for times that saturated).
+    fn ready(&self, up_start: u64, up_end: u64, work: u64) -> u64 {
+        up_end
+            .saturating_sub(work)
+            .max(up_start)
+            .saturating_add(self.link.hub_offset())
+    }
+
+    /// A broadcast page on a network without broadcast: one copy per
+    /// receiver, sent one after the other up the sender's uplink, each
+    /// down its receiver's downlink.
+    fn place_copies(
+        &mut self,
+        src: usize,
+        base: u64,
+        work: u64,
+        receivers: impl Iterator<Item = usize>,
+    ) {
+        let horizon = self.horizon;
+        for r in receivers {
+            let Some(up) = self.uplinks.get_mut(src) else {
+                return;
+            };
+            let (up_start, up_end) = up.fill(self.cursor, work);
+            self.cursor = up_end;
+            let ready = self.ready(up_start, up_end, work);
+            let Some(d) = self.downlinks.get_mut(r) else {
+                continue;
+            };
+            d.forget_before(horizon);
+            let (start, end) = d.fill(ready, work);
+            self.placed.push((
+                r,
+                Placed {
+                    start,
+                    end,
+                    base,
+                    work,
+                },
+            ));
+        }
+    }
+
     /// The virtual arrival at `receiver` of the current page's packet whose
     /// bytes from the store's first to its last take `through` ns to
-    /// serialise ([`ser`], computed once per packet), and how much of it
+    /// serialise ([`VirtualLinks::ser`], computed once per packet), and how much of it
     /// is waiting for busy links.
     pub(crate) fn arrival(&self, receiver: usize, through: u64) -> Option<(u64, u64)> {
         let p = self.everywhere.or_else(|| {
@@ -235,14 +291,13 @@ impl VirtualLinks {
                 .find(|(r, _)| *r == receiver)
                 .map(|&(_, p)| p)
         })?;
-        // As `vtime::arrival`.
-        let alone = self
-            .send
-            .saturating_add(through)
-            .saturating_add(VIRTUAL_LINK.one_way_latency.0);
+        // As `VirtualLink::arrival`.
+        let latency = self.link.timing().one_way_latency.0;
+        let alone = self.send.saturating_add(through).saturating_add(latency);
+        let below = latency - self.link.hub_offset();
         // Never before it would arrive alone (only times that saturated at
         // u64::MAX could make it so).
-        let at = p.arrival(through).max(alone);
+        let at = p.arrival(through, below).max(alone);
         Some((at, at.saturating_sub(alone)))
     }
 

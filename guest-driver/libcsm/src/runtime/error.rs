@@ -21,7 +21,7 @@ pub enum RunError {
     Csm(#[from] CsmError),
     /// The virtual clock (`mc-host run --clock virtual`) could not be set
     /// up, or a thread's work count went wrong (no prediction).
-    #[error("virtual clock: {0}")]
+    #[error("virtual clock")]
     Clock(#[from] mc_api::vclock::VclockError),
     #[error(
         "{what} before MAIN_INITENV in a program whose main file has no MAIN_ENV: the shared \
