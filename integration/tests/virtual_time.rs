@@ -140,6 +140,18 @@ fn skewed_delivery_in_virtual_time_gives_verified_results() {
     }
 }
 
+/// Seed 001's cLAN (`--link clan`, issue 40): the guests learn the network
+/// from their adapters, the record names it, and the results verify.
+#[test]
+fn the_clan_network_is_chosen_by_link_and_named_in_the_record() {
+    for app in [&["sor", "--preset", "small"][..], &["wtest"]] {
+        let r = record(2, &["--link", "clan"], app);
+        assert_eq!(r["link"], "clan", "{app:?}: {r}");
+        assert!(r["checked"].as_u64().unwrap() > 0, "{app:?}");
+        assert!(times(&r, "predicted_s") > 0.0, "{app:?}");
+    }
+}
+
 #[test]
 fn the_mode_is_refused_where_it_must_be() {
     // Virtual-time options without the virtual clock.

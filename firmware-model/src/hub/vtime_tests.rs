@@ -527,3 +527,95 @@ proptest! {
         prop_assert_eq!(last[0], last[1]);
     }
 }
+
+/// Seed 001's cLAN (`--link clan`): the same hub, its own timing, and no
+/// broadcast.
+mod clan {
+    use super::*;
+    use crate::vtime::VirtualLink;
+
+    fn clan_cluster(nodes: u8) -> Hub {
+        let mut config = ClusterConfig::new(nodes);
+        config.link = crate::timing::LinkTiming::CLAN;
+        let mut h = Hub::new(config).unwrap();
+        for s in 0..nodes {
+            for d in (0..nodes).filter(|&d| d != s) {
+                let p = PageNumber(p2p_page(s, d));
+                h.set_pct(NodeId(s), p, PctEntry::transmit_to(NodeId(d)))
+                    .unwrap();
+                h.set_pct(NodeId(d), p, PctEntry::receive()).unwrap();
+                h.set_pct(NodeId(d), PageNumber(bcast_page(s)), PctEntry::receive())
+                    .unwrap();
+            }
+            h.set_pct(
+                NodeId(s),
+                PageNumber(bcast_page(s)),
+                PctEntry::transmit_broadcast(),
+            )
+            .unwrap();
+        }
+        h
+    }
+
+    fn clan_ser(bytes: u64) -> u64 {
+        VirtualLink::Clan.ser(bytes)
+    }
+
+    #[test]
+    fn a_lone_store_arrives_at_clan_timing() {
+        let mut h = clan_cluster(2);
+        let st = Store {
+            src: 0,
+            dst: Some(1),
+            vt: 5_000,
+            len: 4096,
+        };
+        let at = last_at(&send(&mut h, &st), 1);
+        assert_eq!(at, VirtualLink::Clan.arrival(Nanos(5_000), 4096).0);
+        // Slower to start (8.2 us against 2.9 us), faster to stream (101
+        // MB/s against 75 MB/s): a 4 KiB page arrives sooner than on MC2.
+        assert!(at < alone(&st), "{at} {}", alone(&st));
+    }
+
+    #[test]
+    fn a_broadcast_leaves_the_sender_once_per_receiver() {
+        // Memory Channel 2: every receiver has the page at the same time.
+        let st = Store {
+            src: 0,
+            dst: None,
+            vt: 0,
+            len: 1024,
+        };
+        let mut mc2 = cluster(4);
+        let d = send(&mut mc2, &st);
+        let mc2_at: Vec<u64> = (1..4).map(|n| last_at(&d, n)).collect();
+        assert!(mc2_at.iter().all(|&a| a == mc2_at[0]), "{mc2_at:?}");
+        // cLAN: three copies up one port, each a page's serialisation
+        // after the one before.
+        let mut h = clan_cluster(4);
+        let d = send(&mut h, &st);
+        let mut at: Vec<u64> = (1..4).map(|n| last_at(&d, n)).collect();
+        at.sort_unstable();
+        let first = VirtualLink::Clan.arrival(Nanos(0), 1024).0;
+        assert_eq!(
+            at,
+            vec![first, first + clan_ser(1024), first + 2 * clan_ser(1024)]
+        );
+    }
+
+    #[test]
+    fn two_senders_to_one_receiver_share_its_downlink() {
+        let mut h = clan_cluster(3);
+        let a = Store {
+            src: 0,
+            dst: Some(2),
+            vt: 0,
+            len: 8192,
+        };
+        let b = Store { src: 1, ..a };
+        let first = last_at(&send(&mut h, &a), 2);
+        let second = last_at(&send(&mut h, &b), 2);
+        assert_eq!(first, VirtualLink::Clan.arrival(Nanos(0), 8192).0);
+        assert_eq!(second, first + clan_ser(8192));
+    }
+}

@@ -3,7 +3,7 @@
 //! page (imc_ckerrcnt), which is ordered after every store this node made
 //! before it, so "save count, write, check" detects any error in between.
 
-use firmware_model::{vtime, Nanos};
+use firmware_model::Nanos;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -98,8 +98,9 @@ impl Node {
         // comes one round trip after the query (docs/virtual-time.md).
         let asked = mc_driver::vclock::stamp();
         let answer_at = || {
-            let query = vtime::arrival(Nanos(asked), 1);
-            Some(vtime::arrival(query, 4 * n as u64).0)
+            let network = mc_driver::vclock::network();
+            let query = network.arrival(Nanos(asked), 1);
+            Some(network.arrival(query, 4 * n as u64).0)
         };
         let answered = wait_for(
             self,

@@ -73,6 +73,8 @@ pub use connect::{connect, connect_port, ConnectError, ConnectOptions, DEFAULT_D
 pub use error::{Conflict, Direction, McError, RegionArea, RegionRef, Shortage, WaitFor};
 pub use error_count::ErrorCheck;
 pub use events::{EventSignal, Notification};
+/// The name of the register file's link-timing code, for records.
+pub use firmware_model::abi::link_timing_name;
 /// How a program prints an error with each of its causes once.
 pub use firmware_model::ErrorChain;
 /// A node's number, as [`MemoryChannel::attach_transmit_to`] takes it.

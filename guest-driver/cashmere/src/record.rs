@@ -132,13 +132,7 @@ impl RunContext {
     pub fn from_env(nodes: u32, link_timing_code: u32) -> RunContext {
         RunContext {
             nodes,
-            link: match link_timing_code {
-                0 => "unthrottled",
-                1 => "mc1",
-                2 => "mc2",
-                _ => "custom",
-            }
-            .to_string(),
+            link: mc_api::link_timing_name(link_timing_code).to_string(),
             delivery: std::env::var("MC_DELIVERY").ok(),
             seed: std::env::var("MC_SEED").ok().and_then(|s| s.parse().ok()),
         }

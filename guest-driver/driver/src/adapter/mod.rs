@@ -133,6 +133,9 @@ impl<T: Transport> Adapter<T> {
         if regs.page_size == 0 || regs.page_size % FRAME_SIZE != 0 {
             return Err(Error::BadPageSize(regs.page_size));
         }
+        crate::vclock::learn_network(firmware_model::vtime::VirtualLink::from_register(
+            regs.link_timing,
+        ));
         let mut alloc = if transport.dma_zeroed() {
             DmaAllocator::new_zeroed(transport.dma().clone())
         } else {

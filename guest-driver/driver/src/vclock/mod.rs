@@ -40,6 +40,7 @@ pub mod board;
 mod config;
 pub mod counter;
 pub mod meter;
+mod network;
 mod thread;
 pub mod unseen;
 mod wait;
@@ -49,6 +50,7 @@ use std::sync::OnceLock;
 
 pub use board::{ClockBoard, SlotState};
 pub use meter::{thread_cpu_ns, CountedWork, CpuTime, WorkMeter};
+pub use network::{learn_network, network};
 pub use thread::{
     charge, join, my_slot, now, observe, protocol_work_since, stamp, sync, sync_when_due, tick,
     tick_into, work_mark, work_ns, work_window, Participant, SYNC_GAP,

@@ -169,9 +169,12 @@ fn end_wait(arrival: Option<u64>, notice: u64) -> u64 {
     })
 }
 
-/// When a store of `bytes` sent at virtual time `send` arrives, at Memory
-/// Channel 2 timing (`firmware_model::vtime::arrival`): for a receiver that
-/// knows the sender's time from the data itself.
+/// When a store of `bytes` sent at virtual time `send` arrives, alone on
+/// the adapter's network (`VirtualLink::arrival`; Memory Channel 2 unless
+/// `--link clan`): for a receiver that knows the sender's time from the
+/// data itself.
 pub fn one_way(send: u64, bytes: u64) -> u64 {
-    firmware_model::vtime::arrival(firmware_model::Nanos(send), bytes).0
+    super::network()
+        .arrival(firmware_model::Nanos(send), bytes)
+        .0
 }

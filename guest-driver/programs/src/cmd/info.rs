@@ -24,12 +24,7 @@ pub(crate) fn info(cli: &GuestCli) -> Result<(), GuestError> {
         .filter(|(b, _)| r.features & b != 0)
         .map(|(_, n)| *n)
         .collect();
-    let link = match r.link_timing {
-        0 => "unthrottled",
-        1 => "mc1",
-        2 => "mc2",
-        _ => "custom",
-    };
+    let link = firmware_model::abi::link_timing_name(r.link_timing);
     let e = AdapterErrorStatus::from_word(r.error_status);
     println!("Memory Channel adapter: node {} of {}", r.node_id, r.nodes);
     println!(
