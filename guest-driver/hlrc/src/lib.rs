@@ -28,6 +28,7 @@
 //! lose one of them).
 
 mod barrier;
+pub mod engine;
 mod homes;
 mod intervals;
 mod locks;
