@@ -42,11 +42,18 @@ pub trait PageMemory {
     /// The changes since the twin, and drop the twin; `None` if nothing
     /// changed.
     fn diff(&mut self, page: Page) -> Option<Self::Diff>;
-    /// Apply another node's changes to this node's copy (at the home).
-    fn apply(&mut self, page: Page, diff: &Self::Diff);
+    /// Apply another node's changes to this node's copy (at the home); a
+    /// diff that does not fit the page is refused.
+    fn apply(
+        &mut self,
+        page: Page,
+        diff: &Self::Diff,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>>;
     /// The whole page, for a fetch.
     fn read_page(&self, page: Page) -> Vec<u8>;
-    /// Replace this node's copy with the home's.
+    /// Bytes in a page.
+    fn page_size(&self) -> usize;
+    /// Replace this node's copy with the home's (`data` is a page long).
     fn install(&mut self, page: Page, data: &[u8]);
 }
 
@@ -146,6 +153,20 @@ pub enum EngineError {
     NotManager { from: Node, what: &'static str },
     #[error("node {from} sent a {what} this node did not ask for")]
     Unasked { from: Node, what: &'static str },
+    #[error("node {from} sent {len} bytes for page {page}, whose size is {size}")]
+    PageSize {
+        from: Node,
+        page: Page,
+        len: usize,
+        size: usize,
+    },
+    #[error("node {from}'s diff of page {page} does not fit it")]
+    Diff {
+        from: Node,
+        page: Page,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
 }
 
 /// One node's protocol state.
@@ -647,7 +668,9 @@ impl<M: PageMemory> Engine<M> {
                 diff,
             } => {
                 self.must_be_home(from, page, "a diff")?;
-                self.memory.apply(page, &diff);
+                self.memory
+                    .apply(page, &diff)
+                    .map_err(|source| EngineError::Diff { from, page, source })?;
                 self.versions.applied(page, interval.node, interval.number);
                 self.stats.diffs_applied += 1;
                 self.serve_pending(out);
@@ -660,6 +683,15 @@ impl<M: PageMemory> Engine<M> {
             Message::PageReply { page, data } => {
                 if self.waiting != Some(WaitFor::Page(page)) {
                     return Err(EngineError::Unasked { from, what: "page" });
+                }
+                let size = self.memory.page_size();
+                if data.len() != size {
+                    return Err(EngineError::PageSize {
+                        from,
+                        page,
+                        len: data.len(),
+                        size,
+                    });
                 }
                 self.memory.install(page, &data);
                 self.set_access(page, Access::Read);

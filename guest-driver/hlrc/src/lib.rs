@@ -34,6 +34,7 @@ mod intervals;
 mod locks;
 mod vector_time;
 mod versions;
+pub mod wire;
 
 pub use barrier::{BarrierError, BarrierManager, BarrierRelease};
 pub use homes::{HomeError, HomePolicy, Homes};

@@ -49,10 +49,18 @@ impl PageMemory for VecMemory {
             .collect();
         (!d.is_empty()).then_some(d)
     }
-    fn apply(&mut self, page: usize, diff: &Self::Diff) {
+    fn apply(
+        &mut self,
+        page: usize,
+        diff: &Self::Diff,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         for &(i, b) in diff {
-            self.pages[page][i] = b;
+            *self.pages[page].get_mut(i).ok_or("byte outside the page")? = b;
         }
+        Ok(())
+    }
+    fn page_size(&self) -> usize {
+        PAGE
     }
     fn read_page(&self, page: usize) -> Vec<u8> {
         self.pages[page].clone()
