@@ -104,7 +104,7 @@ impl Cluster {
         })?;
         let dir_lock = DirLock::acquire(&opts.socket_dir)?;
         let state = DeviceState::new(hub);
-        let start = state.start;
+        let start = state.started();
         let shared = Arc::new(Device {
             start,
             state: Mutex::new(state),
@@ -203,7 +203,7 @@ impl Cluster {
 
     /// Schedule a fault at `at` after the cluster started (a fault plan entry).
     pub fn schedule_fault(&self, at: Nanos, cmd: FaultCommand) -> Result<(), ModelError> {
-        let r = self.shared.lock().hub.schedule_fault(at, cmd);
+        let r = self.shared.lock().schedule_fault(at, cmd);
         self.shared.wake_hub();
         r
     }
@@ -212,30 +212,31 @@ impl Cluster {
     pub fn fault_status(&self) -> FaultStatus {
         let st = self.shared.lock();
         FaultStatus {
-            rules: st.hub.packet_faults().to_vec(),
-            scheduled: st.hub.scheduled_faults().to_vec(),
-            stalled_until: st.hub.stalled_until(),
+            rules: st.hub().packet_faults().to_vec(),
+            scheduled: st.hub().scheduled_faults().to_vec(),
+            stalled_until: st.hub().stalled_until(),
             now: st.now(),
         }
     }
 
     pub fn snapshot(&self) -> ClusterSnapshot {
         let st = self.shared.lock();
+        let hub = st.hub();
         let nodes = st
-            .nodes
+            .nodes()
             .iter()
             .map(|n| NodeSnapshot {
-                node: n.id,
-                connected: n.mem.is_some(),
-                connections: n.connections,
-                status: st.hub.error_status(n.id).unwrap_or_default(),
-                counters: st.hub.node_counters(n.id).unwrap_or_default(),
+                node: n.id(),
+                connected: n.guest().attached(),
+                connections: n.connections(),
+                status: hub.error_status(n.id()).unwrap_or_default(),
+                counters: hub.node_counters(n.id()).unwrap_or_default(),
             })
             .collect();
         ClusterSnapshot {
-            membership: st.hub.membership(),
-            cluster_error_count: st.hub.cluster_error_count(),
-            hub: st.hub.hub_counters(),
+            membership: hub.membership(),
+            cluster_error_count: hub.cluster_error_count(),
+            hub: hub.hub_counters(),
             nodes,
             uptime: st.now(),
         }

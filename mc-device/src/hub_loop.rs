@@ -24,7 +24,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use firmware_model::abi;
-use firmware_model::Nanos;
 use log::{debug, error};
 use vhost_user_backend::VringT;
 use vmm_sys_util::epoll::{ControlOperation, Epoll, EpollEvent, EventSet};
@@ -85,35 +84,6 @@ pub(crate) fn run(device: Arc<Device>) {
     }
 }
 
-impl DeviceState {
-    /// One bounded pass: scheduled faults, every FIFO (a budget each), the
-    /// deliveries due, status pages. Returns the work done and when the next
-    /// queued item (delivery, lagging error count, fault) is due.
-    pub(crate) fn pass(&mut self) -> (usize, Option<Nanos>) {
-        self.advance();
-        let mems = self.memory_snapshot();
-        let mut work = 0;
-        // The model's arbitration: every node a turn, in rotating order.
-        let turns: Vec<_> = self.arbiter.pass().collect();
-        for turn in turns {
-            work += self.take_from_fifo(turn, &mems);
-        }
-        let (done, next_delivery) = self.deliver_due(self.now(), &mems);
-        drop(mems);
-        work += done;
-        let next_error = self.next_error_visible();
-        if work > 0 || next_error.is_some_and(|t| t <= self.now()) {
-            self.refresh_status_pages();
-        }
-        let next_fault = self.hub.scheduled_faults().first().map(|f| f.at);
-        let next = [next_delivery, self.next_error_visible(), next_fault]
-            .into_iter()
-            .flatten()
-            .min();
-        (work, next)
-    }
-}
-
 /// What the hub sleeps on.
 struct Sleeper {
     epoll: Epoll,
@@ -150,12 +120,8 @@ impl Sleeper {
     /// (the frontend owns it). Each is added under its vring's lock, so it
     /// cannot be closed meanwhile; epoll forgets a closed one by itself.
     fn watch_kicks(&mut self, st: &DeviceState) {
-        for (i, node) in st.nodes.iter().enumerate() {
-            let Some(vring) = node
-                .vrings
-                .as_ref()
-                .and_then(|v| v.get(usize::from(abi::TX_QUEUE)))
-            else {
+        for (i, node) in st.nodes().iter().enumerate() {
+            let Some(vring) = node.guest().vring(abi::TX_QUEUE) else {
                 self.kicks.remove(&i);
                 continue;
             };
@@ -183,7 +149,7 @@ impl Sleeper {
                 }
                 Err(e) => crate::guest_log::unattributed(
                     log::Level::Debug,
-                    format_args!("{}: cannot watch the transmit kick: {e}", Node(node.id)),
+                    format_args!("{}: cannot watch the transmit kick: {e}", Node(node.id())),
                 ),
             }
         }

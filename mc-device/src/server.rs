@@ -59,9 +59,8 @@ pub(crate) fn serve_node(backend: Arc<NodeBackend>, mut listener: Listener) {
         }
         {
             let mut st = shared.lock();
-            let n = &mut st.nodes[node.index()];
-            n.connections += 1;
-            let count = n.connections;
+            let n = st.node_mut(node);
+            let count = n.connected();
             // Anyone who can reach the socket can connect: rate-limited.
             n.log(
                 Level::Info,
@@ -76,7 +75,7 @@ pub(crate) fn serve_node(backend: Arc<NodeBackend>, mut listener: Listener) {
         // Stores the guest committed before it left still go (posted writes).
         shared.wait_for_committed_stores(node);
         let mut st = shared.lock();
-        let n = &mut st.nodes[node.index()];
+        let n = st.node_mut(node);
         match ended {
             Ok(()) => n.log(Level::Info, format_args!("guest disconnected")),
             Err(e) => n.log(Level::Info, format_args!("guest connection ended: {e}")),

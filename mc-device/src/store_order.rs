@@ -5,7 +5,6 @@
 
 use std::time::{Duration, Instant};
 
-use firmware_model::abi::fifo;
 use firmware_model::NodeId;
 use log::debug;
 
@@ -24,22 +23,18 @@ impl Device {
     pub(crate) fn wait_for_committed_stores(&self, node: NodeId) {
         let (f, mem, progress, generation) = {
             let st = self.lock();
-            let Some(n) = st.nodes.get(node.index()) else {
+            let Some(n) = st.nodes().get(node.index()) else {
                 return;
             };
-            let (Some(f), Some(mem)) = (n.fifo, n.memory()) else {
+            let (Some((f, p)), Some(mem)) = (n.tx().order_point(), n.memory()) else {
                 return;
             };
-            if f.state != fifo::State::Running {
-                return;
-            }
-            let p = n.tx_progress.clone();
             let g = p.generation();
             (f, mem, p, g)
         };
         let target = f.committed_end(&mem);
         drop(mem);
-        if target <= f.head {
+        if target <= f.head() {
             return;
         }
         self.wake_hub();

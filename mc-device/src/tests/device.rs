@@ -1,4 +1,4 @@
-//! Device tests without sockets: fake guests (see `fake_guest.rs`) and the
+//! Device tests without sockets: fake guests (see fake_guest.rs) and the
 //! backend's queue handlers driven directly, every result checked against the
 //! model (`ShadowCluster`), the oracle.
 
@@ -9,7 +9,7 @@ use firmware_model::abi::{self, CtrlRequest, Status, StatusPage, TxRecordHeader}
 use firmware_model::{AdapterErrorStatus, FaultCommand, GlobalAddr, Nanos, NodeId, PctEntry};
 use vm_memory::{Bytes, GuestAddress};
 
-use crate::fake_guest::*;
+use crate::tests::fake_guest::*;
 
 fn pattern(len: usize, seed: u8) -> Vec<u8> {
     (0..len)
@@ -71,7 +71,7 @@ fn loopback_broadcast_and_point_to_point_match_the_model() {
     let snap_total: u64 = (0..4)
         .map(|n| {
             rig.st
-                .hub
+                .hub()
                 .node_counters(NodeId(n))
                 .unwrap()
                 .packets_received
@@ -220,7 +220,7 @@ fn bad_input_is_refused_and_touches_nothing() {
     rig.set_pct(1, 2, PctEntry::receive());
     rig.set_pct(2, 2, PctEntry::receive());
     let snapshot = |rig: &Rig| -> Vec<Vec<u8>> { rig.guests.iter().map(|g| g.ram()).collect() };
-    let frames_of = |rig: &Rig, n: usize| rig.st.nodes[n].frames.get(2).unwrap().to_vec();
+    let frames_of = |rig: &Rig, n: usize| rig.st.node(id(n)).frames(2).unwrap().to_vec();
 
     // 1. Store to a page not enabled for transmit: refused, counted in the
     //    FIFO header; posted writes go on with the next record.
@@ -415,7 +415,7 @@ fn bad_input_is_refused_and_touches_nothing() {
     // Each refusal counted on node 0 only.
     let prot = rig
         .st
-        .hub
+        .hub()
         .error_status(NodeId(0))
         .unwrap()
         .protection_errors;
@@ -425,7 +425,7 @@ fn bad_input_is_refused_and_touches_nothing() {
     for n in 1..3 {
         assert_eq!(
             rig.st
-                .hub
+                .hub()
                 .error_status(NodeId(n))
                 .unwrap()
                 .protection_errors,

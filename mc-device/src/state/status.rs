@@ -9,7 +9,7 @@ use firmware_model::abi::{
 use firmware_model::{Nanos, NodeId};
 use log::Level;
 
-use crate::state::DeviceState;
+use super::DeviceState;
 
 impl DeviceState {
     /// The register file as `id` sees it now.
@@ -32,7 +32,7 @@ impl DeviceState {
             link_timing: link_timing_code(&c.link),
             max_record_data: MAX_RECORD_DATA,
             delivery_mode: delivery_mode_code(&c.delivery),
-            broken_queues: self.nodes[id.index()].broken_queues,
+            broken_queues: self.nodes[id.index()].guest().broken_queues(),
         }
     }
 
@@ -54,7 +54,7 @@ impl DeviceState {
             drops: c.drops,
             errors: c.errors,
             protection_errors: c.protection_errors,
-            events_lost: self.nodes[id.index()].events.lost,
+            events_lost: self.nodes[id.index()].events_lost(),
         }
     }
 
@@ -62,7 +62,7 @@ impl DeviceState {
     pub(crate) fn refresh_status_pages(&mut self) {
         self.age_errors();
         for id in self.node_ids() {
-            if self.nodes[id.index()].status.gpa.is_none() {
+            if !self.nodes[id.index()].status().registered() {
                 continue;
             }
             let snap = self.status_snapshot(id);
@@ -84,7 +84,7 @@ impl DeviceState {
         if self.hub.delivery_mode().is_skewed() {
             self.nodes
                 .get(id.index())
-                .map_or(0, |n| n.status.shown_errors())
+                .map_or(0, |n| n.status().shown_errors())
         } else {
             self.hub.cluster_error_count()
         }
@@ -105,11 +105,11 @@ impl DeviceState {
             self.noted_errors = count;
             for id in self.node_ids() {
                 let at = now.saturating_add(self.hub.status_lag(id));
-                self.nodes[id.index()].status.lag_until(count, at);
+                self.nodes[id.index()].status_mut().lag_until(count, at);
             }
         }
         for node in &mut self.nodes {
-            node.status.age(now);
+            node.status_mut().age(now);
         }
     }
 
@@ -118,7 +118,7 @@ impl DeviceState {
     pub(crate) fn status_catch_up(&mut self, id: NodeId) {
         let count = self.hub.cluster_error_count();
         if let Some(node) = self.nodes.get_mut(id.index()) {
-            node.status.catch_up(count);
+            node.status_mut().catch_up(count);
         }
     }
 
@@ -126,7 +126,7 @@ impl DeviceState {
     pub(crate) fn next_error_visible(&self) -> Option<Nanos> {
         self.nodes
             .iter()
-            .filter_map(|n| n.status.next_visible())
+            .filter_map(|n| n.status().next_visible())
             .min()
     }
 }

@@ -12,9 +12,9 @@
 
 use firmware_model::{Event, Nanos, NodeId};
 
-use super::{DmaFailure, Pending, PendingItem};
+use super::DeviceState;
+use crate::delivery::{DmaFailure, Pending, PendingItem};
 use crate::memory::{scatter_write, Mems};
-use crate::state::DeviceState;
 
 impl DeviceState {
     /// Perform every queued item due by `now`, through `mems` (this pass's
@@ -85,13 +85,12 @@ impl DeviceState {
                 stamp,
                 ..
             } => {
-                let (Some(mem), Some(frames)) =
-                    (mems.get(r), self.nodes[r.index()].frames.get(page))
+                let (Some(mem), Some(frames)) = (mems.get(r), self.nodes[r.index()].frames(page))
                 else {
                     // Unbound meanwhile: the receive mapping is gone.
                     return;
                 };
-                if let (Some((addr, vt)), Some(t)) = (stamp, self.nodes[r.index()].arrival) {
+                if let (Some((addr, vt)), Some(t)) = (stamp, self.nodes[r.index()].arrival()) {
                     let len = u32::try_from(bytes.len()).unwrap_or(u32::MAX);
                     t.stamp(mem, addr, len, vt.0);
                 }
@@ -128,7 +127,7 @@ impl DeviceState {
     /// frame of the ACK page.
     fn write_ack(&self, a: &firmware_model::AckReport, mems: &Mems) -> Option<DmaFailure> {
         let node = self.nodes.get(a.writer.index())?;
-        let (Some(mem), Some(frames)) = (mems.get(a.writer), node.frames.get(a.page.0)) else {
+        let (Some(mem), Some(frames)) = (mems.get(a.writer), node.frames(a.page.0)) else {
             return None;
         };
         let bytes: Vec<u8> = a.words.iter().flat_map(|x| x.to_le_bytes()).collect();

@@ -15,7 +15,7 @@ use firmware_model::{
 };
 use vm_memory::{Bytes, GuestAddress};
 
-use crate::fake_guest::*;
+use crate::tests::fake_guest::*;
 
 fn pattern(len: usize, seed: u8) -> Vec<u8> {
     (0..len)
@@ -24,7 +24,7 @@ fn pattern(len: usize, seed: u8) -> Vec<u8> {
 }
 
 fn page_bytes(rig: &Rig, n: usize, page: u32) -> Vec<u8> {
-    let frames = rig.st.nodes[n].frames.get(page).expect("bound").to_vec();
+    let frames = rig.st.node(id(n)).frames(page).expect("bound").to_vec();
     let mut out = Vec::new();
     for (gpa, len) in frames {
         let mut b = vec![0u8; len as usize];
@@ -39,7 +39,7 @@ fn page_bytes(rig: &Rig, n: usize, page: u32) -> Vec<u8> {
 
 fn drain(rig: &mut Rig) {
     let start = Instant::now();
-    while rig.pump() > 0 || !rig.st.deliveries.all_empty() {
+    while rig.pump() > 0 || !rig.st.nothing_pending() {
         assert!(
             start.elapsed() < Duration::from_secs(10),
             "deliveries never came due"
@@ -94,7 +94,7 @@ fn stores_that_continue_one_another_go_as_one() {
     let c = rig.transmit(0, &recs);
     assert_eq!((c.refused, c.consumed), (0, 256));
     rig.check_against_model();
-    let sent = rig.st.hub.node_counters(NodeId(0)).unwrap().packets_sent;
+    let sent = rig.st.hub().node_counters(NodeId(0)).unwrap().packets_sent;
     assert_eq!(sent, 64, "merged into whole packets");
     // A store to another page, or one that does not continue, is not merged.
     let c = rig.transmit(
@@ -106,7 +106,7 @@ fn stores_that_continue_one_another_go_as_one() {
     );
     assert_eq!(c.refused, 0);
     assert_eq!(
-        rig.st.hub.node_counters(NodeId(0)).unwrap().packets_sent,
+        rig.st.hub().node_counters(NodeId(0)).unwrap().packets_sent,
         66
     );
     rig.check_against_model();
@@ -191,7 +191,7 @@ fn skewed_receivers_each_see_a_prefix_and_acks_wait_for_everyone() {
     let ack_chunk = 10;
     let mut order: Vec<(usize, u64, Vec<u8>)> = Vec::new();
     let mut ack_order = 0;
-    let mut arbiter = rig.st.arbiter.clone();
+    let mut arbiter = rig.st.arbiter().clone();
     for (c, recs) in records.chunks(chunk).enumerate() {
         for turn in arbiter.pass() {
             let n = turn.node().index();
@@ -232,7 +232,7 @@ fn skewed_receivers_each_see_a_prefix_and_acks_wait_for_everyone() {
                 assert!(at[r] >= whole[ack_order], "node{r}: ACK answered early");
             }
         }
-        worked > 0 || !rig.st.deliveries.all_empty()
+        worked > 0 || !rig.st.nothing_pending()
     };
     for (c, recs) in records.chunks(chunk).enumerate() {
         for (n, addr, data) in recs {
