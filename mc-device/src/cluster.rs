@@ -15,6 +15,7 @@ use log::info;
 use vhost::vhost_user::Listener;
 use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 
+use crate::cluster_clock::ClusterClock;
 use crate::device::{relock, Device};
 use crate::error::DeviceError;
 use crate::node::Node;
@@ -103,11 +104,10 @@ impl Cluster {
             source,
         })?;
         let dir_lock = DirLock::acquire(&opts.socket_dir)?;
-        let state = DeviceState::new(hub);
-        let start = state.started();
+        let clock = ClusterClock::start();
         let shared = Arc::new(Device {
-            start,
-            state: Mutex::new(state),
+            clock,
+            state: Mutex::new(DeviceState::new(hub, clock)),
             connections: Mutex::new(NodeId::all(opts.config.nodes).map(|_| None).collect()),
             wake: EventFd::new(EFD_NONBLOCK).map_err(DeviceError::EventFd)?,
             shutdown: AtomicBool::new(false),

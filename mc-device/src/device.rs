@@ -5,13 +5,14 @@
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
 use std::sync::TryLockError;
 use std::sync::{Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use firmware_model::Nanos;
 
 use vhost_user_backend::ShutdownHandle;
 use vmm_sys_util::eventfd::EventFd;
 
+use crate::cluster_clock::ClusterClock;
 use crate::state::DeviceState;
 
 /// State shared by the hub thread and every node's vhost-user backend.
@@ -22,8 +23,8 @@ pub(crate) struct Device {
     pub(crate) wake: EventFd,
     pub(crate) shutdown: AtomicBool,
     pub(crate) spin: Duration,
-    /// When the cluster started: model time 0 (the same as the state's).
-    pub(crate) start: Instant,
+    /// Model time (the same clock as the state's).
+    pub(crate) clock: ClusterClock,
     /// The hub thread's kernel thread id (0 until it runs).
     pub(crate) hub_tid: AtomicI32,
     /// Threads blocked in [`Device::lock`] (vhost-user workers with a
@@ -78,6 +79,6 @@ impl Device {
 
     /// Model time now, without taking the lock.
     pub(crate) fn now(&self) -> Nanos {
-        Nanos(u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX))
+        self.clock.now()
     }
 }

@@ -26,6 +26,7 @@
 
 mod chain;
 mod cluster;
+mod cluster_clock;
 mod delivery;
 mod device;
 mod error;
@@ -39,6 +40,7 @@ mod node_name;
 mod server;
 mod socket_dir;
 mod state;
+mod status;
 mod store_order;
 mod transmit;
 mod vhost_user;

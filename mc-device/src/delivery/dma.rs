@@ -240,7 +240,7 @@ impl DeliverySink for DmaDelivery<'_> {
     /// when due now: its status page must show the error before any later
     /// packet's data is visible to it (so a receiver that compares the
     /// count with one the writer saved detects its own loss, seed 004), and
-    /// the page is written when the queue reaches it (state/due.rs), ahead of
+    /// the page is written when the queue reaches it (due.rs), ahead of
     /// everything queued behind it.
     fn event(&mut self, e: &Event) {
         let at_receiver = match *e {

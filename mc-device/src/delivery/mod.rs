@@ -3,19 +3,21 @@
 //! A delivery due now, to a receiver with nothing older still waiting, is
 //! copied straight from the sender's FIFO into the receiver's frames (dma.rs).
 //! Any other is copied into that receiver's queue of [`Deliveries`] and
-//! performed when due (state/due.rs), in the receiver's global order. The queues
+//! performed when due (due.rs), in the receiver's global order. The queues
 //! also count, per sender, the bytes of its stores still waiting: the
 //! transmit side stops taking from a sender whose count is too high, as a
 //! full write buffer stalls the processor. That count changes only here,
 //! when an item is queued and when it leaves.
 
 mod dma;
+mod due;
 
 use std::collections::VecDeque;
 
 use firmware_model::{AckReport, Delivery, DeliverySink, Event, Nanos, NodeId};
 
 pub(crate) use dma::{DmaDelivery, DmaFailure, PendingCopy};
+pub(crate) use due::Receivers;
 
 /// Something due at one receiver.
 #[derive(Debug)]

@@ -135,6 +135,14 @@ impl NodeState {
         self.log.log(level, what);
     }
 
+    /// Tell the driver of used buffers on `q` (if it asked to be told); a
+    /// failure is logged on this node's account.
+    pub(crate) fn signal(&mut self, q: &ServedQueue) {
+        if let Err(e) = q.signal() {
+            self.log(Level::Warn, format_args!("{e}"));
+        }
+    }
+
     pub(crate) fn guest_log(&self) -> &GuestLog {
         &self.log
     }

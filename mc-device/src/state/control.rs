@@ -5,7 +5,6 @@ use firmware_model::abi::{
     self, status_of, CtrlRequest, CtrlResponse, Status, FRAME_SIZE, STATUS_PAGE_SIZE,
 };
 use firmware_model::{saturating_u32, NodeId, PageNumber, PctEntry};
-use log::Level;
 use virtio_queue::DescriptorChain;
 use vm_memory::{Bytes, GuestAddress};
 
@@ -46,7 +45,7 @@ impl DeviceState {
         let full = chains.len() == CTRL_BATCH;
         self.serve_ctrl_chains(id, &q, chains);
         if let Some(d) = defect {
-            self.signal(id, &q);
+            self.nodes[id.index()].signal(&q);
             if let Some(d) = self.nodes[id.index()]
                 .guest_mut()
                 .break_queue(abi::CTRL_QUEUE, d)
@@ -59,15 +58,9 @@ impl DeviceState {
         // Ask for a kick at the next request (EVENT_IDX avail_event), unless
         // more are known to wait; serve again if one slipped in meanwhile.
         let more = full || q.enable_notification();
-        self.signal(id, &q);
+        self.nodes[id.index()].signal(&q);
         self.refresh_status_pages();
         more
-    }
-
-    fn signal(&mut self, id: NodeId, q: &ServedQueue) {
-        if let Err(e) = q.signal() {
-            self.nodes[id.index()].log(Level::Warn, format_args!("{e}"));
-        }
     }
 
     fn serve_ctrl_chains(

@@ -14,26 +14,29 @@
 //! - errors.rs: a guest's error counted by the model and raised as an
 //!   event, events routed to the nodes they concern;
 //! - transmit.rs: records taken from a FIFO and sent through the hub;
-//! - due.rs: deliveries performed when due;
-//! - control.rs: the control queue's requests;
-//! - status.rs: the register file and the status pages.
+//! - control.rs: the control queue's requests.
+//!
+//! The jobs with state of their own are owners elsewhere, called from here:
+//! each node's (node/), the deliveries not yet due and their performing
+//! (delivery/), what drivers are shown (status.rs), the clock
+//! (cluster_clock.rs).
 
 mod control;
-mod due;
 mod errors;
-mod status;
 mod transmit;
-
-use std::time::Instant;
 
 use firmware_model::{Arbiter, FaultCommand, Hub, ModelError, Nanos, NodeId, PassBudget, PctEntry};
 use log::info;
 use vm_memory::GuestMemoryAtomic;
 
-use crate::delivery::{Deliveries, EventCollector};
+use firmware_model::abi::Registers;
+
+use crate::cluster_clock::ClusterClock;
+use crate::delivery::{Deliveries, EventCollector, Receivers};
 use crate::memory::{Mem, Mems};
 use crate::node::NodeState;
-use crate::transmit::TxBuffers;
+use crate::status::{self, StatusBoard};
+use transmit::TxBuffers;
 
 pub(crate) struct DeviceState {
     hub: Hub,
@@ -43,16 +46,15 @@ pub(crate) struct DeviceState {
     nodes: Vec<NodeState>,
     /// Deliveries, ACK answers and events not yet due, per receiver.
     deliveries: Deliveries,
-    /// The cluster error count when status-page lags were last handed out.
-    noted_errors: u64,
+    /// When each node is shown the cluster error count.
+    status: StatusBoard,
     /// Buffers the transmit path reuses from store to store.
     tx_buffers: TxBuffers,
-    /// Model time 0.
-    start: Instant,
+    clock: ClusterClock,
 }
 
 impl DeviceState {
-    pub(crate) fn new(hub: Hub) -> DeviceState {
+    pub(crate) fn new(hub: Hub, clock: ClusterClock) -> DeviceState {
         let pages = hub.config().page_count();
         DeviceState {
             nodes: NodeId::all(hub.nodes())
@@ -60,20 +62,15 @@ impl DeviceState {
                 .collect(),
             deliveries: Deliveries::new(hub.nodes()),
             arbiter: Arbiter::new(hub.nodes(), PassBudget::DEFAULT),
-            noted_errors: 0,
+            status: StatusBoard::default(),
             tx_buffers: TxBuffers::default(),
             hub,
-            start: Instant::now(),
+            clock,
         }
     }
 
-    /// When model time 0 was.
-    pub(crate) fn started(&self) -> Instant {
-        self.start
-    }
-
     pub(crate) fn now(&self) -> Nanos {
-        Nanos(u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX))
+        self.clock.now()
     }
 
     /// The model, to read.
@@ -131,19 +128,39 @@ impl DeviceState {
         for turn in turns {
             work += self.take_from_fifo(turn, &mems);
         }
-        let (done, next_delivery) = self.deliver_due(self.now(), &mems);
+        let now = self.now();
+        let mut to = Receivers::new(&mut self.hub, &mut self.nodes, &mut self.status, self.clock);
+        let (done, next_delivery) = self.deliveries.deliver_due(now, &mems, &mut to);
+        let (events, failures) = to.finish();
+        self.dispatch(events);
+        self.report_dma_failures(&failures);
         drop(mems);
         work += done;
-        let next_error = self.next_error_visible();
+        let next_error = status::next_error_visible(&self.nodes);
         if work > 0 || next_error.is_some_and(|t| t <= self.now()) {
             self.refresh_status_pages();
         }
         let next_fault = self.hub.scheduled_faults().first().map(|f| f.at);
-        let next = [next_delivery, self.next_error_visible(), next_fault]
-            .into_iter()
-            .flatten()
-            .min();
+        let next = [
+            next_delivery,
+            status::next_error_visible(&self.nodes),
+            next_fault,
+        ]
+        .into_iter()
+        .flatten()
+        .min();
         (work, next)
+    }
+
+    /// The register file as `id` sees it now.
+    pub(crate) fn registers(&self, id: NodeId) -> Registers {
+        status::registers(&self.hub, &self.nodes[id.index()])
+    }
+
+    /// Write every status page whose contents changed.
+    pub(crate) fn refresh_status_pages(&mut self) {
+        self.status
+            .refresh(&mut self.hub, &mut self.nodes, self.clock);
     }
 
     /// `id`'s guest sent a new memory table (checked: mem_table.rs).

@@ -9,8 +9,8 @@ use log::Level;
 
 use super::DeviceState;
 use crate::delivery::{DmaDelivery, DmaFailure, PendingCopy};
-use crate::memory::{MemGuard, Mems};
-use crate::transmit::{mergeable, Sent, MAX_QUEUED_BYTES};
+use crate::memory::{MemGuard, Mems, Piece};
+use crate::transmit::{mergeable, Run, MAX_QUEUED_BYTES};
 use firmware_model::abi::Status;
 
 impl DeviceState {
@@ -41,7 +41,7 @@ impl DeviceState {
         let mut failures = Vec::new();
         // Buffers reused from store to store: nothing is allocated per store.
         let mut buffers = std::mem::take(&mut self.tx_buffers);
-        let (copies, pieces) = buffers.parts();
+        let TxBuffers { copies, pieces } = &mut buffers;
         while turn.open() {
             let hub = &self.hub;
             let run = match f.next_run(
@@ -180,4 +180,20 @@ impl DeviceState {
             n.disarm_doorbell();
         }
     }
+}
+
+/// Buffers the transmit path reuses from store to store, so that nothing is
+/// allocated per store: the pieces of guest memory holding a store's data,
+/// and each receiver's copy not yet made.
+#[derive(Debug, Default)]
+pub(super) struct TxBuffers {
+    copies: Vec<Option<PendingCopy>>,
+    pieces: Vec<Piece>,
+}
+
+/// One store taken from a FIFO: the run, its data's pieces, its position.
+struct Sent<'a> {
+    run: &'a Run,
+    data: &'a [Piece],
+    position: u64,
 }

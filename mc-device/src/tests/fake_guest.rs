@@ -11,6 +11,7 @@ use firmware_model::{ClusterConfig, GlobalAddr, Hub, Nanos, NodeId, PctEntry, Sh
 use vhost_user_backend::{VringRwLock, VringT};
 use vm_memory::{Bytes, GuestAddress, GuestAddressSpace, GuestMemoryAtomic};
 
+use crate::cluster_clock::ClusterClock;
 use crate::memory::Mem;
 use crate::state::DeviceState;
 use crate::tests::rig::{Backing, GuestRam, SplitRing};
@@ -254,7 +255,7 @@ impl Rig {
 
     pub(crate) fn with_config(config: ClusterConfig) -> Self {
         let hub = Hub::new(config.clone()).unwrap();
-        let mut st = DeviceState::new(hub);
+        let mut st = DeviceState::new(hub, ClusterClock::start());
         let guests: Vec<FakeGuest> = (0..config.nodes).map(|_| FakeGuest::new()).collect();
         for (i, g) in guests.iter().enumerate() {
             let guest = st.node_mut(id(i)).guest_mut();

@@ -30,9 +30,6 @@ use firmware_model::{Hub, NodeId, PageNumber};
 pub(crate) use fifo::Run;
 pub(crate) use side::TxSide;
 
-use crate::delivery::PendingCopy;
-use crate::memory::Piece;
-
 /// A sender whose deliveries not yet due hold this many bytes is not taken
 /// from until they drain: its FIFO fills and its stores wait, as a full write
 /// buffer stalls the processor.
@@ -56,27 +53,4 @@ pub(crate) fn mergeable(hub: &Hub, node: NodeId, addr: u64, len: u32) -> bool {
     };
     hub.pct_entry(node, PageNumber(page))
         .is_ok_and(|e| e.transmit.is_some() && !e.ack)
-}
-
-/// One store taken from a FIFO: the run, its data's pieces, its position.
-pub(crate) struct Sent<'a> {
-    pub(crate) run: &'a Run,
-    pub(crate) data: &'a [Piece],
-    pub(crate) position: u64,
-}
-
-/// Buffers the transmit path reuses from store to store, so that nothing is
-/// allocated per store: the pieces of guest memory holding a store's data,
-/// and each receiver's copy not yet made.
-#[derive(Debug, Default)]
-pub(crate) struct TxBuffers {
-    copies: Vec<Option<PendingCopy>>,
-    pieces: Vec<Piece>,
-}
-
-impl TxBuffers {
-    /// Both buffers, for one turn's stores.
-    pub(crate) fn parts(&mut self) -> (&mut Vec<Option<PendingCopy>>, &mut Vec<Piece>) {
-        (&mut self.copies, &mut self.pieces)
-    }
 }
