@@ -18,15 +18,15 @@ use crate::memory::{MemGuard, Piece};
 /// Where a driver's transmit FIFO is and how far the hub has taken it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct RegisteredFifo {
-    pub(super) gpa: u64,
-    pub(super) layout: fifo::Layout,
+    gpa: u64,
+    layout: fifo::Layout,
     /// Next position to take.
-    pub(super) head: u64,
-    pub(super) state: fifo::State,
+    head: u64,
+    state: fifo::State,
     /// Records refused so far.
-    pub(super) refused: u64,
+    refused: u64,
     /// The doorbell is armed: the hub asked for a kick before it sleeps.
-    pub(super) armed: bool,
+    armed: bool,
 }
 
 /// What is at one position.
@@ -208,6 +208,41 @@ impl RegisteredFifo {
     /// Next position to take.
     pub(crate) fn head(&self) -> u64 {
         self.head
+    }
+
+    /// Records are taken from it (not broken).
+    pub(super) fn is_running(&self) -> bool {
+        self.state == fifo::State::Running
+    }
+
+    /// Both are the same registration's ring.
+    pub(super) fn same_ring(&self, other: &RegisteredFifo) -> bool {
+        self.gpa == other.gpa
+    }
+
+    /// Everything before `head` is taken.
+    pub(super) fn advance_to(&mut self, head: u64) {
+        self.head = head;
+    }
+
+    /// One more record refused: the count now.
+    pub(super) fn count_refused(&mut self) -> u64 {
+        self.refused += 1;
+        self.refused
+    }
+
+    /// A record did not parse: nothing more is taken.
+    pub(super) fn set_broken(&mut self) {
+        self.state = fifo::State::Broken;
+    }
+
+    /// The doorbell is armed (the hub asked for a kick), or no longer.
+    pub(super) fn set_armed(&mut self, armed: bool) {
+        self.armed = armed;
+    }
+
+    pub(super) fn armed(&self) -> bool {
+        self.armed
     }
 
     /// Tell the driver that every slot before `head` is taken (delivered, or

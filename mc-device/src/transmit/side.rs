@@ -26,7 +26,7 @@ impl TxSide {
     /// The FIFO as it is now, if registered and running (a copy: the hub's
     /// pass takes from it, then records how far with [`Self::taken`]).
     pub(crate) fn running(&self) -> Option<RegisteredFifo> {
-        self.fifo.filter(|f| f.state == abi::fifo::State::Running)
+        self.fifo.filter(RegisteredFifo::is_running)
     }
 
     /// What a control request waits for: the running FIFO and its progress.
@@ -37,8 +37,8 @@ impl TxSide {
     /// The hub took `taken`'s records up to `head` (if `taken` is still the
     /// registered FIFO: a control request may have replaced it meanwhile).
     pub(crate) fn taken(&mut self, taken: &RegisteredFifo, head: u64) {
-        if let Some(cur) = self.fifo.as_mut().filter(|c| c.gpa == taken.gpa) {
-            cur.head = head;
+        if let Some(cur) = self.fifo.as_mut().filter(|c| c.same_ring(taken)) {
+            cur.advance_to(head);
             self.progress.taken(head);
         }
     }
@@ -49,12 +49,12 @@ impl TxSide {
         let Some(f) = self.fifo.as_mut() else {
             return;
         };
-        f.refused += 1;
+        let refused = f.count_refused();
         let f = *f;
         if let Some(mem) = mem {
             f.write_last(mem, position, s, d);
             let _ = mem.store(
-                f.refused,
+                refused,
                 f.header(abi::fifo::header::REFUSED),
                 Ordering::Release,
             );
@@ -68,7 +68,7 @@ impl TxSide {
         let Some(f) = self.fifo.as_mut() else {
             return false;
         };
-        f.state = abi::fifo::State::Broken;
+        f.set_broken();
         let f = *f;
         self.progress.replaced();
         f.write_last(mem, position, s, d);
@@ -145,14 +145,14 @@ impl TxSide {
         let Some(f) = self.fifo.as_mut() else {
             return false;
         };
-        if f.state != abi::fifo::State::Running {
+        if !f.is_running() {
             return false;
         }
         let bell = f.header(abi::fifo::header::DOORBELL);
         if mem.store(1u32, bell, Ordering::SeqCst).is_err() {
             return false;
         }
-        f.armed = true;
+        f.set_armed(true);
         // Dekker with the driver (commit, fence, read the doorbell): after
         // this fence either the driver sees the doorbell or we see its tag.
         std::sync::atomic::fence(Ordering::SeqCst);
@@ -164,13 +164,13 @@ impl TxSide {
         let Some(f) = self.fifo.as_mut() else {
             return;
         };
-        if f.armed {
+        if f.armed() {
             let _ = mem.store(
                 0u32,
                 f.header(abi::fifo::header::DOORBELL),
                 Ordering::Release,
             );
-            f.armed = false;
+            f.set_armed(false);
         }
     }
 }
