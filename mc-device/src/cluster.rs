@@ -2,8 +2,7 @@
 
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -13,15 +12,12 @@ use firmware_model::{
 };
 use log::info;
 use vhost::vhost_user::Listener;
-use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 
-use crate::cluster_clock::ClusterClock;
-use crate::device::{relock, Device};
+use crate::device::Device;
 use crate::error::DeviceError;
 use crate::node::Node;
 use crate::server::serve_node;
 use crate::socket_dir::{clear_socket_path, DirLock};
-use crate::state::DeviceState;
 use crate::vhost_user::NodeBackend;
 
 /// How a cluster is started.
@@ -104,17 +100,7 @@ impl Cluster {
             source,
         })?;
         let dir_lock = DirLock::acquire(&opts.socket_dir)?;
-        let clock = ClusterClock::start();
-        let shared = Arc::new(Device {
-            clock,
-            state: Mutex::new(DeviceState::new(hub, clock)),
-            connections: Mutex::new(NodeId::all(opts.config.nodes).map(|_| None).collect()),
-            wake: EventFd::new(EFD_NONBLOCK).map_err(DeviceError::EventFd)?,
-            shutdown: AtomicBool::new(false),
-            spin: opts.spin,
-            hub_tid: AtomicI32::new(0),
-            waiting: AtomicU32::new(0),
-        });
+        let shared = Arc::new(Device::new(hub, opts.spin).map_err(DeviceError::EventFd)?);
         let mut cluster = Cluster {
             shared: shared.clone(),
             nodes: opts.config.nodes,
@@ -159,9 +145,7 @@ impl Cluster {
             std::thread::Builder::new()
                 .name("mc-hub".into())
                 .spawn(move || {
-                    // SAFETY: gettid takes no arguments and cannot fail.
-                    s.hub_tid
-                        .store(unsafe { libc::gettid() }, Ordering::Release);
+                    s.hub_thread_started();
                     let _ = running.send(());
                     crate::hub_loop::run(s)
                 })
@@ -193,7 +177,7 @@ impl Cluster {
     /// returned): where its CPU time is accounted
     /// (`/proc/self/task/<tid>/stat`, `schedstat`).
     pub fn hub_thread_id(&self) -> Option<i32> {
-        Some(self.shared.hub_tid.load(Ordering::Acquire)).filter(|t| *t > 0)
+        self.shared.hub_tid()
     }
 
     /// Apply a fault to the running hub.
@@ -248,7 +232,7 @@ impl Cluster {
     }
 
     fn stop(&mut self) {
-        if self.shared.shutdown.swap(true, Ordering::AcqRel) {
+        if !self.shared.begin_shutdown() {
             return;
         }
         self.shared.wake_hub();
@@ -262,9 +246,7 @@ impl Cluster {
             // changes the state of the socket it refers to.
             unsafe { libc::shutdown(fd.as_raw_fd(), libc::SHUT_RDWR) };
         }
-        for h in relock(&self.shared.connections).iter().flatten() {
-            h.shutdown();
-        }
+        self.shared.end_connections();
         for t in self.servers.drain(..) {
             let _ = t.join();
         }

@@ -19,7 +19,6 @@
 use std::collections::HashMap;
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -52,7 +51,7 @@ pub(crate) fn run(device: Arc<Device>) {
     };
     let mut idle_since: Option<Instant> = None;
     let mut spins: u32 = 0;
-    while !device.shutdown.load(Ordering::Acquire) {
+    while !device.shutting_down() {
         let (worked, next) = device.hub_lock().pass();
         if worked > 0 {
             idle_since = None;
@@ -60,7 +59,7 @@ pub(crate) fn run(device: Arc<Device>) {
         }
         let until_due = next.map(|t| Duration::from_nanos(t.0.saturating_sub(device.now().0)));
         let since = *idle_since.get_or_insert_with(Instant::now);
-        if until_due.is_some_and(|d| d < POLL_AHEAD) || since.elapsed() < device.spin {
+        if until_due.is_some_and(|d| d < POLL_AHEAD) || since.elapsed() < device.spin() {
             spins = spins.wrapping_add(1);
             if spins % 32 == 0 {
                 std::thread::yield_now();
@@ -99,7 +98,7 @@ impl Sleeper {
         let timer = TimerFd::new()?;
         epoll.ctl(
             ControlOperation::Add,
-            device.wake.as_raw_fd(),
+            device.wake_fd(),
             EpollEvent::new(EventSet::IN, WAKE),
         )?;
         epoll.ctl(
@@ -165,7 +164,7 @@ impl Sleeper {
                     match e.data() {
                         // Both are ours; read only what fired, so nothing blocks.
                         WAKE => {
-                            let _ = device.wake.read();
+                            device.consume_wake();
                         }
                         TIMER => {
                             let _ = self.timer.wait();

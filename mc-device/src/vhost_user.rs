@@ -23,6 +23,7 @@ use crate::guarded_vring::GuardedVring;
 use crate::mem_table::check_mem_table;
 use crate::memory::Mem;
 use crate::node::Node;
+use crate::store_order::wait_for_committed_stores;
 
 /// `size` bytes of the register file from `offset`, zero past its end: QEMU
 /// rejects a reply of any other length.
@@ -222,7 +223,7 @@ impl VhostUserBackend for NodeBackend {
             // ordered after this node's earlier stores, waited for without
             // the device lock (transmit/progress.rs).
             loop {
-                self.shared.wait_for_committed_stores(self.node);
+                wait_for_committed_stores(&self.shared, self.node);
                 if !self.shared.lock().process_ctrl(self.node) {
                     break;
                 }
