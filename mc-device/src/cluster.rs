@@ -2,8 +2,7 @@
 
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -13,14 +12,12 @@ use firmware_model::{
 };
 use log::info;
 use vhost::vhost_user::Listener;
-use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 
-use crate::device::{relock, Device};
+use crate::device::Device;
 use crate::error::DeviceError;
 use crate::node::Node;
 use crate::server::serve_node;
 use crate::socket_dir::{clear_socket_path, DirLock};
-use crate::state::DeviceState;
 use crate::vhost_user::NodeBackend;
 
 /// How a cluster is started.
@@ -103,18 +100,7 @@ impl Cluster {
             source,
         })?;
         let dir_lock = DirLock::acquire(&opts.socket_dir)?;
-        let state = DeviceState::new(hub);
-        let start = state.start;
-        let shared = Arc::new(Device {
-            start,
-            state: Mutex::new(state),
-            connections: Mutex::new(NodeId::all(opts.config.nodes).map(|_| None).collect()),
-            wake: EventFd::new(EFD_NONBLOCK).map_err(DeviceError::EventFd)?,
-            shutdown: AtomicBool::new(false),
-            spin: opts.spin,
-            hub_tid: AtomicI32::new(0),
-            waiting: AtomicU32::new(0),
-        });
+        let shared = Arc::new(Device::new(hub, opts.spin).map_err(DeviceError::EventFd)?);
         let mut cluster = Cluster {
             shared: shared.clone(),
             nodes: opts.config.nodes,
@@ -159,9 +145,7 @@ impl Cluster {
             std::thread::Builder::new()
                 .name("mc-hub".into())
                 .spawn(move || {
-                    // SAFETY: gettid takes no arguments and cannot fail.
-                    s.hub_tid
-                        .store(unsafe { libc::gettid() }, Ordering::Release);
+                    s.hub_thread_started();
                     let _ = running.send(());
                     crate::hub_loop::run(s)
                 })
@@ -193,7 +177,7 @@ impl Cluster {
     /// returned): where its CPU time is accounted
     /// (`/proc/self/task/<tid>/stat`, `schedstat`).
     pub fn hub_thread_id(&self) -> Option<i32> {
-        Some(self.shared.hub_tid.load(Ordering::Acquire)).filter(|t| *t > 0)
+        self.shared.hub_tid()
     }
 
     /// Apply a fault to the running hub.
@@ -203,7 +187,7 @@ impl Cluster {
 
     /// Schedule a fault at `at` after the cluster started (a fault plan entry).
     pub fn schedule_fault(&self, at: Nanos, cmd: FaultCommand) -> Result<(), ModelError> {
-        let r = self.shared.lock().hub.schedule_fault(at, cmd);
+        let r = self.shared.lock().schedule_fault(at, cmd);
         self.shared.wake_hub();
         r
     }
@@ -212,30 +196,31 @@ impl Cluster {
     pub fn fault_status(&self) -> FaultStatus {
         let st = self.shared.lock();
         FaultStatus {
-            rules: st.hub.packet_faults().to_vec(),
-            scheduled: st.hub.scheduled_faults().to_vec(),
-            stalled_until: st.hub.stalled_until(),
+            rules: st.hub().packet_faults().to_vec(),
+            scheduled: st.hub().scheduled_faults().to_vec(),
+            stalled_until: st.hub().stalled_until(),
             now: st.now(),
         }
     }
 
     pub fn snapshot(&self) -> ClusterSnapshot {
         let st = self.shared.lock();
+        let hub = st.hub();
         let nodes = st
-            .nodes
+            .nodes()
             .iter()
             .map(|n| NodeSnapshot {
-                node: n.id,
-                connected: n.mem.is_some(),
-                connections: n.connections,
-                status: st.hub.error_status(n.id).unwrap_or_default(),
-                counters: st.hub.node_counters(n.id).unwrap_or_default(),
+                node: n.id(),
+                connected: n.guest().attached(),
+                connections: n.connections(),
+                status: hub.error_status(n.id()).unwrap_or_default(),
+                counters: hub.node_counters(n.id()).unwrap_or_default(),
             })
             .collect();
         ClusterSnapshot {
-            membership: st.hub.membership(),
-            cluster_error_count: st.hub.cluster_error_count(),
-            hub: st.hub.hub_counters(),
+            membership: hub.membership(),
+            cluster_error_count: hub.cluster_error_count(),
+            hub: hub.hub_counters(),
             nodes,
             uptime: st.now(),
         }
@@ -247,7 +232,7 @@ impl Cluster {
     }
 
     fn stop(&mut self) {
-        if self.shared.shutdown.swap(true, Ordering::AcqRel) {
+        if !self.shared.begin_shutdown() {
             return;
         }
         self.shared.wake_hub();
@@ -261,9 +246,7 @@ impl Cluster {
             // changes the state of the socket it refers to.
             unsafe { libc::shutdown(fd.as_raw_fd(), libc::SHUT_RDWR) };
         }
-        for h in relock(&self.shared.connections).iter().flatten() {
-            h.shutdown();
-        }
+        self.shared.end_connections();
         for t in self.servers.drain(..) {
             let _ = t.join();
         }

@@ -56,3 +56,52 @@ pub enum DeviceError {
     #[error("cannot create an eventfd")]
     EventFd(#[source] io::Error),
 }
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error as _;
+
+    use firmware_model::{ClusterConfig, Hub};
+
+    use super::*;
+
+    /// A printer walks the chain once: no message repeats its source's.
+    #[test]
+    fn no_error_prints_its_source_twice() {
+        let io = || io::Error::other("the cause, spelled once");
+        let path = || PathBuf::from("/run/mc");
+        let model = Hub::new(ClusterConfig::new(0)).map(drop).unwrap_err();
+        let errors = [
+            DeviceError::Model(model),
+            DeviceError::SocketDir {
+                path: path(),
+                source: io(),
+            },
+            DeviceError::Listen {
+                path: path(),
+                source: vhost::vhost_user::Error::SocketError(io()),
+            },
+            DeviceError::ListenFd {
+                path: path(),
+                source: io(),
+            },
+            DeviceError::Lock {
+                path: path(),
+                source: io(),
+            },
+            DeviceError::SocketPath {
+                path: path(),
+                source: io(),
+            },
+            DeviceError::Thread(io()),
+            DeviceError::EventFd(io()),
+        ];
+        for e in &errors {
+            let source = e.source().expect("a cause").to_string();
+            assert!(
+                !e.to_string().contains(&source),
+                "{e:?} prints its source in its own message"
+            );
+        }
+    }
+}

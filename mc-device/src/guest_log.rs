@@ -24,7 +24,7 @@ pub(crate) const INTERVAL: Duration = Duration::from_secs(1);
 
 /// One node's allowance.
 #[derive(Debug, Default)]
-pub(crate) struct GuestLogLimit {
+struct GuestLogLimit {
     /// Start of the current interval; `None` before the first line.
     window: Option<Instant>,
     logged: u32,
@@ -33,16 +33,16 @@ pub(crate) struct GuestLogLimit {
 
 /// What to do with one guest-caused line.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) struct Verdict {
+struct Verdict {
     /// Log the line.
-    pub(crate) log: bool,
+    log: bool,
     /// Lines suppressed in the interval that just ended: report them first.
-    pub(crate) suppressed_before: Option<u64>,
+    suppressed_before: Option<u64>,
 }
 
 impl GuestLogLimit {
     /// A guest-caused line at `now`.
-    pub(crate) fn admit(&mut self, now: Instant) -> Verdict {
+    fn admit(&mut self, now: Instant) -> Verdict {
         let mut suppressed_before = None;
         if self
             .window
@@ -66,7 +66,7 @@ impl GuestLogLimit {
 
     /// Lines suppressed in an interval that has ended, if any: called
     /// periodically so a flood that stops is still reported.
-    pub(crate) fn summary_due(&mut self, now: Instant) -> Option<u64> {
+    fn summary_due(&mut self, now: Instant) -> Option<u64> {
         let w = self.window?;
         if self.suppressed == 0 || now.saturating_duration_since(w) < INTERVAL {
             return None;
@@ -76,13 +76,54 @@ impl GuestLogLimit {
     }
 
     /// Lines are waiting to be reported.
-    pub(crate) fn has_suppressed(&self) -> bool {
+    fn has_suppressed(&self) -> bool {
         self.suppressed > 0
     }
 
     fn take_suppressed(&mut self) -> Option<u64> {
         let n = std::mem::take(&mut self.suppressed);
         (n > 0).then_some(n)
+    }
+}
+
+/// One node's guest-caused log lines: its allowance, kept across the
+/// guest's reconnects.
+#[derive(Debug)]
+pub(crate) struct GuestLog {
+    node: NodeId,
+    limit: GuestLogLimit,
+}
+
+impl GuestLog {
+    pub(crate) fn new(node: NodeId) -> GuestLog {
+        GuestLog {
+            node,
+            limit: GuestLogLimit::default(),
+        }
+    }
+
+    /// Log a line this node's guest caused, within its allowance.
+    pub(crate) fn log(&mut self, level: Level, what: fmt::Arguments<'_>) {
+        let v = self.limit.admit(Instant::now());
+        if let Some(k) = v.suppressed_before {
+            report_suppressed(self.node, k);
+        }
+        if v.log {
+            log!(level, "{}: {what}", Node(self.node));
+        }
+    }
+
+    /// Lines are waiting to be reported.
+    pub(crate) fn has_suppressed(&self) -> bool {
+        self.limit.has_suppressed()
+    }
+
+    /// Report the lines left out in an interval that has ended by `now` (a
+    /// flood that stopped), if any.
+    pub(crate) fn report_ended_interval(&mut self, now: Instant) {
+        if let Some(k) = self.limit.summary_due(now) {
+            report_suppressed(self.node, k);
+        }
     }
 }
 
@@ -107,7 +148,7 @@ pub(crate) fn unattributed(level: Level, what: fmt::Arguments<'_>) {
 }
 
 /// Say that `lines` guest-caused lines of `node` were left out.
-pub(crate) fn report_suppressed(node: NodeId, lines: u64) {
+fn report_suppressed(node: NodeId, lines: u64) {
     warn!(
         "{}: {lines} more guest-caused messages suppressed (at most {BURST} per {INTERVAL:?} are logged)",
         Node(node)

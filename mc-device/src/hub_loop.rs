@@ -19,12 +19,10 @@
 use std::collections::HashMap;
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use firmware_model::abi;
-use firmware_model::Nanos;
 use log::{debug, error};
 use vhost_user_backend::VringT;
 use vmm_sys_util::epoll::{ControlOperation, Epoll, EpollEvent, EventSet};
@@ -53,7 +51,7 @@ pub(crate) fn run(device: Arc<Device>) {
     };
     let mut idle_since: Option<Instant> = None;
     let mut spins: u32 = 0;
-    while !device.shutdown.load(Ordering::Acquire) {
+    while !device.shutting_down() {
         let (worked, next) = device.hub_lock().pass();
         if worked > 0 {
             idle_since = None;
@@ -61,7 +59,7 @@ pub(crate) fn run(device: Arc<Device>) {
         }
         let until_due = next.map(|t| Duration::from_nanos(t.0.saturating_sub(device.now().0)));
         let since = *idle_since.get_or_insert_with(Instant::now);
-        if until_due.is_some_and(|d| d < POLL_AHEAD) || since.elapsed() < device.spin {
+        if until_due.is_some_and(|d| d < POLL_AHEAD) || since.elapsed() < device.spin() {
             spins = spins.wrapping_add(1);
             if spins % 32 == 0 {
                 std::thread::yield_now();
@@ -85,35 +83,6 @@ pub(crate) fn run(device: Arc<Device>) {
     }
 }
 
-impl DeviceState {
-    /// One bounded pass: scheduled faults, every FIFO (a budget each), the
-    /// deliveries due, status pages. Returns the work done and when the next
-    /// queued item (delivery, lagging error count, fault) is due.
-    pub(crate) fn pass(&mut self) -> (usize, Option<Nanos>) {
-        self.advance();
-        let mems = self.memory_snapshot();
-        let mut work = 0;
-        // The model's arbitration: every node a turn, in rotating order.
-        let turns: Vec<_> = self.arbiter.pass().collect();
-        for turn in turns {
-            work += self.take_from_fifo(turn, &mems);
-        }
-        let (done, next_delivery) = self.deliver_due(self.now(), &mems);
-        drop(mems);
-        work += done;
-        let next_error = self.next_error_visible();
-        if work > 0 || next_error.is_some_and(|t| t <= self.now()) {
-            self.refresh_status_pages();
-        }
-        let next_fault = self.hub.scheduled_faults().first().map(|f| f.at);
-        let next = [next_delivery, self.next_error_visible(), next_fault]
-            .into_iter()
-            .flatten()
-            .min();
-        (work, next)
-    }
-}
-
 /// What the hub sleeps on.
 struct Sleeper {
     epoll: Epoll,
@@ -129,7 +98,7 @@ impl Sleeper {
         let timer = TimerFd::new()?;
         epoll.ctl(
             ControlOperation::Add,
-            device.wake.as_raw_fd(),
+            device.wake_fd(),
             EpollEvent::new(EventSet::IN, WAKE),
         )?;
         epoll.ctl(
@@ -150,12 +119,8 @@ impl Sleeper {
     /// (the frontend owns it). Each is added under its vring's lock, so it
     /// cannot be closed meanwhile; epoll forgets a closed one by itself.
     fn watch_kicks(&mut self, st: &DeviceState) {
-        for (i, node) in st.nodes.iter().enumerate() {
-            let Some(vring) = node
-                .vrings
-                .as_ref()
-                .and_then(|v| v.get(usize::from(abi::TX_QUEUE)))
-            else {
+        for (i, node) in st.nodes().iter().enumerate() {
+            let Some(vring) = node.guest().vring(abi::TX_QUEUE) else {
                 self.kicks.remove(&i);
                 continue;
             };
@@ -183,7 +148,7 @@ impl Sleeper {
                 }
                 Err(e) => crate::guest_log::unattributed(
                     log::Level::Debug,
-                    format_args!("{}: cannot watch the transmit kick: {e}", Node(node.id)),
+                    format_args!("{}: cannot watch the transmit kick: {e}", Node(node.id())),
                 ),
             }
         }
@@ -199,7 +164,7 @@ impl Sleeper {
                     match e.data() {
                         // Both are ours; read only what fired, so nothing blocks.
                         WAKE => {
-                            let _ = device.wake.read();
+                            device.consume_wake();
                         }
                         TIMER => {
                             let _ = self.timer.wait();

@@ -26,7 +26,7 @@
 
 mod chain;
 mod cluster;
-mod control;
+mod cluster_clock;
 mod delivery;
 mod device;
 mod error;
@@ -48,18 +48,13 @@ mod vhost_user;
 pub use cluster::{Cluster, ClusterOptions, ClusterSnapshot, FaultStatus, NodeSnapshot};
 pub use error::DeviceError;
 
-#[cfg(test)]
-mod delivery_tests;
-#[cfg(any(test, feature = "fuzzing"))]
-mod fake_guest;
+// Test-only code, in one folder (tests/): the unit tests, the rigs they share
+// with the integration tests (feature `test-rig`), and the fuzz entry points
+// (feature `fuzzing`). Neither feature is on in a build of the device.
+#[cfg(any(test, feature = "test-rig"))]
+mod tests;
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
-pub mod fuzz;
-#[cfg(test)]
-mod log_tests;
+pub use tests::fuzz;
 #[cfg(any(test, feature = "test-rig"))]
-pub mod test_rig;
-#[cfg(test)]
-mod tests;
-#[cfg(test)]
-mod vtime_tests;
+pub use tests::rig as test_rig;

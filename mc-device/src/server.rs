@@ -1,7 +1,6 @@
 //! One node's vhost-user socket: accept a guest, serve it until it leaves,
 //! reset its adapter, and accept the next one, for as long as the cluster runs.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,8 +9,8 @@ use vhost::vhost_user::Listener;
 use vhost_user_backend::VhostUserDaemon;
 use vm_memory::{GuestMemoryAtomic, GuestMemoryMmap};
 
-use crate::device::relock;
 use crate::node::Node;
+use crate::store_order::wait_for_committed_stores;
 use crate::vhost_user::NodeBackend;
 
 /// How long to wait before trying again when a connection cannot be set up
@@ -24,7 +23,7 @@ const RETRY: Duration = Duration::from_millis(100);
 pub(crate) fn serve_node(backend: Arc<NodeBackend>, mut listener: Listener) {
     let node = backend.node;
     let shared = backend.shared.clone();
-    while !shared.shutdown.load(Ordering::Acquire) {
+    while !shared.shutting_down() {
         backend.rearm_exit_event();
         let mem = GuestMemoryAtomic::new(GuestMemoryMmap::new());
         let mut daemon =
@@ -40,28 +39,25 @@ pub(crate) fn serve_node(backend: Arc<NodeBackend>, mut listener: Listener) {
                 }
             };
         if let Err(e) = daemon.start(&mut listener) {
-            if shared.shutdown.load(Ordering::Acquire) {
+            if shared.shutting_down() {
                 break;
             }
             warn!("{}: accepting a guest failed: {e}", Node(node));
             std::thread::sleep(RETRY);
             continue;
         }
-        if shared.shutdown.load(Ordering::Acquire) {
+        if shared.shutting_down() {
             break;
         }
-        if let Some(slot) = relock(&shared.connections).get_mut(node.index()) {
-            *slot = daemon.shutdown_handle();
-        }
-        if shared.shutdown.load(Ordering::Acquire) {
+        shared.set_connection(node, daemon.shutdown_handle());
+        if shared.shutting_down() {
             // Stop was requested between accept and recording the handle.
             daemon.request_shutdown();
         }
         {
             let mut st = shared.lock();
-            let n = &mut st.nodes[node.index()];
-            n.connections += 1;
-            let count = n.connections;
+            let n = st.node_mut(node);
+            let count = n.connected();
             // Anyone who can reach the socket can connect: rate-limited.
             n.log(
                 Level::Info,
@@ -69,14 +65,12 @@ pub(crate) fn serve_node(backend: Arc<NodeBackend>, mut listener: Listener) {
             );
         }
         let ended = daemon.wait();
-        if let Some(slot) = relock(&shared.connections).get_mut(node.index()) {
-            *slot = None;
-        }
+        shared.set_connection(node, None);
         drop(daemon);
         // Stores the guest committed before it left still go (posted writes).
-        shared.wait_for_committed_stores(node);
+        wait_for_committed_stores(&shared, node);
         let mut st = shared.lock();
-        let n = &mut st.nodes[node.index()];
+        let n = st.node_mut(node);
         match ended {
             Ok(()) => n.log(Level::Info, format_args!("guest disconnected")),
             Err(e) => n.log(Level::Info, format_args!("guest connection ended: {e}")),

@@ -23,6 +23,7 @@ use crate::guarded_vring::GuardedVring;
 use crate::mem_table::check_mem_table;
 use crate::memory::Mem;
 use crate::node::Node;
+use crate::store_order::wait_for_committed_stores;
 
 /// `size` bytes of the register file from `offset`, zero past its end: QEMU
 /// rejects a reply of any other length.
@@ -86,7 +87,9 @@ impl VhostUserBackend for NodeBackend {
     }
 
     fn acked_features(&self, features: u64) {
-        self.shared.lock().nodes[self.node.index()]
+        self.shared
+            .lock()
+            .node_mut(self.node)
             .log(Level::Debug, format_args!("features acked {features:#x}"));
     }
 
@@ -97,7 +100,7 @@ impl VhostUserBackend for NodeBackend {
     }
 
     fn set_event_idx(&self, enabled: bool) {
-        self.shared.lock().nodes[self.node.index()].log(
+        self.shared.lock().node_mut(self.node).log(
             Level::Debug,
             format_args!("EVENT_IDX {}", if enabled { "on" } else { "off" }),
         );
@@ -136,9 +139,8 @@ impl VhostUserBackend for NodeBackend {
                 if let Ok(g) = mem.lock() {
                     g.replace(Mem::new());
                 }
-                let node = &mut st.nodes[self.node.index()];
-                node.mem = None;
-                node.vrings = None;
+                let node = st.node_mut(self.node);
+                node.guest_mut().refuse_memory();
                 node.log(
                     Level::Error,
                     format_args!(
@@ -176,12 +178,20 @@ impl VhostUserBackend for NodeBackend {
     /// VHOST_USER_GET_VRING_BASE stopped ring `queue_index`: the driver is
     /// re-initialising it, so a queue it broke is served again once restarted.
     fn stop_vring(&self, queue_index: u32) -> io::Result<()> {
-        self.shared.lock().nodes[self.node.index()].ring_stopped(queue_index);
+        self.shared
+            .lock()
+            .node_mut(self.node)
+            .guest_mut()
+            .ring_stopped(queue_index);
         Ok(())
     }
 
     fn reset_device(&self) {
-        self.shared.lock().nodes[self.node.index()].broken_queues = 0;
+        self.shared
+            .lock()
+            .node_mut(self.node)
+            .guest_mut()
+            .reset_queues();
     }
 
     /// Kicks. Control and event queues are served here. A kick on the
@@ -201,10 +211,9 @@ impl VhostUserBackend for NodeBackend {
         }
         {
             let mut st = self.shared.lock();
-            let node = &mut st.nodes[self.node.index()];
-            if node.vrings.is_none() {
-                node.vrings = Some(vrings.iter().map(|v| v.0.clone()).collect());
-            }
+            st.node_mut(self.node)
+                .guest_mut()
+                .capture_vrings(|| vrings.iter().map(|v| v.0.clone()).collect());
             if device_event == abi::EVENT_QUEUE {
                 st.flush_events(self.node);
             }
@@ -214,7 +223,7 @@ impl VhostUserBackend for NodeBackend {
             // ordered after this node's earlier stores, waited for without
             // the device lock (transmit/progress.rs).
             loop {
-                self.shared.wait_for_committed_stores(self.node);
+                wait_for_committed_stores(&self.shared, self.node);
                 if !self.shared.lock().process_ctrl(self.node) {
                     break;
                 }

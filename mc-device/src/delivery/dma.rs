@@ -69,11 +69,7 @@ impl DmaDelivery<'_> {
         let (Some(src_mem), Some(dst_mem)) = (self.mems.get(self.src), self.mems.get(r)) else {
             return;
         };
-        let Some(frames) = self
-            .nodes
-            .get(r.index())
-            .and_then(|n| n.frames.get(run.page))
-        else {
+        let Some(frames) = self.nodes.get(r.index()).and_then(|n| n.frames(run.page)) else {
             // The model only delivers to receive-enabled pages, and the device
             // binds frames before enabling receive; nothing to write otherwise.
             return;
@@ -116,7 +112,7 @@ impl DmaDelivery<'_> {
         let (Some(vt), Some(mem)) = (d.vt, self.mems.get(r)) else {
             return;
         };
-        if let Some(t) = self.nodes.get(r.index()).and_then(|n| n.arrival) {
+        if let Some(t) = self.nodes.get(r.index()).and_then(NodeState::arrival) {
             t.stamp(mem, d.packet.addr.0, d.packet.len, vt.0);
         }
     }

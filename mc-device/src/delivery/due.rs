@@ -10,31 +10,36 @@
 //! so the cluster error count a driver reads after the answer includes every
 //! error up to the ACK (`imc_ckerrcnt`).
 
-use firmware_model::{Event, Nanos, NodeId};
+use firmware_model::{Event, Hub, Nanos, NodeId};
 
-use super::{DmaFailure, Pending, PendingItem};
+use super::{Deliveries, DmaFailure, Pending, PendingItem};
+use crate::cluster_clock::ClusterClock;
 use crate::memory::{scatter_write, Mems};
-use crate::state::DeviceState;
+use crate::node::NodeState;
+use crate::status::{self, StatusBoard};
 
-impl DeviceState {
+impl Deliveries {
     /// Perform every queued item due by `now`, through `mems` (this pass's
-    /// memory snapshot). Returns how many were done and when the next one is
-    /// due.
-    pub(crate) fn deliver_due(&mut self, now: Nanos, mems: &Mems) -> (usize, Option<Nanos>) {
+    /// memory snapshot) into the receivers `to`. Returns how many were done
+    /// and when the next one is due.
+    pub(crate) fn deliver_due(
+        &mut self,
+        now: Nanos,
+        mems: &Mems,
+        to: &mut Receivers<'_>,
+    ) -> (usize, Option<Nanos>) {
         let mut done = 0;
-        let mut events = Vec::new();
-        let mut failures = Vec::new();
-        let ids = NodeId::all(self.hub.nodes());
+        let ids = NodeId::all(to.hub.nodes());
         loop {
             let mut progress = false;
             // Data and events first: an ACK waits for all of them.
             for r in ids.clone() {
-                while let Some(item) = self.deliveries.front(r) {
+                while let Some(item) = self.front(r) {
                     if item.at > now || matches!(item.what, Pending::Ack(_)) {
                         break;
                     }
-                    if let Some(item) = self.deliveries.pop(r) {
-                        self.perform(r, item, mems, &mut events, &mut failures);
+                    if let Some(item) = self.pop(r) {
+                        to.perform(r, item, mems);
                     }
                     done += 1;
                     progress = true;
@@ -43,17 +48,17 @@ impl DeviceState {
             // ACK answers at the front of a queue, due, with nothing earlier
             // left anywhere.
             for r in ids.clone() {
-                let ready = match self.deliveries.front(r) {
+                let ready = match self.front(r) {
                     Some(PendingItem {
                         at,
                         seq,
                         what: Pending::Ack(_),
-                    }) => *at <= now && !self.deliveries.earlier_than(*seq, r),
+                    }) => *at <= now && !self.earlier_than(*seq, r),
                     _ => false,
                 };
                 if ready {
-                    if let Some(item) = self.deliveries.pop(r) {
-                        self.perform(r, item, mems, &mut events, &mut failures);
+                    if let Some(item) = self.pop(r) {
+                        to.perform(r, item, mems);
                     }
                     done += 1;
                     progress = true;
@@ -63,19 +68,54 @@ impl DeviceState {
                 break;
             }
         }
-        self.dispatch(events);
-        self.report_dma_failures(&failures);
-        (done, self.deliveries.next_due())
+        (done, self.next_due())
+    }
+}
+
+/// What performing a queued item touches besides the queues: the receivers,
+/// the counts their status pages show, and the events and failed DMA left
+/// for the device state to hand out and report.
+pub(crate) struct Receivers<'a> {
+    hub: &'a mut Hub,
+    nodes: &'a mut [NodeState],
+    status: &'a mut StatusBoard,
+    clock: ClusterClock,
+    events: Vec<Event>,
+    failures: Vec<DmaFailure>,
+}
+
+impl<'a> Receivers<'a> {
+    pub(crate) fn new(
+        hub: &'a mut Hub,
+        nodes: &'a mut [NodeState],
+        status: &'a mut StatusBoard,
+        clock: ClusterClock,
+    ) -> Self {
+        Receivers {
+            hub,
+            nodes,
+            status,
+            clock,
+            events: Vec::new(),
+            failures: Vec::new(),
+        }
     }
 
-    fn perform(
-        &mut self,
-        r: NodeId,
-        item: PendingItem,
-        mems: &Mems,
-        events: &mut Vec<Event>,
-        failures: &mut Vec<DmaFailure>,
-    ) {
+    /// The events due (for their drivers) and the DMA that failed.
+    pub(crate) fn finish(self) -> (Vec<Event>, Vec<DmaFailure>) {
+        (self.events, self.failures)
+    }
+
+    /// `id` learns the current error count, and every status page is
+    /// brought up to date.
+    fn catch_up(&mut self, id: NodeId) {
+        if let Some(node) = self.nodes.get_mut(id.index()) {
+            status::catch_up(self.hub, node);
+        }
+        self.status.refresh(self.hub, self.nodes, self.clock);
+    }
+
+    fn perform(&mut self, r: NodeId, item: PendingItem, mems: &Mems) {
         let packet = self.hub.config().max_payload;
         match item.what {
             Pending::Data {
@@ -85,18 +125,17 @@ impl DeviceState {
                 stamp,
                 ..
             } => {
-                let (Some(mem), Some(frames)) =
-                    (mems.get(r), self.nodes[r.index()].frames.get(page))
+                let (Some(mem), Some(frames)) = (mems.get(r), self.nodes[r.index()].frames(page))
                 else {
                     // Unbound meanwhile: the receive mapping is gone.
                     return;
                 };
-                if let (Some((addr, vt)), Some(t)) = (stamp, self.nodes[r.index()].arrival) {
+                if let (Some((addr, vt)), Some(t)) = (stamp, self.nodes[r.index()].arrival()) {
                     let len = u32::try_from(bytes.len()).unwrap_or(u32::MAX);
                     t.stamp(mem, addr, len, vt.0);
                 }
                 if !scatter_write(mem, frames, u64::from(page_offset), &bytes, packet) {
-                    failures.push(DmaFailure {
+                    self.failures.push(DmaFailure {
                         node: r,
                         page,
                         len: bytes.len() as u64,
@@ -106,20 +145,18 @@ impl DeviceState {
             Pending::Ack(a) => {
                 // The writer's status page first, then the answer: once the
                 // answer is seen, the error count on the status page is current.
-                self.status_catch_up(a.writer);
-                self.refresh_status_pages();
+                self.catch_up(a.writer);
                 if let Some(f) = self.write_ack(&a, mems) {
-                    failures.push(f);
+                    self.failures.push(f);
                 }
             }
             Pending::Event(e) => {
                 if let Event::Error { node, .. } = e {
                     // The adapter detected it: its own status page shows it
                     // before anything queued after it lands.
-                    self.status_catch_up(node);
-                    self.refresh_status_pages();
+                    self.catch_up(node);
                 }
-                events.push(e);
+                self.events.push(e);
             }
         }
     }
@@ -128,7 +165,7 @@ impl DeviceState {
     /// frame of the ACK page.
     fn write_ack(&self, a: &firmware_model::AckReport, mems: &Mems) -> Option<DmaFailure> {
         let node = self.nodes.get(a.writer.index())?;
-        let (Some(mem), Some(frames)) = (mems.get(a.writer), node.frames.get(a.page.0)) else {
+        let (Some(mem), Some(frames)) = (mems.get(a.writer), node.frames(a.page.0)) else {
             return None;
         };
         let bytes: Vec<u8> = a.words.iter().flat_map(|x| x.to_le_bytes()).collect();

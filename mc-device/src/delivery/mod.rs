@@ -17,6 +17,7 @@ use std::collections::VecDeque;
 use firmware_model::{AckReport, Delivery, DeliverySink, Event, Nanos, NodeId};
 
 pub(crate) use dma::{DmaDelivery, DmaFailure, PendingCopy};
+pub(crate) use due::Receivers;
 
 /// Something due at one receiver.
 #[derive(Debug)]

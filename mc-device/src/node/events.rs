@@ -20,7 +20,7 @@ pub(crate) const MAX_PENDING_EVENTS: usize = 4096;
 pub(crate) struct EventQueue {
     pending: VecDeque<EventRecord>,
     /// Events lost so far (the status page's `events_lost`).
-    pub(crate) lost: u64,
+    lost: u64,
     /// Events lost that the driver has not yet been told about.
     overflow_unreported: u64,
 }
@@ -48,6 +48,11 @@ impl EventQueue {
             return Some(r);
         }
         self.pending.pop_front()
+    }
+
+    /// Events lost to a full queue.
+    pub(crate) fn lost(&self) -> u64 {
+        self.lost
     }
 
     pub(crate) fn forget_guest(&mut self) {
@@ -91,7 +96,7 @@ impl NodeState {
         if want == 0 {
             return false;
         }
-        let q = match self.served_queue(abi::EVENT_QUEUE) {
+        let q = match self.guest.served_queue(abi::EVENT_QUEUE) {
             Ok(Some(q)) => q,
             Ok(None) => return false,
             Err(d) => {
@@ -125,7 +130,7 @@ impl NodeState {
             out.signal = Some(e);
         }
         if let Some(d) = defect {
-            out.defect = self.break_queue(abi::EVENT_QUEUE, d);
+            out.defect = self.guest.break_queue(abi::EVENT_QUEUE, d);
             return false;
         }
         if !waiting {

@@ -31,9 +31,7 @@ use std::sync::atomic::Ordering;
 use firmware_model::abi;
 use vhost_user_backend::{VringRwLock, VringT};
 use virtio_queue::{DescriptorChain, QueueOwnedT, QueueT};
-use vm_memory::GuestAddressSpace;
 
-use super::NodeState;
 use crate::memory::{range_ok, MemGuard};
 
 /// How a driver broke a queue.
@@ -76,14 +74,14 @@ pub(crate) fn queue_name(q: u16) -> &'static str {
 
 /// Whether the driver has configured `vring` (ready, enabled, rings set). Reads
 /// only the device-side queue state, never guest memory.
-pub(crate) fn configured(vring: &VringRwLock) -> bool {
+pub(super) fn configured(vring: &VringRwLock) -> bool {
     let s = vring.get_ref();
     let q = s.get_queue();
     q.ready() && s.is_enabled() && q.avail_ring() != 0
 }
 
 /// Check a configured queue's rings and available index against `mem`.
-fn check(vring: &VringRwLock, mem: &MemGuard) -> Result<(), RingDefect> {
+pub(super) fn check(vring: &VringRwLock, mem: &MemGuard) -> Result<(), RingDefect> {
     let s = vring.get_ref();
     let q = s.get_queue();
     let size = q.size();
@@ -115,12 +113,16 @@ fn check(vring: &VringRwLock, mem: &MemGuard) -> Result<(), RingDefect> {
 
 /// A queue the device may serve now, with the memory to serve it through.
 pub(crate) struct ServedQueue {
-    pub(crate) vring: VringRwLock,
+    vring: VringRwLock,
     pub(crate) mem: MemGuard,
     queue: u16,
 }
 
 impl ServedQueue {
+    pub(super) fn new(vring: VringRwLock, mem: MemGuard, queue: u16) -> ServedQueue {
+        ServedQueue { vring, mem, queue }
+    }
+
     /// Up to `max` available chains, in order. Stops at a defect (an index
     /// the driver moved since the queue was checked, a head outside the queue)
     /// and returns it with the chains before it.
@@ -197,48 +199,5 @@ impl ServedQueue {
             )),
             _ => Ok(()),
         }
-    }
-}
-
-impl NodeState {
-    /// Queue `q`, if the device may serve it now (see the module
-    /// documentation). A queue found broken here is marked so and not served;
-    /// `Err` says how, the first time only, for the caller to report.
-    pub(crate) fn served_queue(&mut self, q: u16) -> Result<Option<ServedQueue>, RingDefect> {
-        if self.broken_queues & (1 << q) != 0 {
-            return Ok(None);
-        }
-        let (Some(vrings), Some(atomic)) = (self.vrings.as_ref(), self.mem.as_ref()) else {
-            return Ok(None);
-        };
-        let Some(vring) = vrings.get(usize::from(q)).cloned() else {
-            return Ok(None);
-        };
-        if !configured(&vring) {
-            return Ok(None);
-        }
-        let mem = atomic.memory();
-        if let Err(defect) = check(&vring, &mem) {
-            return match self.break_queue(q, defect) {
-                Some(d) => Err(d),
-                None => Ok(None),
-            };
-        }
-        Ok(Some(ServedQueue {
-            vring,
-            mem,
-            queue: q,
-        }))
-    }
-
-    /// The driver broke queue `q`: stop serving it until the ring is
-    /// re-initialised. Returns the defect if the queue was not broken before
-    /// (so it is reported once).
-    pub(crate) fn break_queue(&mut self, q: u16, defect: RingDefect) -> Option<RingDefect> {
-        if self.broken_queues & (1 << q) != 0 {
-            return None;
-        }
-        self.broken_queues |= 1 << q;
-        Some(defect)
     }
 }

@@ -16,7 +16,7 @@ use super::NodeState;
 #[derive(Debug, Default)]
 pub(crate) struct StatusView {
     /// Where the driver registered its status page.
-    pub(crate) gpa: Option<u64>,
+    gpa: Option<u64>,
     /// What was last written to it (its update count aside).
     last: Option<StatusPage>,
     /// Updates written so far.
@@ -30,6 +30,11 @@ pub(crate) struct StatusView {
 }
 
 impl StatusView {
+    /// A status page is registered.
+    pub(crate) fn registered(&self) -> bool {
+        self.gpa.is_some()
+    }
+
     pub(crate) fn forget_page(&mut self) {
         self.gpa = None;
         self.last = None;

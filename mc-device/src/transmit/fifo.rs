@@ -18,15 +18,15 @@ use crate::memory::{MemGuard, Piece};
 /// Where a driver's transmit FIFO is and how far the hub has taken it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct RegisteredFifo {
-    pub(crate) gpa: u64,
-    pub(crate) layout: fifo::Layout,
+    gpa: u64,
+    layout: fifo::Layout,
     /// Next position to take.
-    pub(crate) head: u64,
-    pub(crate) state: fifo::State,
+    head: u64,
+    state: fifo::State,
     /// Records refused so far.
-    pub(crate) refused: u64,
+    refused: u64,
     /// The doorbell is armed: the hub asked for a kick before it sleeps.
-    pub(crate) armed: bool,
+    armed: bool,
 }
 
 /// What is at one position.
@@ -56,7 +56,7 @@ pub(crate) struct Run {
 }
 
 impl RegisteredFifo {
-    pub(crate) fn new(gpa: u64, layout: fifo::Layout) -> RegisteredFifo {
+    pub(super) fn new(gpa: u64, layout: fifo::Layout) -> RegisteredFifo {
         RegisteredFifo {
             gpa,
             layout,
@@ -68,7 +68,7 @@ impl RegisteredFifo {
     }
 
     /// Guest address of header word `offset` (`fifo::header`).
-    pub(crate) fn header(&self, offset: usize) -> GuestAddress {
+    pub(super) fn header(&self, offset: usize) -> GuestAddress {
         GuestAddress(self.gpa + offset as u64)
     }
 
@@ -205,6 +205,54 @@ impl RegisteredFifo {
         Ok(Some(run))
     }
 
+    /// Next position to take.
+    pub(crate) fn head(&self) -> u64 {
+        self.head
+    }
+
+    /// Records are taken from it (not broken).
+    pub(super) fn is_running(&self) -> bool {
+        self.state == fifo::State::Running
+    }
+
+    /// Both are the same registration's ring.
+    pub(super) fn same_ring(&self, other: &RegisteredFifo) -> bool {
+        self.gpa == other.gpa
+    }
+
+    /// Everything before `head` is taken.
+    pub(super) fn advance_to(&mut self, head: u64) {
+        self.head = head;
+    }
+
+    /// One more record refused: the count now.
+    pub(super) fn count_refused(&mut self) -> u64 {
+        self.refused += 1;
+        self.refused
+    }
+
+    /// A record did not parse: nothing more is taken.
+    pub(super) fn set_broken(&mut self) {
+        self.state = fifo::State::Broken;
+    }
+
+    /// The doorbell is armed (the hub asked for a kick), or no longer.
+    pub(super) fn set_armed(&mut self, armed: bool) {
+        self.armed = armed;
+    }
+
+    pub(super) fn armed(&self) -> bool {
+        self.armed
+    }
+
+    /// Tell the driver that every slot before `head` is taken (delivered, or
+    /// copied into a queue), so it may reuse them. False if the header is
+    /// not in `mem`.
+    pub(crate) fn publish_consumed(&self, mem: &MemGuard, head: u64) -> bool {
+        mem.store(head, self.header(fifo::header::CONSUMED), Ordering::Release)
+            .is_ok()
+    }
+
     /// The position after the last record committed from the head on, at
     /// most one lap ahead: where the hub will have taken everything committed
     /// now. Reads only tags and headers; takes nothing.
@@ -225,7 +273,7 @@ impl RegisteredFifo {
 
     /// Say in the header why the record at `position` was refused or broke
     /// the FIFO.
-    pub(crate) fn write_last(&self, mem: &MemGuard, position: u64, s: Status, d: u32) {
+    pub(super) fn write_last(&self, mem: &MemGuard, position: u64, s: Status, d: u32) {
         let _ = mem.store(
             s as u32,
             self.header(fifo::header::LAST_STATUS),
@@ -240,7 +288,7 @@ impl RegisteredFifo {
     }
 
     /// Whether the record at the head is committed (the doorbell's check).
-    pub(crate) fn head_committed(&self, mem: &MemGuard) -> bool {
+    pub(super) fn head_committed(&self, mem: &MemGuard) -> bool {
         let tag: u32 = mem
             .load(self.tag_gpa(self.head), Ordering::Acquire)
             .unwrap_or(0);

@@ -6,7 +6,7 @@
 //! it on the PCI bus: a region detached right after a store still sends that
 //! store, and GET_STATUS after a store sees what that store caused. Here the
 //! control path does not take from the FIFO itself (the hub does, in its
-//! turn, transmit/mod.rs): it notes where the node's committed records end,
+//! turn, state/transmit.rs): it notes where the node's committed records end,
 //! wakes the hub and waits, holding no lock, until the hub has taken them.
 //! Only the requesting node waits, and only for its own records.
 

@@ -11,7 +11,7 @@ use std::os::fd::AsRawFd;
 
 use vm_memory::{Bytes, GuestAddress};
 
-use crate::fake_guest::{fifo_layout, Rig, FIFO_GPA, FIFO_SLOTS, RAM};
+use crate::tests::fake_guest::{fifo_layout, Rig, FIFO_GPA, FIFO_SLOTS, RAM};
 
 /// A cluster of two fake guests: node 0 transmits page 2, node 1 receives
 /// it; and node 1's RAM as it must stay outside its frame.
@@ -46,7 +46,7 @@ fn with_rig<R>(f: impl FnOnce(&mut Rig, &[u8]) -> R) -> R {
 /// Node 1's RAM with its bound frames blanked: the part nobody may write.
 fn untouchable(rig: &Rig) -> Vec<u8> {
     let mut ram = rig.guests[1].ram();
-    if let Some(frames) = rig.st.nodes[1].frames.get(2) {
+    if let Some(frames) = rig.st.node(NodeId(1)).frames(2) {
         for (gpa, len) in frames {
             let start = usize::try_from(*gpa).unwrap();
             ram[start..start + *len as usize].fill(0);
@@ -189,14 +189,14 @@ fn register_writes_on(rig: &mut Rig, data: &[u8]) {
         if data[i + 2] % 2 == 0 {
             let before = rig
                 .st
-                .hub
+                .hub()
                 .error_status(firmware_model::NodeId(0))
                 .map(|s| s.protection_errors);
             rig.st
                 .refuse_config_write(NodeId(0), offset, usize::from(data[i + 3]));
             let after = rig
                 .st
-                .hub
+                .hub()
                 .error_status(firmware_model::NodeId(0))
                 .map(|s| s.protection_errors);
             assert_eq!(after, before.map(|b| b.wrapping_add(1)));
@@ -303,8 +303,8 @@ fn le(words: &[u64], sizes: &[usize]) -> Vec<u8> {
 /// file, a file that can still shrink), must leave no memory it accepted able
 /// to shrink, and must keep serving both nodes.
 pub fn vhost_user_sequence(data: &[u8]) {
-    use crate::test_rig::frontend::req;
-    use crate::test_rig::{Backing, GuestRam, Hostile};
+    use crate::tests::rig::frontend::req;
+    use crate::tests::rig::{Backing, GuestRam, Hostile};
     use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 
     let (cluster, dir) = socket_cluster();

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use firmware_model::abi::{self, CtrlRequest, Status, TxRecordHeader, FRAME_SIZE};
 use firmware_model::PctEntry;
 
-use crate::fake_guest::*;
 use crate::guest_log::{BURST, INTERVAL};
+use crate::tests::fake_guest::*;
 
 const TIMES: usize = 10_000;
 
@@ -179,7 +179,7 @@ fn memory_tables_that_leave_out_bound_frames() {
                 .get_or_insert_with(|| shrunk(rig))
                 .clone();
             rig.st.memory_table_changed(id(1), small);
-            assert!(rig.st.nodes[1].frames.get(4).is_none());
+            assert!(rig.st.node(id(1)).frames(4).is_none());
             // The full table again, and the page bound again.
             let full = rig.guests[1].full_table();
             rig.st.memory_table_changed(id(1), full);

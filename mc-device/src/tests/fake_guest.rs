@@ -1,5 +1,5 @@
 //! Fake guests for tests and fuzzing: each with its own guest RAM and split
-//! rings laid out in it the way a driver would (the shared rigs, test_rig/),
+//! rings laid out in it the way a driver would (the shared rigs, rig/),
 //! and the backend's queue handlers driven directly, with the model
 //! (`ShadowCluster`) alongside as the oracle.
 
@@ -11,9 +11,10 @@ use firmware_model::{ClusterConfig, GlobalAddr, Hub, Nanos, NodeId, PctEntry, Sh
 use vhost_user_backend::{VringRwLock, VringT};
 use vm_memory::{Bytes, GuestAddress, GuestAddressSpace, GuestMemoryAtomic};
 
+use crate::cluster_clock::ClusterClock;
 use crate::memory::Mem;
 use crate::state::DeviceState;
-use crate::test_rig::{Backing, GuestRam, SplitRing};
+use crate::tests::rig::{Backing, GuestRam, SplitRing};
 
 pub(crate) const RAM: usize = 4 << 20;
 pub(crate) const QSIZE: u16 = 64;
@@ -254,11 +255,12 @@ impl Rig {
 
     pub(crate) fn with_config(config: ClusterConfig) -> Self {
         let hub = Hub::new(config.clone()).unwrap();
-        let mut st = DeviceState::new(hub);
+        let mut st = DeviceState::new(hub, ClusterClock::start());
         let guests: Vec<FakeGuest> = (0..config.nodes).map(|_| FakeGuest::new()).collect();
         for (i, g) in guests.iter().enumerate() {
-            st.nodes[i].mem = Some(g.atomic.clone());
-            st.nodes[i].vrings = Some(g.vrings.clone());
+            let guest = st.node_mut(id(i)).guest_mut();
+            guest.set_memory(g.atomic.clone());
+            guest.capture_vrings(|| g.vrings.clone());
         }
         let mut rig = Rig {
             st,
@@ -284,12 +286,12 @@ impl Rig {
     /// afresh, and nothing left on its way anywhere. The fuzz entry points
     /// reuse one rig this way, input after input.
     pub(crate) fn reset_node(&mut self, n: usize) {
-        while self.pump() > 0 || !self.st.deliveries.all_empty() {}
+        while self.pump() > 0 || !self.st.nothing_pending() {}
         self.guests[n].reset_rings();
         for q in 0..3 {
-            self.st.nodes[n].ring_stopped(q);
+            self.st.node_mut(id(n)).guest_mut().ring_stopped(q);
         }
-        self.st.nodes[n].events = crate::node::EventQueue::default();
+        self.st.node_mut(id(n)).reset_events();
         for req in [
             CtrlRequest::Reset,
             CtrlRequest::SetStatusPage { gpa: 0 },
@@ -393,11 +395,7 @@ impl Rig {
             },
         ) {
             for p in pages {
-                let frames = self.st.nodes[n.index()]
-                    .frames
-                    .get(p.0)
-                    .expect("bound")
-                    .to_vec();
+                let frames = self.st.node(n).frames(p.0).expect("bound").to_vec();
                 let mut got = Vec::new();
                 for (gpa, len) in frames {
                     let mut b = vec![0u8; len as usize];

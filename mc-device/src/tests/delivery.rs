@@ -3,9 +3,6 @@
 //! its global order at every moment; an ACK answer only after every earlier
 //! packet everywhere) and link timing.
 
-// Test patterns and small test indices wrap or fit by construction.
-#![allow(clippy::cast_possible_truncation)]
-
 use std::time::{Duration, Instant};
 
 use firmware_model::abi::{fifo, StatusPage, STATUS_PAGE_SIZE};
@@ -15,16 +12,16 @@ use firmware_model::{
 };
 use vm_memory::{Bytes, GuestAddress};
 
-use crate::fake_guest::*;
+use crate::tests::fake_guest::*;
 
 fn pattern(len: usize, seed: u8) -> Vec<u8> {
     (0..len)
-        .map(|i| (i as u8).wrapping_mul(13).wrapping_add(seed))
+        .map(|i| i.to_le_bytes()[0].wrapping_mul(13).wrapping_add(seed))
         .collect()
 }
 
 fn page_bytes(rig: &Rig, n: usize, page: u32) -> Vec<u8> {
-    let frames = rig.st.nodes[n].frames.get(page).expect("bound").to_vec();
+    let frames = rig.st.node(id(n)).frames(page).expect("bound").to_vec();
     let mut out = Vec::new();
     for (gpa, len) in frames {
         let mut b = vec![0u8; len as usize];
@@ -39,7 +36,7 @@ fn page_bytes(rig: &Rig, n: usize, page: u32) -> Vec<u8> {
 
 fn drain(rig: &mut Rig) {
     let start = Instant::now();
-    while rig.pump() > 0 || !rig.st.deliveries.all_empty() {
+    while rig.pump() > 0 || !rig.st.nothing_pending() {
         assert!(
             start.elapsed() < Duration::from_secs(10),
             "deliveries never came due"
@@ -58,8 +55,8 @@ fn the_ring_laps_with_padding_and_loses_nothing() {
     let mut posted = 0u64;
     for k in 0..300usize {
         let len = 1 + (k * 37) % 2048;
-        let addr = 3 * PAGE + ((k * 8) % (PAGE as usize - len)) as u64;
-        rig.guests[0].post_record(addr, &pattern(len, k as u8));
+        let addr = 3 * PAGE + ((k * 8) % (usize::try_from(PAGE).unwrap() - len)) as u64;
+        rig.guests[0].post_record(addr, &pattern(len, k.to_le_bytes()[0]));
         posted += 1;
         if k % 7 == 0 {
             drain(&mut rig);
@@ -69,7 +66,7 @@ fn the_ring_laps_with_padding_and_loses_nothing() {
             Nanos(0),
             NodeId(0),
             GlobalAddr(addr),
-            &pattern(len, k as u8),
+            &pattern(len, k.to_le_bytes()[0]),
         );
     }
     drain(&mut rig);
@@ -94,7 +91,7 @@ fn stores_that_continue_one_another_go_as_one() {
     let c = rig.transmit(0, &recs);
     assert_eq!((c.refused, c.consumed), (0, 256));
     rig.check_against_model();
-    let sent = rig.st.hub.node_counters(NodeId(0)).unwrap().packets_sent;
+    let sent = rig.st.hub().node_counters(NodeId(0)).unwrap().packets_sent;
     assert_eq!(sent, 64, "merged into whole packets");
     // A store to another page, or one that does not continue, is not merged.
     let c = rig.transmit(
@@ -106,7 +103,7 @@ fn stores_that_continue_one_another_go_as_one() {
     );
     assert_eq!(c.refused, 0);
     assert_eq!(
-        rig.st.hub.node_counters(NodeId(0)).unwrap().packets_sent,
+        rig.st.hub().node_counters(NodeId(0)).unwrap().packets_sent,
         66
     );
     rig.check_against_model();
@@ -127,9 +124,9 @@ fn prefix_states(
     })
     .unwrap();
     for (n, p, e) in pct {
-        hub.set_pct(NodeId(*n as u8), PageNumber(*p), *e).unwrap();
+        hub.set_pct(id(*n), PageNumber(*p), *e).unwrap();
     }
-    let mut state = vec![0u8; PAGE as usize];
+    let mut state = vec![0u8; usize::try_from(PAGE).unwrap()];
     let mut states = vec![state.clone()];
     // State indices at which a store is whole at this receiver.
     let mut whole = vec![0];
@@ -137,12 +134,12 @@ fn prefix_states(
         let mut sink = RecordingSink::new();
         let _ = hub.transmit(
             Nanos(0),
-            NodeId(*n as u8),
+            id(*n),
             GlobalAddr(*addr),
-            data.len() as u32,
+            u32::try_from(data.len()).unwrap(),
             &mut sink,
         );
-        for d in sink.received_by(NodeId(receiver as u8)) {
+        for d in sink.received_by(id(receiver)) {
             if d.page.0 != page {
                 continue;
             }
@@ -181,7 +178,7 @@ fn skewed_receivers_each_see_a_prefix_and_acks_wait_for_everyone() {
         let n = k % 2;
         let len = 8 + (k * 29) % 250;
         let addr = 6 * PAGE + ((k * 40) % 3000) as u64;
-        records.push((n, addr, pattern(len, k as u8)));
+        records.push((n, addr, pattern(len, k.to_le_bytes()[0])));
     }
     // Posted a few at a time with the hub running in between (one pass per
     // chunk), so stores are in flight at every check. Each pass takes the
@@ -191,7 +188,7 @@ fn skewed_receivers_each_see_a_prefix_and_acks_wait_for_everyone() {
     let ack_chunk = 10;
     let mut order: Vec<(usize, u64, Vec<u8>)> = Vec::new();
     let mut ack_order = 0;
-    let mut arbiter = rig.st.arbiter.clone();
+    let mut arbiter = rig.st.arbiter().clone();
     for (c, recs) in records.chunks(chunk).enumerate() {
         for turn in arbiter.pass() {
             let n = turn.node().index();
@@ -232,7 +229,7 @@ fn skewed_receivers_each_see_a_prefix_and_acks_wait_for_everyone() {
                 assert!(at[r] >= whole[ack_order], "node{r}: ACK answered early");
             }
         }
-        worked > 0 || !rig.st.deliveries.all_empty()
+        worked > 0 || !rig.st.nothing_pending()
     };
     for (c, recs) in records.chunks(chunk).enumerate() {
         for (n, addr, data) in recs {

@@ -5,14 +5,14 @@ use firmware_model::abi::{
     self, status_of, CtrlRequest, CtrlResponse, Status, FRAME_SIZE, STATUS_PAGE_SIZE,
 };
 use firmware_model::{saturating_u32, NodeId, PageNumber, PctEntry};
-use log::Level;
 use virtio_queue::DescriptorChain;
 use vm_memory::{Bytes, GuestAddress};
 
 use crate::chain::{split_chain, status_str};
 use crate::memory::{range_ok, scatter_read, MemGuard};
-use crate::node::{ArrivalTable, ServedQueue};
-use crate::state::DeviceState;
+use crate::node::ServedQueue;
+
+use super::DeviceState;
 
 /// Requests served under one hold of the device lock.
 pub(crate) const CTRL_BATCH: usize = 8;
@@ -21,29 +21,6 @@ pub(crate) const CTRL_BATCH: usize = 8;
 const MAX_CTRL_BYTES: u64 = abi::MAX_CTRL_REQUEST_BYTES as u64;
 
 impl DeviceState {
-    /// Register (or with `gpa == 0` forget) `id`'s arrival table
-    /// (node/arrival.rs).
-    fn register_arrival_table(
-        &mut self,
-        id: NodeId,
-        mem: &MemGuard,
-        gpa: u64,
-        shift: u32,
-    ) -> CtrlResponse {
-        if gpa == 0 {
-            self.nodes[id.index()].arrival = None;
-            return CtrlResponse::ok(0, 0);
-        }
-        let config = self.hub.config();
-        match ArrivalTable::new(mem, gpa, shift, config.address_space, config.page_size) {
-            Ok(t) => {
-                self.nodes[id.index()].arrival = Some(t);
-                CtrlResponse::ok(0, 0)
-            }
-            Err((s, d)) => CtrlResponse::error(s, d),
-        }
-    }
-
     /// Serve up to [`CTRL_BATCH`] requests of `id`'s control queue (only
     /// once its driver configured it, and not while it is broken:
     /// node/queues.rs). Returns whether more are waiting: the caller lets the
@@ -52,7 +29,10 @@ impl DeviceState {
     /// after the stores committed before it: the caller has waited for the
     /// hub to take them (transmit/progress.rs).
     pub(crate) fn process_ctrl(&mut self, id: NodeId) -> bool {
-        let q = match self.nodes[id.index()].served_queue(abi::CTRL_QUEUE) {
+        let q = match self.nodes[id.index()]
+            .guest_mut()
+            .served_queue(abi::CTRL_QUEUE)
+        {
             Ok(Some(q)) => q,
             Ok(None) => return false,
             Err(d) => {
@@ -65,8 +45,11 @@ impl DeviceState {
         let full = chains.len() == CTRL_BATCH;
         self.serve_ctrl_chains(id, &q, chains);
         if let Some(d) = defect {
-            self.signal(id, &q);
-            if let Some(d) = self.nodes[id.index()].break_queue(abi::CTRL_QUEUE, d) {
+            self.nodes[id.index()].signal(&q);
+            if let Some(d) = self.nodes[id.index()]
+                .guest_mut()
+                .break_queue(abi::CTRL_QUEUE, d)
+            {
                 self.queue_broken(id, abi::CTRL_QUEUE, d);
             }
             self.refresh_status_pages();
@@ -75,15 +58,9 @@ impl DeviceState {
         // Ask for a kick at the next request (EVENT_IDX avail_event), unless
         // more are known to wait; serve again if one slipped in meanwhile.
         let more = full || q.enable_notification();
-        self.signal(id, &q);
+        self.nodes[id.index()].signal(&q);
         self.refresh_status_pages();
         more
-    }
-
-    fn signal(&mut self, id: NodeId, q: &ServedQueue) {
-        if let Err(e) = q.signal() {
-            self.nodes[id.index()].log(Level::Warn, format_args!("{e}"));
-        }
     }
 
     fn serve_ctrl_chains(
@@ -191,14 +168,14 @@ impl DeviceState {
                     // Frames first, so receive is never enabled without a target.
                     if entry.receive {
                         let f = &frames[k as usize * per_page..(k as usize + 1) * per_page];
-                        self.nodes[i].frames.bind(page, f);
+                        self.nodes[i].bind_frames(page, f);
                     }
                     if let Err(e) = self.hub.set_pct(id, PageNumber(page), entry) {
                         let (s, d) = status_of(&e);
                         return CtrlResponse::error(s, d);
                     }
                     if !entry.receive {
-                        self.nodes[i].frames.unbind(page);
+                        self.nodes[i].unbind_frames(page);
                     }
                 }
                 CtrlResponse::ok(0, 0)
@@ -206,7 +183,7 @@ impl DeviceState {
             CtrlRequest::GetPct { page } => match self.hub.pct_entry(id, PageNumber(page)) {
                 Ok(e) => CtrlResponse::ok(
                     u64::from(e.to_bits()),
-                    u32::from(self.nodes[i].frames.get(page).is_some()),
+                    u32::from(self.nodes[i].frames(page).is_some()),
                 ),
                 Err(e) => {
                     let (s, d) = status_of(&e);
@@ -215,13 +192,13 @@ impl DeviceState {
             },
             CtrlRequest::SetStatusPage { gpa } => {
                 if gpa == 0 {
-                    self.nodes[i].status.register(None);
+                    self.nodes[i].status_mut().register(None);
                     return CtrlResponse::ok(0, 0);
                 }
                 if gpa % 8 != 0 || !range_ok(mem, gpa, STATUS_PAGE_SIZE) {
                     return CtrlResponse::error(Status::BadAddress, 0);
                 }
-                self.nodes[i].status.register(Some(gpa));
+                self.nodes[i].status_mut().register(Some(gpa));
                 // Written in full before the answer, so the driver can read it
                 // as soon as the request completes.
                 self.refresh_status_pages();
@@ -233,14 +210,18 @@ impl DeviceState {
             }
             CtrlRequest::Reset => {
                 let _ = self.hub.reset_adapter(id);
-                self.nodes[i].frames.clear();
-                self.nodes[i].arrival = None;
-                self.forget_tx_fifo(id);
+                self.nodes[i].reset_adapter();
                 CtrlResponse::ok(0, 0)
             }
-            CtrlRequest::SetTxFifo { gpa, slots } => self.register_tx_fifo(id, mem, gpa, slots),
+            CtrlRequest::SetTxFifo { gpa, slots } => {
+                self.nodes[i].register_tx_fifo(mem, gpa, slots)
+            }
             CtrlRequest::SetArrivalTable { gpa, granule_shift } => {
-                self.register_arrival_table(id, mem, gpa, granule_shift)
+                let config = self.hub.config();
+                match self.nodes[i].register_arrival_table(mem, gpa, granule_shift, config) {
+                    Ok(()) => CtrlResponse::ok(0, 0),
+                    Err((s, d)) => CtrlResponse::error(s, d),
+                }
             }
         }
     }

@@ -1,19 +1,16 @@
-//! Device tests without sockets: fake guests (see `fake_guest.rs`) and the
+//! Device tests without sockets: fake guests (see fake_guest.rs) and the
 //! backend's queue handlers driven directly, every result checked against the
 //! model (`ShadowCluster`), the oracle.
-
-// Test patterns and small test indices wrap or fit by construction.
-#![allow(clippy::cast_possible_truncation)]
 
 use firmware_model::abi::{self, CtrlRequest, Status, StatusPage, TxRecordHeader};
 use firmware_model::{AdapterErrorStatus, FaultCommand, GlobalAddr, Nanos, NodeId, PctEntry};
 use vm_memory::{Bytes, GuestAddress};
 
-use crate::fake_guest::*;
+use crate::tests::fake_guest::*;
 
 fn pattern(len: usize, seed: u8) -> Vec<u8> {
     (0..len)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .map(|i| i.to_le_bytes()[0].wrapping_mul(31).wrapping_add(seed))
         .collect()
 }
 
@@ -27,7 +24,7 @@ fn remote_write_lands_at_the_bound_frame_and_nowhere_else() {
     let c = rig.transmit(0, &[(10 * PAGE + 100, data.clone())]);
     assert_eq!((c.refused, c.consumed, c.state), (0, 10, 1), "{c:?}");
     let after = rig.guests[1].ram();
-    let base = frames[0] as usize + 100;
+    let base = usize::try_from(frames[0]).unwrap() + 100;
     assert_eq!(&after[base..base + 300], &data[..]);
     // Only those 300 bytes changed in the receiver's RAM.
     let changed: Vec<usize> = (0..RAM).filter(|&k| before[k] != after[k]).collect();
@@ -71,7 +68,7 @@ fn loopback_broadcast_and_point_to_point_match_the_model() {
     let snap_total: u64 = (0..4)
         .map(|n| {
             rig.st
-                .hub
+                .hub()
                 .node_counters(NodeId(n))
                 .unwrap()
                 .packets_received
@@ -106,7 +103,7 @@ fn concurrent_senders_total_order_matches_the_model() {
     for round in 0..4u8 {
         for n in 0..3usize {
             let addr = 5 * PAGE + 8 * u64::from(round); // overlapping writes: order decides
-            let data = pattern(40, round * 3 + n as u8);
+            let data = pattern(40, round * 3 + u8::try_from(n).unwrap());
             rig.guests[n].post_record(addr, &data);
             posted.push((n, addr, data));
         }
@@ -115,13 +112,7 @@ fn concurrent_senders_total_order_matches_the_model() {
     for n in 0..3 {
         for (m, addr, data) in posted.iter().filter(|p| p.0 == n) {
             rig.shadow
-                .store(
-                    &mut rig.model,
-                    Nanos(0),
-                    NodeId(*m as u8),
-                    GlobalAddr(*addr),
-                    data,
-                )
+                .store(&mut rig.model, Nanos(0), id(*m), GlobalAddr(*addr), data)
                 .unwrap();
         }
     }
@@ -192,7 +183,10 @@ fn events_reach_the_event_queue() {
         .collect();
     for b in &bufs {
         let g = &mut rig.guests[1];
-        g.post(abi::EVENT_QUEUE, &[(*b, abi::EVENT_SIZE as u32, true)]);
+        g.post(
+            abi::EVENT_QUEUE,
+            &[(*b, u32::try_from(abi::EVENT_SIZE).unwrap(), true)],
+        );
     }
     rig.transmit(0, &[(16, pattern(100, 0))]);
     let g = &mut rig.guests[1];
@@ -220,7 +214,7 @@ fn bad_input_is_refused_and_touches_nothing() {
     rig.set_pct(1, 2, PctEntry::receive());
     rig.set_pct(2, 2, PctEntry::receive());
     let snapshot = |rig: &Rig| -> Vec<Vec<u8>> { rig.guests.iter().map(|g| g.ram()).collect() };
-    let frames_of = |rig: &Rig, n: usize| rig.st.nodes[n].frames.get(2).unwrap().to_vec();
+    let frames_of = |rig: &Rig, n: usize| rig.st.node(id(n)).frames(2).unwrap().to_vec();
 
     // 1. Store to a page not enabled for transmit: refused, counted in the
     //    FIFO header; posted writes go on with the next record.
@@ -415,7 +409,7 @@ fn bad_input_is_refused_and_touches_nothing() {
     // Each refusal counted on node 0 only.
     let prot = rig
         .st
-        .hub
+        .hub()
         .error_status(NodeId(0))
         .unwrap()
         .protection_errors;
@@ -425,7 +419,7 @@ fn bad_input_is_refused_and_touches_nothing() {
     for n in 1..3 {
         assert_eq!(
             rig.st
-                .hub
+                .hub()
                 .error_status(NodeId(n))
                 .unwrap()
                 .protection_errors,
@@ -477,7 +471,8 @@ fn the_transmit_virtqueue_is_never_touched() {
     rig.st.disarm_doorbells();
     let after = rig.guests[0].ram();
     let changed: Vec<usize> = (0..RAM).filter(|&k| before[k] != after[k]).collect();
-    let fifo = FIFO_GPA as usize..FIFO_GPA as usize + abi::fifo::HEADER_SIZE;
+    let fifo = usize::try_from(FIFO_GPA).unwrap()
+        ..usize::try_from(FIFO_GPA).unwrap() + abi::fifo::HEADER_SIZE;
     assert!(
         changed.iter().all(|k| fifo.contains(k)),
         "only the FIFO header may change: {changed:?}"

@@ -7,7 +7,7 @@ use firmware_model::abi::{fifo, CtrlRequest, Status, TxRecordHeader};
 use firmware_model::{vtime, ClusterConfig, DeliveryMode, GlobalAddr, Nanos, PctEntry};
 use vm_memory::{Bytes, GuestAddress};
 
-use crate::fake_guest::*;
+use crate::tests::fake_guest::*;
 
 /// Where the fake guests put their arrival tables, and its granule.
 const TABLE: u64 = 0x380000;
@@ -60,14 +60,12 @@ fn send(rig: &mut Rig, stores: &[(u64, Vec<u8>, u64)]) {
     }
     for _ in 0..100_000 {
         rig.pump();
-        if rig.st.deliveries.all_empty()
-            && rig.guests[0].fifo_header().consumed == rig.guests[0].tail
-        {
+        if rig.st.nothing_pending() && rig.guests[0].fifo_header().consumed == rig.guests[0].tail {
             break;
         }
         std::thread::sleep(std::time::Duration::from_micros(100));
     }
-    assert!(rig.st.deliveries.all_empty(), "everything was delivered");
+    assert!(rig.st.nothing_pending(), "everything was delivered");
     for (addr, data, _) in stores {
         rig.shadow
             .store(&mut rig.model, Nanos(0), id(0), GlobalAddr(*addr), data)
@@ -223,7 +221,7 @@ fn a_bad_arrival_table_is_refused() {
         );
         assert_eq!(r.status, status as u32, "{gpa:#x} {shift}");
     }
-    assert!(rig.st.nodes[0].arrival.is_none());
+    assert!(rig.st.node(id(0)).arrival().is_none());
 }
 
 #[test]
@@ -231,7 +229,7 @@ fn reset_and_gpa_zero_unregister_the_table() {
     let mut rig = rig(DeliveryMode::Eager);
     let r = rig.ctrl(1, &CtrlRequest::Reset);
     assert_eq!(r.status, Status::Ok as u32);
-    assert!(rig.st.nodes[1].arrival.is_none());
+    assert!(rig.st.node(id(1)).arrival().is_none());
     let r = rig.ctrl(
         2,
         &CtrlRequest::SetArrivalTable {
@@ -240,7 +238,7 @@ fn reset_and_gpa_zero_unregister_the_table() {
         },
     );
     assert_eq!(r.status, Status::Ok as u32);
-    assert!(rig.st.nodes[2].arrival.is_none());
+    assert!(rig.st.node(id(2)).arrival().is_none());
 }
 
 #[test]
@@ -249,10 +247,10 @@ fn a_memory_table_that_leaves_the_table_out_unregisters_it() {
     // The same RAM again keeps it.
     let same = rig.guests[1].atomic.clone();
     rig.st.memory_table_changed(id(1), same);
-    assert!(rig.st.nodes[1].arrival.is_some());
+    assert!(rig.st.node(id(1)).arrival().is_some());
     // RAM that ends before the table drops it.
-    let small =
-        crate::test_rig::GuestRam::new(0x200000, 0, crate::test_rig::Backing::Sealable).unwrap();
+    let small = crate::tests::rig::GuestRam::new(0x200000, 0, crate::tests::rig::Backing::Sealable)
+        .unwrap();
     rig.st.memory_table_changed(id(1), small.atomic());
-    assert!(rig.st.nodes[1].arrival.is_none());
+    assert!(rig.st.node(id(1)).arrival().is_none());
 }
