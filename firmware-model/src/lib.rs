@@ -56,4 +56,6 @@ pub use sink::{AckReport, Delivery, DeliverySink, ErrorKind, Event, RecordingSin
 pub use skew::{DeliveryMode, SkewParams, UnknownDeliveryMode};
 pub use status::AdapterErrorStatus;
 pub use timing::{LinkTiming, UnknownLinkPreset};
-pub use types::{rem_u32, saturating_u32, GlobalAddr, Nanos, NodeId, NodeSet, PageNumber};
+pub use types::{
+    rem_u32, saturating_u32, to_usize, GlobalAddr, Nanos, NodeId, NodeSet, PageNumber,
+};
