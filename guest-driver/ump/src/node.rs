@@ -129,6 +129,10 @@ impl Node {
         )))?;
         // The outbuf's number: a fresh one per bring-up, so a reader never
         // takes what an earlier bring-up of this node left in it.
+        #[allow(
+            clippy::cast_possible_truncation,
+            reason = "a hash of the time: the seconds' low 32 bits are enough"
+        )]
         let outbuf_uid = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| {
@@ -187,7 +191,7 @@ impl Node {
     pub(crate) fn alloc_ring(&self, ring: usize) -> Result<u32, UmpError> {
         self.allocator()
             .alloc((ring + CTRL) as u64)
-            .map(|o| o as u32)
+            .and_then(|o| u32::try_from(o).ok())
             .ok_or(UmpError::NoSpace(
                 "this node's UMP region is full (raise Config::region_bytes or MC_UMP_REGION_KIB)",
             ))
