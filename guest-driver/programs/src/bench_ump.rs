@@ -176,7 +176,10 @@ const SEED: Seed = Seed {
 /// Round trips for a message of `size` bytes.
 fn rounds(size: usize, iters: u32) -> u32 {
     let by_bytes = (16usize << 20) / size.max(1);
-    (iters as usize).min(by_bytes).max(10) as u32
+    // At most `iters`, so it fits.
+    u32::try_from(by_bytes)
+        .map_or(iters, |b| iters.min(b))
+        .max(10)
 }
 
 /// Bytes streamed for a bandwidth point.
