@@ -127,7 +127,9 @@ fn op_store(op: &Op, nodes: u8) -> (NodeId, GlobalAddr, Vec<u8>) {
             fill,
         } => {
             let addr = GlobalAddr(u64::from(page * PAGE + offset));
-            let data = (0..len).map(|i| fill.wrapping_add(low_byte(i))).collect();
+            let data = (0..len)
+                .map(|i| fill.wrapping_add(i.to_le_bytes()[0]))
+                .collect();
             (NodeId(src), addr, data)
         }
         Op::Ack { src } => {
@@ -160,15 +162,6 @@ fn eligible(setup: &Setup, src: u8, page: u32) -> Vec<u8> {
             reaches && rx
         })
         .collect()
-}
-
-/// The low byte of `i`: stored data is a pattern that wraps every 256 bytes.
-#[allow(
-    clippy::cast_possible_truncation,
-    reason = "the pattern wraps on purpose"
-)]
-fn low_byte(i: u32) -> u8 {
-    i as u8
 }
 
 /// The page that holds byte `addr` of the global space.

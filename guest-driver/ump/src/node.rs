@@ -129,14 +129,12 @@ impl Node {
         )))?;
         // The outbuf's number: a fresh one per bring-up, so a reader never
         // takes what an earlier bring-up of this node left in it.
-        #[allow(
-            clippy::cast_possible_truncation,
-            reason = "a hash of the time: the seconds' low 32 bits are enough"
-        )]
         let outbuf_uid = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| {
-                d.subsec_nanos() ^ (d.as_secs() as u32).rotate_left(7)
+                // The seconds' low 32 bits are enough for a hash.
+                let secs = u32::try_from(d.as_secs() & 0xffff_ffff).expect("masked to 32 bits");
+                d.subsec_nanos() ^ secs.rotate_left(7)
             })
             ^ u32::from(me).wrapping_mul(0x9e37_79b9);
         log::info!(

@@ -129,12 +129,8 @@ pub struct Trailer {
 impl Trailer {
     /// The part of an error count a trailer keeps: its low 32 bits. A
     /// change during one message shows in them.
-    #[allow(
-        clippy::cast_possible_truncation,
-        reason = "the trailer keeps the count's low 32 bits on purpose"
-    )]
     pub fn count_word(count: u64) -> u32 {
-        count as u32
+        u32::try_from(count & 0xffff_ffff).expect("masked to 32 bits")
     }
 
     /// The last word's tag: seeing it for the expected message means the
