@@ -44,7 +44,7 @@ pub mod vtime;
 pub use arbiter::{Arbiter, PassBudget, Turn};
 pub use config::{ClusterConfig, ConfigError};
 pub use counters::{HubCounters, NodeCounters};
-pub use error_chain::ErrorChain;
+pub use error_chain::{doubled_cause, ErrorChain};
 pub use fault::{
     parse_duration, FaultCommand, FaultError, FaultScope, FaultSyntaxError, PacketFault, Rate,
 };

@@ -555,3 +555,28 @@ pub fn format(r: &Report) -> String {
     );
     s
 }
+
+#[cfg(test)]
+mod error_tests {
+    use super::*;
+
+    /// Each cause of a failed `bench ump` prints once under ErrorChain.
+    #[test]
+    fn each_cause_prints_once() {
+        let cause = || std::io::Error::other("the distinctive cause");
+        let errors = [
+            BenchUmpError::Json {
+                path: "out.json".into(),
+                source: cause(),
+            },
+            BenchUmpError::Api(McError::JoinThread(cause())),
+            BenchUmpError::Ump(UmpError::Thread(cause())),
+            BenchUmpError::Ump(UmpError::Mc(McError::JoinThread(cause()))),
+        ];
+        for e in &errors {
+            assert_eq!(firmware_model::doubled_cause(e), None);
+            let line = firmware_model::ErrorChain(e).to_string();
+            assert_eq!(line.matches("the distinctive cause").count(), 1, "{line}");
+        }
+    }
+}
