@@ -33,6 +33,23 @@ impl fmt::Display for ErrorChain<'_> {
     }
 }
 
+/// The first error in `e`'s chain whose own message already holds the text
+/// of the cause its `source()` returns: that cause would be printed twice
+/// by a printer that does not skip it. `None` when each cause reads once.
+/// Each crate's tests call it on its errors that keep a source, with a
+/// cause of distinctive text.
+pub fn doubled_cause(e: &(dyn Error + 'static)) -> Option<String> {
+    let mut outer = e;
+    while let Some(cause) = outer.source() {
+        let (said, text) = (outer.to_string(), cause.to_string());
+        if !text.is_empty() && said.contains(&text) {
+            return Some(format!("{said:?} already says its cause {text:?}"));
+        }
+        outer = cause;
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -64,5 +81,17 @@ mod tests {
         #[error("outer: {0}")]
         struct Doubled(#[source] Leaf);
         assert_eq!(ErrorChain(&Doubled(Leaf)).to_string(), "outer: leaf");
+    }
+
+    #[test]
+    fn doubled_cause_finds_a_message_that_repeats_its_source() {
+        #[derive(Debug, thiserror::Error)]
+        // Doubled on purpose: what the check must find.
+        #[error("outer: {0}")]
+        struct Doubled(#[source] Middle);
+        assert_eq!(doubled_cause(&Top(Middle(Leaf))), None);
+        assert_eq!(doubled_cause(&Leaf), None);
+        let found = doubled_cause(&Doubled(Middle(Leaf))).expect("doubled");
+        assert!(found.contains("outer: middle"), "{found}");
     }
 }

@@ -44,7 +44,7 @@ pub mod vtime;
 pub use arbiter::{Arbiter, PassBudget, Turn};
 pub use config::{ClusterConfig, ConfigError};
 pub use counters::{HubCounters, NodeCounters};
-pub use error_chain::ErrorChain;
+pub use error_chain::{doubled_cause, ErrorChain};
 pub use fault::{
     parse_duration, FaultCommand, FaultError, FaultScope, FaultSyntaxError, PacketFault, Rate,
 };
@@ -56,4 +56,6 @@ pub use sink::{AckReport, Delivery, DeliverySink, ErrorKind, Event, RecordingSin
 pub use skew::{DeliveryMode, SkewParams, UnknownDeliveryMode};
 pub use status::AdapterErrorStatus;
 pub use timing::{LinkTiming, UnknownLinkPreset};
-pub use types::{rem_u32, saturating_u32, GlobalAddr, Nanos, NodeId, NodeSet, PageNumber};
+pub use types::{
+    rem_u32, saturating_u32, to_usize, GlobalAddr, Nanos, NodeId, NodeSet, PageNumber,
+};

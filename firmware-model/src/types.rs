@@ -29,6 +29,13 @@ pub fn saturating_u32(x: u64) -> u32 {
     u32::try_from(x).unwrap_or(u32::MAX)
 }
 
+/// `x` as a `usize`: an offset, length or address of guest or host memory
+/// kept as a `u64`. Every `u64` fits the `usize` of the 64-bit hosts and
+/// guests this project runs on.
+pub fn to_usize(x: u64) -> usize {
+    usize::try_from(x).expect("a u64 fits the usize of a 64-bit target")
+}
+
 impl fmt::Display for NodeId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "node{}", self.0)

@@ -106,11 +106,12 @@ fn build_with(setup: &Setup, seed: u64, link: LinkTiming, delivery: DeliveryMode
     };
     let mut hub = Hub::new(config).unwrap();
     for (n, pages) in setup.entries.iter().enumerate() {
+        let node = NodeId(u8::try_from(n).expect("a hub has at most 64 nodes"));
         for (p, e) in pages.iter().enumerate() {
-            hub.set_pct(NodeId(n as u8), PageNumber(p as u32), *e)
-                .unwrap();
+            let page = u32::try_from(p).expect("a setup has a few pages");
+            hub.set_pct(node, PageNumber(page), *e).unwrap();
         }
-        hub.set_pct(NodeId(n as u8), PageNumber(ACK_PAGE), PctEntry::ack_page())
+        hub.set_pct(node, PageNumber(ACK_PAGE), PctEntry::ack_page())
             .unwrap();
     }
     hub
@@ -126,7 +127,9 @@ fn op_store(op: &Op, nodes: u8) -> (NodeId, GlobalAddr, Vec<u8>) {
             fill,
         } => {
             let addr = GlobalAddr(u64::from(page * PAGE + offset));
-            let data = (0..len).map(|i| fill.wrapping_add(i as u8)).collect();
+            let data = (0..len)
+                .map(|i| fill.wrapping_add(i.to_le_bytes()[0]))
+                .collect();
             (NodeId(src), addr, data)
         }
         Op::Ack { src } => {
@@ -161,9 +164,19 @@ fn eligible(setup: &Setup, src: u8, page: u32) -> Vec<u8> {
         .collect()
 }
 
+/// The page that holds byte `addr` of the global space.
+fn page_of(addr: u64) -> u32 {
+    u32::try_from(addr / u64::from(PAGE)).expect("test addresses lie in the first pages")
+}
+
+/// A store's length as the hub takes it.
+fn len_u32(data: &[u8]) -> u32 {
+    u32::try_from(data.len()).expect("a store is at most a few pages")
+}
+
 fn transmits(setup: &Setup, src: u8, addr: GlobalAddr, len: usize) -> bool {
-    let first = (addr.0 / u64::from(PAGE)) as u32;
-    let last = ((addr.0 + len as u64 - 1) / u64::from(PAGE)) as u32;
+    let first = page_of(addr.0);
+    let last = page_of(addr.0 + len as u64 - 1);
     (first..=last)
         .all(|p| p < DATA_PAGES && setup.entries[src as usize][p as usize].transmit.is_some())
 }
@@ -172,13 +185,7 @@ fn run(hub: &mut Hub, ops: &[Op], step: u64) -> RecordingSink {
     let mut sink = RecordingSink::new();
     for (i, op) in ops.iter().enumerate() {
         let (src, addr, data) = op_store(op, hub.nodes());
-        let _ = hub.transmit(
-            Nanos(i as u64 * step),
-            src,
-            addr,
-            data.len() as u32,
-            &mut sink,
-        );
+        let _ = hub.transmit(Nanos(i as u64 * step), src, addr, len_u32(&data), &mut sink);
     }
     sink
 }
@@ -224,7 +231,7 @@ proptest! {
             }
             for (k, b) in data.iter().enumerate() {
                 let a = addr.0 + k as u64;
-                for r in eligible(&setup, src.0, (a / u64::from(PAGE)) as u32) {
+                for r in eligible(&setup, src.0, page_of(a)) {
                     reference.insert((r, a), *b);
                 }
             }
@@ -279,7 +286,7 @@ proptest! {
             }
         }
         for (_, (packet, receivers)) in by_seq {
-            let page = (packet.addr.0 / u64::from(PAGE)) as u32;
+            let page = page_of(packet.addr.0);
             prop_assert_eq!(receivers, eligible(&setup, packet.source.0, page));
         }
     }
@@ -581,7 +588,7 @@ proptest! {
                     Nanos(i as u64 * 400),
                     src,
                     addr,
-                    data.len() as u32,
+                    len_u32(&data),
                     vt.map(Nanos),
                     &mut sink,
                 ));

@@ -198,4 +198,30 @@ mod tests {
             "guest program failed on node1: exit status: 3, node2: stopped before it finished"
         );
     }
+
+    /// Every error of mc-host that keeps an I/O cause names it once under
+    /// ErrorChain (the chain `main` prints), mpirun's included.
+    #[test]
+    fn each_cause_prints_once() {
+        let cause = || io::Error::other("the distinctive cause");
+        let program = PathBuf::from("/bin/guest");
+        let errors = [
+            CliError::SocketDir(cause()),
+            CliError::CurrentExe(cause()),
+            CliError::StartGuest {
+                program: program.clone(),
+                source: cause(),
+            },
+            CliError::Mpirun(MpirunError::ProviderDir(cause())),
+            CliError::Mpirun(MpirunError::Start {
+                program,
+                source: cause(),
+            }),
+        ];
+        for e in &errors {
+            assert_eq!(firmware_model::doubled_cause(e), None);
+            let line = firmware_model::ErrorChain(e).to_string();
+            assert_eq!(line.matches("the distinctive cause").count(), 1, "{line}");
+        }
+    }
 }

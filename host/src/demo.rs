@@ -174,7 +174,10 @@ pub fn run(args: &DemoArgs) -> Result<(), DemoError> {
     loop {
         attempts += 1;
         // A fresh pattern each attempt, so "intact" speaks for this attempt only.
-        let payload: Vec<u8> = (0..4096u32).map(|i| (i + attempts * 7) as u8).collect();
+        // The low byte of each count: the pattern wraps every 256 bytes.
+        let payload: Vec<u8> = (0..4096u32)
+            .map(|i| (i + attempts * 7).to_le_bytes()[0])
+            .collect();
         let saved = hub.cluster_error_count();
         let s = shadow.store(&mut hub, now, NodeId(0), at(REGION_PAGE, 1024), &payload)?;
         let a = shadow.store(&mut hub, s.done_at, NodeId(0), at(ACK_PAGE, 0), &[1])?;

@@ -169,10 +169,10 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
     for (n, c) in children.iter_mut().enumerate() {
         if let Some(c) = c.as_mut() {
             if let Some(o) = c.stdout.take() {
-                pump(n as u8, o, tx.clone());
+                pump(guest_node(n), o, tx.clone());
             }
             if let Some(e) = c.stderr.take() {
-                pump(n as u8, e, tx.clone());
+                pump(guest_node(n), e, tx.clone());
             }
         }
     }
@@ -247,7 +247,7 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
         .enumerate()
         .filter(|(_, s)| !s.is_some_and(|s| s.success()))
         .map(|(n, s)| GuestFailure {
-            node: n as u8,
+            node: guest_node(n),
             status: *s,
         })
         .collect();
@@ -287,4 +287,10 @@ fn stop_guests(children: &mut [Option<Child>]) {
         let _ = child.kill();
         let _ = child.wait();
     }
+}
+
+/// The node of the `n`th guest: one guest per node, and a cluster has at
+/// most 64 nodes.
+fn guest_node(n: usize) -> u8 {
+    u8::try_from(n).expect("at most 64 guests")
 }

@@ -41,7 +41,8 @@ pub fn thread_cpu_time(tid: i32) -> Duration {
         .map(|v| v.parse().unwrap_or(0))
         .collect();
     // SAFETY: sysconf only reads a system constant.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1);
+    let hz = u64::try_from(hz).expect("max(1) is positive");
     Duration::from_millis((f[11] + f[12]) * 1000 / hz)
 }
 
@@ -142,7 +143,7 @@ impl Victim {
         let thread = std::thread::Builder::new()
             .name("victim".into())
             .spawn(move || {
-                let mut shadow = vec![0u8; page as usize];
+                let mut shadow = vec![0u8; firmware_model::to_usize(page)];
                 let mut k = 0u64;
                 while !s.load(Ordering::Acquire) {
                     k += 1;
@@ -152,14 +153,15 @@ impl Victim {
                     let off = 8 * (k % (page / 8));
                     a.store(u64::from(VICTIM_PAGE) * page + off, &k.to_le_bytes())
                         .expect("victim store");
-                    shadow[off as usize..off as usize + 8].copy_from_slice(&k.to_le_bytes());
-                    rx.wait_for(off as usize, &k.to_le_bytes(), Duration::from_secs(20))
+                    let off = firmware_model::to_usize(off);
+                    shadow[off..off + 8].copy_from_slice(&k.to_le_bytes());
+                    rx.wait_for(off, &k.to_le_bytes(), Duration::from_secs(20))
                         .expect("victim store comes back");
                     p.store(k, Ordering::Release);
                 }
                 // Its receive frame holds exactly its own stores...
                 assert_eq!(
-                    rx.read_vec(0, page as usize).unwrap(),
+                    rx.read_vec(0, firmware_model::to_usize(page)).unwrap(),
                     shadow,
                     "victim's receive frame"
                 );

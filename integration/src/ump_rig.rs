@@ -13,7 +13,8 @@ pub fn message(tag: u64, len: usize) -> Vec<u8> {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
-            x as u8
+            // The low byte of each step.
+            x.to_le_bytes()[0]
         })
         .collect()
 }

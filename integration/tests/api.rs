@@ -11,9 +11,14 @@ use mc_api::{Barrier, LostPacket, McError, Permissions, Sharing, WaitFor};
 
 const T: Duration = Duration::from_secs(30);
 
+/// The low byte of `x`: patterns wrap every 256.
+fn low_byte(x: usize) -> u8 {
+    x.to_le_bytes()[0]
+}
+
 fn pattern(len: usize, seed: u8) -> Vec<u8> {
     (0..len)
-        .map(|i| (i as u8).wrapping_mul(7).wrapping_add(seed))
+        .map(|i| low_byte(i).wrapping_mul(7).wrapping_add(seed))
         .collect()
 }
 
@@ -56,7 +61,7 @@ fn transmit_receive_with_and_without_loopback() {
             let me = mc.node_id().index();
             // Node 0 with loopback, node 1 without, at different offsets.
             let tx = mc.attach_transmit(id, Sharing::Shared, me == 0).unwrap();
-            tx.write(me * 1024, &pattern(512, me as u8)).unwrap();
+            tx.write(me * 1024, &pattern(512, low_byte(me))).unwrap();
             b.wait(T).unwrap();
             assert_eq!(
                 rx.to_vec(0, 512).unwrap(),
@@ -104,7 +109,7 @@ fn a_receiver_takes_only_the_pages_it_turned_on() {
         let tx = mc.attach_transmit(id, Sharing::Shared, true).unwrap();
         if me == 0 {
             for p in 0..4 {
-                tx.write(p * ps, &pattern(64, p as u8 + 1)).unwrap();
+                tx.write(p * ps, &pattern(64, low_byte(p) + 1)).unwrap();
             }
             mc.check_errors().unwrap();
         }
@@ -461,6 +466,7 @@ fn notifications_and_membership() {
 fn attach_detach_cycles_reuse_receive_memory() {
     for_each_delivery(&[7], |mode| {
         const MIB: u64 = 1 << 20;
+        const MIB_USIZE: usize = 1 << 20;
         let vc = VirtualCluster::with_delivery(2, mode);
         vc.on_every_node(|mc| {
             let id = mc.region_alloc(77, MIB, false).unwrap();
@@ -470,18 +476,18 @@ fn attach_detach_cycles_reuse_receive_memory() {
             for round in 0..100u32 {
                 if me == 1 {
                     let rx = mc.attach_receive(id, Sharing::Shared, false).unwrap();
-                    assert_eq!(rx.to_vec(MIB as usize - 64, 64).unwrap(), vec![0u8; 64]);
+                    assert_eq!(rx.to_vec(MIB_USIZE - 64, 64).unwrap(), vec![0u8; 64]);
                     b.wait(T).unwrap();
                     b.wait(T).unwrap();
-                    let want = pattern(64, round as u8);
+                    let want = pattern(64, low_byte(round as usize));
                     assert_eq!(
-                        rx.to_vec(MIB as usize - 64, 64).unwrap(),
+                        rx.to_vec(MIB_USIZE - 64, 64).unwrap(),
                         want,
                         "round {round}"
                     );
                 } else {
                     b.wait(T).unwrap();
-                    tx.write(MIB as usize - 64, &pattern(64, round as u8))
+                    tx.write(MIB_USIZE - 64, &pattern(64, low_byte(round as usize)))
                         .unwrap();
                     b.wait(T).unwrap();
                 }
@@ -498,7 +504,7 @@ fn a_node_finds_its_own_table_updates_at_once() {
     for_each_delivery(&[8], |mode| {
         let vc = VirtualCluster::with_delivery(3, mode);
         vc.on_every_node(|mc| {
-            let me = mc.node_id().index() as u32;
+            let me = u32::from(mc.node_id().0);
             for k in 0..25 {
                 let key = 1000 * (me + 1) + k;
                 let id = mc.region_alloc(key, 64, k % 2 == 0).unwrap();

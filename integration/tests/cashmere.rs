@@ -354,14 +354,14 @@ fn diffs_to_different_homes_are_pipelined() {
             csm.barrier().unwrap();
             if me == 0 {
                 for n in 1..4 {
-                    a.set(n * words + 7, 100 + n as u32);
+                    a.set(n * words + 7, 100 + u32::try_from(n).unwrap());
                 }
             }
             csm.barrier().unwrap();
             for n in 1..4 {
                 assert_eq!(
                     a.get(n * words + 7),
-                    100 + n as u32,
+                    100 + u32::try_from(n).unwrap(),
                     "{variant:?} node {me}"
                 );
                 assert_eq!(a.get(n * words), 1, "{variant:?} node {me}");

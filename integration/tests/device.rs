@@ -17,7 +17,8 @@ const PAGE: u64 = 8192;
 
 fn pattern(len: usize, seed: u8) -> Vec<u8> {
     (0..len)
-        .map(|i| (i as u8).wrapping_mul(29).wrapping_add(seed))
+        // The low byte of each index: the pattern wraps every 256.
+        .map(|i| i.to_le_bytes()[0].wrapping_mul(29).wrapping_add(seed))
         .collect()
 }
 
@@ -103,8 +104,12 @@ fn concurrent_senders_leave_every_copy_identical() {
             .iter_mut()
             .enumerate()
             .map(|(n, g)| {
-                g.map_receive(10 + n as u32, 1, PctEntry::ack_page().to_bits())
-                    .unwrap()
+                g.map_receive(
+                    10 + u32::try_from(n).unwrap(),
+                    1,
+                    PctEntry::ack_page().to_bits(),
+                )
+                .unwrap()
             })
             .collect();
         let threads: Vec<_> = guests
@@ -115,8 +120,10 @@ fn concurrent_senders_leave_every_copy_identical() {
                 std::thread::spawn(move || {
                     for i in 0..300u32 {
                         // Overlapping writes: 4 slots of 256 bytes, each sender cycling.
-                        let slot = u64::from((i + n as u32) % 4) * 256;
-                        let mut data = pattern(256, (i as u8) ^ (n as u8 * 85));
+                        let n = u32::try_from(n).unwrap();
+                        let slot = u64::from((i + n) % 4) * 256;
+                        let mut data =
+                            pattern(256, i.to_le_bytes()[0] ^ (u8::try_from(n).unwrap() * 85));
                         data[..4].copy_from_slice(&i.to_le_bytes());
                         g.store(6 * PAGE + slot, &data).unwrap();
                     }
@@ -383,7 +390,7 @@ fn a_pct_range_larger_than_one_request_is_programmed_whole() {
             MAX_PCT_PAGES_PER_REQUEST,
             pages - 1,
         ] {
-            let data = pattern(64, page as u8);
+            let data = pattern(64, page.to_le_bytes()[0]);
             g0.store(u64::from(page) * 4096 + 8, &data).unwrap();
             g0.flush().unwrap();
             let at = page as usize * 4096 + 8;

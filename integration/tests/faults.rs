@@ -363,7 +363,7 @@ fn cashmere_page_fetches_survive_lost_and_corrupted_packets() {
     });
     let cluster = vc.cluster.clone();
     let gate = Arc::new(Barrier::new(2));
-    let value = |i: usize| (i as u32).wrapping_mul(2_654_435_761);
+    let value = |i: usize| u32::try_from(i).unwrap().wrapping_mul(2_654_435_761);
     vc.on_every_node(move |mc| {
         let csm = Csm::start(&mc, &Config::default()).unwrap();
         let words = PAGES * 2048;
@@ -378,7 +378,7 @@ fn cashmere_page_fetches_survive_lost_and_corrupted_packets() {
         if csm.node_id() == 0 {
             // One clean fetch each first: the home leaves Exclusive and
             // publishes its master copy before any packet is lost.
-            for p in 0..PAGES as u32 {
+            for p in 0..u32::try_from(PAGES).unwrap() {
                 csm.bench_fetch(p).unwrap();
             }
             for fault in [PacketFault::Drop, PacketFault::Corrupt] {
@@ -393,7 +393,7 @@ fn cashmere_page_fetches_survive_lost_and_corrupted_packets() {
             let before = csm.stats();
             for _ in 0..25 {
                 for p in 0..PAGES {
-                    let got = csm.bench_fetch(p as u32).unwrap();
+                    let got = csm.bench_fetch(u32::try_from(p).unwrap()).unwrap();
                     for (w, b) in got.chunks_exact(4).enumerate() {
                         let i = p * 2048 + w;
                         let v = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
@@ -418,7 +418,8 @@ fn cashmere_page_fetches_survive_lost_and_corrupted_packets() {
 
 fn pattern(len: usize, seed: u8) -> Vec<u8> {
     (0..len)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        // The low byte of each index: the pattern wraps every 256.
+        .map(|i| i.to_le_bytes()[0].wrapping_mul(31).wrapping_add(seed))
         .collect()
 }
 
@@ -594,9 +595,11 @@ fn a_node_catches_up_while_the_cluster_keeps_writing() {
                             model[off..off + data.len()].copy_from_slice(data);
                         };
                         put(0, &i.to_le_bytes());
-                        let off = 4096 + (i as usize * 1000) % (len - 8192);
-                        put(off, &pattern(1000, i as u8));
-                        put(len - 1 - (i as usize % 4000), &[i as u8]);
+                        // Byte values: the low byte of the round.
+                        let b = i.to_le_bytes()[0];
+                        let off = 4096 + (firmware_model::to_usize(i) * 1000) % (len - 8192);
+                        put(off, &pattern(1000, b));
+                        put(len - 1 - (firmware_model::to_usize(i) % 4000), &[b]);
                         // As fast as the network takes it: on the hardware a
                         // writer stalls when its write buffer is full; here
                         // its FIFO and the hub's queues would let it run

@@ -60,7 +60,7 @@ fn attach(vc: &VirtualCluster, node: u8, ram: &GuestRam) -> Hostile {
 fn write_request(ram: &GuestRam, at: u64, req: &CtrlRequest) -> (u64, u32, u64) {
     let bytes = req.encode();
     ram.write(at, &bytes);
-    (at, bytes.len() as u32, at + 0x800)
+    (at, u32::try_from(bytes.len()).unwrap(), at + 0x800)
 }
 
 fn response(ram: &GuestRam, at: u64) -> CtrlResponse {
@@ -264,7 +264,10 @@ fn queues_never_configured_are_never_touched() {
                 let r = &mut rings[usize::from(TX_QUEUE)];
                 r.post(
                     &ram,
-                    &[(0x32000, rec.len() as u32, false), (0x32100, 8, true)],
+                    &[
+                        (0x32000, u32::try_from(rec.len()).unwrap(), false),
+                        (0x32100, 8, true),
+                    ],
                 );
                 h.kick(usize::from(TX_QUEUE));
                 std::thread::sleep(Duration::from_millis(20));
@@ -1008,8 +1011,12 @@ impl FairVictim {
                 let off = 8 * (k % 1024);
                 a.store(9 * 8192 + off, &k.to_le_bytes())
                     .expect("victim store");
-                rx.wait_for(off as usize, &k.to_le_bytes(), Duration::from_secs(60))
-                    .expect("victim store comes back");
+                rx.wait_for(
+                    firmware_model::to_usize(off),
+                    &k.to_le_bytes(),
+                    Duration::from_secs(60),
+                )
+                .expect("victim store comes back");
                 l.lock().unwrap().push((t0, t1 - t0, t1.elapsed()));
                 r.store(k, Ordering::Release);
             }
@@ -1043,11 +1050,12 @@ impl FairVictim {
                 .map(f)
                 .collect();
             v.sort();
-            let at = |q: f64| v.get(((v.len() as f64 - 1.0) * q) as usize).copied();
+            // The sample `pct` per cent of the way up, rounded down.
+            let at = |pct: usize| v.get(v.len().saturating_sub(1) * pct / 100).copied();
             format!(
                 "median {:?}, p99 {:?}, max {:?}",
-                at(0.5).unwrap_or_default(),
-                at(0.99).unwrap_or_default(),
+                at(50).unwrap_or_default(),
+                at(99).unwrap_or_default(),
                 v.last().copied().unwrap_or_default()
             )
         };

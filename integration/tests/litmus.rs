@@ -30,6 +30,7 @@ use mc_api::{Barrier, MemoryChannel, Sharing};
 use mc_driver::{Adapter, ReceiveFrames, TxFifo, VhostUserTransport};
 
 const PAGE: u64 = 8192;
+const PAGE_USIZE: usize = 8192;
 const T: Duration = Duration::from_secs(60);
 
 /// Spin (yielding: more threads than cores here) until `f` holds; panic
@@ -76,7 +77,7 @@ fn shared_pages(vc: &VirtualCluster, count: u32) -> Vec<Node> {
 
 /// Offset in the receive memory of global address `addr` (pages from 1).
 fn off(addr: u64) -> usize {
-    (addr - PAGE) as usize
+    firmware_model::to_usize(addr - PAGE)
 }
 
 fn words(v: u64, n: usize) -> Vec<u8> {
@@ -291,7 +292,7 @@ fn one_source_is_seen_in_the_order_sent_across_pages() {
                                         assert!(
                                             v > need,
                                             "{mode}: node {n} saw store {m} but slot {j} holds store {} (store {need} went there before {m})",
-                                            v as i64 - 1
+                                            i128::from(v) - 1
                                         );
                                     }
                                 }
@@ -332,7 +333,7 @@ fn lock_entry_rounds(mode: DeliveryMode, rounds: u64, wait_for_loopback: bool) -
                 let (fifo, rx) = (node.fifo.clone(), node.rx.clone());
                 s.spawn(move || {
                     let others = (0..n_nodes).filter(|&m| m != n);
-                    let mut saw = Vec::with_capacity(rounds as usize);
+                    let mut saw = Vec::with_capacity(firmware_model::to_usize(rounds));
                     for r in 1..=rounds {
                         fifo.post(entry(n), &r.to_le_bytes()).unwrap();
                         if wait_for_loopback {
@@ -512,11 +513,11 @@ fn error_counts_lag_but_check_errors_always_shows_them() {
                 match (me, &tx, &rx) {
                     (0, Some(tx), _) => {
                         tx.write(0, &words(r, 128)).unwrap();
-                        tx.write_u64(PAGE as usize, r).unwrap();
+                        tx.write_u64(PAGE_USIZE, r).unwrap();
                         wait_until("node 1's check", || acked.load(Ordering::Acquire) == r);
                     }
                     (1, _, Some(rx)) => {
-                        wait_until("node 0's flag", || rx.load_u64(PAGE as usize).unwrap() == r);
+                        wait_until("node 0's flag", || rx.load_u64(PAGE_USIZE).unwrap() == r);
                         let read = mc.error_count();
                         let check = mc.check_errors().unwrap().count;
                         // 32 data packets and the flag, discarded at node 2.
@@ -690,7 +691,7 @@ fn publish_then_signal(mode: DeliveryMode, check: bool) -> u64 {
         for r in 1..=PROGRAM_ROUNDS {
             if let Some(tx) = &tx {
                 tx.write(0, &words(r, BLOCK_WORDS)).unwrap();
-                tx.write_u64(PAGE as usize, r).unwrap();
+                tx.write_u64(PAGE_USIZE, r).unwrap();
                 if check {
                     mc.check_errors().unwrap();
                 }
@@ -703,7 +704,7 @@ fn publish_then_signal(mode: DeliveryMode, check: bool) -> u64 {
                     side.round.load(Ordering::Acquire) >= r
                 });
                 let block = rx.to_vec(0, 8 * BLOCK_WORDS).unwrap();
-                let word = rx.load_u64(PAGE as usize).unwrap();
+                let word = rx.load_u64(PAGE_USIZE).unwrap();
                 stale += u64::from(block != words(r, BLOCK_WORDS) || word != r);
                 side.done.fetch_add(1, Ordering::AcqRel);
             }

@@ -155,7 +155,7 @@ macro_rules! skip_without_mpi {
 fn new_seed() -> u64 {
     let t = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map_or(1, |d| d.as_nanos() as u64);
+        .map_or(1, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
     let seed = t % 1_000_000_007;
     eprintln!("skewed delivery seed {seed}");
     seed

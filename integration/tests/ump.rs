@@ -131,13 +131,16 @@ fn every_task_talks_to_every_other_over_the_transport_its_place_chooses() {
                             .map(|&p| (p, u.open(ep, p, Transport::Auto).unwrap()))
                             .collect();
                         for &(p, ch) in &chans {
-                            u.write(ch, &message(ep * 100 + p, 3000 + p as usize))
-                                .unwrap();
+                            u.write(
+                                ch,
+                                &message(ep * 100 + p, 3000 + firmware_model::to_usize(p)),
+                            )
+                            .unwrap();
                         }
                         for &(p, ch) in &chans {
                             assert_eq!(
                                 read_msg(&u, ch, 10_000),
-                                message(p * 100 + ep, 3000 + ep as usize),
+                                message(p * 100 + ep, 3000 + firmware_model::to_usize(ep)),
                                 "{p} -> {ep}"
                             );
                         }

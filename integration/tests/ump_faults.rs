@@ -28,7 +28,7 @@ const LEN: usize = 1500;
 
 fn message(round: u64, m: u64, len: usize) -> Vec<u8> {
     (0..len)
-        .map(|i| (round as usize * 131 + m as usize * 31 + i * 7) as u8)
+        .map(|i| (round * 131 + m * 31 + i as u64 * 7).to_le_bytes()[0])
         .collect()
 }
 

@@ -90,7 +90,8 @@ impl<W: Write> CpioWriter<W> {
     ) -> io::Result<()> {
         let filesize = u32::try_from(data.len())
             .map_err(|_| io::Error::other(format!("{name}: larger than 4 GiB")))?;
-        let namesize = name.len() as u32 + 1;
+        let namesize = u32::try_from(name.len() + 1)
+            .map_err(|_| io::Error::other("a name longer than 4 GiB"))?;
         // Everything owned by root, timestamp 0, no checksum (newc, not crc).
         let (uid, gid, mtime, devmajor, devminor, check) = (0, 0, 0, 0, 0, 0);
         let fields = [

@@ -39,7 +39,7 @@ pub fn check_static_elf(bytes: &[u8]) -> Result<(), ElfCheckError> {
     }
     let mut phoff = [0u8; 8];
     phoff.copy_from_slice(&bytes[32..40]);
-    let e_phoff = u64::from_le_bytes(phoff) as usize;
+    let e_phoff = firmware_model::to_usize(u64::from_le_bytes(phoff));
     let e_phentsize = u16_at(54) as usize;
     let e_phnum = u16_at(56) as usize;
     if e_phentsize < 56 {
@@ -71,7 +71,7 @@ pub(crate) mod tests {
         b[18..20].copy_from_slice(&62u16.to_le_bytes());
         b[32..40].copy_from_slice(&64u64.to_le_bytes());
         b[54..56].copy_from_slice(&56u16.to_le_bytes());
-        b[56..58].copy_from_slice(&(types.len() as u16).to_le_bytes());
+        b[56..58].copy_from_slice(&u16::try_from(types.len()).unwrap().to_le_bytes());
         for (i, t) in types.iter().enumerate() {
             b[64 + 56 * i..68 + 56 * i].copy_from_slice(&t.to_le_bytes());
         }

@@ -100,7 +100,7 @@ fn boots_a_guest_under_tcg() {
         let size = std::env::var("MC_TEST_CONFIG_SIZE")
             .ok()
             .and_then(|v| v.parse().ok())
-            .unwrap_or(firmware_model::abi::CONFIG_SIZE as u32);
+            .unwrap_or(u32::try_from(firmware_model::abi::CONFIG_SIZE).unwrap());
         spec.adapter = Some(AdapterSpec::memory_channel(s.clone(), size));
     }
     let out = boot(&qemu, &spec).unwrap_or_else(|e| panic!("boot failed: {e}"));

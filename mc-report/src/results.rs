@@ -38,8 +38,8 @@ impl RunRecord {
             .to_string()
     }
     pub fn shape(&self) -> Option<ClusterShape> {
-        let n = self.v.get("nodes")?.as_u64()? as u32;
-        let t = self.v.get("threads")?.as_u64()? as u32;
+        let n = u32::try_from(self.v.get("nodes")?.as_u64()?).ok()?;
+        let t = u32::try_from(self.v.get("threads")?.as_u64()?).ok()?;
         // Records before 1L with several threads have no levels: 2L.
         let levels = self.v.get("levels").and_then(Value::as_u64).unwrap_or(2);
         Some(ClusterShape {

@@ -43,7 +43,7 @@ impl ReceiveMemory for ReceiveFrames {
     }
 
     fn host_addr(&self) -> usize {
-        self.region().host_addr() as usize
+        firmware_model::to_usize(self.region().host_addr())
     }
 }
 

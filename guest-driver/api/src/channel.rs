@@ -123,7 +123,7 @@ impl MemoryChannel {
     }
 
     pub fn node_id(&self) -> NodeId {
-        NodeId(self.node().me as u8)
+        self.node().id()
     }
 
     pub fn nodes(&self) -> u32 {
@@ -141,7 +141,9 @@ impl MemoryChannel {
     /// How many regions the cluster's region table holds (allocated by
     /// anyone, this program included).
     pub fn region_table_capacity(&self) -> u32 {
-        Table::<RegionEntry>::capacity(self.node().layout.page_size as usize) as u32
+        let page_size = self.node().layout.page_size as usize;
+        u32::try_from(Table::<RegionEntry>::capacity(page_size))
+            .expect("a table page holds fewer than 2^32 entries")
     }
 
     /// Whether this handle retries each store until it went through clean

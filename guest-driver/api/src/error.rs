@@ -121,6 +121,9 @@ pub enum McError {
         if .0.nodes > 64 { format!(" (and {} nodes is more than 64)", .0.nodes) } else { String::new() }
     )]
     LayoutDoesNotFit(Layout),
+    /// The adapter's registers name a node outside its own cluster.
+    #[error("the adapter says it is node {node} of a cluster of {nodes} nodes")]
+    NodeOutOfRange { node: u32, nodes: u32 },
     /// The adapter answered a PCT read with a word no entry encodes.
     #[error("the adapter reports PCT entry {word:#x} for page {page}, which is not a valid entry")]
     BadPctEntry { page: u32, word: u32 },

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use firmware_model::abi::event_type;
+use firmware_model::abi::{event_type, EventRecord};
 use firmware_model::NodeId;
 use mc_driver::transport::CallSignal;
 
@@ -18,6 +18,22 @@ use crate::port::McPort;
 pub struct Notification {
     pub page: u32,
     pub source: NodeId,
+}
+
+impl Notification {
+    /// The notification `e` carries if it is a page-written event into
+    /// `first..first + pages`. A page or node number that does not fit its
+    /// type is not one the device sends, so it matches no region.
+    fn of(e: &EventRecord, (first, pages): (u32, u32)) -> Option<Notification> {
+        if e.kind != event_type::PAGE_WRITTEN {
+            return None;
+        }
+        let page = u32::try_from(e.v0).ok()?;
+        let source = NodeId(u8::try_from(e.a).ok()?);
+        (first..first + pages)
+            .contains(&page)
+            .then_some(Notification { page, source })
+    }
 }
 
 impl Node {
@@ -50,16 +66,12 @@ impl Node {
         self.pump_events();
         let mut ev = self.events.lock().unwrap_or_else(|p| p.into_inner());
         let mut taken = Vec::new();
-        ev.retain(|e| {
-            let mine = e.kind == event_type::PAGE_WRITTEN
-                && (first..first + pages).contains(&(e.v0 as u32));
-            if mine {
-                taken.push(Notification {
-                    page: e.v0 as u32,
-                    source: NodeId(e.a as u8),
-                });
+        ev.retain(|e| match Notification::of(e, (first, pages)) {
+            Some(n) => {
+                taken.push(n);
+                false
             }
-            !mine
+            None => true,
         });
         taken
     }
@@ -82,15 +94,12 @@ impl Node {
             || {
                 self.pump_events();
                 let mut ev = self.events.lock().unwrap_or_else(|p| p.into_inner());
-                let pos = ev.iter().position(|e| {
-                    e.kind == event_type::PAGE_WRITTEN
-                        && (first..first + pages).contains(&(e.v0 as u32))
-                })?;
-                let e = ev.remove(pos);
-                Some(Notification {
-                    page: e.v0 as u32,
-                    source: NodeId(e.a as u8),
-                })
+                let (pos, n) = ev
+                    .iter()
+                    .enumerate()
+                    .find_map(|(i, e)| Some((i, Notification::of(e, (first, pages))?)))?;
+                ev.remove(pos);
+                Some(n)
             },
             || self.arrival(range.0, range.1),
         )

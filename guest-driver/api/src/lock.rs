@@ -284,7 +284,7 @@ pub(crate) fn alloc(
             id,
             first_lock: first,
             count,
-            creator: me as u8,
+            creator: crate::node::node_id(me).0,
             attached: 1 << me,
         };
         t.entries.push(e);

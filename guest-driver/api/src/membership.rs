@@ -32,7 +32,7 @@ impl Node {
             epoch: s.membership_epoch,
             members: (0..64)
                 .filter(|n| s.members & (1u64 << n) != 0)
-                .map(|n| NodeId(n as u8))
+                .map(NodeId)
                 .collect(),
         }
     }

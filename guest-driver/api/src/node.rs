@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use firmware_model::abi::{EventRecord, Registers};
+use firmware_model::NodeId;
 use mc_driver::backoff::{poll_until, poll_until_with, BackoffPolicy};
 use mc_driver::{vclock, ArrivalTable};
 
@@ -57,7 +58,19 @@ pub(crate) struct Node {
     pub(crate) loss_base: LossCounts,
 }
 
+/// Node `n` of the cluster. Node numbers are below the cluster's size,
+/// which `open` checked is at most 64 (`Layout::fits`, and this node's own
+/// number against it).
+pub(crate) fn node_id(n: u32) -> NodeId {
+    NodeId(u8::try_from(n).expect("node numbers are below 64"))
+}
+
 impl Node {
+    /// This node.
+    pub(crate) fn id(&self) -> NodeId {
+        node_id(self.me)
+    }
+
     /// The node whose adapter's bring-up (`open`) has mapped the control
     /// pages, the arena and the ACK page.
     pub(crate) fn new(

@@ -59,12 +59,20 @@ impl MemoryChannel {
         let layout = Layout {
             page_size,
             nodes: regs.nodes,
-            pages: (regs.address_space / u64::from(page_size)) as u32,
+            // Saturated: a space past 2^32 pages fails `fits` like any too large.
+            pages: firmware_model::saturating_u32(regs.address_space / u64::from(page_size)),
             // Saturated, not truncated: a huge arena must not wrap into one that fits.
             arena_pages: u32::try_from(opts.arena_bytes / u64::from(page_size)).unwrap_or(u32::MAX),
         };
         if !layout.fits() {
             return Err(McError::LayoutDoesNotFit(layout));
+        }
+        // Node numbers index bit masks of 64 and become `NodeId`s (`node_id`).
+        if regs.node_id >= regs.nodes {
+            return Err(McError::NodeOutOfRange {
+                node: regs.node_id,
+                nodes: regs.nodes,
+            });
         }
         let me = regs.node_id;
         let coherent = PctEntry::transmit_broadcast()

@@ -218,7 +218,7 @@ impl ClusterLock {
             rng ^= rng << 13;
             rng ^= rng >> 7;
             rng ^= rng << 17;
-            let window = rtt.as_nanos() as u64
+            let window = u64::try_from(rtt.as_nanos()).unwrap_or(u64::MAX)
                 * u64::from(contenders + 1)
                 * (1u64 << collisions.min(MAX_DOUBLINGS));
             pause(Duration::from_nanos(rng % window.max(1)));

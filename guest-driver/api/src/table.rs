@@ -120,8 +120,14 @@ fn opt(v: Option<u8>) -> u32 {
     v.map_or(NONE, u32::from)
 }
 
-fn unopt(v: u32) -> Option<u8> {
-    (v != NONE).then_some(v as u8)
+/// The node `opt` wrote, or `None` (outer) for a word that is neither a
+/// node nor `NONE`: a damaged table.
+fn unopt(v: u32) -> Option<Option<u8>> {
+    if v == NONE {
+        Some(None)
+    } else {
+        u8::try_from(v).ok().map(Some)
+    }
 }
 
 impl TableEntry for RegionEntry {
@@ -156,11 +162,11 @@ impl TableEntry for RegionEntry {
             pages,
             size,
             coherent: u32_at(b, 24)? != 0,
-            creator: u32_at(b, 28)? as u8,
+            creator: u8::try_from(u32_at(b, 28)?).ok()?,
             tx_mask: u64_at(b, 32)?,
             rx_mask: u64_at(b, 40)?,
-            tx_exclusive: unopt(u32_at(b, 48)?),
-            rx_exclusive: unopt(u32_at(b, 52)?),
+            tx_exclusive: unopt(u32_at(b, 48)?)?,
+            rx_exclusive: unopt(u32_at(b, 52)?)?,
             permissions: Permissions::from_bits(u32_at(b, 56)?),
         })
     }
@@ -189,7 +195,7 @@ impl TableEntry for LockSetEntry {
             id: u32_at(b, 4)?,
             first_lock: u32_at(b, 8)?,
             count: u32_at(b, 12)?,
-            creator: u32_at(b, 16)? as u8,
+            creator: u8::try_from(u32_at(b, 16)?).ok()?,
             attached: u64_at(b, 24)?,
         })
     }
@@ -229,7 +235,9 @@ impl<E: TableEntry> Table<E> {
         }
         let mut b = vec![0u8; HEADER + self.entries.len() * E::SIZE];
         put(&mut b, 0, &MAGIC.to_le_bytes());
-        put(&mut b, 4, &(self.entries.len() as u32).to_le_bytes());
+        let len =
+            u32::try_from(self.entries.len()).expect("at most `capacity` entries, checked above");
+        put(&mut b, 4, &len.to_le_bytes());
         put(&mut b, 8, &self.next_id.to_le_bytes());
         for (i, e) in self.entries.iter().enumerate() {
             e.encode(&mut b[HEADER + i * E::SIZE..HEADER + (i + 1) * E::SIZE]);

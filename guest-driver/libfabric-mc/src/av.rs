@@ -60,7 +60,7 @@ impl Av {
 
     pub fn remove(&self, fi: u64) -> bool {
         let mut t = self.t();
-        let Some(slot) = t.addrs.get_mut(fi as usize) else {
+        let Some(slot) = usize::try_from(fi).ok().and_then(|i| t.addrs.get_mut(i)) else {
             return false;
         };
         let Some(a) = slot.take() else {
@@ -73,7 +73,8 @@ impl Av {
     }
 
     pub fn lookup(&self, fi: u64) -> Option<u64> {
-        self.t().addrs.get(fi as usize).copied().flatten()
+        let i = usize::try_from(fi).ok()?;
+        self.t().addrs.get(i).copied().flatten()
     }
 
     /// The fi_addr of `addr`, if it was inserted.

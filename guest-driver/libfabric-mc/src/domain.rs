@@ -96,7 +96,8 @@ fn ump_config(mc: &MemoryChannel) -> Config {
 
 fn open() -> Result<Arc<Domain>, OpenError> {
     let opts = connect_options()?;
-    let mc = imc::open_adapter(&opts).map_err(|e| format!("opening the Memory Channel: {e}"))?;
+    let mc = imc::open_adapter(&opts)
+        .map_err(|e| format!("opening the Memory Channel: {}", mc_api::ErrorChain(&e)))?;
     let node = Node::open(&mc, ump_config(&mc))
         .map_err(|e| format!("bringing UMP up: {}", blame_lost_packets(&mc, &e)))?;
     let me = mc.node_id().0;
@@ -182,5 +183,9 @@ impl Domain {
 
 /// The node an address names, if it is one of this provider's.
 pub fn node_of(addr: u64) -> Option<u8> {
-    (addr & (0xffff << 48) == ADDR_TAG && addr >> 40 & 0xff == 0).then_some((addr >> 32) as u8)
+    if addr & (0xffff << 48) != ADDR_TAG {
+        return None;
+    }
+    // Bits 32..40 are the node; bits 40..48 must be clear.
+    u8::try_from(addr >> 32 & 0xffff).ok()
 }

@@ -58,6 +58,12 @@ unsafe fn to_c(s: &str, buf: *mut c_char, len: usize) {
     }
 }
 
+/// A provider return code (0, a count, or a negated errno or FI_* code)
+/// as the C side's `ssize_t`, which on the 64-bit targets here holds any.
+fn ret(code: i64) -> isize {
+    isize::try_from(code).expect("an i64 fits a 64-bit isize")
+}
+
 /// A handle C holds: an `Arc` turned into a pointer.
 ///
 /// # Safety
@@ -152,7 +158,7 @@ pub unsafe extern "C" fn mcfi_av_insert(
             unsafe { out.add(i).write_unaligned(g.unwrap_or(FI_ADDR_UNSPEC)) };
         }
     }
-    n as c_int
+    c_int::try_from(n).unwrap_or(c_int::MAX)
 }
 
 /// # Safety
@@ -211,8 +217,8 @@ pub unsafe extern "C" fn mcfi_cq_read(cq: *const Cq, out: *mut McComp, count: us
     // SAFETY: `count` writable entries at `out`.
     let out = unsafe { std::slice::from_raw_parts_mut(out, count) };
     match cq.read(out) {
-        Ok(n) => n as isize,
-        Err(e) => -(e as isize),
+        Ok(n) => isize::try_from(n).expect("at most `count` entries, a slice's length"),
+        Err(e) => -ret(e),
     }
 }
 
@@ -311,7 +317,9 @@ pub unsafe extern "C" fn mcfi_ep_bind_av(ep: *const Ep, av: *const Av) -> c_int 
 pub unsafe extern "C" fn mcfi_ep_enable(ep: *const Ep) -> c_int {
     // SAFETY: the caller's contract.
     match unsafe { borrow(ep) } {
-        Some(e) => e.enable().map_or_else(|e| -(e as c_int), |_| 0),
+        Some(e) => e
+            .enable()
+            .map_or_else(|e| -c_int::try_from(e).expect("an FI_* code"), |_| 0),
         None => -(libc::EINVAL),
     }
 }
@@ -368,7 +376,7 @@ pub unsafe extern "C" fn mcfi_ep_send(ep: *const Ep, s: *const McSend) -> isize 
     if s.buf == 0 && s.len > 0 {
         return -(libc::EINVAL as isize);
     }
-    e.send(SendSpec {
+    ret(e.send(SendSpec {
         ctx: s.ctx,
         buf: s.buf,
         len: s.len,
@@ -378,7 +386,7 @@ pub unsafe extern "C" fn mcfi_ep_send(ep: *const Ep, s: *const McSend) -> isize 
         data: (s.has_data != 0).then_some(s.data),
         completion: s.completion != 0,
         inject: s.inject != 0,
-    }) as isize
+    }))
 }
 
 /// # Safety
@@ -392,7 +400,7 @@ pub unsafe extern "C" fn mcfi_ep_recv(ep: *const Ep, r: *const McRecv) -> isize 
     if r.buf == 0 && r.cap > 0 {
         return -(libc::EINVAL as isize);
     }
-    e.recv(
+    ret(e.recv(
         RecvSpec {
             ctx: r.ctx,
             buf: r.buf,
@@ -406,7 +414,7 @@ pub unsafe extern "C" fn mcfi_ep_recv(ep: *const Ep, r: *const McRecv) -> isize 
         r.peek != 0,
         r.claim != 0,
         r.discard != 0,
-    ) as isize
+    ))
 }
 
 /// # Safety
@@ -414,7 +422,7 @@ pub unsafe extern "C" fn mcfi_ep_recv(ep: *const Ep, r: *const McRecv) -> isize 
 #[no_mangle]
 pub unsafe extern "C" fn mcfi_ep_cancel(ep: *const Ep, ctx: u64) -> isize {
     // SAFETY: the caller's contract.
-    unsafe { borrow(ep) }.map_or(-(libc::EINVAL as isize), |e| e.cancel(ctx) as isize)
+    unsafe { borrow(ep) }.map_or(-(libc::EINVAL as isize), |e| ret(e.cancel(ctx)))
 }
 
 /// The last failure this provider reported, for fi_cq_strerror.

@@ -64,8 +64,9 @@ impl Header {
             tag: u64_at(16),
             data: u64_at(24),
         };
-        let inline_ok =
-            !h.separate() && h.len <= INLINE as u64 && msg_len == HEADER + h.len as usize;
+        let inline_ok = !h.separate()
+            && h.len <= INLINE as u64
+            && msg_len == HEADER + firmware_model::to_usize(h.len);
         let separate_ok = h.separate() && msg_len == HEADER;
         (inline_ok || separate_ok).then_some(h)
     }

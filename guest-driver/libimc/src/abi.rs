@@ -167,8 +167,8 @@ mod tests {
             ("IMC_LOCKWAIT", IMC_LOCKWAIT.into()),
             ("IMC_LOCKNOWAIT", IMC_LOCKNOWAIT.into()),
             ("IMC_MAXNUMLOCKS", IMC_MAXNUMLOCKS.into()),
-            ("IMC_MAXHOSTS", IMC_MAXHOSTS as i64),
-            ("IMC_HOSTNAMELEN", IMC_HOSTNAMELEN as i64),
+            ("IMC_MAXHOSTS", i64::try_from(IMC_MAXHOSTS).unwrap()),
+            ("IMC_HOSTNAMELEN", i64::try_from(IMC_HOSTNAMELEN).unwrap()),
             ("IMC_URW", 0o600),
             ("IMC_ORW", 0o006),
         ];
@@ -183,7 +183,8 @@ mod tests {
                 && ours.iter().position(|(n, _)| n == name) < Some(25)
                 && ours.iter().any(|(n, _)| n == name);
             if is_code {
-                assert_ne!(describe(*v as c_int), "unknown return code", "{name}");
+                let code = c_int::try_from(*v).expect("a code is an int");
+                assert_ne!(describe(code), "unknown return code", "{name}");
             }
         }
         // Codes are distinct.

@@ -12,12 +12,19 @@ use crate::abi::*;
 use crate::library::library;
 use crate::{api_failure, failure, last_failure, plain};
 
+/// The error count as the C API's `int`: its low 31 bits, so it never
+/// reads as a negative return code. Callers compare it with an earlier
+/// one, and a count moves by one per error, so a change still shows.
+fn count_int(count: u64) -> c_int {
+    c_int::try_from(count & 0x7fff_ffff).expect("31 bits fit an int")
+}
+
 /// The cluster error count (not guaranteed current for other nodes'
 /// errors), or -IMC_NOTINIT.
 #[no_mangle]
 pub extern "C" fn imc_rderrcnt() -> c_int {
     match library() {
-        Ok(l) => l.mc.error_count() as c_int,
+        Ok(l) => count_int(l.mc.error_count()),
         Err(c) => -c,
     }
 }
@@ -48,7 +55,7 @@ pub unsafe extern "C" fn imc_ckerrcnt(errors: *mut c_int) -> c_int {
             format!("{n} plain stores could not be posted: {why}"),
         );
     }
-    let now = check.count as c_int;
+    let now = count_int(check.count);
     // SAFETY: checked non-NULL; the caller promises it is readable/writable.
     let saved = unsafe { *errors };
     if now == saved {
@@ -114,7 +121,7 @@ pub unsafe extern "C" fn imc_write(
         return c;
     }
     // SAFETY: the caller promises `len` readable bytes at `src`.
-    let data = unsafe { std::slice::from_raw_parts(src as *const u8, len) };
+    let data = unsafe { std::slice::from_raw_parts(src.cast::<u8>(), len) };
     plain::write(dst as usize, data)
 }
 
@@ -131,7 +138,7 @@ pub extern "C" fn imc_node_id() -> c_int {
 #[no_mangle]
 pub extern "C" fn imc_nodes() -> c_int {
     match library() {
-        Ok(l) => l.mc.nodes() as c_int,
+        Ok(l) => c_int::try_from(l.mc.nodes()).expect("at most 64 nodes"),
         Err(c) => -c,
     }
 }

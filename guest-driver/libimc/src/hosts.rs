@@ -71,7 +71,7 @@ pub unsafe extern "C" fn imc_gethosts(
     };
     let members = lib.members();
     // SAFETY: checked non-NULL; the caller promises it is writable.
-    unsafe { *nhosts = members.len() as c_int };
+    unsafe { *nhosts = c_int::try_from(members.len()).expect("at most 64 members") };
     if names.is_null() {
         return IMC_SUCCESS;
     }
@@ -84,7 +84,7 @@ pub unsafe extern "C" fn imc_gethosts(
     {
         let mut out = [0 as c_char; IMC_HOSTNAMELEN];
         for (o, b) in out.iter_mut().zip(name.bytes().take(IMC_HOSTNAMELEN - 1)) {
-            *o = b as c_char;
+            *o = c_char::from_ne_bytes([b]);
         }
         // SAFETY: `names` is not NULL (checked above), `i` is below
         // IMC_MAXHOSTS (`take`), and the caller provides that many writable

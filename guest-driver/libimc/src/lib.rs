@@ -27,6 +27,7 @@ mod plain;
 mod regions;
 mod relay;
 mod v5;
+mod words;
 
 use std::cell::RefCell;
 use std::ffi::c_int;

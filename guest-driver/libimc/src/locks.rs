@@ -10,6 +10,7 @@ use mc_api::McError;
 
 use crate::abi::*;
 use crate::library::library;
+use crate::words::{int_of, word_of};
 use crate::{api_failure, failure};
 
 /// Allocate (or find) the set of `*nlocks` spinlocks under `key`. With
@@ -47,9 +48,9 @@ pub unsafe extern "C" fn imc_lkalloc(
         Err(c) => return c,
     };
     let creator = flag & IMC_CREATOR != 0;
-    let mut count = wanted as u32;
+    let mut count = u32::try_from(wanted).expect("checked positive above");
     let set = loop {
-        match lib.mc.lock_alloc(key as u32, count, creator, creator) {
+        match lib.mc.lock_alloc(word_of(key), count, creator, creator) {
             Ok(s) => break s,
             // An existing set of another size: join it, as it is.
             Err(McError::LockSetSize { count: real, .. }) if !creator && real != count => {
@@ -62,8 +63,8 @@ pub unsafe extern "C" fn imc_lkalloc(
     // SAFETY: `nlocks` and `lock_id` were both checked non-NULL at the top,
     // and the caller promises they point to writable ints (# Safety).
     unsafe {
-        *nlocks = set.count() as c_int;
-        *lock_id = id as c_int;
+        *nlocks = c_int::try_from(set.count()).expect("at most IMC_MAXNUMLOCKS");
+        *lock_id = int_of(id);
     }
     // A second allocation of the same set by this process shares the first.
     lib.locks().entry(id).or_insert_with(|| Arc::new(set));
@@ -73,7 +74,7 @@ pub unsafe extern "C" fn imc_lkalloc(
 fn with_set<R>(lock_id: c_int, f: impl FnOnce(&Arc<mc_api::LockSet>) -> R) -> Result<R, c_int> {
     let lib = library()?;
     let sets = lib.locks();
-    match sets.get(&(lock_id as u32)) {
+    match sets.get(&word_of(lock_id)) {
         Some(s) => Ok(f(s)),
         None => Err(failure(
             IMC_BADLOCK,
@@ -145,7 +146,7 @@ pub extern "C" fn imc_lkdealloc(lock_id: c_int) -> c_int {
         Err(c) => return c,
     };
     let mut sets = lib.locks();
-    let Some(set) = sets.get(&(lock_id as u32)) else {
+    let Some(set) = sets.get(&word_of(lock_id)) else {
         return failure(
             IMC_BADLOCK,
             format!("no lock set {lock_id} in this process"),
@@ -157,12 +158,12 @@ pub extern "C" fn imc_lkdealloc(lock_id: c_int) -> c_int {
             format!("lock {i} of set {lock_id} is held by this process"),
         );
     }
-    let set = sets.remove(&(lock_id as u32)).expect("looked up above");
+    let set = sets.remove(&word_of(lock_id)).expect("looked up above");
     let set = match Arc::try_unwrap(set) {
         Ok(s) => s,
         Err(shared) => {
             // Another thread is in imc_lkacquire on this set.
-            sets.insert(lock_id as u32, shared);
+            sets.insert(word_of(lock_id), shared);
             return failure(
                 IMC_LOCKACTIVE,
                 format!("a thread of this process is acquiring a lock of set {lock_id}"),

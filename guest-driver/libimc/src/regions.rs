@@ -10,6 +10,7 @@ use mc_api::{McError, Permissions, Sharing};
 
 use crate::abi::*;
 use crate::library::library;
+use crate::words::{int_of, word_of};
 use crate::{api_failure, failure, plain};
 
 /// Allocate `size` bytes (rounded up to whole pages) under `key`, or find
@@ -42,12 +43,12 @@ pub unsafe extern "C" fn imc_asalloc(
     };
     match lib
         .mc
-        .region_alloc_with(key as u32, bytes, flag & IMC_COHERENT != 0, permissions)
+        .region_alloc_with(word_of(key), bytes, flag & IMC_COHERENT != 0, permissions)
     {
         Ok(rid) => {
             lib.regions().allocated.insert(rid);
             // SAFETY: checked non-NULL; the caller promises it is writable.
-            unsafe { *id = rid as c_int };
+            unsafe { *id = int_of(rid) };
             IMC_SUCCESS
         }
         Err(e) => api_failure(&e),
@@ -101,7 +102,7 @@ pub unsafe extern "C" fn imc_asattach(
         Ok(l) => l,
         Err(c) => return c,
     };
-    let rid = id as u32;
+    let rid = word_of(id);
     let mut book = lib.regions();
     let a = book.attached.entry(rid).or_default();
     if (transmit && a.tx.is_some()) || (!transmit && a.rx.is_some()) {
@@ -163,7 +164,7 @@ pub extern "C" fn imc_asdetach(id: c_int) -> c_int {
         Ok(l) => l,
         Err(c) => return c,
     };
-    let Some(a) = lib.regions().attached.remove(&(id as u32)) else {
+    let Some(a) = lib.regions().attached.remove(&word_of(id)) else {
         return failure(
             IMC_NOTATTACHED,
             format!("region {id} is not attached by this process"),
@@ -185,7 +186,7 @@ pub extern "C" fn imc_asdealloc(id: c_int) -> c_int {
         Ok(l) => l,
         Err(c) => return c,
     };
-    let rid = id as u32;
+    let rid = word_of(id);
     {
         let mut book = lib.regions();
         if book.attached.contains_key(&rid) {

@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 use mc_api::{ConnectOptions, McError, MemoryChannel, RxRegion, Sharing, TxRegion};
 
 use crate::abi::*;
+use crate::words::{int_of, word_of};
 use crate::{api_failure, failure};
 
 /// The reserved key of the relay page ("IMCR").
@@ -74,7 +75,7 @@ fn own_name(opts: &ConnectOptions, me: u32) -> String {
     }
     let mut buf = [0u8; 256];
     // SAFETY: gethostname writes at most buf.len() bytes into our buffer.
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr() as *mut c_char, buf.len()) };
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast::<c_char>(), buf.len()) };
     let name = if rc == 0 {
         let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
         String::from_utf8_lossy(&buf[..end]).into_owned()
@@ -168,11 +169,11 @@ impl Relay {
         let start = Instant::now();
         loop {
             if self.page.rx.load_u64(answer + 8).ok() == Some(s) {
-                let status = self.page.rx.load_u32(answer).unwrap_or(IMC_MCERROR as u32);
-                return if status == IMC_SUCCESS as u32 {
+                let status = self.page.rx.load_u32(answer).map_or(IMC_MCERROR, int_of);
+                return if status == IMC_SUCCESS {
                     IMC_SUCCESS
                 } else {
-                    failure(status as c_int, format!("node{dest} refused the signal"))
+                    failure(status, format!("node{dest} refused the signal"))
                 };
             }
             if start.elapsed() > ANSWER_TIMEOUT {
@@ -207,7 +208,7 @@ fn serve(page: &Page, me: u32, nodes: usize) {
                 continue;
             }
             last = Instant::now();
-            let status = deliver(word(8) as i32, word(4) as i32, word(12), word(16));
+            let status = deliver(int_of(word(8)), int_of(word(4)), word(12), word(16));
             log::info!(
                 "libimc relay: node{s} asks signal {} to pid {}: {}",
                 word(4),
@@ -215,7 +216,7 @@ fn serve(page: &Page, me: u32, nodes: usize) {
                 describe(status)
             );
             let mut ans = [0u8; ANSWER_BYTES];
-            ans[0..4].copy_from_slice(&(status as u32).to_le_bytes());
+            ans[0..4].copy_from_slice(&word_of(status).to_le_bytes());
             ans[8..16].copy_from_slice(&seq.to_le_bytes());
             if let Err(e) = page.tx.write(ANSWERS + ANSWER_BYTES * s, &ans) {
                 log::warn!(

@@ -30,7 +30,7 @@ pub unsafe extern "C" fn ump_open(
     match t.ump.open(local, remote, tr) {
         Ok(c) => {
             // SAFETY: checked non-NULL; the caller's contract.
-            unsafe { *ch = c.0 as c_int };
+            unsafe { *ch = c_channel(c) };
             UMP_SUCCESS
         }
         Err(e) => err(e),
@@ -83,11 +83,9 @@ pub unsafe extern "C" fn ump_wait(
     } else {
         Some(try_code!(channel(ch)))
     };
-    let timeout = if timeout_us < 0 {
-        t.ump.node().config().timeout
-    } else {
-        Duration::from_micros(timeout_us as u64)
-    };
+    // A negative timeout (UMP_FOREVER) is the configured one.
+    let timeout =
+        u64::try_from(timeout_us).map_or(t.ump.node().config().timeout, Duration::from_micros);
     match t.ump.wait(on, timeout) {
         Ok(Some(e)) => {
             let (ty, c) = match e {
@@ -99,7 +97,7 @@ pub unsafe extern "C" fn ump_wait(
             unsafe {
                 *ev = UmpEvent {
                     kind: ty,
-                    channel: c.0 as c_int,
+                    channel: c_channel(c),
                 }
             };
             UMP_SUCCESS

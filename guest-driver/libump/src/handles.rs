@@ -50,6 +50,12 @@ pub(crate) fn channel(c: ump_channel_t) -> Result<ChannelId, c_int> {
         .map_err(|_| fail(UMP_ENOCHANNEL, format!("channel {c}")))
 }
 
+/// The C handle of channel `c`. UMP numbers a task's channels from 1 up,
+/// so one past `c_int::MAX` would take 2^31 opens in one task.
+pub(crate) fn c_channel(c: ChannelId) -> ump_channel_t {
+    c_int::try_from(c.0).expect("fewer than 2^31 channels opened in one task")
+}
+
 #[allow(non_camel_case_types)]
 pub(crate) type ump_channel_t = c_int;
 

@@ -5,6 +5,12 @@ use std::ffi::c_int;
 use crate::errors::*;
 use crate::handles::*;
 
+/// A count for a C `int` field; saturated, though every count here (nodes,
+/// tasks, channels) is far below `INT_MAX`.
+fn c_count<T: TryInto<c_int>>(n: T) -> c_int {
+    n.try_into().unwrap_or(c_int::MAX)
+}
+
 /// `ump_info_t`.
 #[repr(C)]
 pub struct UmpInfo {
@@ -40,9 +46,9 @@ pub unsafe extern "C" fn ump_info(t: *mut UmpTask, out: *mut UmpInfo) -> c_int {
     unsafe {
         *out = UmpInfo {
             node: c_int::from(i.node),
-            nodes: i.nodes as c_int,
-            task: i.task as c_int,
-            channels: i.channels.len() as c_int,
+            nodes: c_count(i.nodes),
+            task: c_count(i.task),
+            channels: c_count(i.channels.len()),
             ring_bytes: c.ring_bytes,
             shm_ring_bytes: c.shm_ring_bytes,
             fragment_bytes: c.fragment_bytes,

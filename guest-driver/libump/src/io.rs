@@ -114,7 +114,8 @@ pub unsafe extern "C" fn ump_nbread(
                     *copied = p.copied;
                 }
                 if !remaining.is_null() {
-                    *remaining = p.remaining as usize;
+                    // At most the message's length, which is in memory.
+                    *remaining = usize::try_from(p.remaining).unwrap_or(usize::MAX);
                 }
             }
             UMP_SUCCESS

@@ -176,7 +176,10 @@ const SEED: Seed = Seed {
 /// Round trips for a message of `size` bytes.
 fn rounds(size: usize, iters: u32) -> u32 {
     let by_bytes = (16usize << 20) / size.max(1);
-    (iters as usize).min(by_bytes).max(10) as u32
+    // At most `iters`, so it fits.
+    u32::try_from(by_bytes)
+        .map_or(iters, |b| iters.min(b))
+        .max(10)
 }
 
 /// Bytes streamed for a bandwidth point.
@@ -551,4 +554,29 @@ pub fn format(r: &Report) -> String {
         format!("{shm:.0} MB/s = {:.2}x", shm / r.raw.memcpy_64k_mb_s),
     );
     s
+}
+
+#[cfg(test)]
+mod error_tests {
+    use super::*;
+
+    /// Each cause of a failed `bench ump` prints once under ErrorChain.
+    #[test]
+    fn each_cause_prints_once() {
+        let cause = || std::io::Error::other("the distinctive cause");
+        let errors = [
+            BenchUmpError::Json {
+                path: "out.json".into(),
+                source: cause(),
+            },
+            BenchUmpError::Api(McError::JoinThread(cause())),
+            BenchUmpError::Ump(UmpError::Thread(cause())),
+            BenchUmpError::Ump(UmpError::Mc(McError::JoinThread(cause()))),
+        ];
+        for e in &errors {
+            assert_eq!(firmware_model::doubled_cause(e), None);
+            let line = firmware_model::ErrorChain(e).to_string();
+            assert_eq!(line.matches("the distinctive cause").count(), 1, "{line}");
+        }
+    }
 }

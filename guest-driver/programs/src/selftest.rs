@@ -72,8 +72,11 @@ impl Selftest<'_> {
 }
 
 fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u8).wrapping_mul(13).wrapping_add(seed))
+    // The pattern repeats every 256 bytes.
+    (0..=u8::MAX)
+        .cycle()
+        .take(len)
+        .map(|i| i.wrapping_mul(13).wrapping_add(seed))
         .collect()
 }
 
@@ -92,7 +95,7 @@ pub fn run(
     r.check("host list", |mc| {
         let h = mc.hosts();
         Ok(
-            if h.members.len() as u32 == nodes && h.members.contains(&mc.node_id()) {
+            if u32::try_from(h.members.len()) == Ok(nodes) && h.members.contains(&mc.node_id()) {
                 Verdict::Pass(format!("{} members, epoch {}", h.members.len(), h.epoch))
             } else {
                 Verdict::Fail(format!("members {:?} of {nodes}", h.members))
@@ -197,7 +200,11 @@ pub fn run(
     let p2p = pattern(256, 9);
     if me == 0 && nodes > 1 {
         let tx = mc
-            .attach_transmit_to(pid, Sharing::Shared, firmware_model::NodeId(target as u8))
+            .attach_transmit_to(
+                pid,
+                Sharing::Shared,
+                firmware_model::NodeId(u8::try_from(target).expect("at most 64 nodes")),
+            )
             .map_err(during("point-to-point"))?;
         tx.write(0, &p2p).map_err(during("point-to-point"))?;
     }

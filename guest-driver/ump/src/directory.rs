@@ -178,7 +178,9 @@ impl Directory {
         if v % 2 == 1 {
             return None;
         }
-        let next_uid = self.rx.load_u64(8).ok()? as u32;
+        // Written from a u32; a damaged word saturates, and `take_uid` keeps
+        // the next number in range whatever it read.
+        let next_uid = firmware_model::saturating_u32(self.rx.load_u64(8).ok()?);
         let mut b = vec![0u8; RECORDS * RECORD];
         self.rx.read(HEAD, &mut b).ok()?;
         fence(Ordering::Acquire);

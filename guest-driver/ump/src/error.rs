@@ -157,3 +157,24 @@ impl fmt::Display for Transport {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use firmware_model::{doubled_cause, ErrorChain};
+
+    /// Every variant that keeps a source names it once under ErrorChain.
+    #[test]
+    fn each_cause_prints_once() {
+        let cause = || std::io::Error::other("the distinctive cause");
+        let errors = [
+            UmpError::Mc(McError::JoinThread(cause())),
+            UmpError::Thread(cause()),
+        ];
+        for e in &errors {
+            assert_eq!(doubled_cause(e), None);
+            let line = ErrorChain(e).to_string();
+            assert_eq!(line.matches("the distinctive cause").count(), 1, "{line}");
+        }
+    }
+}

@@ -7,6 +7,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
+use firmware_model::to_usize;
+
 use crate::channel::{
     failure_error, Chan, Payload, PendingWrite, Queued, WriteFailure, WriteStatus,
 };
@@ -117,7 +119,7 @@ impl Ump {
             });
         }
         let mut got = 0usize;
-        let left = left as usize;
+        let left = to_usize(left);
         self.wait_until("the rest of a message", deadline, || {
             got += rx.read_some(link, &mut buf[got..left]);
             rx.release(link, false)?;
@@ -131,7 +133,7 @@ impl Ump {
         // short message costs one store each way, not two.
         rx.release(link, false)?;
         chan.received.fetch_add(1, Ordering::Relaxed);
-        Ok(p.len as usize)
+        Ok(to_usize(p.len))
     }
 
     /// `ump_nbread`: start reading the next message of `ch`: returns once
@@ -181,7 +183,7 @@ impl Ump {
                 });
                 return Ok(true);
             }
-            let want = (p.len - p.got).min(buf.len() as u64) as usize;
+            let want = to_usize((p.len - p.got).min(buf.len() as u64));
             copied += rx.read_some(link, &mut buf[copied..want.max(copied)]);
             rx.release(link, false)?;
             let now = rx.peek(link).map_err(damaged)?.unwrap_or(p);
@@ -206,7 +208,7 @@ impl Ump {
                 len: p.len,
                 remaining,
             });
-            Ok(copied >= min.min(p.len as usize) || copied == buf.len() || min == 0)
+            Ok(copied >= min.min(to_usize(p.len)) || copied == buf.len() || min == 0)
         };
         self.wait_until("part of a message", deadline, &mut step)?;
         Ok(out)
@@ -280,7 +282,7 @@ impl Ump {
             }
             Some((r, orx)) => {
                 let count = link.error_count().filter(|_| node.config.receiver_check);
-                outbuf::take(orx, &r, buf, count).map(|()| r.len as usize)
+                outbuf::take(orx, &r, buf, count).map(|()| to_usize(r.len))
             }
         };
         // Consume the reference (its own checks too), then say so.

@@ -97,8 +97,8 @@ impl Header {
     /// None: not a header of channel `uid` (stale, torn or damaged bytes).
     pub fn decode(b: &[u8; HEADER], uid: u32) -> Option<Header> {
         let word = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap_or_default());
-        let magic = word(0) as u32;
-        let seq = (word(0) >> 32) as u32;
+        let half = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap_or_default());
+        let (magic, seq) = (half(0), half(4));
         let len = word(8);
         let (short, reference) = match magic {
             MAGIC_HEAD => (false, false),
@@ -127,6 +127,12 @@ pub struct Trailer {
 }
 
 impl Trailer {
+    /// The part of an error count a trailer keeps: its low 32 bits. A
+    /// change during one message shows in them.
+    pub fn count_word(count: u64) -> u32 {
+        u32::try_from(count & 0xffff_ffff).expect("masked to 32 bits")
+    }
+
     /// The last word's tag: seeing it for the expected message means the
     /// whole message has landed (a sender's stores arrive in order), or
     /// that what is missing was lost on the way, which the checks catch.

@@ -134,7 +134,7 @@ pub fn up(
         spec.quiet = opts.quiet;
         spec.adapter = Some(AdapterSpec::memory_channel(
             sockets[n as usize].clone(),
-            firmware_model::abi::CONFIG_SIZE as u32,
+            u32::try_from(firmware_model::abi::CONFIG_SIZE).expect("the config space is small"),
         ));
         spec.agent_socket = Some(st.agent_socket(n));
         let args = match qemu_args(&spec, Accel::Tcg) {

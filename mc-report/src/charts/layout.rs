@@ -135,13 +135,33 @@ pub fn draw_group_name(
         .map_err(|x| e(&x))
 }
 
+/// A pixel offset or a count of rows for plotters' signed coordinates.
+/// A page is a few thousand pixels, so only nonsense saturates.
+pub fn coord<T: TryInto<i32>>(n: T) -> i32 {
+    n.try_into().unwrap_or(i32::MAX)
+}
+
+/// A count of rows, panels or characters as a factor of pixel sizes.
+pub fn count_u32(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
 /// About how wide `text` is at `size` pixels in a sans-serif font.
+#[allow(
+    clippy::cast_possible_truncation,
+    reason = "a width in pixels of a line of text: far inside i32"
+)]
 pub fn text_px(text: &str, size: u32) -> i32 {
     (text.chars().count() as f64 * f64::from(size) * 0.56).ceil() as i32
 }
 
 /// A y-axis label with as many decimals as the axis' ticks (about six up
 /// to `ymax`) need to differ.
+#[allow(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    reason = "the decimals are clamped to 0..=6 before the cast"
+)]
 pub fn axis_label(v: f64, ymax: f64) -> String {
     let step = ymax / 6.0;
     let decimals = if step >= 1.0 || step <= 0.0 {
@@ -171,7 +191,7 @@ fn legend_rows(entries: &[LegendEntry], lead: &str) -> Vec<Vec<usize>> {
     let mut x = SIDE_PX + text_px(lead, 13) + 10;
     for (i, (_, name)) in entries.iter().enumerate() {
         let w = 18 + text_px(name, 13) + 18;
-        if x + w > WIDTH as i32 - SIDE_PX && !rows.last().is_some_and(Vec::is_empty) {
+        if x + w > coord(WIDTH) - SIDE_PX && !rows.last().is_some_and(Vec::is_empty) {
             rows.push(Vec::new());
             x = SIDE_PX + text_px(lead, 13) + 10;
         }
@@ -203,12 +223,12 @@ impl<'a> Page<'a> {
     ) -> Result<Page<'a>, ReportError> {
         let e = chart_err(path);
         let rows = legend_rows(legend, lead);
-        let header = TITLE_PX + rows.len() as u32 * LEGEND_ROW_PX + 10;
+        let header = TITLE_PX + count_u32(rows.len()) * LEGEND_ROW_PX + 10;
         // Always three columns: panels keep one size, however many there are.
         let columns = COLUMNS;
         let grid_rows = panels.div_ceil(columns).max(1);
-        let grid = grid_rows as u32 * panel_px;
-        let footer = notes as u32 * NOTE_PX + 14;
+        let grid = count_u32(grid_rows) * panel_px;
+        let footer = count_u32(notes) * NOTE_PX + 14;
         let root = SVGBackend::new(path, (WIDTH, header + grid + footer)).into_drawing_area();
         root.fill(&WHITE).map_err(|x| e(&x))?;
         let (head, rest) = root.split_vertically(header);
@@ -225,7 +245,7 @@ impl<'a> Page<'a> {
             .color(&INK)
             .pos(Pos::new(HPos::Left, VPos::Center));
         for (r, row) in rows.iter().enumerate() {
-            let y = TITLE_PX as i32 + r as i32 * LEGEND_ROW_PX as i32 + LEGEND_ROW_PX as i32 / 2;
+            let y = coord(TITLE_PX + count_u32(r) * LEGEND_ROW_PX + LEGEND_ROW_PX / 2);
             let mut x = SIDE_PX;
             if r == 0 {
                 head.draw_text(lead, &label, (x, y)).map_err(|x| e(&x))?;
@@ -263,7 +283,7 @@ impl<'a> Page<'a> {
             .pos(Pos::new(HPos::Left, VPos::Top));
         for (i, n) in notes.iter().enumerate() {
             self.notes
-                .draw_text(n, &style, (SIDE_PX, 6 + i as i32 * NOTE_PX as i32))
+                .draw_text(n, &style, (SIDE_PX, coord(6 + count_u32(i) * NOTE_PX)))
                 .map_err(|x| e(&x))?;
         }
         self.root.present().map_err(|x| e(&x))

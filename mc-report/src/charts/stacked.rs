@@ -11,7 +11,8 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use super::figure::{StackedFigure, StackedPanel};
 use super::grouped::slot;
 use super::layout::{
-    chart_err, draw_group_name, panel_chart, y_top, Page, PanelAxes, FONT, INK, PALETTE,
+    chart_err, coord, count_u32, draw_group_name, panel_chart, y_top, Page, PanelAxes, FONT, INK,
+    PALETTE,
 };
 use crate::error::ReportError;
 
@@ -53,7 +54,7 @@ pub fn draw(path: &Path, f: &StackedFigure) -> Result<(), ReportError> {
         .map(|s| s.chars().count())
         .max()
         .unwrap_or(1);
-    let names_px = (longest as u32 * 5 + 8).min(60);
+    let names_px = (count_u32(longest) * 5 + 8).min(60);
     for (i, (cell, p)) in page.cells.iter().zip(&f.panels).enumerate() {
         let ymax = y_top(panel_max(p));
         let mut chart = panel_chart(
@@ -98,7 +99,7 @@ pub fn draw(path: &Path, f: &StackedFigure) -> Result<(), ReportError> {
                     .map_err(|x| e(&x))?;
             }
             if let Some(name) = f.groups.get(g) {
-                draw_group_name(&page, &chart, g, name, names_px as i32 + 6, &e)?;
+                draw_group_name(&page, &chart, g, name, coord(names_px) + 6, &e)?;
             }
         }
     }

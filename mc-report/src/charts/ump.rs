@@ -82,7 +82,10 @@ impl UmpBench {
                 Ok(UmpPoint {
                     transport: text(p, "/transport")?,
                     mode: text(p, "/mode")?,
-                    size: num(p, "/size")? as u64,
+                    size: p
+                        .pointer("/size")
+                        .and_then(Value::as_u64)
+                        .ok_or("/size is not a whole number")?,
                     one_way_us: num(p, "/one_way_us")?,
                     mb_s: num(p, "/mb_s")?,
                 })
@@ -191,6 +194,11 @@ pub fn draw(b: &UmpBench, out: &Path) -> Result<Vec<PathBuf>, ReportError> {
         .collect()
 }
 
+#[allow(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    reason = "a position on the size axis, rounded to a byte count (`as` saturates)"
+)]
 fn size_label(v: f64) -> String {
     let v = v.round() as u64;
     match v {

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use firmware_model::{NodeId, PctEntry};
+use firmware_model::PctEntry;
 use log::{debug, info, warn};
 
 use super::notice::{Manager, RETRY};
@@ -15,6 +15,7 @@ use super::JoinHost;
 use super::{Window, BATCH};
 use crate::error::McError;
 use crate::layout::{JOIN_DONE, JOIN_MARK, JOIN_REQUEST, SERVE_LOCK};
+use crate::node::node_id;
 use crate::spinlock::ClusterLock;
 
 /// How much later than the member below it a member offers to serve.
@@ -52,7 +53,8 @@ impl Manager {
             // Coherent members below this one offer first.
             let rank = (0..me)
                 .filter(|&m| m != j && members & (1 << m) != 0 && !pending(m))
-                .count() as u32;
+                .count();
+            let rank = u32::try_from(rank).expect("at most 64 members");
             if chosen.is_none() && now.duration_since(since) >= RANK_DELAY * rank {
                 chosen = Some((j, seq));
             }
@@ -96,12 +98,10 @@ impl Manager {
         let (me, l) = (self.me, inner.layout);
         let t0 = Instant::now();
         info!("node{me}: serving join request {seq} of node {j}");
-        let (rounds, sent) = with_resync_window(
-            host.node(),
-            PctEntry::transmit_to(NodeId(j as u8)),
-            &[],
-            || self.retransmit(host, j),
-        )?;
+        let (rounds, sent) =
+            with_resync_window(host.node(), PctEntry::transmit_to(node_id(j)), &[], || {
+                self.retransmit(host, j)
+            })?;
         // Ordered after every retransmission: the joiner sees it last.
         let answer = (seq << 8) | u64::from(me);
         host.node().store(
@@ -133,9 +133,7 @@ impl Manager {
             bytes += send_runs(host, base, &sent, &pending)?;
             self.marker(host)?;
             if host.node().members_mask() & (1 << j) == 0 {
-                return Err(McError::JoinerLeft {
-                    joiner: NodeId(j as u8),
-                });
+                return Err(McError::JoinerLeft { joiner: node_id(j) });
             }
             for &(w, n) in &pending {
                 win.read(8 * w, &mut cur[8 * w..8 * (w + n)]);
@@ -172,7 +170,7 @@ impl Manager {
             pending = runs(&again);
         }
         Err(McError::ResyncUnsettled {
-            joiner: NodeId(j as u8),
+            joiner: node_id(j),
             rounds: MAX_ROUNDS,
         })
     }

@@ -33,7 +33,7 @@ impl dyn RegionHost + '_ {
         sharing: Sharing,
         attach: bool,
     ) -> Result<RegionEntry, McError> {
-        let me = self.node().me as u8;
+        let me = self.node().id().0;
         let bit = 1u64 << me;
         self.tables().with_regions(self.node(), |t| {
             let e = t

@@ -16,7 +16,7 @@ fn check(offset: usize, len: usize, size: u64) -> Result<(), McError> {
         return Err(McError::OutOfBounds {
             offset,
             len,
-            size: size as usize,
+            size: firmware_model::to_usize(size),
         });
     }
     Ok(())
@@ -39,7 +39,7 @@ impl TxRegion {
     }
 
     pub fn len(&self) -> usize {
-        self.entry.size as usize
+        firmware_model::to_usize(self.entry.size)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -206,7 +206,7 @@ impl RxRegion {
     }
 
     pub fn len(&self) -> usize {
-        self.entry.size as usize
+        firmware_model::to_usize(self.entry.size)
     }
 
     pub fn is_empty(&self) -> bool {

@@ -56,7 +56,7 @@ pub(crate) fn alloc_with(
     let pages = size.div_ceil(u64::from(l.page_size));
     let short = |pages| McError::NoSpace(Shortage::Pages { pages, area });
     let pages = u32::try_from(pages).map_err(|_| short(pages))?;
-    let me = node.me as u8;
+    let me = node.id().0;
     tables.with_regions(node, |t| {
         if let Some(e) = t.by_key(key) {
             if e.size != size {

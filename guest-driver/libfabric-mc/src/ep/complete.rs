@@ -2,6 +2,8 @@
 //! a receive's (its length, tag, CQ data, source; FI_ETRUNC when it did
 //! not fit), a send's, and those that failed.
 
+use firmware_model::to_usize;
+
 use super::{Ep, Recv, SendSpec, State, FI_ADDR_UNSPEC};
 use crate::cq::{McComp, K_DATA, K_MSG, K_RECV, K_SEND, K_TAGGED};
 use crate::wire::{Header, F_DATA};
@@ -70,7 +72,7 @@ impl Ep {
 
     /// Copy `data` into the receive's buffer and complete it.
     pub(super) fn deliver(st: &State, r: &Recv, from: u64, h: &Header, data: &[u8]) {
-        let n = data.len().min(r.spec.cap as usize);
+        let n = data.len().min(to_usize(r.spec.cap));
         if n > 0 {
             // SAFETY: the receive's owner gave `cap` writable bytes at
             // `buf`, valid until the receive completes (fi_recv's contract).

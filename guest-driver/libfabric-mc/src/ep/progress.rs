@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use firmware_model::to_usize;
 use ump::{ChannelId, Event, UmpError};
 
 use super::{Ep, Incoming, State, Target, MAX_MSG};
@@ -121,7 +122,7 @@ impl Ep {
                 return true;
             }
             let mut b = [0u8; HEADER + INLINE];
-            let n = match self.ump.read(ch, &mut b[..len as usize]) {
+            let n = match self.ump.read(ch, &mut b[..to_usize(len)]) {
                 Ok(n) => n,
                 Err(e) => {
                     self.damaged(st, from, &e);
@@ -141,12 +142,12 @@ impl Ep {
                         .iter_mut()
                         .find(|u| u.id == id)
                         .expect("just added");
-                    if u.data.try_reserve_exact(h.len as usize).is_err() {
+                    if u.data.try_reserve_exact(to_usize(h.len)).is_err() {
                         let e = format!("no memory for an unexpected message of {} bytes", h.len);
                         self.peer_failed(st, from, e);
                         return true;
                     }
-                    u.data.resize(h.len as usize, 0);
+                    u.data.resize(to_usize(h.len), 0);
                 }
                 if let Some(p) = st.peers.get_mut(&from) {
                     p.incoming = Some(inc);
@@ -176,20 +177,20 @@ impl Ep {
                     unsafe {
                         std::slice::from_raw_parts_mut(
                             (r.spec.buf + inc.got) as *mut u8,
-                            (end - inc.got) as usize,
+                            to_usize(end - inc.got),
                         )
                     }
                 }
                 Target::Recv(_) => {
                     // Truncated: the rest goes nowhere.
-                    scratch = vec![0u8; ((len - inc.got) as usize).min(64 << 10)];
+                    scratch = vec![0u8; to_usize(len - inc.got).min(64 << 10)];
                     &mut scratch[..]
                 }
                 Target::Unexp(id) => {
                     let Some(u) = st.unexpected.iter_mut().find(|u| u.id == *id) else {
                         return Ok(true);
                     };
-                    &mut u.data[inc.got as usize..]
+                    &mut u.data[to_usize(inc.got)..]
                 }
             };
             let Some(p) = self.ump.nbread(ch, dst, 0)? else {

@@ -7,6 +7,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use firmware_model::to_usize;
+
 use super::{Ep, SendSpec, Sent, Target, MAX_MSG};
 use crate::wire::{Header, F_DATA, F_SEPARATE, F_TAGGED, HEADER, INLINE};
 
@@ -60,7 +62,7 @@ impl Ep {
         } else {
             // SAFETY: the caller passed `len` readable bytes at `buf`,
             // valid until the send completes (fi_send's contract).
-            unsafe { std::slice::from_raw_parts(s.buf as *const u8, s.len as usize) }
+            unsafe { std::slice::from_raw_parts(s.buf as *const u8, to_usize(s.len)) }
         };
         if to == self.addr {
             // To itself: matched here, no channel.
@@ -89,7 +91,7 @@ impl Ep {
                 .nbwrite(ch, Arc::new(h.encode().to_vec()))
                 .and_then(|_| {
                     self.ump
-                        .nbwrite(ch, Arc::new(UserBuf(s.buf as *const u8, s.len as usize)))
+                        .nbwrite(ch, Arc::new(UserBuf(s.buf as *const u8, to_usize(s.len))))
                 })
         } else {
             let mut m = Vec::with_capacity(HEADER + payload.len());

@@ -4,11 +4,19 @@
 
 use iced_x86::Register;
 
+use crate::words::{greg_of, reg_bits};
+
 /// The trap flag of RFLAGS: the CPU raises a debug trap after the next
 /// instruction (seen as SIGTRAP, `si_code` TRAP_TRACE).
 pub(crate) const TRAP_FLAG: i64 = 0x100;
 /// Page-fault error code bit: the access was a write.
 const PF_WRITE: i64 = 0x2;
+
+/// Where register `i` (a `REG_*` number, small and non-negative) is in
+/// `gregs`.
+pub(crate) fn greg_index(i: libc::c_int) -> usize {
+    usize::try_from(i).expect("REG_* numbers are non-negative")
+}
 
 /// The saved registers of the thread a signal interrupted.
 pub(crate) struct Context<'a> {
@@ -22,24 +30,24 @@ impl<'a> Context<'a> {
     pub(crate) unsafe fn from_raw(ctx: *mut libc::c_void) -> Context<'a> {
         // SAFETY: the caller passes the kernel's ucontext, valid and
         // exclusively ours until the handler returns.
-        let uc = unsafe { &mut *(ctx as *mut libc::ucontext_t) };
+        let uc = unsafe { &mut *ctx.cast::<libc::ucontext_t>() };
         Context { uc }
     }
 
     fn greg(&self, i: libc::c_int) -> i64 {
-        self.uc.uc_mcontext.gregs[i as usize]
+        self.uc.uc_mcontext.gregs[greg_index(i)]
     }
 
     fn set_greg(&mut self, i: libc::c_int, v: i64) {
-        self.uc.uc_mcontext.gregs[i as usize] = v;
+        self.uc.uc_mcontext.gregs[greg_index(i)] = v;
     }
 
     pub(crate) fn rip(&self) -> u64 {
-        self.greg(libc::REG_RIP) as u64
+        reg_bits(self.greg(libc::REG_RIP))
     }
 
     pub(crate) fn set_rip(&mut self, rip: u64) {
-        self.set_greg(libc::REG_RIP, rip as i64);
+        self.set_greg(libc::REG_RIP, greg_of(rip));
     }
 
     /// The faulting access was a write (page-fault error code).
@@ -57,12 +65,12 @@ impl<'a> Context<'a> {
 
     /// The 64-bit value of general register `index` (a `REG_*` number).
     pub(crate) fn gpr(&self, index: libc::c_int) -> u64 {
-        self.greg(index) as u64
+        reg_bits(self.greg(index))
     }
 
     pub(crate) fn add_to_gpr(&mut self, index: libc::c_int, delta: u64) {
-        let v = (self.greg(index) as u64).wrapping_add(delta);
-        self.set_greg(index, v as i64);
+        let v = reg_bits(self.greg(index)).wrapping_add(delta);
+        self.set_greg(index, greg_of(v));
     }
 
     /// The value of `reg` as an instruction sees it (sub-registers masked,

@@ -24,6 +24,8 @@ use iced_x86::{
     OpKind, Register,
 };
 
+use firmware_model::to_usize;
+
 use super::context::{gpr_index, Context};
 
 /// The largest store this library carries out (an AVX-512 register is 64
@@ -119,7 +121,8 @@ fn plan_decoded(
 ) -> Plan {
     let info = factory.info(instr);
     let in_view = |a: u64, n: usize| {
-        let (a, end) = (a as usize, a as usize + n.max(1));
+        let a = to_usize(a);
+        let end = a + n.max(1);
         a < view.start + view.len && end > view.start
     };
     // The memory operand that touches the view.
@@ -147,7 +150,7 @@ fn plan_decoded(
         if target.is_some() {
             return Plan::Refuse(DecodeRefusal::Scatter);
         }
-        target = Some((*m, addr as usize, size));
+        target = Some((*m, to_usize(addr), size));
     }
     let Some((m, addr, size)) = target else {
         // The fault was a write to the view, but no operand says so
@@ -232,7 +235,7 @@ mod tests {
         // SAFETY: ucontext_t is plain data; all-zero is a valid value.
         let mut uc: Box<libc::ucontext_t> = Box::new(unsafe { std::mem::zeroed() });
         for &(r, v) in regs {
-            uc.uc_mcontext.gregs[r as usize] = v as i64;
+            uc.uc_mcontext.gregs[crate::plain::context::greg_index(r)] = crate::words::greg_of(v);
         }
         uc
     }
@@ -240,7 +243,7 @@ mod tests {
     fn plan_for(code: &[u8], regs: &[(libc::c_int, u64)], view: View) -> Plan {
         let mut uc = with_regs(regs);
         // SAFETY: a valid ucontext_t we own for the duration of the call.
-        let ctx = unsafe { Context::from_raw(&mut *uc as *mut _ as *mut libc::c_void) };
+        let ctx = unsafe { Context::from_raw(std::ptr::from_mut(&mut *uc).cast::<libc::c_void>()) };
         let mut f = InstructionInfoFactory::new();
         plan(&mut f, code, &ctx, view)
     }

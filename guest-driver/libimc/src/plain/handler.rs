@@ -239,7 +239,7 @@ extern "C" fn on_trap(sig: c_int, info: *mut libc::siginfo_t, raw: *mut libc::c_
 /// process_vm_readv, which stops at the first unmapped byte instead of
 /// faulting.
 fn read_code(rip: u64, out: &mut [u8; 15]) -> usize {
-    let to_page_end = table::page() - (rip as usize % table::page());
+    let to_page_end = table::page() - (firmware_model::to_usize(rip) % table::page());
     if to_page_end >= out.len() {
         // SAFETY: the 15 bytes lie in the page RIP executes from, which is
         // mapped and readable (code pages are readable on x86-64 Linux).
@@ -247,7 +247,7 @@ fn read_code(rip: u64, out: &mut [u8; 15]) -> usize {
         return out.len();
     }
     let local = libc::iovec {
-        iov_base: out.as_mut_ptr() as *mut libc::c_void,
+        iov_base: out.as_mut_ptr().cast::<libc::c_void>(),
         iov_len: out.len(),
     };
     let remote = libc::iovec {
@@ -309,7 +309,7 @@ fn refuse(why: DecodeRefusal, addr: usize, rip: u64) {
         why.message()
     );
     // SAFETY: write(2) of our own buffer to stderr; async-signal-safe.
-    unsafe { libc::write(2, msg.buf.as_ptr() as *const libc::c_void, msg.len) };
+    unsafe { libc::write(2, msg.buf.as_ptr().cast::<libc::c_void>(), msg.len) };
     default_action(libc::SIGSEGV);
 }
 

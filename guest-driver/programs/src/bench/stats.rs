@@ -14,12 +14,19 @@ pub(crate) fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
+/// The `p` quantile of `v` (sorted in place), `p` from 0 to 1, rounded
+/// down to a sample; NaN when nothing was measured.
+#[allow(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    reason = "the index is (len - 1) * p rounded down, p clamped to 0..=1: a sample's index"
+)]
 pub(crate) fn pct(v: &mut [f64], p: f64) -> f64 {
     if v.is_empty() {
         return f64::NAN;
     }
     v.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
-    v[((v.len() - 1) as f64 * p) as usize]
+    v[((v.len() - 1) as f64 * p.clamp(0.0, 1.0)) as usize]
 }
 
 /// Raw limit: a value passed between two threads through one cache line.
