@@ -148,8 +148,8 @@ fn install() {
             // fault's protocol work (`times::enter`): whether a thread
             // faults on a page at all follows the host (another thread of
             // its node may have fetched it first).
-            let handler = mc_api::vclock::counter::uncounted_signal_handler(on_segv)
-                .unwrap_or(on_segv);
+            let handler =
+                mc_api::vclock::counter::uncounted_signal_handler(on_segv).unwrap_or(on_segv);
             sa.sa_sigaction = handler as *const () as usize;
             sa.sa_flags = libc::SA_SIGINFO | libc::SA_NODEFER;
             libc::sigemptyset(&mut sa.sa_mask);

@@ -21,10 +21,15 @@ use super::counter;
 
 /// A per-thread, monotonic measure of work done.
 pub trait WorkMeter: Sync + 'static {
-    /// The calling thread's work so far, in ns of its reference processor at
-    /// scale 1 (so the configuration's scales apply as to CPU time).
-    /// Async-signal-safe; never allocates.
+    /// The calling thread's work so far, in the meter's own units (ns of
+    /// CPU time, counted edges). Async-signal-safe; never allocates.
     fn read(&self) -> u64;
+    /// `units` of work as ns of the reference processor at scale 1 (so the
+    /// configuration's scales apply as to CPU time); `u64::MAX` when that
+    /// does not fit. Work is summed in units and converted once: a sum of
+    /// converted pieces would round differently with how the work was cut
+    /// (where the host's timing made a thread switch to protocol work).
+    fn to_ns(&self, units: u64) -> u64;
     /// The meter's name in records and messages.
     fn name(&self) -> &'static str;
 }
@@ -36,6 +41,9 @@ pub struct CpuTime;
 impl WorkMeter for CpuTime {
     fn read(&self) -> u64 {
         thread_cpu_ns()
+    }
+    fn to_ns(&self, units: u64) -> u64 {
+        units
     }
     fn name(&self) -> &'static str {
         "cpu-time"
@@ -75,7 +83,10 @@ pub fn edges_to_ns(edges: u64) -> u64 {
 
 impl WorkMeter for CountedWork {
     fn read(&self) -> u64 {
-        edges_to_ns(counter::edges())
+        counter::edges()
+    }
+    fn to_ns(&self, units: u64) -> u64 {
+        edges_to_ns(units)
     }
     fn name(&self) -> &'static str {
         "counted"
