@@ -66,6 +66,11 @@ thread_local! {
     };
 }
 
+#[allow(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    reason = "a float-to-integer `as` saturates: a scale is positive (checked when configured) and ns past 2^64 stay at u64::MAX"
+)]
 fn scaled(ns: u64, scale: f64) -> u64 {
     if scale == 1.0 {
         ns
