@@ -74,6 +74,23 @@ pub struct CountedWork;
 /// the clock is deterministic only if its rate is.
 pub const EDGE_PS: u64 = 1808;
 
+/// The protocol's scale on the paper's processor under counted work: the
+/// `--protocol-scale` that makes Cashmere's one-processor operations of
+/// seed 000 Table II (a twin 68 us, a small diff 31 us, a large diff 129
+/// us, MC Direct) cost what they cost there, given their counted work here
+/// at [`EDGE_PS`] (3.726, 7.796 and 15.144 us: scales 18.25, 3.98 and
+/// 8.52; the median). The same for every application, as the paper's
+/// protocol code is the same; each application keeps its own scale
+/// (Table III). An edge of a copy loop (the twin) stands for more of the
+/// paper's time than one of the diff's compare loop: the spread is the
+/// error of one rate for all protocol code.
+///
+/// Provenance: `scripts/calibrate-work.sh --protocol` (its output is in
+/// docs/work-calibration.txt); counts, so the same on any host. Not yet
+/// applied by anything: `mc-host report run --cpu-scale paper` still
+/// derives its protocol scale from its own Table II run, on its own meter.
+pub const PAPER_PROTOCOL_SCALE: f64 = 8.52;
+
 /// Counted edges as ns at [`EDGE_PS`]; `u64::MAX` when that does not fit
 /// (only past 2^64 ns of work: the clock then records an overflow,
 /// `WorkFault::Overflow`, rather than go on from a wrong time).
