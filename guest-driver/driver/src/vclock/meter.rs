@@ -78,7 +78,7 @@ pub const EDGE_PS: u64 = 1808;
 /// `--protocol-scale` that makes Cashmere's one-processor operations of
 /// seed 000 Table II (a twin 68 us, a small diff 31 us, a large diff 129
 /// us, MC Direct) cost what they cost there, given their counted work here
-/// at [`EDGE_PS`] (3.726, 7.796 and 15.144 us: scales 18.25, 3.98 and
+/// at [`EDGE_PS`] (3.726, 7.800 and 15.147 us: scales 18.25, 3.97 and
 /// 8.52; the median). The same for every application, as the paper's
 /// protocol code is the same; each application keeps its own scale
 /// (Table III). An edge of a copy loop (the twin) stands for more of the
