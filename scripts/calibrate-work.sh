@@ -5,6 +5,18 @@
 # as under --work cpu-time.
 #
 #   scripts/calibrate-work.sh [PRESET] [APPS...]   (default: small, six apps)
+#   scripts/calibrate-work.sh --protocol            (the protocol's rate)
+#
+# --protocol: the rate of protocol code on the paper's processor
+# (mc_driver::vclock::meter::PAPER_PROTOCOL_SCALE), from seed 000 Table
+# II's operations that are one processor's work (a twin, a small diff, a
+# large diff; no network in them). `mc-guest bench csm` (CSM-DMS, two
+# nodes, counted build) gives each operation's predicted cost twice, at
+# --cpu-scale 1 and 2 (the bench runs them on an application thread, so
+# the CPU scale is theirs): the difference is the counted work C, the rest
+# 2*p1 - p2 the model's unscaled charges M (vclock::unseen). The operation's
+# scale is (paper - M) / C; the script prints each and their median, the
+# value to commit. Counts, so the same on every host and run.
 #
 # For each application: the sequential program's CPU time in the plain
 # release build (--work cpu-time), and its counted work in the counted build
@@ -20,6 +32,42 @@
 # target/release/mc-host, else target/debug/mc-host).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+if [ "${1:-}" = --protocol ]; then
+    counted=$("$root/scripts/build-counted.sh" --print-dir)/mc-guest
+    host=${MC_HOST:-$root/target/release/mc-host}
+    [ -x "$host" ] || host=$root/target/debug/mc-host
+    for f in "$counted" "$host"; do
+        [ -x "$f" ] || {
+            echo "calibrate-work.sh: $f: missing (see the header)" >&2
+            exit 2
+        }
+    done
+    tmp=$(mktemp -d)
+    trap 'rm -rf "$tmp"' EXIT
+    for scale in 1 2; do
+        "$host" run --nodes 2 --clock virtual --work counted --cpu-scale "$scale" -- \
+            "$counted" bench csm --iters 100 --json "$tmp/s$scale.jsonl" >/dev/null
+    done
+    echo "# calibrate-work.sh --protocol: $(date -u +%FT%TZ), $(nproc) cpus, $(uname -r)"
+    echo "# operation paper_us counted_us model_us scale"
+    python3 - "$tmp/s1.jsonl" "$tmp/s2.jsonl" <<'PY'
+import json, statistics, sys
+rows = [
+    {r["operation"]: r for r in json.loads(open(f).read().splitlines()[-1])["rows"]}
+    for f in sys.argv[1:3]
+]
+scales = []
+for op in ["twin (8 KiB)", "diff, small (16 words)", "diff, large (whole page)"]:
+    p1, p2 = rows[0][op]["predicted_us"], rows[1][op]["predicted_us"]
+    paper = rows[0][op]["mc_direct_us"]
+    counted, model = p2 - p1, 2 * p1 - p2
+    scale = (paper - model) / counted
+    scales.append(scale)
+    print("%s | %.1f %.3f %.3f %.2f" % (op, paper, counted, model, scale))
+print("median protocol scale %.2f (min %.2f, max %.2f)" % (statistics.median(scales), min(scales), max(scales)))
+PY
+    exit 0
+fi
 preset=${1:-small}
 shift || true
 apps=("$@")

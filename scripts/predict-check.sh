@@ -7,7 +7,12 @@
 #   hogs    beside two busy loops (CPU hogs)
 #   core0   confined to one core (taskset -c 0)
 #
-# Usage: scripts/predict-check.sh [REPS] [SHAPES] [APPS]
+# Usage: scripts/predict-check.sh [--work cpu-time|counted] [REPS] [SHAPES] [APPS]
+#   --work counted measures the counted-work clock (docs/virtual-time.md
+#   s.9): the guest is the instrumented mc-guest of scripts/build-counted.sh
+#   (built first unless MC_BIN_DIR is set; MC_COUNTED_DIR names a prebuilt
+#   one), and the sequential program is timed by the same counted work,
+#   so its column is the floor of that clock (the same under every load).
 #   defaults: 3 runs, shapes 2:1 and 2:2 (nodes:threads), apps sor gauss
 #   water-nsquared, each at a size that computes for about 0.1-0.3 s of
 #   predicted time (SOR 2048x2048 x 20 iterations, Gauss 1024, Water 1000
@@ -40,6 +45,15 @@
 # the host only as far as the prediction fails to be host-independent.
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
+work_measure=cpu-time
+if [ "${1:-}" = --work ]; then
+    work_measure=${2:?--work needs cpu-time or counted}
+    shift 2
+fi
+case "$work_measure" in
+    cpu-time | counted) ;;
+    *) echo "predict-check.sh: --work is cpu-time or counted, not $work_measure" >&2; exit 2 ;;
+esac
 reps=${1:-3}
 shapes=${2:-"2:1 2:2"}
 apps=${3:-"sor gauss water-nsquared"}
@@ -53,6 +67,21 @@ else
     cargo build --release -p host -p mc-guest >&2
     mc_host="$target/release/mc-host"
 fi
+# The guest, and what times its computing.
+guest=mc-guest
+work_flag=""
+if [ "$work_measure" = counted ]; then
+    if [ -n "${MC_COUNTED_DIR:-}" ]; then
+        guest="$MC_COUNTED_DIR/mc-guest"
+    elif [ -n "${MC_BIN_DIR:-}" ]; then
+        guest="$("$root/scripts/build-counted.sh" --print-dir)/mc-guest"
+    else
+        guest="$("$root/scripts/build-counted.sh" | tail -1)/mc-guest"
+    fi
+    work_flag="--work counted"
+fi
+seq_label="sequential cpu s"
+[ "$work_measure" = counted ] && seq_label="sequential work s"
 work=$(mktemp -d)
 hogs=""
 stop_hogs() {
@@ -93,8 +122,8 @@ run_once() { # load app nodes threads extra...
     shift 4
     rec="$work/r.jsonl"
     rm -f "$rec"
-    cmd="$mc_host run --nodes $nodes --threads $threads --clock virtual $quantum -- \
-        mc-guest csm $app $(problem "$app") --json $rec $*"
+    cmd="$mc_host run --nodes $nodes --threads $threads --clock virtual $work_flag $quantum -- \
+        $guest csm $app $(problem "$app") --json $rec $*"
     case "$load" in
         core0) cmd="taskset -c 0 $cmd" ;;
         cores01) cmd="taskset -c 0,1 $cmd" ;;
@@ -117,6 +146,7 @@ per_load() { # file col
     printf '%8s' "$spread"
 }
 
+echo "predict-check: work measured by $work_measure" >&2
 printf '%-16s %-5s %-16s' app shape measure
 for load in $loads; do printf ' %12s' "$load"; done
 printf ' %8s\n' spread
@@ -148,7 +178,7 @@ for app in $apps; do
     done
     for shape in $shapes; do
         printf '%-16s %-5s %-16s %s\n' "$app" "$shape" "predicted s" "$(per_load "$work/par-$shape" 2)"
-        printf '%-16s %-5s %-16s %s\n' "$app" "$shape" "sequential cpu s" "$(per_load "$work/seq" 2)"
+        printf '%-16s %-5s %-16s %s\n' "$app" "$shape" "$seq_label" "$(per_load "$work/seq" 2)"
         printf '%-16s %-5s %-16s %s\n' "$app" "$shape" "speedup" "$(per_load "$work/par-$shape" 4)"
         printf '%-16s %-5s %-16s %s\n' "$app" "$shape" "wall-clock s" "$(per_load "$work/par-$shape" 3)"
     done

@@ -460,32 +460,31 @@ impl Node {
         if !self.polling {
             return Ok(());
         }
-        {
-            // Whether a request is there yet follows the host's timing:
-            // under counted work looking is not the thread's work (serving
-            // is, as protocol work).
-            // (One relaxed load when the clock is off: this is every poll.)
-            let _looking = vclock::enabled().then(vclock::counter::Uncounted::enter);
-            self.bell.polled();
-            if !self.requests_waiting() {
-                return Ok(());
-            }
-        }
-        self.serve_arrived()
+        // Whether a request is there yet, and whether the state is free,
+        // follow the host's timing: under counted work neither the look
+        // nor the way to the service and back is the thread's work, up to
+        // where both paths meet again (the region's end); the service
+        // itself counts, as protocol work (`times::enter`).
+        // (One relaxed load when the clock is off: this is every poll.)
+        let looking = vclock::enabled().then(vclock::counter::Uncounted::enter);
+        self.bell.polled();
+        let r = if self.requests_waiting() {
+            self.serve_arrived()
+        } else {
+            Ok(())
+        };
+        drop(looking);
+        r
     }
 
     /// [`Node::serve_if_waiting`] when a request has arrived.
     #[cold]
     #[inline(never)]
     fn serve_arrived(&self) -> Result<(), CsmError> {
-        let mut st = {
-            // Whether the state is free follows the host too.
-            let _looking = vclock::enabled().then(vclock::counter::Uncounted::enter);
-            match self.state.try_lock() {
-                Ok(g) => g,
-                Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-                Err(std::sync::TryLockError::WouldBlock) => return Ok(()),
-            }
+        let mut st = match self.state.try_lock() {
+            Ok(g) => g,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return Ok(()),
         };
         let _serve = times::enter(Activity::Serve);
         self.serve_requests(&mut st)

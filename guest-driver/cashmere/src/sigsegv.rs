@@ -144,7 +144,13 @@ fn install() {
         // SAFETY: installing a handler with a zeroed, then filled sigaction.
         unsafe {
             let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = on_segv as *const () as usize;
+            // Under counted work none of the handler's edges count but the
+            // fault's protocol work (`times::enter`): whether a thread
+            // faults on a page at all follows the host (another thread of
+            // its node may have fetched it first).
+            let handler =
+                mc_api::vclock::counter::uncounted_signal_handler(on_segv).unwrap_or(on_segv);
+            sa.sa_sigaction = handler as *const () as usize;
             sa.sa_flags = libc::SA_SIGINFO | libc::SA_NODEFER;
             libc::sigemptyset(&mut sa.sa_mask);
             let old = std::ptr::addr_of_mut!(OLD) as *mut libc::sigaction;

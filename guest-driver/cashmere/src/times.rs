@@ -112,6 +112,10 @@ pub(crate) fn init() {
 /// In activity `a` until the guard is dropped; then back in the one before.
 pub(crate) struct InActivity {
     prev: u8,
+    /// A protocol activity's work counts even inside a region that the
+    /// host's timing opened (`vclock::counter::Counted`); dropped before the
+    /// clock switches back.
+    counted: Option<vclock::counter::Counted>,
 }
 
 /// Count the virtual time since the last change to the current activity,
@@ -132,21 +136,31 @@ pub(crate) fn enter(a: Activity) -> InActivity {
     // The change of activity is bookkeeping, not work: under counted work
     // its edges would land in whichever class the thread was in, as often
     // as the host's timing has it look for requests.
-    let _bookkeeping = vclock::counter::Uncounted::enter();
-    CLOCK.with(|c| {
-        let t = now_ns();
-        virtual_change(c, a as u8);
-        let cur = c.current.get();
-        let acc = &c.acc[cur as usize];
-        acc.set(acc.get() + t.saturating_sub(c.since.get()));
-        c.current.set(a as u8);
-        c.since.set(t);
-        InActivity { prev: cur }
-    })
+    let prev = {
+        let _bookkeeping = vclock::counter::Uncounted::enter();
+        CLOCK.with(|c| {
+            let t = now_ns();
+            virtual_change(c, a as u8);
+            let cur = c.current.get();
+            let acc = &c.acc[cur as usize];
+            acc.set(acc.get() + t.saturating_sub(c.since.get()));
+            c.current.set(a as u8);
+            c.since.set(t);
+            cur
+        })
+    };
+    // Protocol work counts (at the protocol's rate) even where the host's
+    // timing decided that it happens (a poll that found a request, a fault
+    // another thread's fetch did not spare): the region that decided it
+    // leaves out only the way in and out.
+    let counted = (a != Activity::Compute).then(vclock::counter::Counted::resume);
+    InActivity { prev, counted }
 }
 
 impl Drop for InActivity {
     fn drop(&mut self) {
+        // Pause first: the way back to the application is the region's.
+        drop(self.counted.take());
         let _bookkeeping = vclock::counter::Uncounted::enter();
         CLOCK.with(|c| {
             let t = now_ns();

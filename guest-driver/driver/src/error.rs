@@ -29,6 +29,10 @@ pub enum Error {
     /// The device did not complete a request in time.
     #[error("{what}: no answer from the adapter after {after:?}")]
     Timeout { what: &'static str, after: Duration },
+    /// The device answered with a value its field cannot hold (a PCT
+    /// entry is a 32-bit word).
+    #[error("{what}: the adapter answered {value:#x}, which does not fit its field")]
+    BadAnswer { what: &'static str, value: u64 },
     /// The device completed a request without writing a whole answer.
     #[error("{what}: the adapter wrote {len} bytes, {need} expected")]
     ShortAnswer {

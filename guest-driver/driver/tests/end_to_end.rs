@@ -51,20 +51,20 @@ fn rig(nodes: u8) -> Rig {
 
 fn pattern(len: usize, seed: u8) -> Vec<u8> {
     (0..len)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .map(|i| i.to_le_bytes()[0].wrapping_mul(31).wrapping_add(seed))
         .collect()
 }
 
 #[test]
 fn registers_identify_each_node() {
     let mut r = rig(3);
-    for (i, g) in r.guests.iter_mut().enumerate() {
+    for (i, g) in (0u32..).zip(r.guests.iter_mut()) {
         let regs = g.registers().unwrap();
-        assert_eq!(regs.node_id, i as u32);
+        assert_eq!(regs.node_id, i);
         assert_eq!(regs.nodes, 3);
-        assert_eq!(regs.page_size, PAGE as u32);
+        assert_eq!(u64::from(regs.page_size), PAGE);
         assert_ne!(regs.link_state & link::ONLINE, 0);
-        assert_eq!(g.node_id(), i as u32);
+        assert_eq!(g.node_id(), i);
     }
 }
 
@@ -188,7 +188,7 @@ fn streaming_keeps_order() {
     let rx = g1.map_receive(8, 2, PctEntry::receive().to_bits()).unwrap();
     const N: u64 = 2000;
     for i in 1..=N {
-        let bulk = pattern(512, i as u8);
+        let bulk = pattern(512, (i & 0xff) as u8);
         let v = i.to_le_bytes();
         g0.fifo()
             .post_all(&[(9 * PAGE + 64, &bulk), (8 * PAGE, &v)])
@@ -199,8 +199,9 @@ fn streaming_keeps_order() {
     rx.wait_for(0, &N.to_le_bytes(), TIMEOUT).unwrap();
     assert_eq!(rx.load_u64(0).unwrap(), N);
     assert_eq!(
-        rx.read_vec(PAGE as usize + 64, 512).unwrap(),
-        pattern(512, N as u8)
+        rx.read_vec(usize::try_from(PAGE).unwrap() + 64, 512)
+            .unwrap(),
+        pattern(512, (N & 0xff) as u8)
     );
 }
 

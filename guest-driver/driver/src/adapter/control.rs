@@ -154,7 +154,11 @@ impl<T: Transport> Adapter<T> {
     /// A PCT entry word, and whether receive frames are bound to the page.
     pub fn get_pct(&mut self, page: u32) -> Result<(u32, bool)> {
         let r = self.ctrl_ok("GET_PCT", &CtrlRequest::GetPct { page })?;
-        Ok((r.value as u32, r.detail != 0))
+        let word = u32::try_from(r.value).map_err(|_| Error::BadAnswer {
+            what: "GET_PCT",
+            value: r.value,
+        })?;
+        Ok((word, r.detail != 0))
     }
 
     /// The cluster error count and this adapter's error status word, asked of

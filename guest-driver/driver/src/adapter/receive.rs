@@ -24,7 +24,9 @@ pub struct ReceiveFrames {
 impl ReceiveFrames {
     /// Number of global pages this region receives.
     pub fn pages(&self) -> u32 {
-        (self.region.len() / self.page_size as usize) as u32
+        // The region was sized from a u32 page count (`Adapter::receive`).
+        u32::try_from(self.region.len() / self.page_size as usize)
+            .expect("a receive region holds at most u32::MAX pages")
     }
 
     /// Guest-physical addresses of every frame, page by page: what SET_PCT

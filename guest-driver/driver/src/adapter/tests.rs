@@ -170,7 +170,7 @@ fn device(mem: Arc<GuestMemoryMmap>, queues: Vec<(RingLayout, u16)>, k: Arc<Knob
                 };
                 let mut w = chain.writer(&mem).unwrap();
                 w.write_all(&resp.to_bytes()).unwrap();
-                ctrl.add_used(head, w.bytes_written() as u32);
+                ctrl.add_used(head, u32::try_from(w.bytes_written()).unwrap());
             }
         }
         if let (Some((gpa, slots, head)), false) =
@@ -287,9 +287,9 @@ fn stores_are_posted_and_kick_only_when_asked() {
     r.adapter.flush().unwrap();
     let seen = r.knobs.seen.lock().unwrap().clone();
     assert_eq!(seen.len(), 100);
-    for i in 0..50u64 {
-        assert_eq!(seen[2 * i as usize], (i * 8, i.to_le_bytes().to_vec()));
-        assert_eq!(seen[2 * i as usize + 1], (1, b"abc".to_vec()));
+    for (i, pair) in (0..50u64).zip(seen.chunks(2)) {
+        assert_eq!(pair[0], (i * 8, i.to_le_bytes().to_vec()));
+        assert_eq!(pair[1], (1, b"abc".to_vec()));
     }
     // The device never armed the doorbell: no kick on the transmit queue.
     assert_eq!(r.kicks[abi::TX_QUEUE as usize].load(Ordering::Relaxed), 0);

@@ -48,7 +48,9 @@ impl DmaAllocator {
             available: self.remaining(),
         };
         let gpa = self.region.gpa() + self.next as u64;
-        let pad = (gpa.wrapping_neg() & (align as u64 - 1)) as usize;
+        // Less than `align`, a usize.
+        let pad = usize::try_from(gpa.wrapping_neg() & (align as u64 - 1))
+            .expect("the padding is below the alignment, a usize");
         let start = self.next.checked_add(pad).ok_or_else(oom)?;
         let end = start.checked_add(size).ok_or_else(oom)?;
         if end > self.region.len() {
@@ -116,7 +118,7 @@ mod tests {
         // mapping), and `v` has a byte per page of it.
         let rc = unsafe {
             libc::mincore(
-                r.host_addr() as usize as *mut libc::c_void,
+                usize::try_from(r.host_addr()).unwrap() as *mut libc::c_void,
                 r.len(),
                 v.as_mut_ptr(),
             )

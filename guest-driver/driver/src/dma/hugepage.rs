@@ -346,7 +346,8 @@ fn map_in_frame_order(file: &File, run: &[usize]) -> Result<(MmapRegion, usize),
                 libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_SHARED | libc::MAP_FIXED | libc::MAP_POPULATE | libc::MAP_LOCKED,
                 file.as_raw_fd(),
-                (page * HUGEPAGE_SIZE) as libc::off_t,
+                libc::off_t::try_from(page * HUGEPAGE_SIZE)
+                    .expect("a page of the file lies within off_t (the file was sized to it)"),
             )
         };
         if p == libc::MAP_FAILED {
@@ -371,8 +372,11 @@ mod tests {
         let file = crate::dma::backing::memfd(c"hugepage-test", 0).unwrap();
         file.set_len(2 * HUGEPAGE_SIZE as u64).unwrap();
         for page in 0..2u64 {
-            file.write_all_at(&[0xa0 + page as u8; 8], page * HUGEPAGE_SIZE as u64 + 8)
-                .unwrap();
+            file.write_all_at(
+                &[0xa0 + u8::try_from(page).unwrap(); 8],
+                page * HUGEPAGE_SIZE as u64 + 8,
+            )
+            .unwrap();
         }
         let (mapping, start) = map_in_frame_order(&file, &[1, 0]).unwrap();
         assert_eq!((mapping.as_ptr() as usize + start) % HUGEPAGE_SIZE, 0);

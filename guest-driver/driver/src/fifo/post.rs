@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 
 use firmware_model::abi::{TxRecordHeader, MAX_RECORD_DATA, TX_RECORD_HEADER_SIZE};
 
-use super::stamp::{stamp, store_header};
+use super::stamp::{record_len, stamp, store_header};
 use super::{Store, TxFifo};
 use crate::error::{Error, Result};
 use crate::vclock;
@@ -81,7 +81,7 @@ impl TxFifo {
             let mut taken = 0u64;
             let mut stop = start;
             while stop < records.len() {
-                let s = TxRecordHeader::slots_with(records[stop].1.len() as u32, vt.is_some());
+                let s = TxRecordHeader::slots_with(record_len(records[stop].1), vt.is_some());
                 if stop > start && taken + s > half {
                     break;
                 }
@@ -111,7 +111,7 @@ impl TxFifo {
     fn post_small(&self, addr: u64, data: &[u8]) -> Result<u64> {
         let ring = u64::from(self.slots);
         let vt = stamp();
-        let header = store_header(addr, data.len(), vt);
+        let header = store_header(addr, data, vt);
         let need = TxRecordHeader::slots_with(header.len, vt.is_some());
         let mut from = self.reserved.load(Ordering::Relaxed);
         let (pad, at, end) = loop {
@@ -192,7 +192,7 @@ impl TxFifo {
         let ring = u64::from(self.slots);
         let mut at = from;
         for &(addr, data) in records {
-            let need = TxRecordHeader::slots_with(data.len() as u32, vt.is_some());
+            let need = TxRecordHeader::slots_with(record_len(data), vt.is_some());
             let to_end = ring - at % ring;
             if need > to_end {
                 plan.push(Planned {
@@ -205,7 +205,7 @@ impl TxFifo {
             }
             plan.push(Planned {
                 position: at,
-                header: store_header(addr, data.len(), vt),
+                header: store_header(addr, data, vt),
                 data,
                 vt,
             });

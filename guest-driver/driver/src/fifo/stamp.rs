@@ -13,11 +13,18 @@ pub(super) fn stamp() -> Option<u64> {
     vclock::enabled().then(vclock::stamp)
 }
 
-/// The header of a store of `len` bytes at `addr`, stamped or not.
-pub(super) fn store_header(addr: u64, len: usize, vt: Option<u64>) -> TxRecordHeader {
+/// A record's length as its header carries it: records are cut to at
+/// most `MAX_RECORD_DATA` bytes before they are planned (`TxFifo::post`,
+/// `post_all`).
+pub(super) fn record_len(data: &[u8]) -> u32 {
+    u32::try_from(data.len()).expect("a record holds at most MAX_RECORD_DATA bytes")
+}
+
+/// The header of a store of `data` at `addr`, stamped or not.
+pub(super) fn store_header(addr: u64, data: &[u8], vt: Option<u64>) -> TxRecordHeader {
     TxRecordHeader {
         addr,
-        len: len as u32,
+        len: record_len(data),
         flags: if vt.is_some() { fifo::FLAG_VTIME } else { 0 },
     }
 }

@@ -43,7 +43,7 @@ fn drain_with_times(
 ) -> Vec<(u64, Vec<u8>, Option<u64>)> {
     let mut out = Vec::new();
     loop {
-        let i = (*head % u64::from(slots)) as usize;
+        let i = usize::try_from(*head % u64::from(slots)).unwrap();
         let tag = mem.read_u32(fifo::HEADER_SIZE + 4 * i).unwrap();
         if tag != fifo::tag(*head, slots) {
             break;
@@ -86,7 +86,7 @@ fn in_virtual_time_every_store_carries_its_senders_time() {
     for (i, (_, data, vt)) in got.iter().enumerate() {
         let vt = vt.expect("stamped");
         assert!(vt >= 5_000_000, "record {i}: {vt}");
-        assert_eq!(data[0], i as u8 + 1);
+        assert_eq!(usize::from(data[0]), i + 1);
     }
     assert_eq!(got[3].1.len(), 100);
 }
@@ -98,7 +98,7 @@ fn single_stores_posted_without_allocating_wrap_and_interleave_in_order() {
     let mut got = Vec::new();
     let mut want = Vec::new();
     for k in 0..500u64 {
-        let data: Vec<u8> = (0..k % 200 + 1).map(|i| (i + k) as u8).collect();
+        let data: Vec<u8> = (0..k % 200 + 1).map(|i| ((i + k) & 0xff) as u8).collect();
         if k % 2 == 0 {
             f.post_one(k * 8, &data).unwrap();
         } else {
@@ -122,7 +122,7 @@ fn records_wrap_with_padding_and_come_out_in_order() {
     let mut got = Vec::new();
     let mut want = Vec::new();
     for k in 0..500u64 {
-        let data: Vec<u8> = (0..k % 300 + 1).map(|i| i as u8).collect();
+        let data: Vec<u8> = (0..k % 300 + 1).map(|i| (i & 0xff) as u8).collect();
         f.post(k * 8, &data).unwrap();
         want.push((k * 8, data));
         if k % 3 == 0 {
@@ -138,7 +138,7 @@ fn records_wrap_with_padding_and_come_out_in_order() {
 #[test]
 fn a_full_ring_waits_for_the_device_and_large_stores_split() {
     let (f, mem, _) = fifo(4096);
-    let big: Vec<u8> = (0..200_000u32).map(|i| i as u8).collect();
+    let big: Vec<u8> = (0..200_000u32).map(|i| (i & 0xff) as u8).collect();
     let poster = {
         let f = f.clone();
         let big = big.clone();

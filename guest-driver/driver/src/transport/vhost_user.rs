@@ -212,7 +212,7 @@ impl Transport for VhostUserTransport {
             .frontend
             .get_config(
                 0,
-                CONFIG_SIZE as u32,
+                u32::try_from(CONFIG_SIZE).expect("the register file is a few bytes"),
                 VhostUserConfigFlags::WRITABLE,
                 &[0u8; CONFIG_SIZE],
             )
@@ -333,7 +333,7 @@ impl CallSignal for CallEventFd {
             revents: 0,
         };
         let ts = libc::timespec {
-            tv_sec: timeout.as_secs().min(i32::MAX as u64) as libc::time_t,
+            tv_sec: libc::time_t::try_from(timeout.as_secs()).unwrap_or(libc::time_t::MAX),
             tv_nsec: timeout.subsec_nanos() as libc::c_long,
         };
         // SAFETY: one valid pollfd and a valid timespec, owned by this

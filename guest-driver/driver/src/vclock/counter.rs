@@ -36,6 +36,7 @@
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
 
 thread_local! {
     /// This thread's count of instrumented edges and blocks.
@@ -83,6 +84,7 @@ fn bump() {
     let _ = EDGES.try_with(|c| c.set(c.get().wrapping_add(1)));
 }
 
+#[inline(always)]
 fn raw() -> u64 {
     EDGES.try_with(Cell::get).unwrap_or(0)
 }
@@ -113,7 +115,7 @@ pub struct Uncounted(());
 
 impl Uncounted {
     /// Open a region on the calling thread.
-    #[inline]
+    #[inline(always)]
     pub fn enter() -> Uncounted {
         let _ = DEPTH.try_with(|d| {
             if d.get() == 0 {
@@ -126,7 +128,7 @@ impl Uncounted {
 }
 
 impl Drop for Uncounted {
-    #[inline]
+    #[inline(always)]
     fn drop(&mut self) {
         let _ = DEPTH.try_with(|d| {
             let depth = d.get().saturating_sub(1);
@@ -137,6 +139,79 @@ impl Drop for Uncounted {
             }
         });
     }
+}
+
+/// Counting again inside an [`Uncounted`] region, until the guard drops:
+/// for real work that the host's timing makes happen or not (a request
+/// that a poll finds, a page fault that another thread's fetch did or did
+/// not make unnecessary). The region around it leaves out the edges that
+/// lead to the work and back, which differ with whether it happened; the
+/// work itself counts (as protocol work: `cashmere::times::enter` resumes
+/// counting for every protocol activity, after switching the clock's
+/// class, and pauses it before switching back). Outside a region it does
+/// nothing. Regions opened inside it must be closed before it drops.
+#[must_use = "counting pauses again when the guard drops"]
+pub struct Counted {
+    /// The depth of the regions it interrupted (0: none).
+    depth: u32,
+}
+
+impl Counted {
+    /// Resume counting on the calling thread.
+    #[inline(always)]
+    pub fn resume() -> Counted {
+        let depth = DEPTH.try_with(|d| d.replace(0)).unwrap_or(0);
+        if depth > 0 {
+            let spent = raw().wrapping_sub(ENTRY.try_with(Cell::get).unwrap_or(0));
+            let _ = SKIPPED.try_with(|s| s.set(s.get().wrapping_add(spent)));
+        }
+        Counted { depth }
+    }
+}
+
+impl Drop for Counted {
+    #[inline(always)]
+    fn drop(&mut self) {
+        if self.depth > 0 {
+            let _ = ENTRY.try_with(|e| e.set(raw()));
+            let _ = DEPTH.try_with(|d| d.set(self.depth));
+        }
+    }
+}
+
+/// A signal handler taking `SA_SIGINFO`'s three arguments.
+pub type SigAction = extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void);
+
+/// The handler [`__sanitizer_mc_uncounted_signal`] runs.
+static UNCOUNTED_SIGNAL: OnceLock<SigAction> = OnceLock::new();
+
+/// `handler` wrapped in an [`Uncounted`] region that opens before any of
+/// its edges: the function to install with `sigaction`. For a handler
+/// that runs as often as the host's timing has it (Cashmere's SIGSEGV
+/// handler: whether a thread faults on a page depends on whether another
+/// thread of its node fetched it first); what real work it does counts
+/// through [`Counted`]. An ordinary handler's own entry edges would count
+/// before it could open a region. One handler per process: a second call
+/// keeps the first handler (and says so by returning `None`).
+pub fn uncounted_signal_handler(handler: SigAction) -> Option<SigAction> {
+    UNCOUNTED_SIGNAL.set(handler).ok()?;
+    Some(__sanitizer_mc_uncounted_signal)
+}
+
+/// The trampoline of [`uncounted_signal_handler`]. Its name begins with
+/// `__sanitizer_` so that SanitizerCoverage leaves it uninstrumented, as it
+/// leaves its own callbacks (the region's set-up is inlined into it).
+#[no_mangle]
+pub extern "C" fn __sanitizer_mc_uncounted_signal(
+    sig: libc::c_int,
+    info: *mut libc::siginfo_t,
+    ctx: *mut libc::c_void,
+) {
+    let region = Uncounted::enter();
+    if let Some(handler) = UNCOUNTED_SIGNAL.get() {
+        handler(sig, info, ctx);
+    }
+    drop(region);
 }
 
 /// Whether this process carries counters: an instrumented Rust module

@@ -21,10 +21,15 @@ use super::counter;
 
 /// A per-thread, monotonic measure of work done.
 pub trait WorkMeter: Sync + 'static {
-    /// The calling thread's work so far, in ns of its reference processor at
-    /// scale 1 (so the configuration's scales apply as to CPU time).
-    /// Async-signal-safe; never allocates.
+    /// The calling thread's work so far, in the meter's own units (ns of
+    /// CPU time, counted edges). Async-signal-safe; never allocates.
     fn read(&self) -> u64;
+    /// `units` of work as ns of the reference processor at scale 1 (so the
+    /// configuration's scales apply as to CPU time); `u64::MAX` when that
+    /// does not fit. Work is summed in units and converted once: a sum of
+    /// converted pieces would round differently with how the work was cut
+    /// (where the host's timing made a thread switch to protocol work).
+    fn to_ns(&self, units: u64) -> u64;
     /// The meter's name in records and messages.
     fn name(&self) -> &'static str;
 }
@@ -36,6 +41,9 @@ pub struct CpuTime;
 impl WorkMeter for CpuTime {
     fn read(&self) -> u64 {
         thread_cpu_ns()
+    }
+    fn to_ns(&self, units: u64) -> u64 {
+        units
     }
     fn name(&self) -> &'static str {
         "cpu-time"
@@ -66,6 +74,23 @@ pub struct CountedWork;
 /// the clock is deterministic only if its rate is.
 pub const EDGE_PS: u64 = 1808;
 
+/// The protocol's scale on the paper's processor under counted work: the
+/// `--protocol-scale` that makes Cashmere's one-processor operations of
+/// seed 000 Table II (a twin 68 us, a small diff 31 us, a large diff 129
+/// us, MC Direct) cost what they cost there, given their counted work here
+/// at [`EDGE_PS`] (3.726, 7.800 and 15.147 us: scales 18.25, 3.97 and
+/// 8.52; the median). The same for every application, as the paper's
+/// protocol code is the same; each application keeps its own scale
+/// (Table III). An edge of a copy loop (the twin) stands for more of the
+/// paper's time than one of the diff's compare loop: the spread is the
+/// error of one rate for all protocol code.
+///
+/// Provenance: `scripts/calibrate-work.sh --protocol` (its output is in
+/// docs/work-calibration.txt); counts, so the same on any host. Not yet
+/// applied by anything: `mc-host report run --cpu-scale paper` still
+/// derives its protocol scale from its own Table II run, on its own meter.
+pub const PAPER_PROTOCOL_SCALE: f64 = 8.52;
+
 /// Counted edges as ns at [`EDGE_PS`]; `u64::MAX` when that does not fit
 /// (only past 2^64 ns of work: the clock then records an overflow,
 /// `WorkFault::Overflow`, rather than go on from a wrong time).
@@ -75,7 +100,10 @@ pub fn edges_to_ns(edges: u64) -> u64 {
 
 impl WorkMeter for CountedWork {
     fn read(&self) -> u64 {
-        edges_to_ns(counter::edges())
+        counter::edges()
+    }
+    fn to_ns(&self, units: u64) -> u64 {
+        edges_to_ns(units)
     }
     fn name(&self) -> &'static str {
         "counted"

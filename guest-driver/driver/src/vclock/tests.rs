@@ -8,7 +8,8 @@ fn on() {
 fn burn(d: Duration) {
     let start = thread_cpu_ns();
     let mut x = 0u64;
-    while thread_cpu_ns() - start < d.as_nanos() as u64 {
+    let d = u64::try_from(d.as_nanos()).unwrap();
+    while thread_cpu_ns() - start < d {
         x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
     }
 }
@@ -184,7 +185,7 @@ fn a_tight_poller_syncs_once_its_gap_has_passed() {
         burn(SYNC_GAP * 20);
         let after = sync_when_due();
         assert!(
-            after >= before + (SYNC_GAP * 20).as_nanos() as u64,
+            after >= before + u64::try_from((SYNC_GAP * 20).as_nanos()).unwrap(),
             "{before} -> {after}"
         );
         // What it returns is never behind the thread's own time.

@@ -17,6 +17,7 @@ pub(super) const NO_SLOT: u32 = u32::MAX;
 /// so the fault handler may use it on the faulting thread.
 pub(super) struct ThreadClock {
     pub(super) vt: Cell<u64>,
+    /// The meter's reading (its units) at the last sync.
     pub(super) cpu_mark: Cell<u64>,
     pub(super) started: Cell<bool>,
     pub(super) slot: Cell<u32>,
@@ -34,8 +35,8 @@ pub(super) struct ThreadClock {
     /// ([`super::unseen`]) and not yet added.
     pub(super) unseen: Cell<u64>,
     /// The meter's readings the clock counted, as the application's
-    /// computing and as protocol work (ns at scale 1): what a thread
-    /// reports when it leaves ([`Participant`]).
+    /// computing and as protocol work (the meter's units, reported in ns
+    /// at scale 1): what a thread reports when it leaves ([`Participant`]).
     pub(super) app_work: Cell<u64>,
     pub(super) protocol_work: Cell<u64>,
     /// Those two at the start of the thread's timed part, and over it
@@ -65,6 +66,11 @@ thread_local! {
     };
 }
 
+#[allow(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    reason = "a float-to-integer `as` saturates: a scale is positive (checked when configured) and ns past 2^64 stay at u64::MAX"
+)]
 fn scaled(ns: u64, scale: f64) -> u64 {
     if scale == 1.0 {
         ns
@@ -87,7 +93,7 @@ impl ThreadClock {
     pub(super) fn read(&self, g: &Global) -> u64 {
         let now = g.meter.read();
         let mark = self.cpu_mark.get();
-        if now == u64::MAX {
+        if g.meter.to_ns(now) == u64::MAX {
             fault(WorkFault::Overflow);
         } else if now < mark {
             fault(WorkFault::Backwards {
@@ -103,8 +109,11 @@ impl ThreadClock {
     pub(super) fn advance(&self, g: &Global) -> u64 {
         self.start(g);
         let cpu = self.read(g);
-        let used = cpu.saturating_sub(self.cpu_mark.get());
-        self.cpu_mark.set(cpu);
+        let mark = self.cpu_mark.replace(cpu);
+        let used = cpu.saturating_sub(mark);
+        // In ns as the difference of the two readings' ns, so that a
+        // thread's time does not depend on how often it synced.
+        let used_ns = g.meter.to_ns(cpu).saturating_sub(g.meter.to_ns(mark));
         let mut vt = self.vt.get();
         if self.waiting.get() == 0 || self.serving.get() {
             let protocol = self.protocol.get() || self.serving.get();
@@ -114,7 +123,7 @@ impl ThreadClock {
                 (g.scale, &self.app_work)
             };
             sum.set(sum.get().saturating_add(used));
-            vt = vt.saturating_add(scaled(used, scale));
+            vt = vt.saturating_add(scaled(used_ns, scale));
         }
         vt = vt.saturating_add(self.unseen.take());
         let slot = self.slot.get();
@@ -327,9 +336,9 @@ pub fn charge(slot: u32, ns: u64) {
 /// time) its CPU time. What a sequential program is timed by, so that a
 /// predicted speedup divides like by like.
 pub fn work_ns() -> u64 {
-    GLOBAL
-        .get()
-        .map_or_else(super::meter::thread_cpu_ns, |g| g.meter.read())
+    GLOBAL.get().map_or_else(super::meter::thread_cpu_ns, |g| {
+        g.meter.to_ns(g.meter.read())
+    })
 }
 
 /// This thread's work meter reading (0 when off): the mark a piece of
@@ -343,7 +352,11 @@ pub fn work_mark() -> u64 {
 /// elsewhere.
 pub fn protocol_work_since(mark: u64) -> u64 {
     GLOBAL.get().map_or(0, |g| {
-        scaled(g.meter.read().saturating_sub(mark), g.protocol_scale)
+        let m = g.meter;
+        scaled(
+            m.to_ns(m.read()).saturating_sub(m.to_ns(mark)),
+            g.protocol_scale,
+        )
     })
 }
 
@@ -391,13 +404,15 @@ impl Drop for Participant {
                 // Count what it did since its last sync.
                 let vt = c.advance(g);
                 c.set(g, vt);
-                let (app, protocol) = (c.app_work.get(), c.protocol_work.get());
+                let ns = |units| g.meter.to_ns(units);
+                let (app, protocol) = (ns(c.app_work.get()), ns(c.protocol_work.get()));
                 let who = match self.label {
                     Some((n, l)) => format!("node {n} thread {l}"),
                     None => format!("board slot {}", self.slot),
                 };
                 let timed = match c.window.get() {
                     Some((a, p)) => {
+                        let (a, p) = (ns(a), ns(p));
                         format!("; in the timed part: application {a} ns, protocol {p} ns")
                     }
                     None => String::new(),

@@ -61,8 +61,10 @@ impl Unseen {
         match self {
             Unseen::PageFault => PAGE_FAULT_NS,
             Unseen::Mprotect => MPROTECT_NS,
-            Unseen::Copy { bytes } => (u128::from(bytes) * u128::from(COPY_PS_PER_BYTE) / 1000)
-                .min(u128::from(u64::MAX)) as u64,
+            Unseen::Copy { bytes } => {
+                u64::try_from(u128::from(bytes) * u128::from(COPY_PS_PER_BYTE) / 1000)
+                    .unwrap_or(u64::MAX)
+            }
         }
     }
 }

@@ -20,15 +20,16 @@ use virtio_bindings::virtio_ring::{
 
 use crate::dma::{DmaAllocator, DmaError, DmaRegion};
 
-// The ring flags are 16-bit fields; the bindings give them as u32.
+// The ring flags are 16-bit fields; the bindings give them as u32 (the
+// mask keeps the field).
 /// Descriptor continues in `next`.
-const DESC_F_NEXT: u16 = VRING_DESC_F_NEXT as u16;
+const DESC_F_NEXT: u16 = (VRING_DESC_F_NEXT & 0xffff) as u16;
 /// Buffer is device-writable.
-const DESC_F_WRITE: u16 = VRING_DESC_F_WRITE as u16;
+const DESC_F_WRITE: u16 = (VRING_DESC_F_WRITE & 0xffff) as u16;
 /// Device to driver: do not kick (without EVENT_IDX).
-const USED_F_NO_NOTIFY: u16 = VRING_USED_F_NO_NOTIFY as u16;
+const USED_F_NO_NOTIFY: u16 = (VRING_USED_F_NO_NOTIFY & 0xffff) as u16;
 /// Driver to device: do not interrupt (without EVENT_IDX).
-const AVAIL_F_NO_INTERRUPT: u16 = VRING_AVAIL_F_NO_INTERRUPT as u16;
+const AVAIL_F_NO_INTERRUPT: u16 = (VRING_AVAIL_F_NO_INTERRUPT & 0xffff) as u16;
 
 /// `struct vring_desc`: addr, len, flags, next.
 const DESC_SIZE: usize = size_of::<vring_desc>();
@@ -320,8 +321,10 @@ impl Virtqueue {
             i = next;
         }
         self.free_head = i;
-        self.num_free -= n as u16;
-        self.chain_len[usize::from(head)] = n as u16;
+        // At most `num_free` (checked above), a u16.
+        let n = u16::try_from(n).expect("a chain no longer than the free descriptors");
+        self.num_free -= n;
+        self.chain_len[usize::from(head)] = n;
         self.outstanding += 1;
         let slot = usize::from(self.avail_idx & (self.size - 1));
         self.rings.avail.write_u16(RING_HEADER + 2 * slot, head)?;

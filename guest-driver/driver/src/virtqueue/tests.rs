@@ -85,7 +85,7 @@ fn long_chains_keep_order_and_flags() {
     let want: Vec<_> = bufs
         .iter()
         .enumerate()
-        .map(|(i, b)| (b.gpa(), b.len() as u32, i >= 5))
+        .map(|(i, b)| (b.gpa(), u32::try_from(b.len()).unwrap(), i >= 5))
         .collect();
     assert_eq!(descs, want);
     // A chain that uses every descriptor.
@@ -157,7 +157,7 @@ fn indices_wrap_around() {
     while completed < 200_000 {
         // Post chains of 1-3 descriptors while they fit.
         loop {
-            let n = (rand() % 3 + 1) as usize;
+            let n = usize::try_from(rand() % 3 + 1).unwrap();
             if n > usize::from(q.num_free()) {
                 break;
             }
@@ -178,9 +178,9 @@ fn indices_wrap_around() {
             device_queue.push((head, seq));
         }
         // Complete a random subset, in a random order.
-        let k = (rand() as usize % device_queue.len()) + 1;
+        let k = usize::try_from(rand()).unwrap() % device_queue.len() + 1;
         for _ in 0..k {
-            let i = rand() as usize % device_queue.len();
+            let i = usize::try_from(rand()).unwrap() % device_queue.len();
             let (head, seq) = device_queue.swap_remove(i);
             dev.add_used(head, (seq & 0xffff) as u32);
         }
@@ -280,7 +280,7 @@ fn used_event_follows_the_consumer() {
         assert_eq!(u32::from(dev.used_event()), i % 65536);
     }
     q.set_calls(false).unwrap();
-    assert_eq!(dev.used_event(), (70_000u32 % 65536) as u16 - 1);
+    assert_eq!(u32::from(dev.used_event()), 70_000u32 % 65536 - 1);
     // Calls off: the device never needs to signal a completion.
     for _ in 0..3 {
         q.add(&[b], &[]).unwrap();

@@ -59,7 +59,8 @@ fn map_bar(path: &Path) -> Result<MmapRegion, MmioError> {
         .write(true)
         .open(path)
         .map_err(io("opening"))?;
-    let len = file.metadata().map_err(io("stat"))?.len() as usize;
+    let len = usize::try_from(file.metadata().map_err(io("stat"))?.len())
+        .map_err(|_| io("stat")(io::Error::other("a BAR larger than the address space")))?;
     if len == 0 {
         return Err(MmioError::EmptyBar {
             path: path.to_path_buf(),
@@ -177,7 +178,7 @@ impl Mmio {
     }
     /// A 64-bit field as two 32-bit writes, low half first (allowed by 4.1.3.1).
     pub fn w64(&self, off: usize, v: u64) {
-        self.w32(off, v as u32);
+        self.w32(off, (v & 0xffff_ffff) as u32);
         self.w32(off + 4, (v >> 32) as u32);
     }
 }

@@ -46,13 +46,14 @@ use sysfs::Function;
 pub use caps::{cap_type, parse_virtio_caps, VirtioCap};
 pub use sysfs::{find_adapters, SYSFS_PCI_DEVICES};
 
-// Device status bits (virtio 1.x, 2.1), one byte in the common configuration.
-const S_ACKNOWLEDGE: u8 = VIRTIO_CONFIG_S_ACKNOWLEDGE as u8;
-const S_DRIVER: u8 = VIRTIO_CONFIG_S_DRIVER as u8;
-const S_DRIVER_OK: u8 = VIRTIO_CONFIG_S_DRIVER_OK as u8;
-const S_FEATURES_OK: u8 = VIRTIO_CONFIG_S_FEATURES_OK as u8;
-const S_NEEDS_RESET: u8 = VIRTIO_CONFIG_S_NEEDS_RESET as u8;
-const S_FAILED: u8 = VIRTIO_CONFIG_S_FAILED as u8;
+// Device status bits (virtio 1.x, 2.1), one byte in the common configuration
+// (the bindings give them as u32; the mask keeps the byte).
+const S_ACKNOWLEDGE: u8 = (VIRTIO_CONFIG_S_ACKNOWLEDGE & 0xff) as u8;
+const S_DRIVER: u8 = (VIRTIO_CONFIG_S_DRIVER & 0xff) as u8;
+const S_DRIVER_OK: u8 = (VIRTIO_CONFIG_S_DRIVER_OK & 0xff) as u8;
+const S_FEATURES_OK: u8 = (VIRTIO_CONFIG_S_FEATURES_OK & 0xff) as u8;
+const S_NEEDS_RESET: u8 = (VIRTIO_CONFIG_S_NEEDS_RESET & 0xff) as u8;
+const S_FAILED: u8 = (VIRTIO_CONFIG_S_FAILED & 0xff) as u8;
 
 // struct virtio_pci_common_cfg offsets (4.1.4.3); virtio-bindings has no
 // virtio_pci module to take them from.
@@ -270,7 +271,7 @@ fn negotiate_features(common: &Mmio) -> Result<u64, TransportError> {
     }
     let features = offered & (F_VERSION_1 | F_EVENT_IDX);
     common.w32(C_GFSELECT, 0);
-    common.w32(C_GF, features as u32);
+    common.w32(C_GF, (features & 0xffff_ffff) as u32);
     common.w32(C_GFSELECT, 1);
     common.w32(C_GF, (features >> 32) as u32);
     common.w8(C_STATUS, S_ACKNOWLEDGE | S_DRIVER | S_FEATURES_OK);
@@ -294,7 +295,7 @@ fn queue_limits(common: &Mmio) -> Result<(Vec<u16>, Vec<u16>), TransportError> {
     }
     let mut notify_off = Vec::with_capacity(NUM_QUEUES);
     let mut max_sizes = Vec::with_capacity(NUM_QUEUES);
-    for q in 0..NUM_QUEUES as u16 {
+    for q in 0..u16::try_from(NUM_QUEUES).expect("a few queues") {
         common.w16(C_Q_SELECT, q);
         notify_off.push(common.r16(C_Q_NOFF));
         max_sizes.push(common.r16(C_Q_SIZE));
