@@ -103,6 +103,15 @@ pub enum Message<D> {
         time: VectorTime,
         intervals: Vec<Interval>,
     },
+    /// A write-once flag was set (to every other node): a release whose
+    /// acquire is the wait for the flag (ours: seed 001 has no flags; the
+    /// ANL macros' programs use them).
+    FlagSet {
+        flag: usize,
+        value: u64,
+        time: VectorTime,
+        intervals: Vec<Interval>,
+    },
 }
 
 /// A message for a node.
@@ -123,6 +132,8 @@ pub enum WaitFor {
     Lock(LockId),
     /// The barrier's release.
     Barrier,
+    /// A flag to be set.
+    Flag(usize),
 }
 
 /// An entry point's outcome.
@@ -151,6 +162,8 @@ pub enum EngineError {
     },
     #[error("node {from} sent {what}, which only node 0 takes")]
     NotManager { from: Node, what: &'static str },
+    #[error("node {from} set flag {flag} twice (a flag is set once)")]
+    FlagTwice { from: Node, flag: usize },
     #[error("node {from} sent a {what} this node did not ask for")]
     Unasked { from: Node, what: &'static str },
     #[error("node {from} sent {len} bytes for page {page}, whose size is {size}")]
@@ -191,6 +204,8 @@ pub struct Engine<M: PageMemory> {
     locks: BTreeMap<LockId, LockState>,
     /// The barrier manager (node 0 only).
     barrier: Option<BarrierManager>,
+    /// Flags set, with what their setter's release carried.
+    flags: BTreeMap<usize, (u64, VectorTime, Vec<Interval>)>,
     waiting: Option<WaitFor>,
     /// The fault being served: its page and whether it was a write, to
     /// carry on when the home is known or the page came.
@@ -234,6 +249,7 @@ impl<M: PageMemory> Engine<M> {
             managers: BTreeMap::new(),
             locks: BTreeMap::new(),
             barrier: (me == 0).then(|| BarrierManager::new(nodes)),
+            flags: BTreeMap::new(),
             waiting: None,
             faulting: None,
             stats: EngineStats::default(),
@@ -254,6 +270,17 @@ impl<M: PageMemory> Engine<M> {
 
     pub fn time(&self) -> &VectorTime {
         &self.time
+    }
+
+    /// What this node may do with its copy of `page` (a fault on a
+    /// readable page is a write).
+    pub fn access(&self, page: Page) -> Access {
+        self.access.get(page).copied().unwrap_or(Access::None)
+    }
+
+    /// Pages in the heap.
+    pub fn pages(&self) -> usize {
+        self.access.len()
     }
 
     /// Whether the last entry point's wait is over.
@@ -748,6 +775,20 @@ impl<M: PageMemory> Engine<M> {
             }
             Message::BarrierArrive { time, intervals } => {
                 self.barrier_arrive(from, time, intervals, out)?
+            }
+            Message::FlagSet {
+                flag,
+                value,
+                time,
+                intervals,
+            } => {
+                if self.flags.contains_key(&flag) {
+                    return Err(EngineError::FlagTwice { from, flag });
+                }
+                self.flags.insert(flag, (value, time, intervals));
+                if self.waiting == Some(WaitFor::Flag(flag)) {
+                    self.waiting = None;
+                }
             }
             Message::BarrierRelease { time, intervals } => {
                 if self.waiting != Some(WaitFor::Barrier) {

@@ -43,6 +43,7 @@ const LOCK_FORWARD: u8 = 7;
 const LOCK_GRANT: u8 = 8;
 const BARRIER_ARRIVE: u8 = 9;
 const BARRIER_RELEASE: u8 = 10;
+const FLAG_SET: u8 = 11;
 
 fn put_u32(out: &mut Vec<u8>, v: u32) {
     out.extend_from_slice(&v.to_le_bytes());
@@ -152,6 +153,18 @@ pub fn encode(m: &Message<Vec<u8>>) -> Vec<u8> {
             put_time(&mut out, time);
             put_intervals(&mut out, intervals);
         }
+        Message::FlagSet {
+            flag,
+            value,
+            time,
+            intervals,
+        } => {
+            out.push(FLAG_SET);
+            put_index(&mut out, *flag);
+            out.extend_from_slice(&value.to_le_bytes());
+            put_time(&mut out, time);
+            put_intervals(&mut out, intervals);
+        }
     }
     out
 }
@@ -186,6 +199,13 @@ impl<'a> Reader<'a> {
     fn u32(&mut self, what: &'static str) -> Result<u32, WireError> {
         let s = self.take(4, what)?;
         Ok(u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
+    }
+
+    fn u64(&mut self, what: &'static str) -> Result<u64, WireError> {
+        let s = self.take(8, what)?;
+        let mut b = [0u8; 8];
+        b.copy_from_slice(s);
+        Ok(u64::from_le_bytes(b))
     }
 
     fn index(&mut self, what: &'static str) -> Result<usize, WireError> {
@@ -313,6 +333,12 @@ pub fn decode(b: &[u8], nodes: usize) -> Result<Message<Vec<u8>>, WireError> {
             time: r.time()?,
             intervals: r.intervals()?,
         },
+        FLAG_SET => Message::FlagSet {
+            flag: r.index("a flag")?,
+            value: r.u64("a flag's value")?,
+            time: r.time()?,
+            intervals: r.intervals()?,
+        },
         t => return Err(WireError::Tag(t)),
     };
     let left = b.len() - r.at;
@@ -408,7 +434,7 @@ mod tests {
         }
 
         #[test]
-        fn a_huge_count_is_refused_without_allocating(tag in 1u8..11, n in 0x1000_0000u32..u32::MAX) {
+        fn a_huge_count_is_refused_without_allocating(tag in 1u8..12, n in 0x1000_0000u32..u32::MAX) {
             let mut b = vec![tag];
             for _ in 0..4 {
                 b.extend_from_slice(&n.to_le_bytes());
