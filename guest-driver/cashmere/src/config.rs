@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use crate::error::CsmError;
 use crate::homes::HomeAssignment;
-use crate::limits::{MAX_HEAP_BYTES, MAX_THREADS};
 use crate::space::CsmSpace;
 use crate::variant::{CsmVariant, Levels, MessageDetection};
+use dsm_core::{MAX_HEAP_BYTES, MAX_THREADS};
 
 /// What [`crate::Csm::start`] needs; every node must pass the same values.
 #[derive(Clone, Debug)]

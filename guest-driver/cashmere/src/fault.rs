@@ -253,8 +253,8 @@ impl FaultHandler for Node {
         (self.heap.app_base() as usize, self.heap.len())
     }
 
-    fn resolve_fault(&self, offset: usize) -> Result<(), CsmError> {
-        Node::resolve_fault(self, offset)
+    fn resolve_fault(&self, offset: usize) -> Result<(), crate::sigsegv::FaultError> {
+        Node::resolve_fault(self, offset).map_err(Into::into)
     }
 
     fn abandon(&self) {

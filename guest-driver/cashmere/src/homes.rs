@@ -91,9 +91,9 @@ impl HomeAssignment {
                     let v = num(b)?;
                     // Bounded before the page table is allocated from it.
                     let most = [
-                        crate::limits::MAX_PROTOCOL_NODES as u64,
+                        dsm_core::MAX_PROTOCOL_NODES as u64,
                         8192,
-                        (crate::limits::MAX_HEAP_BYTES / 4096) as u64,
+                        (dsm_core::MAX_HEAP_BYTES / 4096) as u64,
                     ][k];
                     if v > most {
                         return Err(syntax(format!("{a} {v}: at most {most}")));

@@ -39,13 +39,12 @@ mod config;
 mod dms_data;
 mod dms_meta;
 mod dms_sync;
+mod dsm;
 mod error;
 mod fault;
 mod fetch;
-pub mod gather;
 mod handle;
 mod homes;
-mod limits;
 mod loss;
 mod mailbox;
 mod messages;
@@ -54,32 +53,29 @@ mod msg_meta;
 mod msg_sync;
 mod node;
 mod protocol_thread;
-pub mod record;
 mod release;
 mod requests;
 pub mod seams;
-mod shared;
-mod sigsegv;
 mod site;
 pub mod space;
 mod startup;
 mod state;
-mod stats;
 mod sync_api;
-mod times;
-pub mod twin;
 mod variant;
-mod vm;
-mod wait;
+
+// The DSM core's parts, by the names Cashmere's modules use for them.
+pub use dsm_core::{gather, record, twin};
+use dsm_core::{sigsegv, times, vm, wait};
 
 pub use config::Config;
+pub use dsm::NAME;
+pub use dsm_core::{
+    SharedArray, Stats, TimeBreakdown, VirtualBreakdown, MAX_HEAP_BYTES, MAX_PROTOCOL_NODES,
+    MAX_THREADS,
+};
 pub use error::{BarrierWait, CsmError};
 pub use handle::Csm;
 pub use homes::{HomeAssignment, HomesError};
-pub use limits::{MAX_HEAP_BYTES, MAX_PROTOCOL_NODES, MAX_THREADS};
-pub use shared::SharedArray;
 pub use space::CsmSpace;
 pub use state::PageState;
-pub use stats::Stats;
-pub use times::{TimeBreakdown, VirtualBreakdown};
 pub use variant::{CsmVariant, Levels, MessageDetection, UnknownDetection, UnknownVariant};

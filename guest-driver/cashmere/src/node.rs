@@ -120,12 +120,11 @@ pub(crate) struct Node {
     pub(crate) stop: AtomicBool,
     pub(crate) local: Mutex<LocalBarrier>,
     pub(crate) local_cv: Condvar,
-    pub(crate) next_alloc: Mutex<usize>,
-    pub(crate) start: Instant,
+    pub(crate) alloc: dsm_core::Allocator,
     /// What stopped the protocol thread, if it stopped.
     pub(crate) failure: Mutex<Option<Arc<CsmError>>>,
-    /// The timed part of the program: (start, end), seconds since `start`.
-    pub(crate) window: Mutex<(Option<f64>, Option<f64>)>,
+    /// The timed part of the program, in wall-clock and virtual time.
+    pub(crate) window: dsm_core::TimedWindow,
     /// The protocol thread's window (`window::*`) and its breakdown.
     pub(crate) proto_window: AtomicU8,
     pub(crate) proto_times: Mutex<Option<TimeBreakdown>>,
@@ -133,8 +132,6 @@ pub(crate) struct Node {
     /// application processor 0, which the protocol thread's work is
     /// charged to (the processor the paper's interrupt would stop).
     pub(crate) app0_slot: std::sync::atomic::AtomicU32,
-    /// The timed part in virtual time: (earliest start, latest end), ns.
-    pub(crate) vwindow: Mutex<(Option<u64>, Option<u64>)>,
 }
 
 impl Drop for Node {

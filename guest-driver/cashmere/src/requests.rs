@@ -366,7 +366,7 @@ impl Node {
 fn take_notice(
     pages: &mut [crate::state::PageInfo],
     pending: &mut Vec<u32>,
-    stats: &mut crate::stats::Stats,
+    stats: &mut dsm_core::Stats,
     now: u64,
     p: u32,
 ) {

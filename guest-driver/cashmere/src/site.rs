@@ -28,8 +28,8 @@ use std::sync::{Arc, Mutex};
 
 use mc_api::{MemoryChannel, NodeId, RxRegion, Sharing, TxRegion};
 
-use crate::limits::MAX_PROTOCOL_NODES;
 use crate::CsmError;
+use dsm_core::MAX_PROTOCOL_NODES;
 
 /// Regions every protocol node has: its mailbox.
 const REGIONS_PER_NODE: u32 = 1;

@@ -228,7 +228,7 @@ const WORD_APART: usize = 256;
 const ARRIVALS: usize = 4 * WORD_APART;
 /// Nodes a mailbox has barrier arrival words for: every protocol node
 /// there can be.
-const MAX_ARRIVALS: usize = crate::limits::MAX_PROTOCOL_NODES as usize;
+const MAX_ARRIVALS: usize = dsm_core::MAX_PROTOCOL_NODES as usize;
 // The arrival words and their times fit before the acknowledgement slots.
 const _: () = assert!(ARRIVALS + 16 * MAX_ARRIVALS <= ACKS);
 /// Where the acknowledgement slots start on the control page (after the

@@ -6,7 +6,6 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
-use std::time::Instant;
 
 use mc_api::MemoryChannel;
 
@@ -118,14 +117,12 @@ pub(crate) fn start_node(
             latest_arrival_vt: 0,
         }),
         local_cv: Condvar::new(),
-        next_alloc: Mutex::new(0),
-        start: Instant::now(),
+        alloc: dsm_core::Allocator::default(),
         failure: Mutex::new(None),
-        window: Mutex::new((None, None)),
+        window: dsm_core::TimedWindow::new(),
         proto_window: AtomicU8::new(window::NONE),
         proto_times: Mutex::new(None),
         app0_slot: std::sync::atomic::AtomicU32::new(u32::MAX),
-        vwindow: Mutex::new((None, None)),
     });
     let registration =
         sigsegv::register(&*node).ok_or(CsmError::TooManyHeaps(sigsegv::MAX_HEAPS))?;

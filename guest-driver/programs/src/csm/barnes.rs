@@ -23,7 +23,7 @@
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
-use cashmere::{Csm, SharedArray};
+use dsm_core::{Dsm, SharedArray};
 
 use super::error::AppError;
 use super::problem::HeapPlan;
@@ -398,7 +398,7 @@ pub struct Barnes {
     window: ComputeWindow,
 }
 
-pub fn setup(csm: &Csm, n: usize, steps: u32) -> Result<Barnes, AppError> {
+pub fn setup(csm: &Dsm, n: usize, steps: u32) -> Result<Barnes, AppError> {
     let procs = (csm.nodes() * csm.threads()) as usize;
     let pool = pool(n, procs);
     let cells = 1 + procs * pool;
@@ -540,7 +540,7 @@ impl Barnes {
     /// and changed under its cell's lock, as before.
     fn insert(
         &self,
-        csm: &Csm,
+        csm: &Dsm,
         tid: usize,
         b: usize,
         mine: &mut MyCells,
@@ -627,7 +627,7 @@ impl Barnes {
 }
 
 impl Workload for Barnes {
-    fn run(&self, csm: &Csm, tid: usize) -> Result<u64, AppError> {
+    fn run(&self, csm: &Dsm, tid: usize) -> Result<u64, AppError> {
         let n = self.n;
         let mut zone: Vec<usize> = (tid * n / self.procs..(tid + 1) * n / self.procs).collect();
         // As SPLASH-2's BARNES, whose main process generates every body

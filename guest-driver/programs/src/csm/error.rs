@@ -1,6 +1,7 @@
 //! Why a Cashmere program failed.
 
 use cashmere::CsmError;
+use dsm_core::DsmError;
 
 use super::verify;
 
@@ -10,6 +11,8 @@ use super::verify;
 pub enum AppError {
     #[error(transparent)]
     Csm(#[from] CsmError),
+    #[error(transparent)]
+    Dsm(#[from] DsmError),
     #[error("cannot start an application thread")]
     Spawn(#[source] std::io::Error),
     #[error("an application thread panicked")]

@@ -5,7 +5,7 @@
 //! sequential run, bit for bit (the same operations in the same order).
 //! Each row starts on a page of its own, so a row's page has one writer.
 
-use cashmere::{Csm, CsmError, SharedArray};
+use dsm_core::{Dsm, DsmError, SharedArray};
 
 use super::error::AppError;
 use super::workload::ComputeWindow;
@@ -30,7 +30,7 @@ pub fn heap_bytes(n: usize, ps: usize) -> usize {
     n * stride(n, ps) * 8 + (n * 8).div_ceil(ps) * ps
 }
 
-pub fn setup(csm: &Csm, n: usize) -> Result<GaussData, CsmError> {
+pub fn setup(csm: &Dsm, n: usize) -> Result<GaussData, DsmError> {
     let ps = csm.page_size() as usize;
     let stride = stride(n, ps);
     Ok(GaussData {
@@ -86,7 +86,7 @@ fn back_substitute(n: usize, a: impl Fn(usize, usize) -> f64) -> Vec<f64> {
     x
 }
 
-pub fn run(csm: &Csm, d: &GaussData, tid: usize) -> Result<u64, AppError> {
+pub fn run(csm: &Dsm, d: &GaussData, tid: usize) -> Result<u64, AppError> {
     let p = (csm.nodes() * csm.threads()) as usize;
     let (n, a) = (d.n, d.a);
     let (w, r) = (n + 1, d.stride);

@@ -7,7 +7,7 @@
 //! another node's bytes from its twin (docs/fidelity.md, "Sub-word
 //! writes").
 
-use cashmere::{Csm, CsmError, SharedArray};
+use dsm_core::{Dsm, DsmError, SharedArray};
 
 use super::error::AppError;
 use super::wtest::mismatch;
@@ -22,7 +22,7 @@ pub struct SubwordData {
 const BYTES_PER_ELEMENT: usize = 8;
 const HALVES_PER_ELEMENT: usize = 4;
 
-pub fn setup(csm: &Csm, per: usize) -> Result<SubwordData, CsmError> {
+pub fn setup(csm: &Dsm, per: usize) -> Result<SubwordData, DsmError> {
     let p = (csm.nodes() * csm.threads()) as usize;
     Ok(SubwordData {
         bytes: csm.alloc(p * per * BYTES_PER_ELEMENT, true)?,
@@ -53,7 +53,7 @@ fn byte_owner(phase: u32, i: usize, p: usize) -> usize {
 
 /// Per round: each byte phase, then the halves, every processor writing its
 /// own share and checking all after a barrier. Returns the checks made.
-pub fn run(csm: &Csm, d: &SubwordData, tid: usize, rounds: u32) -> Result<u64, AppError> {
+pub fn run(csm: &Dsm, d: &SubwordData, tid: usize, rounds: u32) -> Result<u64, AppError> {
     let p = (csm.nodes() * csm.threads()) as usize;
     let mut checks = 0u64;
     csm.mark_start();

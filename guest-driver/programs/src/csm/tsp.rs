@@ -3,7 +3,7 @@
 //! is kept under lock 1 and bounds the search. The optimum is compared with
 //! a sequential branch and bound, and the tour found is checked.
 
-use cashmere::{Csm, CsmError, SharedArray};
+use dsm_core::{Dsm, DsmError, SharedArray};
 
 use super::error::AppError;
 use super::workload::ComputeWindow;
@@ -18,7 +18,7 @@ pub struct TspData {
     pub window: ComputeWindow,
 }
 
-pub fn setup(csm: &Csm, cities: usize) -> Result<TspData, CsmError> {
+pub fn setup(csm: &Dsm, cities: usize) -> Result<TspData, DsmError> {
     Ok(TspData {
         dist: csm.alloc(cities * cities, true)?,
         next: csm.alloc(1, true)?,
@@ -109,7 +109,7 @@ pub fn sequential(c: usize) -> u32 {
     bound
 }
 
-pub fn run(csm: &Csm, data: &TspData, tid: usize) -> Result<u64, AppError> {
+pub fn run(csm: &Dsm, data: &TspData, tid: usize) -> Result<u64, AppError> {
     let c = data.cities;
     if tid == 0 && csm.node_id() == 0 {
         for (i, v) in distances(c).into_iter().enumerate() {
@@ -151,7 +151,7 @@ pub fn run(csm: &Csm, data: &TspData, tid: usize) -> Result<u64, AppError> {
                 }
                 let nb = data.best.get(0);
                 csm.lock_release(1)?;
-                Ok::<u32, CsmError>(nb)
+                Ok::<u32, DsmError>(nb)
             })();
             match r {
                 Ok(b) => b,

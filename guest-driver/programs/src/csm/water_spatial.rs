@@ -23,7 +23,7 @@
 
 use std::sync::OnceLock;
 
-use cashmere::{Csm, SharedArray};
+use dsm_core::{Dsm, SharedArray};
 
 use super::error::AppError;
 use super::problem::HeapPlan;
@@ -57,7 +57,7 @@ pub struct WaterSpatial {
     window: ComputeWindow,
 }
 
-pub fn setup(csm: &Csm, n: usize, steps: u32) -> Result<WaterSpatial, AppError> {
+pub fn setup(csm: &Dsm, n: usize, steps: u32) -> Result<WaterSpatial, AppError> {
     let wb = WaterBox::new(n);
     let shared = MolArray::alloc(csm, n, steps)?;
     Ok(WaterSpatial {
@@ -90,7 +90,7 @@ impl WaterSpatial {
 }
 
 impl Workload for WaterSpatial {
-    fn run(&self, csm: &Csm, tid: usize) -> Result<u64, AppError> {
+    fn run(&self, csm: &Dsm, tid: usize) -> Result<u64, AppError> {
         let n = self.wb.molecules;
         let sh = &self.shared;
         let cells = self.wb.cells.pow(3);

@@ -2,7 +2,7 @@
 //! small array partitioned by thread; every thread works on every partition
 //! and every element is checked at each step.
 
-use cashmere::{Csm, CsmError, SharedArray};
+use dsm_core::{Dsm, DsmError, SharedArray};
 
 use super::error::AppError;
 
@@ -12,7 +12,7 @@ pub struct WtestData {
     per: usize,
 }
 
-pub fn setup(csm: &Csm, per: usize) -> Result<WtestData, CsmError> {
+pub fn setup(csm: &Dsm, per: usize) -> Result<WtestData, DsmError> {
     let p = (csm.nodes() * csm.threads()) as usize;
     Ok(WtestData {
         a: csm.alloc(p * per, true)?,
@@ -44,7 +44,7 @@ pub const MAX_PROCESSORS: usize = 32;
 /// partition by partition under that partition's lock (very fine-grain
 /// sharing), and everyone checks every element again. Returns the number of
 /// element checks made.
-pub fn wtest(csm: &Csm, d: &WtestData, tid: usize, rounds: u32) -> Result<u64, AppError> {
+pub fn wtest(csm: &Dsm, d: &WtestData, tid: usize, rounds: u32) -> Result<u64, AppError> {
     let p = (csm.nodes() * csm.threads()) as usize;
     assert!(p <= MAX_PROCESSORS, "wtest sets one bit per thread");
     let all = if p == 32 { u32::MAX } else { (1u32 << p) - 1 };
@@ -98,7 +98,7 @@ pub fn wtest(csm: &Csm, d: &WtestData, tid: usize, rounds: u32) -> Result<u64, A
 /// test: per round, owners write their partitions; each thread checks its
 /// right neighbour's partition and adds one to a lock-protected counter;
 /// after a barrier everyone checks the counter.
-pub fn test(csm: &Csm, d: &WtestData, tid: usize, rounds: u32) -> Result<u64, AppError> {
+pub fn test(csm: &Dsm, d: &WtestData, tid: usize, rounds: u32) -> Result<u64, AppError> {
     let p = (csm.nodes() * csm.threads()) as usize;
     let mut checks = 0u64;
     csm.mark_start();
