@@ -17,6 +17,7 @@ mod error;
 pub mod gather;
 mod handle;
 mod limits;
+pub mod node_barrier;
 mod protocol;
 pub mod record;
 mod shared;
