@@ -17,6 +17,18 @@ impl DsmError {
         DsmError::Protocol(Box::new(source))
     }
 
+    /// The protocol's own error, taken out, if it is one of type `E`;
+    /// else this error back.
+    pub fn downcast<E: std::error::Error + Send + Sync + 'static>(self) -> Result<E, DsmError> {
+        match self {
+            DsmError::Protocol(source) => source
+                .downcast::<E>()
+                .map(|e| *e)
+                .map_err(DsmError::Protocol),
+            other => Err(other),
+        }
+    }
+
     /// The protocol's own error, if it is one of type `E`.
     pub fn protocol_error<E: std::error::Error + 'static>(&self) -> Option<&E> {
         match self {

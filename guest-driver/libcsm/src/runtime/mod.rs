@@ -34,7 +34,7 @@ use std::sync::{Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use cashmere::{Csm, TimeBreakdown};
+use dsm_core::{Dsm, TimeBreakdown};
 use mc_api::MemoryChannel;
 
 use crate::globals::Globals;
@@ -61,7 +61,7 @@ struct Creation {
 /// The node's run.
 pub struct Runtime {
     pub mc: MemoryChannel,
-    pub csm: Csm,
+    pub csm: Dsm,
     pub settings: Settings,
     pub me: u32,
     pub nodes: u32,

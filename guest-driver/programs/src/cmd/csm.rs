@@ -22,6 +22,7 @@ pub(crate) fn main(cli: &GuestCli, args: &CsmArgs) -> Result<(), GuestError> {
     p.time_sequential = args.sequential;
     p.preset = args.preset;
     p.variant = args.variant;
+    p.protocol = args.protocol;
     p.time_breakdown = args.stats;
     p.detection = args.detection;
     p.levels = match args.levels {

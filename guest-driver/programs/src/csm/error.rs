@@ -17,6 +17,8 @@ pub enum AppError {
     Spawn(#[source] std::io::Error),
     #[error("an application thread panicked")]
     Panicked,
+    #[error("the {0} protocol has no one-level form (--levels 1 with several threads)")]
+    OneLevel(dsm_select::ProtocolName),
     #[error("tsp of {cities} cities: 3 to {max} (each city more multiplies the time by 4-7)")]
     TspCities { cities: usize, max: usize },
     /// wtest or test read a wrong value.

@@ -164,7 +164,11 @@ pub fn run(mc: &MemoryChannel, p: &Params) -> Result<Outcome, AppError> {
         _ => (0, 0),
     };
     let cfg = p.config();
-    let mut o = if cfg.levels == cashmere::Levels::One && p.threads > 1 {
+    let one_level = cfg.levels == cashmere::Levels::One && p.threads > 1;
+    if one_level && !p.protocol.has_one_level() {
+        return Err(AppError::OneLevel(p.protocol));
+    }
+    let mut o = if one_level {
         // 1L: each thread is a protocol node of its own, on this machine's
         // adapter; together they make this machine's outcome.
         let csms = Csm::start_one_level(mc, &cfg)?;
@@ -182,7 +186,7 @@ pub fn run(mc: &MemoryChannel, p: &Params) -> Result<Outcome, AppError> {
         });
         merge_processors(mc.node_id().index() as u32, outcomes)?
     } else {
-        let csm = Dsm::new(std::sync::Arc::new(Csm::start(mc, &cfg)?));
+        let csm = p.protocol.start(mc, &cfg)?;
         run_node(csm, p, problem, p.threads, (size, iters), &summary, started)?
     };
     let procs = (mc.nodes() * p.threads) as usize;
