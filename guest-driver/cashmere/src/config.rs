@@ -72,7 +72,8 @@ impl Config {
     pub fn space(&self, nodes: u32) -> CsmSpace {
         CsmSpace {
             nodes,
-            pages: self.heap_bytes.div_ceil(self.page_size as usize) as u32,
+            pages: u32::try_from(self.heap_bytes.div_ceil(self.page_size as usize))
+                .unwrap_or(u32::MAX),
             page_size: self.page_size,
             flags: self.flags,
         }

@@ -27,7 +27,7 @@ impl Node {
     /// Resolve a fault at heap byte `offset` (called by the SIGSEGV handler
     /// on the faulting thread). On return the access may be retried.
     pub(crate) fn resolve_fault(&self, offset: usize) -> Result<(), CsmError> {
-        let p = (offset / self.ps()) as u32;
+        let p = u32::try_from(offset / self.ps()).expect("a page number fits u32");
         // The protection the page had when it faulted, read before the state
         // is taken: another thread may upgrade it meanwhile.
         let at_fault = self.prot[p as usize].load(Ordering::Acquire);

@@ -298,7 +298,7 @@ impl Csm {
         HomeAssignment {
             nodes: n.nodes,
             page_size: n.page_size,
-            homes: (0..st.pages.len() as u32)
+            homes: (0..u32::try_from(st.pages.len()).expect("page numbers fit u32"))
                 .map(|p| {
                     st.pages[p as usize]
                         .home

@@ -209,7 +209,7 @@ impl Node {
     pub(crate) fn ask_home(&self, st: &mut ProtocolState, m: u32, p: u32) -> Result<u32, CsmError> {
         let mut b = [0u8; 8];
         self.fetch(st, m, crate::messages::Request::Home(p), &mut b)?;
-        let h = u64::from_le_bytes(b) as u32;
+        let h = u32::try_from(u64::from_le_bytes(b)).unwrap_or(u32::MAX);
         if h >= self.nodes {
             return Err(CsmError::BadRequest { from: m, page: p });
         }

@@ -309,7 +309,9 @@ impl MailboxLayout {
     }
     /// Entry `i` (mod the queue's size) of the queue from `sender`.
     pub fn sync_entry(&self, sender: u32, i: u64) -> usize {
-        self.sync_sent(sender) + 16 + 16 * (i % SYNC_QUEUE_ENTRIES as u64) as usize
+        self.sync_sent(sender)
+            + 16
+            + 16 * usize::try_from(i % SYNC_QUEUE_ENTRIES as u64).expect("below SYNC_QUEUE_ENTRIES")
     }
     /// How far `receiver` has taken this node's queue to it (its RecvIdx,
     /// written by the receiver, for the sender's flow control).

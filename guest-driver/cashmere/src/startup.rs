@@ -35,7 +35,10 @@ pub(crate) fn start_node(
         h.check(nodes, cfg.page_size, space.pages)?;
     }
     let ps = cfg.page_size as usize;
-    let heap = Arc::new(HeapMemory::new(space.heap_bytes() as usize, cfg.heap_base)?);
+    let heap = Arc::new(HeapMemory::new(
+        usize::try_from(space.heap_bytes()).expect("the heap is at most MAX_HEAP_BYTES"),
+        cfg.heap_base,
+    )?);
     let twins = TwinSpace::new(space.pages as usize, ps / 4)?;
     let bell = Arc::new(FutexBell::default());
     // Before the start barrier: no node writes to a mailbox before its

@@ -91,7 +91,7 @@ extern "C" fn on_segv(_sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut 
     unsafe {
         libc::sigaction(
             libc::SIGSEGV,
-            std::ptr::addr_of!(OLD) as *const libc::sigaction,
+            std::ptr::addr_of!(OLD).cast::<libc::sigaction>(),
             std::ptr::null_mut(),
         );
     }
@@ -111,7 +111,7 @@ fn fail(handler: &dyn FaultHandler, offset: usize, e: &FaultError) -> ! {
     // SAFETY: write(2) and abort(3) are async-signal-safe; the buffer is
     // ours and `len` bytes long.
     unsafe {
-        libc::write(2, line.buf.as_ptr() as *const libc::c_void, line.len);
+        libc::write(2, line.buf.as_ptr().cast::<libc::c_void>(), line.len);
         libc::abort();
     }
 }
@@ -148,7 +148,7 @@ fn install() {
             sa.sa_sigaction = on_segv as *const () as usize;
             sa.sa_flags = libc::SA_SIGINFO | libc::SA_NODEFER;
             libc::sigemptyset(&mut sa.sa_mask);
-            let old = std::ptr::addr_of_mut!(OLD) as *mut libc::sigaction;
+            let old = std::ptr::addr_of_mut!(OLD).cast::<libc::sigaction>();
             libc::sigaction(libc::SIGSEGV, &sa, old);
         }
     });

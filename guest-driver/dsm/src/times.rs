@@ -101,7 +101,12 @@ fn now_ns() -> u64 {
     static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
     // The first call is made in ordinary context (`Csm::start`), so the
     // handler never initialises the lock.
-    EPOCH.get_or_init(Instant::now).elapsed().as_nanos() as u64 + 1
+    #[allow(
+        clippy::cast_possible_truncation,
+        reason = "ns since the process began: 2^64 ns is 584 years"
+    )]
+    let ns = EPOCH.get_or_init(Instant::now).elapsed().as_nanos() as u64;
+    ns + 1
 }
 
 /// Make sure the shared clock is set up (before any handler may read it).
