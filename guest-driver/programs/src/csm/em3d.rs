@@ -73,12 +73,12 @@ fn edge(s: &Em3dShape, procs: usize, side: u64, p: usize, i: usize, k: usize) ->
     };
     let r = range(q, procs, other);
     let j = if r.is_empty() {
-        (mix(key ^ 3) % other as u64) as usize
+        usize::try_from(mix(key ^ 3) % other as u64).expect("below a node count")
     } else {
-        r.start + (mix(key ^ 3) % r.len() as u64) as usize
+        r.start + usize::try_from(mix(key ^ 3) % r.len() as u64).expect("below a range's length")
     };
     let w = (unit(key ^ 4) - 0.5) / s.degree as f64;
-    (j as u32, w)
+    (u32::try_from(j).expect("a node number fits u32"), w)
 }
 
 fn initial(side: u64, i: usize) -> f64 {

@@ -106,9 +106,9 @@ pub fn run(csm: &Dsm, d: &GaussData, tid: usize) -> Result<u64, AppError> {
     csm.mark_start();
     for k in 0..n {
         if mine(k) {
-            csm.flag_set(k as u32, 1)?;
+            csm.flag_set(u32::try_from(k).expect("a row number fits u32"), 1)?;
         } else {
-            csm.flag_wait(k as u32)?;
+            csm.flag_wait(u32::try_from(k).expect("a row number fits u32"))?;
         }
         for i in (k + 1..n).filter(|&i| mine(i)) {
             // SAFETY: row k is final (its owner set flag k after its last

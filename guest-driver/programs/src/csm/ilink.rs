@@ -484,9 +484,9 @@ mod tests {
             .max_by(|&a, &b| ll[a].total_cmp(&ll[b]))
             .unwrap();
         assert!(
-            theta(&s, best as u32) < 0.3,
+            theta(&s, u32::try_from(best).expect("a theta index fits u32")) < 0.3,
             "best theta {} {ll:?}",
-            theta(&s, best as u32)
+            theta(&s, u32::try_from(best).expect("a theta index fits u32"))
         );
         assert!(ll[0] > ll[8], "{ll:?}");
     }

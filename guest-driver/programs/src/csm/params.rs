@@ -158,7 +158,7 @@ impl Params {
             page_size: self.page_size,
             threads: self.threads,
             locks: suite::locks(self.app),
-            flags: 64.max(rows as u32),
+            flags: 64.max(u32::try_from(rows).unwrap_or(u32::MAX)),
             exclusive_mode: self.exclusive_mode,
             incoming_diffs: self.incoming_diffs,
             home_direct: self.home_direct,

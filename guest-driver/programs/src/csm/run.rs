@@ -184,7 +184,10 @@ pub fn run(mc: &MemoryChannel, p: &Params) -> Result<Outcome, AppError> {
                 .map(|h| h.join().unwrap_or(Err(AppError::Panicked)))
                 .collect()
         });
-        merge_processors(mc.node_id().index() as u32, outcomes)?
+        merge_processors(
+            u32::try_from(mc.node_id().index()).expect("a node index fits u32"),
+            outcomes,
+        )?
     } else {
         let csm = p.protocol.start(mc, &cfg)?;
         run_node(csm, p, problem, p.threads, (size, iters), &summary, started)?

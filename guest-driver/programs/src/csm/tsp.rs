@@ -46,7 +46,13 @@ pub fn distances(c: usize) -> Vec<u32> {
     let mut d = vec![0; c * c];
     for i in 0..c {
         for j in 0..c {
-            d[i * c + j] = ((pts[i].0 - pts[j].0).hypot(pts[i].1 - pts[j].1)).round() as u32;
+            #[allow(
+                clippy::cast_possible_truncation,
+                clippy::cast_sign_loss,
+                reason = "a distance between points of a small grid: non-negative and small"
+            )]
+            let dist = ((pts[i].0 - pts[j].0).hypot(pts[i].1 - pts[j].1)).round() as u32;
+            d[i * c + j] = dist;
         }
     }
     d
@@ -128,7 +134,8 @@ pub fn run(csm: &Dsm, data: &TspData, tid: usize) -> Result<u64, AppError> {
         csm.poll()?;
         csm.lock_acquire(0)?;
         let t = data.next.get(0) as usize;
-        data.next.set(0, t as u32 + 1);
+        data.next
+            .set(0, u32::try_from(t).expect("a tour count fits u32") + 1);
         csm.lock_release(0)?;
         if t >= all.len() {
             break;
@@ -146,7 +153,8 @@ pub fn run(csm: &Dsm, data: &TspData, tid: usize) -> Result<u64, AppError> {
                 if l < b {
                     data.best.set(0, l);
                     for (i, city) in p.iter().enumerate() {
-                        data.path.set(i, *city as u32);
+                        data.path
+                            .set(i, u32::try_from(*city).expect("a city number fits u32"));
                     }
                 }
                 let nb = data.best.get(0);

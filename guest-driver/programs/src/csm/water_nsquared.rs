@@ -211,7 +211,8 @@ impl Workload for WaterNsquared {
             // in every component: none, or nothing to add).
             let touched: Vec<bool> = f.iter().map(|x| x.iter().any(|v| *v != 0.0)).collect();
             for j in (0..n).filter(|&j| touched[j]) {
-                let lock = MOL_LOCK_BASE + j as u32 % MOL_LOCKS;
+                let lock =
+                    MOL_LOCK_BASE + u32::try_from(j % MOL_LOCKS as usize).expect("below MOL_LOCKS");
                 csm.lock_acquire(lock)?;
                 sh.add_force(j, &f[j]);
                 csm.lock_release(lock)?;

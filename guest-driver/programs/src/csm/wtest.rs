@@ -22,7 +22,16 @@ pub fn setup(csm: &Dsm, per: usize) -> Result<WtestData, DsmError> {
 }
 
 fn value(round: u32, i: usize) -> u32 {
-    (round + 1).wrapping_mul(0x9e37_79b9) ^ (i as u32).wrapping_mul(2_654_435_761)
+    (round + 1).wrapping_mul(0x9e37_79b9) ^ low_bits(i).wrapping_mul(2_654_435_761)
+}
+
+/// The low 32 bits of an element's index, for the check values' hashes.
+#[allow(
+    clippy::cast_possible_truncation,
+    reason = "a hash input: the low bits are the point"
+)]
+pub(super) fn low_bits(i: usize) -> u32 {
+    i as u32
 }
 
 /// A debugging program read a wrong value (wtest, test, subword).
@@ -75,11 +84,11 @@ pub fn wtest(csm: &Dsm, d: &WtestData, tid: usize, rounds: u32) -> Result<u64, A
         csm.barrier()?;
         for k in 0..p {
             let q = (tid + k) % p;
-            csm.lock_acquire(q as u32)?;
+            csm.lock_acquire(u32::try_from(q).expect("a partition number fits u32"))?;
             for i in q * d.per..(q + 1) * d.per {
                 d.a.set(i, d.a.get(i) | (1 << tid));
             }
-            csm.lock_release(q as u32)?;
+            csm.lock_release(u32::try_from(q).expect("a partition number fits u32"))?;
         }
         csm.barrier()?;
         for i in 0..p * d.per {
