@@ -62,7 +62,7 @@ impl Node {
             // current copy, so nobody sends it notices for the page), but
             // with migration, where the home's word tells others whether it
             // is writing the page.
-            if self.variant.migration() {
+            if self.choices.migration() {
                 self.meta.set_state(p, DirectoryState::Read)?;
             }
             st.pages[p as usize].state = PageState::Read;
@@ -93,7 +93,7 @@ impl Node {
         st.clock += 1;
         st.stats.write_faults += 1;
         let mut home = self.home_of(st, p)?;
-        if self.variant.migration() && home != self.me && self.migrate_here(st, p, home)? {
+        if self.choices.migration() && home != self.me && self.migrate_here(st, p, home)? {
             home = self.me;
         }
         // Another node whose word this replica does not show yet has not had
@@ -105,7 +105,7 @@ impl Node {
         if home == self.me && st.pages[p as usize].direct {
             // Before the first write: no broadcast copy outlives it.
             self.adb_invalidate(st, p)?;
-            if self.variant.migration() {
+            if self.choices.migration() {
                 self.meta.set_state(p, DirectoryState::ReadWrite)?;
             }
             // Every other copy lacks what this node now writes.
@@ -114,7 +114,7 @@ impl Node {
             // (seed 000 s.2.3.2). Alone, it goes Exclusive (no notices
             // either, until a request comes); otherwise the page goes on the
             // dirty list for its write notices.
-            if alone && self.exclusive_mode {
+            if alone && self.choices.exclusive_mode() {
                 self.meta.set_exclusive(p, self.me, true)?;
                 st.stats.exclusive_entries += 1;
                 st.pages[p as usize].state = PageState::Exclusive;
@@ -129,7 +129,7 @@ impl Node {
             return self.set_prot(p, Prot::ReadWrite);
         }
         self.meta.set_state(p, DirectoryState::ReadWrite)?;
-        if home == self.me && alone && self.exclusive_mode {
+        if home == self.me && alone && self.choices.exclusive_mode() {
             // In Read state every local write has been flushed, so the master
             // copy holds all the working copy does, and maybe diffs that a
             // former sharer flushed as it invalidated (their notices come at

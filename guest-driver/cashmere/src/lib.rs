@@ -9,32 +9,36 @@
 //! release consistency. Several threads of a node share its frames and its
 //! protocol state (2L); one thread per node is 1L.
 //!
+//! Cashmere is a protocol of the DSM core (`dsm-core`, docs/dsm.md): `dsm`
+//! implements `dsm_core::Protocol` for [`Csm`], so programs holding a
+//! `dsm_core::Dsm` run on it; the core owns access detection (`sigsegv`),
+//! the heap's mappings (`vm`), twins and diffs (`twin`), the waiting
+//! discipline (`wait`), shared arrays, counts, where time goes (`times`)
+//! and the run's record (`record`, `gather`), which Cashmere uses by the
+//! same names.
+//!
 //! Files: `handle` (the node's handle, [`Csm`]: start, the timed window,
-//! allocation, counts), `config` and `variant` (what a node starts with),
-//! `startup` (building a node), `sync_api` (locks, barriers, flags, the
-//! final barrier, as programs call them), `bench_hooks` (what the
-//! benchmark times); `node` (a node) and `state` (its protocol state),
-//! `protocol_thread` (the thread that answers other nodes); the protocol's
-//! parts as `Node` methods: `fault` (read and write faults, resolved on the
-//! faulting thread), `fetch` (request/reply with a home), `requests`
-//! (answering other nodes), `release`, `acquire`; `sigsegv` (access
-//! detection: the SIGSEGV handler, which reaches the node only through its
-//! `FaultHandler` trait), `vm` (the heap's two mappings), `shared` (typed
-//! arrays in the heap), `twin` (twins and diffs), `wait` (the one waiting
-//! discipline), `loss` (noticing lost stores), `seams` (the variant
-//! traits), `dms_data` / `dms_meta` / `dms_sync` (CSM-DMS on Memory
-//! Channel), `ms_data` (data by messages), `msg_meta` / `msg_sync`
-//! (metadata and synchronisation by messages: CSM-S, CSM-None), `adb`
-//! (CSM-ADB's broadcast buffers), `mailbox` (each node's interrupting
-//! mailbox), `space` (where that lives in Memory Channel space), `site`
-//! (protocol nodes on adapters), `homes`, `stats` (counts), `times` (where
-//! time goes), `error`. Beside the protocol, what programs on Cashmere
-//! share to report a run: `record` (a node's report and the run record's
-//! JSON pieces) and `gather` (bringing every node's report to node 0).
+//! allocation, counts), `dsm` (Cashmere as the core's protocol), `config`
+//! and `variant` (what a node starts with), `choices` (what the node's
+//! protocol chooses, in one value), `startup` (building a node), `sync_api`
+//! (locks, barriers, flags, the final barrier, as programs call them),
+//! `bench_hooks` (what the benchmark times); `node` (a node) and `state`
+//! (its protocol state), `protocol_thread` (the thread that answers other
+//! nodes); the protocol's parts as `Node` methods: `fault` (read and write
+//! faults, resolved on the faulting thread), `fetch` (request/reply with a
+//! home), `requests` (answering other nodes), `release`, `acquire`; `loss`
+//! (noticing lost stores), `seams` (the variant traits), `dms_data` /
+//! `dms_meta` / `dms_sync` (CSM-DMS on Memory Channel), `ms_data` (data by
+//! messages), `msg_meta` / `msg_sync` (metadata and synchronisation by
+//! messages: CSM-S, CSM-None), `adb` (CSM-ADB's broadcast buffers),
+//! `mailbox` (each node's interrupting mailbox), `space` (where that lives
+//! in Memory Channel space), `site` (protocol nodes on adapters), `homes`,
+//! `error`.
 
 mod acquire;
 mod adb;
 mod bench_hooks;
+mod choices;
 mod config;
 mod dms_data;
 mod dms_meta;

@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 use mc_api::{EventSignal, MemoryChannel};
 
 use crate::adb::BroadcastBuffers;
+use crate::choices::Choices;
 use crate::homes::HomeAssignment;
 use crate::mailbox::Mailboxes;
 use crate::messages::ReplySlot;
@@ -37,7 +38,6 @@ use crate::sigsegv;
 use crate::state::{ProtocolState, StateGuard};
 use crate::times::{self, Activity, TimeBreakdown};
 use crate::twin::TwinSpace;
-use crate::variant::CsmVariant;
 use crate::vm::{HeapMemory, Prot};
 use crate::wait::{await_echo, FutexBell};
 use crate::CsmError;
@@ -84,16 +84,8 @@ pub(crate) struct Node {
     pub(crate) shared_adapter: bool,
     pub(crate) page_size: u32,
     pub(crate) threads: u32,
-    pub(crate) exclusive_mode: bool,
-    pub(crate) incoming_diffs: bool,
-    /// The home maps its master copy as its working copy (`map_master`).
-    pub(crate) home_direct: bool,
-    /// Application threads answer requests when they poll or wait
-    /// (`MessageDetection::Polling`).
-    pub(crate) polling: bool,
-    /// The protocol variant: what it chooses is asked of it
-    /// (`CsmVariant::migration` ...), never copied into flags.
-    pub(crate) variant: CsmVariant,
+    /// What the node's protocol chooses: the variant and its switches.
+    pub(crate) choices: Choices,
     /// CSM-ADB's broadcast buffers (seed 000 s.2.3.3).
     pub(crate) adb: Option<BroadcastBuffers>,
     /// Homes imposed from an earlier run (`Config::homes`).
@@ -228,7 +220,7 @@ impl Node {
     /// copy by loopback.
     fn map_master(&self, st: &mut ProtocolState, p: u32) {
         let pg = &mut st.pages[p as usize];
-        if pg.direct_tried || !(self.home_direct || self.data.master_in_heap()) {
+        if pg.direct_tried || !(self.choices.home_direct() || self.data.master_in_heap()) {
             return;
         }
         pg.direct_tried = true;
@@ -454,7 +446,7 @@ impl Node {
     /// it is awake anyway, and the protocol thread may have to be woken.
     #[inline]
     pub(crate) fn serve_if_waiting(&self) -> Result<(), CsmError> {
-        if !self.polling {
+        if !self.choices.polling() {
             return Ok(());
         }
         {

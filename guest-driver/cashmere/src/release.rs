@@ -265,7 +265,7 @@ impl Node {
                 self.set_prot(p, Prot::Read)?;
                 st.pages[p as usize].state = PageState::Read;
                 st.stale[p as usize] = u64::MAX;
-                if self.variant.migration() {
+                if self.choices.migration() {
                     // No longer writing: it may migrate (seed 000 s.2.3.2).
                     self.meta.set_state(p, DirectoryState::Read)?;
                 }

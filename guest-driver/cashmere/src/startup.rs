@@ -9,6 +9,7 @@ use std::thread::JoinHandle;
 
 use mc_api::MemoryChannel;
 
+use crate::choices::Choices;
 use crate::config::Config;
 use crate::error::CsmError;
 use crate::mailbox::Mailboxes;
@@ -16,7 +17,6 @@ use crate::node::{request_key, window, LocalBarrier, Node};
 use crate::protocol_thread::protocol_thread;
 use crate::state::ProtocolState;
 use crate::twin::TwinSpace;
-use crate::variant::{CsmVariant, MessageDetection};
 use crate::vm::HeapMemory;
 use crate::wait::FutexBell;
 use crate::{adb, dms_data, dms_meta, dms_sync, messages, ms_data, msg_meta, msg_sync, seams};
@@ -45,6 +45,7 @@ pub(crate) fn start_node(
     // owner receives it.
     let mail = Arc::new(Mailboxes::new(mc, space, &site)?);
     let v = cfg.variant;
+    let choices = Choices::new(cfg);
     let data: Box<dyn seams::DataPropagation> = if v.data_by_messages() {
         Box::new(ms_data::MsData::new(
             &site,
@@ -88,14 +89,11 @@ pub(crate) fn start_node(
         shared_adapter: site.per_adapter > 1,
         page_size: cfg.page_size,
         threads: cfg.threads,
-        exclusive_mode: cfg.exclusive_mode,
-        incoming_diffs: cfg.incoming_diffs && cfg.threads > 1,
-        home_direct: cfg.home_direct,
-        polling: cfg.detection == MessageDetection::Polling,
-        variant: v,
-        adb: match cfg.variant {
-            CsmVariant::Adb => Some(adb::BroadcastBuffers::new(mc, space, &site)?),
-            _ => None,
+        choices,
+        adb: if choices.broadcast() {
+            Some(adb::BroadcastBuffers::new(mc, space, &site)?)
+        } else {
+            None
         },
         imposed_homes: cfg.homes.clone(),
         prot: (0..space.pages).map(|_| AtomicU8::new(0)).collect(),
