@@ -187,7 +187,7 @@ fn csm_main(
     }
     if let Some(path) = json {
         let mine = csm::record::node_report(&o);
-        if let Some(all) = cashmere::gather::collect(&mc, &mine)? {
+        if let Some(all) = dsm_core::gather::collect(&mc, &mine)? {
             let ctx = csm::record::RunContext::from_env(mc.nodes(), mc.registers().link_timing);
             csm::record::append(path, &csm::record::build(&p, &ctx, &all))?;
         }
