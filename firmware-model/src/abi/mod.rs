@@ -14,6 +14,7 @@
 mod bytes;
 pub mod clock;
 mod control;
+pub mod dsm;
 mod events;
 mod registers;
 mod status;

@@ -43,7 +43,7 @@ impl Node {
             }
             match pg.state {
                 PageState::Invalid | PageState::Exclusive => continue,
-                PageState::ReadWrite if self.incoming_diffs && pg.twinned => {
+                PageState::ReadWrite if self.choices.incoming_diffs() && pg.twinned => {
                     // Other threads of this node may be writing the page
                     // right now: update it in place rather than stop them.
                     self.incoming_diff(st, p)?;

@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use crate::error::CsmError;
 use crate::homes::HomeAssignment;
-use crate::limits::{MAX_HEAP_BYTES, MAX_THREADS};
 use crate::space::CsmSpace;
 use crate::variant::{CsmVariant, Levels, MessageDetection};
+use dsm_core::{MAX_HEAP_BYTES, MAX_THREADS};
 
 /// What [`crate::Csm::start`] needs; every node must pass the same values.
 #[derive(Clone, Debug)]
@@ -72,7 +72,8 @@ impl Config {
     pub fn space(&self, nodes: u32) -> CsmSpace {
         CsmSpace {
             nodes,
-            pages: self.heap_bytes.div_ceil(self.page_size as usize) as u32,
+            pages: u32::try_from(self.heap_bytes.div_ceil(self.page_size as usize))
+                .unwrap_or(u32::MAX),
             page_size: self.page_size,
             flags: self.flags,
         }

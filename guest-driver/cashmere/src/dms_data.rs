@@ -74,7 +74,7 @@ impl DmsData {
         if let Some(h) = imposed {
             for (p, home) in h.homes.iter().enumerate() {
                 if *home == Some(me) {
-                    d.receive_page(p as u32)?;
+                    d.receive_page(u32::try_from(p).expect("a page number fits u32"))?;
                 }
             }
         }
@@ -94,8 +94,11 @@ impl DmsData {
         let first = u64::from(page) * ps / mp;
         let end = (u64::from(page) + 1) * ps;
         let count = end.div_ceil(mp) - first;
-        self.master
-            .set_receiving(first as u32, count as u32, true)?;
+        self.master.set_receiving(
+            u32::try_from(first).expect("an MC page of a 1 GiB space fits u32"),
+            u32::try_from(count).expect("a page's MC pages fit u32"),
+            true,
+        )?;
         Ok(())
     }
 }
@@ -107,7 +110,7 @@ fn word_bytes(words: &[u32]) -> &[u8] {
     // SAFETY: u32 has no padding and every byte pattern is a valid u8; the
     // length in bytes is 4 times the length in words, and u8 needs no
     // alignment. The result borrows `words`.
-    unsafe { std::slice::from_raw_parts(words.as_ptr() as *const u8, 4 * words.len()) }
+    unsafe { std::slice::from_raw_parts(words.as_ptr().cast::<u8>(), 4 * words.len()) }
 }
 
 impl DataPropagation for DmsData {

@@ -71,7 +71,11 @@ impl DmsMeta {
             .map(|s| wn_rx.load_u64(space.bin(me, s) + 8))
             .collect::<Result<Vec<_>, _>>()?;
         let mine = (0..space.pages)
-            .map(|p| AtomicU8::new(dir_rx.load_u32(space.dir_node(p, me)).unwrap_or(0) as u8))
+            .map(|p| {
+                // The word's state is in its low bits (`DirectoryState`).
+                let w = dir_rx.load_u32(space.dir_node(p, me)).unwrap_or(0);
+                AtomicU8::new(w.to_le_bytes()[0])
+            })
             .collect();
         Ok(DmsMeta {
             space,
@@ -221,7 +225,7 @@ impl Metadata for DmsMeta {
         let cap = u64::from(self.space.bin_capacity());
         let recv = self.wn_rx.load_u64(bin + 8)?;
         let send = idx.0[to as usize];
-        let room = (cap - (send - recv).min(cap)) as usize;
+        let room = usize::try_from(cap - (send - recv).min(cap)).expect("a bin's room fits usize");
         let k = room.min(pages.len());
         if k == 0 {
             return Ok(0);
@@ -231,7 +235,14 @@ impl Metadata for DmsMeta {
         let mut recs: Vec<(usize, &[u8])> = bytes
             .iter()
             .enumerate()
-            .map(|(i, b)| (bin + 16 + 4 * ((send + i as u64) % cap) as usize, &b[..]))
+            .map(|(i, b)| {
+                (
+                    bin + 16
+                        + 4 * usize::try_from((send + i as u64) % cap)
+                            .expect("below the bin's capacity"),
+                    &b[..],
+                )
+            })
             .collect();
         // Entries first, then SendIdx: the receiver never reads an entry early.
         recs.push((bin, &new_send));
@@ -254,7 +265,9 @@ impl Metadata for DmsMeta {
                 continue;
             }
             while recv < send {
-                take(self.wn_rx.load_u32(bin + 16 + 4 * (recv % cap) as usize)?);
+                take(self.wn_rx.load_u32(
+                    bin + 16 + 4 * usize::try_from(recv % cap).expect("below the bin's capacity"),
+                )?);
                 recv += 1;
             }
             idx.1[s as usize] = recv;

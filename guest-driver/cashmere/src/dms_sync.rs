@@ -325,7 +325,7 @@ impl Synchronization for DmsSync {
                 NONE_LOST => None,
                 n => Some(n),
             },
-            n => Some(n as u32 - 1),
+            n => Some(u32::try_from(n - 1).unwrap_or(u32::MAX)),
         }
     }
 

@@ -27,7 +27,7 @@ impl Node {
     /// Resolve a fault at heap byte `offset` (called by the SIGSEGV handler
     /// on the faulting thread). On return the access may be retried.
     pub(crate) fn resolve_fault(&self, offset: usize) -> Result<(), CsmError> {
-        let p = (offset / self.ps()) as u32;
+        let p = u32::try_from(offset / self.ps()).expect("a page number fits u32");
         // The protection the page had when it faulted, read before the state
         // is taken: another thread may upgrade it meanwhile.
         let at_fault = self.prot[p as usize].load(Ordering::Acquire);
@@ -62,7 +62,7 @@ impl Node {
             // current copy, so nobody sends it notices for the page), but
             // with migration, where the home's word tells others whether it
             // is writing the page.
-            if self.variant.migration() {
+            if self.choices.migration() {
                 self.meta.set_state(p, DirectoryState::Read)?;
             }
             st.pages[p as usize].state = PageState::Read;
@@ -93,7 +93,7 @@ impl Node {
         st.clock += 1;
         st.stats.write_faults += 1;
         let mut home = self.home_of(st, p)?;
-        if self.variant.migration() && home != self.me && self.migrate_here(st, p, home)? {
+        if self.choices.migration() && home != self.me && self.migrate_here(st, p, home)? {
             home = self.me;
         }
         // Another node whose word this replica does not show yet has not had
@@ -105,7 +105,7 @@ impl Node {
         if home == self.me && st.pages[p as usize].direct {
             // Before the first write: no broadcast copy outlives it.
             self.adb_invalidate(st, p)?;
-            if self.variant.migration() {
+            if self.choices.migration() {
                 self.meta.set_state(p, DirectoryState::ReadWrite)?;
             }
             // Every other copy lacks what this node now writes.
@@ -114,7 +114,7 @@ impl Node {
             // (seed 000 s.2.3.2). Alone, it goes Exclusive (no notices
             // either, until a request comes); otherwise the page goes on the
             // dirty list for its write notices.
-            if alone && self.exclusive_mode {
+            if alone && self.choices.exclusive_mode() {
                 self.meta.set_exclusive(p, self.me, true)?;
                 st.stats.exclusive_entries += 1;
                 st.pages[p as usize].state = PageState::Exclusive;
@@ -129,7 +129,7 @@ impl Node {
             return self.set_prot(p, Prot::ReadWrite);
         }
         self.meta.set_state(p, DirectoryState::ReadWrite)?;
-        if home == self.me && alone && self.exclusive_mode {
+        if home == self.me && alone && self.choices.exclusive_mode() {
             // In Read state every local write has been flushed, so the master
             // copy holds all the working copy does, and maybe diffs that a
             // former sharer flushed as it invalidated (their notices come at
@@ -253,8 +253,8 @@ impl FaultHandler for Node {
         (self.heap.app_base() as usize, self.heap.len())
     }
 
-    fn resolve_fault(&self, offset: usize) -> Result<(), CsmError> {
-        Node::resolve_fault(self, offset)
+    fn resolve_fault(&self, offset: usize) -> Result<(), crate::sigsegv::FaultError> {
+        Node::resolve_fault(self, offset).map_err(Into::into)
     }
 
     fn abandon(&self) {

@@ -14,12 +14,12 @@ use crate::error::CsmError;
 use crate::homes::HomeAssignment;
 use crate::loss::LossWatch;
 use crate::node::{window, Node};
-use crate::shared::SharedArray;
 use crate::state::PageState;
-use crate::stats::Stats;
 use crate::times::{self, TimeBreakdown};
 use crate::variant::Levels;
 use crate::{site, startup};
+use dsm_core::SharedArray;
+use dsm_core::Stats;
 
 /// How often `Csm::poll` looks whether the clock is due to be brought up
 /// to date (virtual time; `vclock::sync_when_due` then syncs at most every
@@ -204,25 +204,17 @@ impl Csm {
     /// `None` too when a thread's work count went wrong
     /// (`vclock::check`): no prediction rather than a wrong one.
     pub fn predicted(&self) -> Option<f64> {
-        if vclock::work_fault().is_some() {
-            return None;
-        }
-        let w = self.node.vwindow.lock().unwrap_or_else(|p| p.into_inner());
-        Some((w.1?.saturating_sub(w.0?)) as f64 / 1e9)
+        self.node.window.predicted()
     }
 
     /// The virtual window itself: (earliest start, latest end), ns.
     pub fn virtual_window(&self) -> Option<(u64, u64)> {
-        if vclock::work_fault().is_some() {
-            return None;
-        }
-        let w = self.node.vwindow.lock().unwrap_or_else(|p| p.into_inner());
-        Some((w.0?, w.1?))
+        self.node.window.virtual_window()
     }
 
     /// Seconds since this node started Cashmere.
     pub fn elapsed(&self) -> f64 {
-        self.node.start.elapsed().as_secs_f64()
+        self.node.window.elapsed()
     }
 
     /// Mark the start of the timed part of a program (the earliest mark of
@@ -230,59 +222,39 @@ impl Csm {
     /// ([`Csm::thread_breakdown`]) starts here too, and the protocol
     /// thread's at the node's first mark.
     pub fn mark_start(&self) {
-        times::begin_window();
-        if vclock::enabled() {
-            let v = vclock::tick();
-            let mut w = self.node.vwindow.lock().unwrap_or_else(|p| p.into_inner());
-            w.0 = Some(w.0.map_or(v, |s| s.min(v)));
-        }
-        let t = self.elapsed();
-        let mut w = self.node.window.lock().unwrap_or_else(|p| p.into_inner());
-        w.0 = Some(w.0.map_or(t, |s| s.min(t)));
-        if self
-            .node
-            .proto_window
-            .compare_exchange(
-                window::NONE,
-                window::BEGIN,
-                Ordering::AcqRel,
-                Ordering::Relaxed,
-            )
-            .is_ok()
-        {
-            self.node.wake_protocol_thread();
-        }
-        // The thread's counted work from here (after the marks' own work,
-        // which differs with the thread that marks first).
-        vclock::work_window(false);
+        // The protocol thread's window opens with the first thread's mark.
+        self.node.window.mark_start(|| {
+            if self
+                .node
+                .proto_window
+                .compare_exchange(
+                    window::NONE,
+                    window::BEGIN,
+                    Ordering::AcqRel,
+                    Ordering::Relaxed,
+                )
+                .is_ok()
+            {
+                self.node.wake_protocol_thread();
+            }
+        });
     }
 
     /// Mark the end of the timed part (the latest mark counts; so does the
     /// protocol thread's breakdown).
     pub fn mark_end(&self) {
-        vclock::work_window(true);
-        times::end_window();
-        if vclock::enabled() {
-            let v = vclock::tick();
-            let mut w = self.node.vwindow.lock().unwrap_or_else(|p| p.into_inner());
-            w.1 = Some(w.1.map_or(v, |e| e.max(v)));
-        }
-        let t = self.elapsed();
-        let mut w = self.node.window.lock().unwrap_or_else(|p| p.into_inner());
-        w.1 = Some(w.1.map_or(t, |e| e.max(t)));
-        drop(w);
-        let pw = &self.node.proto_window;
-        let now = pw.load(Ordering::Acquire);
-        if now >= window::BEGIN {
-            pw.store(window::END, Ordering::Release);
-            self.node.wake_protocol_thread();
-        }
+        self.node.window.mark_end(|| {
+            let pw = &self.node.proto_window;
+            if pw.load(Ordering::Acquire) >= window::BEGIN {
+                pw.store(window::END, Ordering::Release);
+                self.node.wake_protocol_thread();
+            }
+        });
     }
 
     /// Seconds between the marks, if both were made.
     pub fn timed(&self) -> Option<f64> {
-        let w = self.node.window.lock().unwrap_or_else(|p| p.into_inner());
-        Some(w.1? - w.0?)
+        self.node.window.timed()
     }
 
     /// Where the calling thread's time went since its [`Csm::mark_start`]
@@ -311,35 +283,14 @@ impl Csm {
         len: usize,
         page_aligned: bool,
     ) -> Result<SharedArray<T>, CsmError> {
-        let mut next = self
-            .node
-            .next_alloc
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        let align = if page_aligned {
-            self.node.page_size as usize
-        } else {
-            std::mem::align_of::<T>().max(8)
-        };
-        let off = next.div_ceil(align) * align;
-        let bytes = len * std::mem::size_of::<T>();
-        if off + bytes > self.node.heap.len() {
-            return Err(CsmError::HeapFull {
-                heap: self.node.heap.len(),
-                wanted: bytes,
-                at: off,
-            });
-        }
-        *next = off + bytes;
-        // SAFETY: `off + bytes` is within the heap (checked above), so the
-        // pointer stays in bounds of the application view.
-        let ptr = unsafe { self.node.heap.app_base().add(off) } as *mut T;
-        // SAFETY: `ptr` is aligned for `T` (`off` is a multiple of its
-        // alignment, the mapping page-aligned) and points at `len` elements
-        // inside the application view, which stays mapped while this node's
-        // `Csm` handles live; programs use an array only while they do (see
-        // `SharedArray`).
-        Ok(unsafe { SharedArray::new(ptr, len, off) })
+        let n = &self.node;
+        n.alloc
+            .alloc(&n.heap, n.ps(), len, page_aligned)
+            .map_err(|e| CsmError::HeapFull {
+                heap: e.heap,
+                wanted: e.wanted,
+                at: e.at,
+            })
     }
 
     pub fn stats(&self) -> Stats {
@@ -359,7 +310,7 @@ impl Csm {
         HomeAssignment {
             nodes: n.nodes,
             page_size: n.page_size,
-            homes: (0..st.pages.len() as u32)
+            homes: (0..u32::try_from(st.pages.len()).expect("page numbers fit u32"))
                 .map(|p| {
                     st.pages[p as usize]
                         .home

@@ -91,16 +91,20 @@ impl HomeAssignment {
                     let v = num(b)?;
                     // Bounded before the page table is allocated from it.
                     let most = [
-                        crate::limits::MAX_PROTOCOL_NODES as u64,
+                        dsm_core::MAX_PROTOCOL_NODES as u64,
                         8192,
-                        (crate::limits::MAX_HEAP_BYTES / 4096) as u64,
+                        (dsm_core::MAX_HEAP_BYTES / 4096) as u64,
                     ][k];
                     if v > most {
                         return Err(syntax(format!("{a} {v}: at most {most}")));
                     }
                     header[k] = Some(v);
                     if k == 2 {
-                        homes = vec![None; v as usize];
+                        homes = vec![
+                            None;
+                            usize::try_from(v)
+                                .expect("bounded by the header's limits above")
+                        ];
                     }
                 }
                 None => {
@@ -119,19 +123,21 @@ impl HomeAssignment {
                             nodes,
                         });
                     }
-                    if let Some(was) = homes[p as usize] {
+                    let i = usize::try_from(p).expect("bounded by the header's limits above");
+                    if let Some(was) = homes[i] {
                         return Err(syntax(format!(
                             "page {p} given twice (homes {was} and {h})"
                         )));
                     }
-                    homes[p as usize] = Some(h as u32);
+                    homes[i] =
+                        Some(u32::try_from(h).expect("bounded by the header's limits above"));
                 }
             }
         }
         match header {
             [Some(nodes), Some(page_size), Some(_)] => Ok(HomeAssignment {
-                nodes: nodes as u32,
-                page_size: page_size as u32,
+                nodes: u32::try_from(nodes).expect("bounded by the header's limits above"),
+                page_size: u32::try_from(page_size).expect("bounded by the header's limits above"),
                 homes,
             }),
             _ => Err(HomesError::Syntax {
@@ -147,7 +153,11 @@ impl HomeAssignment {
         for (what, recorded, run) in [
             ("nodes", self.nodes, nodes),
             ("page size", self.page_size, page_size),
-            ("heap pages", self.homes.len() as u32, pages),
+            (
+                "heap pages",
+                u32::try_from(self.homes.len()).unwrap_or(u32::MAX),
+                pages,
+            ),
         ] {
             if recorded != run {
                 return Err(HomesError::Mismatch {

@@ -9,43 +9,46 @@
 //! release consistency. Several threads of a node share its frames and its
 //! protocol state (2L); one thread per node is 1L.
 //!
+//! Cashmere is a protocol of the DSM core (`dsm-core`, docs/dsm.md): `dsm`
+//! implements `dsm_core::Protocol` for [`Csm`], so programs holding a
+//! `dsm_core::Dsm` run on it; the core owns access detection (`sigsegv`),
+//! the heap's mappings (`vm`), twins and diffs (`twin`), the waiting
+//! discipline (`wait`), shared arrays, counts, where time goes (`times`)
+//! and the run's record (`record`, `gather`), which Cashmere uses by the
+//! same names.
+//!
 //! Files: `handle` (the node's handle, [`Csm`]: start, the timed window,
-//! allocation, counts), `config` and `variant` (what a node starts with),
-//! `startup` (building a node), `sync_api` (locks, barriers, flags, the
-//! final barrier, as programs call them), `bench_hooks` (what the
-//! benchmark times); `node` (a node) and `state` (its protocol state),
-//! `protocol_thread` (the thread that answers other nodes); the protocol's
-//! parts as `Node` methods: `fault` (read and write faults, resolved on the
-//! faulting thread), `fetch` (request/reply with a home), `requests`
-//! (answering other nodes), `release`, `acquire`; `sigsegv` (access
-//! detection: the SIGSEGV handler, which reaches the node only through its
-//! `FaultHandler` trait), `vm` (the heap's two mappings), `shared` (typed
-//! arrays in the heap), `twin` (twins and diffs), `wait` (the one waiting
-//! discipline), `loss` (noticing lost stores), `seams` (the variant
-//! traits), `dms_data` / `dms_meta` / `dms_sync` (CSM-DMS on Memory
-//! Channel), `ms_data` (data by messages), `msg_meta` / `msg_sync`
-//! (metadata and synchronisation by messages: CSM-S, CSM-None), `adb`
-//! (CSM-ADB's broadcast buffers), `mailbox` (each node's interrupting
-//! mailbox), `space` (where that lives in Memory Channel space), `site`
-//! (protocol nodes on adapters), `homes`, `stats` (counts), `times` (where
-//! time goes), `error`. Beside the protocol, what programs on Cashmere
-//! share to report a run: `record` (a node's report and the run record's
-//! JSON pieces) and `gather` (bringing every node's report to node 0).
+//! allocation, counts), `dsm` (Cashmere as the core's protocol), `config`
+//! and `variant` (what a node starts with), `choices` (what the node's
+//! protocol chooses, in one value), `startup` (building a node), `sync_api`
+//! (locks, barriers, flags, the final barrier, as programs call them),
+//! `bench_hooks` (what the benchmark times); `node` (a node) and `state`
+//! (its protocol state), `protocol_thread` (the thread that answers other
+//! nodes); the protocol's parts as `Node` methods: `fault` (read and write
+//! faults, resolved on the faulting thread), `fetch` (request/reply with a
+//! home), `requests` (answering other nodes), `release`, `acquire`; `loss`
+//! (noticing lost stores), `seams` (the variant traits), `dms_data` /
+//! `dms_meta` / `dms_sync` (CSM-DMS on Memory Channel), `ms_data` (data by
+//! messages), `msg_meta` / `msg_sync` (metadata and synchronisation by
+//! messages: CSM-S, CSM-None), `adb` (CSM-ADB's broadcast buffers),
+//! `mailbox` (each node's interrupting mailbox), `space` (where that lives
+//! in Memory Channel space), `site` (protocol nodes on adapters), `homes`,
+//! `error`.
 
 mod acquire;
 mod adb;
 mod bench_hooks;
+mod choices;
 mod config;
 mod dms_data;
 mod dms_meta;
 mod dms_sync;
+mod dsm;
 mod error;
 mod fault;
 mod fetch;
-pub mod gather;
 mod handle;
 mod homes;
-mod limits;
 mod loss;
 mod mailbox;
 mod messages;
@@ -54,32 +57,29 @@ mod msg_meta;
 mod msg_sync;
 mod node;
 mod protocol_thread;
-pub mod record;
 mod release;
 mod requests;
 pub mod seams;
-mod shared;
-mod sigsegv;
 mod site;
 pub mod space;
 mod startup;
 mod state;
-mod stats;
 mod sync_api;
-mod times;
-pub mod twin;
 mod variant;
-mod vm;
-mod wait;
+
+// The DSM core's parts, by the names Cashmere's modules use for them.
+pub use dsm_core::{gather, record, twin};
+use dsm_core::{sigsegv, times, vm, wait};
 
 pub use config::Config;
+pub use dsm::NAME;
+pub use dsm_core::{
+    SharedArray, Stats, TimeBreakdown, VirtualBreakdown, MAX_HEAP_BYTES, MAX_PROTOCOL_NODES,
+    MAX_THREADS,
+};
 pub use error::{BarrierWait, CsmError};
 pub use handle::Csm;
 pub use homes::{HomeAssignment, HomesError};
-pub use limits::{MAX_HEAP_BYTES, MAX_PROTOCOL_NODES, MAX_THREADS};
-pub use shared::SharedArray;
 pub use space::CsmSpace;
 pub use state::PageState;
-pub use stats::Stats;
-pub use times::{TimeBreakdown, VirtualBreakdown};
 pub use variant::{CsmVariant, Levels, MessageDetection, UnknownDetection, UnknownVariant};

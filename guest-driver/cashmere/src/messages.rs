@@ -212,7 +212,12 @@ impl MailRequests {
     /// The newest request from node `from`: (sequence, page).
     pub fn poll_request(&self, from: u32) -> (u32, u32) {
         let w = self.mail.load_u64(self.mail.at().request(from));
-        ((w >> 32) as u32, w as u32)
+        #[allow(
+            clippy::cast_possible_truncation,
+            reason = "the word's two halves: sequence above, page below"
+        )]
+        let halves = ((w >> 32) as u32, w as u32);
+        halves
     }
 
     /// Answer request `seq` of node `to`, with data or none, into `slot`
@@ -425,7 +430,7 @@ mod tests {
 
     #[test]
     fn the_checksum_tells_stale_data_and_other_requests_apart() {
-        let page: Vec<u8> = (0..8192u32).map(|i| (i * 7) as u8).collect();
+        let page: Vec<u8> = (0..8192u32).map(|i| (i * 7).to_le_bytes()[0]).collect();
         let c = checksum(5, 3, &page);
         assert_eq!(c, checksum(5, 3, &page));
         assert_ne!(c, checksum(6, 3, &page), "another request");

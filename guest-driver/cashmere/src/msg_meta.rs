@@ -146,8 +146,9 @@ impl Metadata for MsgMeta {
             buf[at..at + 4].copy_from_slice(&p.to_le_bytes());
         }
         let end = DIFF_HEADER + 4 * k;
-        let sum = notices_checksum(k as u32, &buf[DIFF_HEADER..end]);
-        buf[..4].copy_from_slice(&(4 * k as u32).to_le_bytes());
+        let count = u32::try_from(k).expect("notices in one message fit u32");
+        let sum = notices_checksum(count, &buf[DIFF_HEADER..end]);
+        buf[..4].copy_from_slice(&(4 * count).to_le_bytes());
         buf[4..8].fill(0);
         buf[8..16].copy_from_slice(&sum.to_le_bytes());
         *len = end;

@@ -295,8 +295,10 @@ impl MsgSync {
             {
                 Err(bad())
             }
-            Kind::LockRequest => self.queue_request(st, a, b as u32).map(|()| false),
-            Kind::LockForward => self.forwarded(st, a, b as u32),
+            Kind::LockRequest => self
+                .queue_request(st, a, u32::try_from(b).unwrap_or(u32::MAX))
+                .map(|()| false),
+            Kind::LockForward => self.forwarded(st, a, u32::try_from(b).unwrap_or(u32::MAX)),
             Kind::LockGrant => {
                 let l = &mut st.locks[a as usize];
                 l.token = true;
@@ -319,7 +321,7 @@ impl MsgSync {
             Kind::Abort => {
                 let _ = self.aborted.compare_exchange(
                     NONE,
-                    b as u32,
+                    u32::try_from(b).unwrap_or(u32::MAX),
                     Ordering::AcqRel,
                     Ordering::Relaxed,
                 );
@@ -405,7 +407,7 @@ impl Synchronization for MsgSync {
         if !self.node_locks.take(lock) {
             return Err(CsmError::NoSuchLock {
                 lock,
-                locks: self.lock_state().locks.len() as u32,
+                locks: u32::try_from(self.lock_state().locks.len()).expect("at most 4096 locks"),
             });
         }
         let r = (|| {
@@ -437,7 +439,7 @@ impl Synchronization for MsgSync {
     fn lock_release(&self, lock: u32) -> Result<(), CsmError> {
         let r = (|| {
             let mut st = self.lock_state();
-            let locks = st.locks.len() as u32;
+            let locks = u32::try_from(st.locks.len()).expect("at most 4096 locks");
             let q = st
                 .locks
                 .get_mut(lock as usize)

@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 use mc_api::{EventSignal, MemoryChannel};
 
 use crate::adb::BroadcastBuffers;
+use crate::choices::Choices;
 use crate::homes::HomeAssignment;
 use crate::mailbox::Mailboxes;
 use crate::messages::ReplySlot;
@@ -37,7 +38,6 @@ use crate::sigsegv;
 use crate::state::{ProtocolState, StateGuard};
 use crate::times::{self, Activity, TimeBreakdown};
 use crate::twin::TwinSpace;
-use crate::variant::CsmVariant;
 use crate::vm::{HeapMemory, Prot};
 use crate::wait::{await_echo, FutexBell};
 use crate::CsmError;
@@ -84,16 +84,8 @@ pub(crate) struct Node {
     pub(crate) shared_adapter: bool,
     pub(crate) page_size: u32,
     pub(crate) threads: u32,
-    pub(crate) exclusive_mode: bool,
-    pub(crate) incoming_diffs: bool,
-    /// The home maps its master copy as its working copy (`map_master`).
-    pub(crate) home_direct: bool,
-    /// Application threads answer requests when they poll or wait
-    /// (`MessageDetection::Polling`).
-    pub(crate) polling: bool,
-    /// The protocol variant: what it chooses is asked of it
-    /// (`CsmVariant::migration` ...), never copied into flags.
-    pub(crate) variant: CsmVariant,
+    /// What the node's protocol chooses: the variant and its switches.
+    pub(crate) choices: Choices,
     /// CSM-ADB's broadcast buffers (seed 000 s.2.3.3).
     pub(crate) adb: Option<BroadcastBuffers>,
     /// Homes imposed from an earlier run (`Config::homes`).
@@ -120,12 +112,11 @@ pub(crate) struct Node {
     pub(crate) stop: AtomicBool,
     pub(crate) local: Mutex<LocalBarrier>,
     pub(crate) local_cv: Condvar,
-    pub(crate) next_alloc: Mutex<usize>,
-    pub(crate) start: Instant,
+    pub(crate) alloc: dsm_core::Allocator,
     /// What stopped the protocol thread, if it stopped.
     pub(crate) failure: Mutex<Option<Arc<CsmError>>>,
-    /// The timed part of the program: (start, end), seconds since `start`.
-    pub(crate) window: Mutex<(Option<f64>, Option<f64>)>,
+    /// The timed part of the program, in wall-clock and virtual time.
+    pub(crate) window: dsm_core::TimedWindow,
     /// The protocol thread's window (`window::*`) and its breakdown.
     pub(crate) proto_window: AtomicU8,
     pub(crate) proto_times: Mutex<Option<TimeBreakdown>>,
@@ -133,8 +124,6 @@ pub(crate) struct Node {
     /// application processor 0, which the protocol thread's work is
     /// charged to (the processor the paper's interrupt would stop).
     pub(crate) app0_slot: std::sync::atomic::AtomicU32,
-    /// The timed part in virtual time: (earliest start, latest end), ns.
-    pub(crate) vwindow: Mutex<(Option<u64>, Option<u64>)>,
 }
 
 impl Drop for Node {
@@ -212,7 +201,7 @@ impl Node {
     pub(crate) fn ask_home(&self, st: &mut ProtocolState, m: u32, p: u32) -> Result<u32, CsmError> {
         let mut b = [0u8; 8];
         self.fetch(st, m, crate::messages::Request::Home(p), &mut b)?;
-        let h = u64::from_le_bytes(b) as u32;
+        let h = u32::try_from(u64::from_le_bytes(b)).unwrap_or(u32::MAX);
         if h >= self.nodes {
             return Err(CsmError::BadRequest { from: m, page: p });
         }
@@ -231,7 +220,7 @@ impl Node {
     /// copy by loopback.
     fn map_master(&self, st: &mut ProtocolState, p: u32) {
         let pg = &mut st.pages[p as usize];
-        if pg.direct_tried || !(self.home_direct || self.data.master_in_heap()) {
+        if pg.direct_tried || !(self.choices.home_direct() || self.data.master_in_heap()) {
             return;
         }
         pg.direct_tried = true;
@@ -457,7 +446,7 @@ impl Node {
     /// it is awake anyway, and the protocol thread may have to be woken.
     #[inline]
     pub(crate) fn serve_if_waiting(&self) -> Result<(), CsmError> {
-        if !self.polling {
+        if !self.choices.polling() {
             return Ok(());
         }
         // Whether a request is there yet, and whether the state is free,

@@ -165,7 +165,7 @@ fn protocol_loop(node: &Node) {
             last_work = Instant::now();
             continue;
         }
-        if node.polling {
+        if node.choices.polling() {
             // While the application threads poll (the count moved since
             // this thread last slept) and none sleeps on the bell, they
             // answer requests: sleep a tick instead of being woken by every

@@ -265,7 +265,7 @@ impl Node {
                 self.set_prot(p, Prot::Read)?;
                 st.pages[p as usize].state = PageState::Read;
                 st.stale[p as usize] = u64::MAX;
-                if self.variant.migration() {
+                if self.choices.migration() {
                     // No longer writing: it may migrate (seed 000 s.2.3.2).
                     self.meta.set_state(p, DirectoryState::Read)?;
                 }
@@ -287,11 +287,13 @@ impl Node {
         for (n, list) in notices.iter().enumerate() {
             let mut sent = 0;
             while sent < list.len() {
-                let k = self.meta.send_notices(n as u32, &list[sent..])?;
+                let n = u32::try_from(n).expect("a node number fits u32");
+                let k = self.meta.send_notices(n, &list[sent..])?;
                 if k > 0 && self.meta.messages().is_some() {
                     // A notices message: taken by the receiver before its
                     // acknowledgement, so before this release's store.
-                    self.fetch(st, n as u32, Request::Notices(k as u32), &mut [])?;
+                    let count = u32::try_from(k).expect("notices sent at once fit u32");
+                    self.fetch(st, n, Request::Notices(count), &mut [])?;
                 }
                 sent += k;
                 st.stats.write_notices_sent += k as u64;
@@ -299,7 +301,7 @@ impl Node {
                     // The receiver's bin is full: ask it to drain (seed 002
                     // s.4.3), answering requests while it does.
                     st.stats.drain_requests += 1;
-                    self.fetch(st, n as u32, Request::Drain, &mut [])?;
+                    self.fetch(st, n, Request::Drain, &mut [])?;
                 }
             }
         }

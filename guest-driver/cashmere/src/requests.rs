@@ -102,7 +102,7 @@ impl Node {
                 }
                 // With migration, the home may have moved on: send the
                 // requester to the home this node knows (seed 002 s.4.1).
-                if self.variant.migration() && req.for_home() {
+                if self.choices.migration() && req.for_home() {
                     match self.known_home(st, p) {
                         Some(h) if h == self.me => {}
                         // Not known here: "moved" to this node itself
@@ -301,7 +301,7 @@ impl Node {
         if st.pages[p as usize].direct {
             // The working copy is the master copy: nothing to publish.
             self.meta.set_exclusive(p, self.me, false)?;
-            if self.variant.migration() {
+            if self.choices.migration() {
                 self.meta.set_state(p, DirectoryState::Read)?;
             }
             st.pages[p as usize].state = PageState::Read;
@@ -366,7 +366,7 @@ impl Node {
 fn take_notice(
     pages: &mut [crate::state::PageInfo],
     pending: &mut Vec<u32>,
-    stats: &mut crate::stats::Stats,
+    stats: &mut dsm_core::Stats,
     now: u64,
     p: u32,
 ) {

@@ -28,8 +28,8 @@ use std::sync::{Arc, Mutex};
 
 use mc_api::{MemoryChannel, NodeId, RxRegion, Sharing, TxRegion};
 
-use crate::limits::MAX_PROTOCOL_NODES;
 use crate::CsmError;
+use dsm_core::MAX_PROTOCOL_NODES;
 
 /// Regions every protocol node has: its mailbox.
 const REGIONS_PER_NODE: u32 = 1;
@@ -81,7 +81,8 @@ impl Site {
         }
         debug_assert!(processor < per_adapter);
         Ok(Site {
-            me: mc.node_id().index() as u32 * per_adapter + processor,
+            me: u32::try_from(mc.node_id().index()).expect("a node index fits u32") * per_adapter
+                + processor,
             nodes,
             per_adapter,
             attachments,
@@ -90,7 +91,7 @@ impl Site {
 
     /// The adapter protocol node `node` uses.
     pub fn adapter_of(&self, node: u32) -> NodeId {
-        NodeId((node / self.per_adapter) as u8)
+        NodeId(u8::try_from(node / self.per_adapter).expect("at most 64 adapters"))
     }
 
     /// Adapters in the cluster.

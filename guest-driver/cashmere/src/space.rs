@@ -228,7 +228,7 @@ const WORD_APART: usize = 256;
 const ARRIVALS: usize = 4 * WORD_APART;
 /// Nodes a mailbox has barrier arrival words for: every protocol node
 /// there can be.
-const MAX_ARRIVALS: usize = crate::limits::MAX_PROTOCOL_NODES as usize;
+const MAX_ARRIVALS: usize = dsm_core::MAX_PROTOCOL_NODES as usize;
 // The arrival words and their times fit before the acknowledgement slots.
 const _: () = assert!(ARRIVALS + 16 * MAX_ARRIVALS <= ACKS);
 /// Where the acknowledgement slots start on the control page (after the
@@ -309,7 +309,9 @@ impl MailboxLayout {
     }
     /// Entry `i` (mod the queue's size) of the queue from `sender`.
     pub fn sync_entry(&self, sender: u32, i: u64) -> usize {
-        self.sync_sent(sender) + 16 + 16 * (i % SYNC_QUEUE_ENTRIES as u64) as usize
+        self.sync_sent(sender)
+            + 16
+            + 16 * usize::try_from(i % SYNC_QUEUE_ENTRIES as u64).expect("below SYNC_QUEUE_ENTRIES")
     }
     /// How far `receiver` has taken this node's queue to it (its RecvIdx,
     /// written by the receiver, for the sender's flow control).

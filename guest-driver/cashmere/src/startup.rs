@@ -6,10 +6,10 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
-use std::time::Instant;
 
 use mc_api::MemoryChannel;
 
+use crate::choices::Choices;
 use crate::config::Config;
 use crate::error::CsmError;
 use crate::mailbox::Mailboxes;
@@ -17,7 +17,6 @@ use crate::node::{request_key, window, LocalBarrier, Node};
 use crate::protocol_thread::protocol_thread;
 use crate::state::ProtocolState;
 use crate::twin::TwinSpace;
-use crate::variant::{CsmVariant, MessageDetection};
 use crate::vm::HeapMemory;
 use crate::wait::FutexBell;
 use crate::{adb, dms_data, dms_meta, dms_sync, messages, ms_data, msg_meta, msg_sync, seams};
@@ -36,13 +35,17 @@ pub(crate) fn start_node(
         h.check(nodes, cfg.page_size, space.pages)?;
     }
     let ps = cfg.page_size as usize;
-    let heap = Arc::new(HeapMemory::new(space.heap_bytes() as usize, cfg.heap_base)?);
+    let heap = Arc::new(HeapMemory::new(
+        usize::try_from(space.heap_bytes()).expect("the heap is at most MAX_HEAP_BYTES"),
+        cfg.heap_base,
+    )?);
     let twins = TwinSpace::new(space.pages as usize, ps / 4)?;
     let bell = Arc::new(FutexBell::default());
     // Before the start barrier: no node writes to a mailbox before its
     // owner receives it.
     let mail = Arc::new(Mailboxes::new(mc, space, &site)?);
     let v = cfg.variant;
+    let choices = Choices::new(cfg);
     let data: Box<dyn seams::DataPropagation> = if v.data_by_messages() {
         Box::new(ms_data::MsData::new(
             &site,
@@ -86,14 +89,11 @@ pub(crate) fn start_node(
         shared_adapter: site.per_adapter > 1,
         page_size: cfg.page_size,
         threads: cfg.threads,
-        exclusive_mode: cfg.exclusive_mode,
-        incoming_diffs: cfg.incoming_diffs && cfg.threads > 1,
-        home_direct: cfg.home_direct,
-        polling: cfg.detection == MessageDetection::Polling,
-        variant: v,
-        adb: match cfg.variant {
-            CsmVariant::Adb => Some(adb::BroadcastBuffers::new(mc, space, &site)?),
-            _ => None,
+        choices,
+        adb: if choices.broadcast() {
+            Some(adb::BroadcastBuffers::new(mc, space, &site)?)
+        } else {
+            None
         },
         imposed_homes: cfg.homes.clone(),
         prot: (0..space.pages).map(|_| AtomicU8::new(0)).collect(),
@@ -118,14 +118,12 @@ pub(crate) fn start_node(
             latest_arrival_vt: 0,
         }),
         local_cv: Condvar::new(),
-        next_alloc: Mutex::new(0),
-        start: Instant::now(),
+        alloc: dsm_core::Allocator::default(),
         failure: Mutex::new(None),
-        window: Mutex::new((None, None)),
+        window: dsm_core::TimedWindow::new(),
         proto_window: AtomicU8::new(window::NONE),
         proto_times: Mutex::new(None),
         app0_slot: std::sync::atomic::AtomicU32::new(u32::MAX),
-        vwindow: Mutex::new((None, None)),
     });
     let registration =
         sigsegv::register(&*node).ok_or(CsmError::TooManyHeaps(sigsegv::MAX_HEAPS))?;

@@ -9,7 +9,7 @@
 
 use std::sync::MutexGuard;
 
-use crate::stats::Stats;
+use dsm_core::Stats;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PageState {

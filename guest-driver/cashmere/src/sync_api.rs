@@ -9,9 +9,9 @@ use std::sync::Arc;
 
 use crate::error::CsmError;
 use crate::handle::Csm;
-use crate::stats::Stats;
 use crate::times::{self, Activity};
 use crate::wait::WaitKind;
+use dsm_core::Stats;
 
 impl Csm {
     pub(crate) fn check_failed(&self) -> Result<(), CsmError> {

@@ -45,8 +45,10 @@ pub unsafe fn early(argv: *const *const c_char, envp: *const *const c_char) {
     if !randomised && std::env::var_os(PAD).is_some() {
         return;
     }
+    let with_flag = libc::c_ulong::try_from(persona | libc::ADDR_NO_RANDOMIZE)
+        .expect("non-negative: checked above");
     // SAFETY: as above; adds one flag for the next exec.
-    if randomised && unsafe { libc::personality((persona | libc::ADDR_NO_RANDOMIZE) as _) } < 0 {
+    if randomised && unsafe { libc::personality(with_flag) } < 0 {
         log::warn!("cannot turn off address space randomisation: pointers to libc objects or argv kept in globals differ between nodes");
         return;
     }

@@ -92,12 +92,13 @@ fn phdrs(out: &mut (usize, usize)) {
         // SAFETY: the loader passes a valid entry with `dlpi_phnum`
         // program headers, and `out` is the tuple below.
         unsafe {
-            let out = &mut *(out as *mut (usize, usize));
+            let out = &mut *out.cast::<(usize, usize)>();
             let i = &*info;
-            out.0 = i.dlpi_addr as usize;
+            out.0 = usize::try_from(i.dlpi_addr).expect("an address fits usize");
             for k in 0..i.dlpi_phnum as usize {
                 let ph = &*i.dlpi_phdr.add(k);
-                let end = i.dlpi_addr as usize + (ph.p_vaddr + ph.p_memsz) as usize;
+                let end = usize::try_from(i.dlpi_addr + ph.p_vaddr + ph.p_memsz)
+                    .expect("an address fits usize");
                 if ph.p_type == libc::PT_LOAD && end <= GLOBALS_AT {
                     out.1 = out.1.max(end);
                 }
@@ -106,7 +107,7 @@ fn phdrs(out: &mut (usize, usize)) {
         1 // the first object is the executable
     }
     // SAFETY: `first` writes only through `out`, a live local.
-    unsafe { libc::dl_iterate_phdr(Some(first), out as *mut (usize, usize) as *mut libc::c_void) };
+    unsafe { libc::dl_iterate_phdr(Some(first), std::ptr::from_mut(out).cast::<libc::c_void>()) };
 }
 
 #[cfg(test)]

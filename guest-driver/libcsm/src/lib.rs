@@ -41,7 +41,8 @@ pub fn clock_us() -> u64 {
     };
     // SAFETY: writes the struct we pass.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1000
+    // The monotonic clock is never negative.
+    ts.tv_sec.unsigned_abs() * 1_000_000 + ts.tv_nsec.unsigned_abs() / 1000
 }
 
 /// Re-execute without address randomisation (the macro file's constructor).
@@ -85,7 +86,7 @@ pub extern "C" fn csm_main_initenv(
 /// G_MALLOC: shared memory, at the same address on every node.
 #[no_mangle]
 pub extern "C" fn csm_g_malloc(bytes: usize) -> *mut c_void {
-    ok(runtime::get("G_MALLOC").and_then(|rt| rt.g_malloc(bytes))) as *mut c_void
+    ok(runtime::get("G_MALLOC").and_then(|rt| rt.g_malloc(bytes))).cast::<c_void>()
 }
 
 /// G_FREE: the shared heap never frees (as Cashmere's allocator).
@@ -148,7 +149,7 @@ pub unsafe extern "C" fn csm_lock_init(l: *mut Lock) {
 #[no_mangle]
 pub unsafe extern "C" fn csm_alock_init(l: *mut Lock, n: c_long) {
     // SAFETY: per the contract.
-    ok(unsafe { sync::lock_init(l, n.max(0) as usize) });
+    ok(unsafe { sync::lock_init(l, usize::try_from(n.max(0)).unwrap_or(usize::MAX)) });
 }
 
 /// LOCK.

@@ -4,9 +4,10 @@
 //! fields as `mc-guest csm --json`'s where they apply, docs/applications.md;
 //! `app` is the program's name, `kind` says it is a C program).
 
-use cashmere::gather;
-use cashmere::record::{self, NodeReport, RunContext};
-use cashmere::Stats;
+use dsm_core::gather;
+use dsm_core::record::{self, NodeReport, RunContext};
+use dsm_core::Stats;
+use dsm_select::ProtocolName;
 use serde_json::{json, Map, Value};
 
 use crate::runtime::{RunError, Runtime};
@@ -25,13 +26,17 @@ pub fn report(rt: &Runtime, stats: &Stats) -> Result<(), RunError> {
     }
     if rt.settings.stats {
         println!(
-            "csm {} node {}: {} processes ({} nodes x {}), variant {}: {stats}",
+            "csm {} node {}: {} processes ({} nodes x {}), {}: {stats}",
             rt.program,
             rt.me,
             rt.procs,
             rt.nodes,
             rt.threads,
-            rt.settings.variant.name()
+            match rt.settings.protocol {
+                // Cashmere's runs say their variant, as they always have.
+                ProtocolName::Cashmere => format!("variant {}", rt.settings.variant.name()),
+                other => format!("protocol {other}"),
+            }
         );
         for b in &breakdowns {
             println!("csm time {b}");

@@ -7,6 +7,7 @@
 use std::path::PathBuf;
 
 use cashmere::{CsmVariant, MessageDetection};
+use dsm_select::ProtocolName;
 
 /// A setting that does not parse, named with what it accepts.
 #[derive(Debug, thiserror::Error)]
@@ -33,7 +34,10 @@ pub struct Settings {
     /// `MC_NODES`: the cluster size as `mc-host run` or the QEMU image says
     /// (sizes the coherent arena before the adapter is open).
     pub nodes_hint: u32,
-    /// `CSM_VARIANT` (default dms).
+    /// `CSM_PROTOCOL` (`dsm_select::PROTOCOL_ENV`; default cashmere): the
+    /// DSM protocol, as `mc-guest csm --protocol`.
+    pub protocol: ProtocolName,
+    /// `CSM_VARIANT` (default dms): Cashmere's variant.
     pub variant: CsmVariant,
     /// `CSM_DETECTION` (default poll).
     pub detection: MessageDetection,
@@ -111,6 +115,18 @@ fn detection(name: &'static str) -> Result<MessageDetection, SettingsError> {
     }
 }
 
+/// The DSM protocol by its name (`mc-guest csm --protocol`'s spelling).
+fn protocol(name: &'static str) -> Result<ProtocolName, SettingsError> {
+    match var(name) {
+        None => Ok(ProtocolName::default()),
+        Some(v) => v.parse::<ProtocolName>().map_err(|_| SettingsError::Bad {
+            name,
+            expected: format!("one of {}", ProtocolName::names()),
+            value: v,
+        }),
+    }
+}
+
 /// A protocol variant by its name (`mc-guest csm --variant`'s spelling).
 fn variant(name: &'static str) -> Result<CsmVariant, SettingsError> {
     match var(name) {
@@ -145,6 +161,7 @@ impl Settings {
         Ok(Settings {
             threads,
             nodes_hint: number("MC_NODES", 1u32, |n| (1..=64).contains(n), "1 to 64")?,
+            protocol: protocol(dsm_select::PROTOCOL_ENV)?,
             variant: variant("CSM_VARIANT")?,
             detection: detection("CSM_DETECTION")?,
             one_level: levels == 1,

@@ -56,12 +56,15 @@ pub unsafe fn lock_init(l: *mut Lock, n: usize) -> Result<(), RunError> {
     if n == 0 {
         return Ok(());
     }
-    let first = rt.lock_ids(n as u32)?;
+    let first = rt.lock_ids(u32::try_from(n).unwrap_or(u32::MAX))?;
     for i in 0..n {
         // SAFETY: per the contract.
         unsafe {
             let p = l.add(i);
-            std::ptr::write_volatile(&mut (*p).id, first.wrapping_add(i as u32));
+            std::ptr::write_volatile(
+                &mut (*p).id,
+                first.wrapping_add(u32::try_from(i).unwrap_or(u32::MAX)),
+            );
             std::ptr::write_volatile(&mut (*p).magic, LOCK_MAGIC);
         }
     }

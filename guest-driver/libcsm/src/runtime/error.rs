@@ -19,6 +19,8 @@ pub enum RunError {
     Connect(ConnectError),
     #[error(transparent)]
     Csm(#[from] CsmError),
+    #[error(transparent)]
+    Dsm(#[from] dsm_core::DsmError),
     /// The virtual clock (`mc-host run --clock virtual`) could not be set
     /// up, or a thread's work count went wrong (no prediction).
     #[error("virtual clock")]

@@ -41,7 +41,7 @@ nodes' guest processes, and a forked child has no part in the cluster (docs/c-pr
     // SAFETY: write(2) and _exit(2) are async-signal-safe, as a child of a
     // multithreaded fork needs.
     unsafe {
-        libc::write(2, MSG.as_ptr() as *const libc::c_void, MSG.len());
+        libc::write(2, MSG.as_ptr().cast::<libc::c_void>(), MSG.len());
         libc::_exit(1);
     }
 }

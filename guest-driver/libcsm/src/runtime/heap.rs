@@ -129,7 +129,9 @@ pub fn limit(cfg: &Config, cluster: &Cluster, fixed: usize, floor: usize) -> Opt
         }
         let mp = u64::from(cluster.page_size);
         let taken = mc_pages(&with(lo), cluster) * mp;
-        let home = if cfg.variant == CsmVariant::Dms {
+        // The home region, where the variant keeps shared data in Memory
+        // Channel space (CSM-DMS).
+        let home = if !cfg.variant.data_by_messages() {
             (lo * page) as u64
         } else {
             0

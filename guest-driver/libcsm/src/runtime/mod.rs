@@ -34,7 +34,7 @@ use std::sync::{Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use cashmere::{Csm, TimeBreakdown};
+use dsm_core::{Dsm, TimeBreakdown};
 use mc_api::MemoryChannel;
 
 use crate::globals::Globals;
@@ -61,7 +61,7 @@ struct Creation {
 /// The node's run.
 pub struct Runtime {
     pub mc: MemoryChannel,
-    pub csm: Csm,
+    pub csm: Dsm,
     pub settings: Settings,
     pub me: u32,
     pub nodes: u32,
@@ -186,7 +186,7 @@ impl Runtime {
         // Large arrays start on a page of their own (less false sharing).
         let align = if bytes >= page { page } else { 16 };
         let r = self.with_runtime_lock(|| {
-            let next = self.read(W_NEXT_ALLOC) as usize;
+            let next = usize::try_from(self.read(W_NEXT_ALLOC)).expect("an offset in the heap");
             let at = next.div_ceil(align) * align;
             let end = at.saturating_add(bytes.max(1));
             if end > self.user_end {
@@ -209,7 +209,7 @@ impl Runtime {
         self.with_runtime_lock(|| {
             let first = self.read(W_NEXT_LOCK);
             self.write(W_NEXT_LOCK, first + u64::from(n));
-            first as u32
+            u32::try_from(first).expect("lock ids are counted in u32s")
         })
     }
 

@@ -51,7 +51,7 @@ impl Runtime {
     pub fn create_n(&'static self, f: usize, n: i64) -> Result<(), RunError> {
         self.main_only("CREATE")?;
         if n != i64::from(self.procs) {
-            return Err(self.shape_error(n.max(0) as u64));
+            return Err(self.shape_error(n.max(0).unsigned_abs()));
         }
         let mut c = self.creation.lock().unwrap_or_else(|p| p.into_inner());
         if c.started || c.created > 0 {
@@ -154,7 +154,7 @@ impl Runtime {
         // SPLASH-2 passes P - 1 (the processes it created), SPLASH-3's
         // CREATE(f, P) programs often P.
         if n != p && n != p - 1 {
-            return Err(self.shape_error((n + 1).max(0) as u64));
+            return Err(self.shape_error((n + 1).max(0).unsigned_abs()));
         }
         self.end_main()
     }
@@ -237,7 +237,9 @@ impl Runtime {
         let handles: Vec<_> = (0..self.threads)
             .map(|t| {
                 let proc = first + t;
-                let f = (self.read(W_FUNCS + proc as usize) as usize).wrapping_add(bias);
+                let f = usize::try_from(self.read(W_FUNCS + proc as usize))
+                    .expect("a function's address fits usize")
+                    .wrapping_add(bias);
                 ok(self.spawn(proc, f))
             })
             .collect();

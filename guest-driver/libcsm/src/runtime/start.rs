@@ -6,7 +6,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Mutex;
 use std::time::Instant;
 
-use cashmere::{Config, Csm, CsmError, Levels};
+use cashmere::{Config, CsmError, Levels};
 use mc_api::vclock;
 
 use super::control::{W_FUNCS, W_NEXT_ALLOC, W_NEXT_LOCK};
@@ -126,14 +126,18 @@ pub fn main_initenv(globals: Globals, built: bool) -> Result<&'static Runtime, R
             return Err(RunError::Csm(CsmError::Io(std::io::Error::last_os_error())));
         }
     }
-    let csm = Csm::start(&mc, &cfg).map_err(|e| match e {
-        CsmError::Mc(source @ mc_api::McError::NoSpace(_)) => RunError::NoSpace {
-            heap: heap_len(user),
-            nodes,
-            why: source,
-        },
-        e => e.into(),
-    })?;
+    let csm = settings
+        .protocol
+        .start(&mc, &cfg)
+        .map_err(|e| match e.downcast::<CsmError>() {
+            Ok(CsmError::Mc(source @ mc_api::McError::NoSpace(_))) => RunError::NoSpace {
+                heap: heap_len(user),
+                nodes,
+                why: source,
+            },
+            Ok(e) => e.into(),
+            Err(e) => e.into(),
+        })?;
     let me = mc.node_id().0 as u32;
     if me == 0 && !saved.is_empty() {
         // SAFETY: the globals are heap pages now; node 0 writes them first

@@ -140,6 +140,11 @@ pub(crate) struct CsmArgs {
     /// (none with home migration).
     #[arg(long, value_parser = variant_parser(), default_value_t = CsmVariant::Dms)]
     pub(crate) variant: CsmVariant,
+    /// The DSM protocol (docs/dsm.md): cashmere (its variant is
+    /// --variant); naive (every page at node 0, every copy dropped at an
+    /// acquire: a check of the DSM core, not a contender).
+    #[arg(long, default_value_t = dsm_select::ProtocolName::Cashmere)]
+    pub(crate) protocol: dsm_select::ProtocolName,
     /// Append the run's record (JSON, one line: sizes, times, every
     /// node's counters and the totals) to FILE; node 0 writes it.
     #[arg(long, value_name = "FILE")]

@@ -22,6 +22,7 @@ pub(crate) fn main(cli: &GuestCli, args: &CsmArgs) -> Result<(), GuestError> {
     p.time_sequential = args.sequential;
     p.preset = args.preset;
     p.variant = args.variant;
+    p.protocol = args.protocol;
     p.time_breakdown = args.stats;
     p.detection = args.detection;
     p.levels = match args.levels {
@@ -160,7 +161,13 @@ fn csm_main(
         let now = mc.error_count();
         let lost = !mc.is_reliable() && now != errors_before;
         // Cashmere's own check already says so.
-        let said = matches!(&e, AppError::Csm(c) if c.is_network_loss());
+        let said = match &e {
+            AppError::Csm(c) => c.is_network_loss(),
+            AppError::Dsm(d) => d
+                .protocol_error::<cashmere::CsmError>()
+                .is_some_and(cashmere::CsmError::is_network_loss),
+            _ => false,
+        };
         if lost && !said {
             GuestError::LostOnNetwork {
                 source: Box::new(e.into()),
@@ -172,15 +179,15 @@ fn csm_main(
         }
     })?;
     println!("{o}");
-    if let (Some(path), 0) = (record_homes, mc.node_id().0) {
-        std::fs::write(path, o.homes.render()).map_err(|source| GuestError::HomesFile {
+    if let (Some(path), 0, Some(homes)) = (record_homes, mc.node_id().0, &o.homes) {
+        std::fs::write(path, homes.render()).map_err(|source| GuestError::HomesFile {
             path: path.to_path_buf(),
             source,
         })?;
     }
     if let Some(path) = json {
         let mine = csm::record::node_report(&o);
-        if let Some(all) = cashmere::gather::collect(&mc, &mine)? {
+        if let Some(all) = dsm_core::gather::collect(&mc, &mine)? {
             let ctx = csm::record::RunContext::from_env(mc.nodes(), mc.registers().link_timing);
             csm::record::append(path, &csm::record::build(&p, &ctx, &all))?;
         }

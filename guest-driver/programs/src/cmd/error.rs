@@ -36,7 +36,7 @@ pub(crate) enum GuestError {
     )]
     VirtualClockInQemu,
     #[error(transparent)]
-    Gather(#[from] cashmere::gather::GatherError),
+    Gather(#[from] dsm_core::gather::GatherError),
     #[error(transparent)]
     Record(#[from] csm::record::RecordError),
     /// A Cashmere run failed while the network was losing packets and the

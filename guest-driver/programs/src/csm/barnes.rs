@@ -23,7 +23,7 @@
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
-use cashmere::{Csm, SharedArray};
+use dsm_core::{Dsm, SharedArray};
 
 use super::error::AppError;
 use super::problem::HeapPlan;
@@ -60,7 +60,7 @@ pub const CELL_LOCK_BASE: u32 = 2;
 pub const CELL_LOCKS: u32 = 256;
 
 fn body_ref(b: usize) -> i32 {
-    -(b as i32) - 2
+    -i32::try_from(b).expect("a body number fits i32") - 2
 }
 
 /// A child slot: empty, a body or a cell.
@@ -73,8 +73,8 @@ enum Slot {
 fn slot(v: i32) -> Slot {
     match v {
         EMPTY => Slot::Empty,
-        v if v < EMPTY => Slot::Body((-v - 2) as usize),
-        v => Slot::Cell(v as usize),
+        v if v < EMPTY => Slot::Body(usize::try_from(-v - 2).expect("below EMPTY: a body")),
+        v => Slot::Cell(usize::try_from(v).expect("above EMPTY: a cell")),
     }
 }
 
@@ -281,7 +281,7 @@ impl Plain {
                     let n = self.new_cell(cc, self.half(cur) / 2.0, level);
                     let ko = octant(&cc, &self.pos(o));
                     self.ci[n * CELL_I + ko] = body_ref(o);
-                    self.ci[cur * CELL_I + k] = n as i32;
+                    self.ci[cur * CELL_I + k] = i32::try_from(n).expect("a cell number fits i32");
                     cur = n;
                 }
             }
@@ -398,7 +398,7 @@ pub struct Barnes {
     window: ComputeWindow,
 }
 
-pub fn setup(csm: &Csm, n: usize, steps: u32) -> Result<Barnes, AppError> {
+pub fn setup(csm: &Dsm, n: usize, steps: u32) -> Result<Barnes, AppError> {
     let procs = (csm.nodes() * csm.threads()) as usize;
     let pool = pool(n, procs);
     let cells = 1 + procs * pool;
@@ -513,7 +513,7 @@ type MyCells = Vec<(i32, usize)>;
 
 impl Barnes {
     fn lock(c: usize) -> u32 {
-        CELL_LOCK_BASE + (c as u32 % CELL_LOCKS)
+        CELL_LOCK_BASE + u32::try_from(c % CELL_LOCKS as usize).expect("below CELL_LOCKS")
     }
 
     fn write_cell(&self, c: usize, center: [f64; 3], half: f64, level: i32) {
@@ -540,7 +540,7 @@ impl Barnes {
     /// and changed under its cell's lock, as before.
     fn insert(
         &self,
-        csm: &Csm,
+        csm: &Dsm,
         tid: usize,
         b: usize,
         mine: &mut MyCells,
@@ -578,7 +578,10 @@ impl Barnes {
                     self.ci
                         .set(n * CELL_I + octant(&cc, &self.pos(o)), body_ref(o));
                     // Linked only once complete: whoever follows the link sees it whole.
-                    self.ci.set(cur * CELL_I + k, n as i32);
+                    self.ci.set(
+                        cur * CELL_I + k,
+                        i32::try_from(n).expect("a cell number fits i32"),
+                    );
                     mine.push((level, n));
                     Some(n)
                 }
@@ -610,14 +613,26 @@ impl Barnes {
         }
         let costs: Vec<u64> = order
             .iter()
-            .map(|&b| self.bodies.get(b * BODY + COST) as u64)
+            .map(|&b| {
+                #[allow(
+                    clippy::cast_possible_truncation,
+                    clippy::cast_sign_loss,
+                    reason = "a body's cost: a small non-negative count of interactions"
+                )]
+                let cost = self.bodies.get(b * BODY + COST) as u64;
+                cost
+            })
             .collect();
         let total: u64 = costs.iter().sum::<u64>().max(1);
         let p = self.procs as u64;
         let mut before = 0u64;
         let mut out = Vec::new();
         for (b, c) in order.into_iter().zip(costs) {
-            if ((before * p / total) as usize).min(self.procs - 1) == tid {
+            if usize::try_from(before * p / total)
+                .map_or(usize::MAX, |q| q)
+                .min(self.procs - 1)
+                == tid
+            {
                 out.push(b);
             }
             before += c;
@@ -627,7 +642,7 @@ impl Barnes {
 }
 
 impl Workload for Barnes {
-    fn run(&self, csm: &Csm, tid: usize) -> Result<u64, AppError> {
+    fn run(&self, csm: &Dsm, tid: usize) -> Result<u64, AppError> {
         let n = self.n;
         let mut zone: Vec<usize> = (tid * n / self.procs..(tid + 1) * n / self.procs).collect();
         // As SPLASH-2's BARNES, whose main process generates every body
@@ -680,7 +695,14 @@ impl Workload for Barnes {
             self.bounds.set(tid * 8 + 6, f64::from(deepest));
             csm.barrier()?;
             let deepest = (0..self.procs)
-                .map(|q| self.bounds.get(q * 8 + 6) as i32)
+                .map(|q| {
+                    #[allow(
+                        clippy::cast_possible_truncation,
+                        reason = "a tree depth, stored from an i32 as f64"
+                    )]
+                    let d = self.bounds.get(q * 8 + 6) as i32;
+                    d
+                })
                 .max()
                 .unwrap_or(0);
             if tid == 0 {

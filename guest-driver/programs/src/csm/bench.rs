@@ -124,7 +124,7 @@ pub fn run(
     // Node 1 touches page 0 first: it is the home; node 0 is a remote sharer.
     if me == 1 {
         for i in 0..2048 {
-            page.set(i, i as u32);
+            page.set(i, u32::try_from(i).expect("a word index fits u32"));
         }
     }
     csm.barrier()?;

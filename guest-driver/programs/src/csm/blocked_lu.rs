@@ -14,7 +14,7 @@
 use std::ops::Range;
 use std::sync::OnceLock;
 
-use cashmere::{Csm, SharedArray};
+use dsm_core::{Dsm, SharedArray};
 
 use super::error::AppError;
 use super::verify;
@@ -418,7 +418,7 @@ impl<L: TileLayout> BlockedLu<L> {
 }
 
 impl<L: TileLayout> Workload for BlockedLu<L> {
-    fn run(&self, csm: &Csm, tid: usize) -> Result<u64, AppError> {
+    fn run(&self, csm: &Dsm, tid: usize) -> Result<u64, AppError> {
         let t = self.tiles;
         let n = t.n;
         let (a, l) = (&self.a, &self.layout);

@@ -4,7 +4,7 @@
 //! sharing, and pages move only as whole perimeter tiles are read. The
 //! algorithm is in `blocked_lu.rs`.
 
-use cashmere::{Csm, SharedArray};
+use dsm_core::{Dsm, SharedArray};
 
 use super::blocked_lu::{Block, BlockedLu, Owners, TileLayout, Tiles};
 use super::error::AppError;
@@ -94,7 +94,7 @@ fn layout(csm_procs: usize, n: usize, block: usize, page_size: u32) -> (Tiles, O
     (tiles, owners, layout)
 }
 
-pub fn setup(csm: &Csm, n: usize, block: usize) -> Result<BlockedLu<Contiguous>, AppError> {
+pub fn setup(csm: &Dsm, n: usize, block: usize) -> Result<BlockedLu<Contiguous>, AppError> {
     let procs = (csm.nodes() * csm.threads()) as usize;
     let (tiles, owners, layout) = layout(procs, n, block, csm.page_size());
     let a = csm.alloc(layout.elements(), true)?;
@@ -105,7 +105,7 @@ pub fn footprint(n: usize, block: usize, page_size: u32, procs: usize) -> usize 
     // Every element has a slot: past the largest heap that bound answers,
     // without building tile tables as large as the matrix.
     let lower = n.saturating_mul(n).saturating_mul(8);
-    if lower > cashmere::MAX_HEAP_BYTES {
+    if lower > dsm_core::MAX_HEAP_BYTES {
         return lower;
     }
     let (_, _, layout) = layout(procs, n, block, page_size);

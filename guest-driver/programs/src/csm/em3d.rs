@@ -16,7 +16,7 @@
 use std::ops::Range;
 use std::sync::OnceLock;
 
-use cashmere::{Csm, CsmError, SharedArray};
+use dsm_core::{Dsm, DsmError, SharedArray};
 
 use super::error::AppError;
 use super::problem::HeapPlan;
@@ -73,12 +73,12 @@ fn edge(s: &Em3dShape, procs: usize, side: u64, p: usize, i: usize, k: usize) ->
     };
     let r = range(q, procs, other);
     let j = if r.is_empty() {
-        (mix(key ^ 3) % other as u64) as usize
+        usize::try_from(mix(key ^ 3) % other as u64).expect("below a node count")
     } else {
-        r.start + (mix(key ^ 3) % r.len() as u64) as usize
+        r.start + usize::try_from(mix(key ^ 3) % r.len() as u64).expect("below a range's length")
     };
     let w = (unit(key ^ 4) - 0.5) / s.degree as f64;
-    (j as u32, w)
+    (u32::try_from(j).expect("a node number fits u32"), w)
 }
 
 fn initial(side: u64, i: usize) -> f64 {
@@ -162,7 +162,7 @@ pub struct Em3d {
     window: ComputeWindow,
 }
 
-pub fn setup(csm: &Csm, shape: Em3dShape) -> Result<Em3d, AppError> {
+pub fn setup(csm: &Dsm, shape: Em3dShape) -> Result<Em3d, AppError> {
     let (ne, nh, d) = (shape.e_nodes(), shape.h_nodes(), shape.degree);
     let e_val = csm.alloc(ne, true)?;
     let h_val = csm.alloc(nh, true)?;
@@ -190,11 +190,11 @@ impl Em3d {
     /// Update this processor's nodes of `side` from the other side's values.
     fn half_step(
         &self,
-        csm: &Csm,
+        csm: &Dsm,
         mine: Range<usize>,
         side: &Side,
         from: SharedArray<f64>,
-    ) -> Result<(), CsmError> {
+    ) -> Result<(), DsmError> {
         let d = self.shape.degree;
         // A loop back edge (seed 000 s.2.1's polling) every 32 nodes.
         let mut i = mine.start;
@@ -221,7 +221,7 @@ impl Em3d {
 }
 
 impl Workload for Em3d {
-    fn run(&self, csm: &Csm, tid: usize) -> Result<u64, AppError> {
+    fn run(&self, csm: &Dsm, tid: usize) -> Result<u64, AppError> {
         let s = &self.shape;
         let d = s.degree;
         let my_e = range(tid, self.procs, s.e_nodes());

@@ -1,6 +1,7 @@
 //! Why a Cashmere program failed.
 
 use cashmere::CsmError;
+use dsm_core::DsmError;
 
 use super::verify;
 
@@ -10,10 +11,14 @@ use super::verify;
 pub enum AppError {
     #[error(transparent)]
     Csm(#[from] CsmError),
+    #[error(transparent)]
+    Dsm(#[from] DsmError),
     #[error("cannot start an application thread")]
     Spawn(#[source] std::io::Error),
     #[error("an application thread panicked")]
     Panicked,
+    #[error("the {0} protocol has no one-level form (--levels 1 with several threads)")]
+    OneLevel(dsm_select::ProtocolName),
     #[error("tsp of {cities} cities: 3 to {max} (each city more multiplies the time by 4-7)")]
     TspCities { cities: usize, max: usize },
     /// wtest or test read a wrong value.

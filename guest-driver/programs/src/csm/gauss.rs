@@ -5,7 +5,7 @@
 //! sequential run, bit for bit (the same operations in the same order).
 //! Each row starts on a page of its own, so a row's page has one writer.
 
-use cashmere::{Csm, CsmError, SharedArray};
+use dsm_core::{Dsm, DsmError, SharedArray};
 
 use super::error::AppError;
 use super::workload::ComputeWindow;
@@ -30,7 +30,7 @@ pub fn heap_bytes(n: usize, ps: usize) -> usize {
     n * stride(n, ps) * 8 + (n * 8).div_ceil(ps) * ps
 }
 
-pub fn setup(csm: &Csm, n: usize) -> Result<GaussData, CsmError> {
+pub fn setup(csm: &Dsm, n: usize) -> Result<GaussData, DsmError> {
     let ps = csm.page_size() as usize;
     let stride = stride(n, ps);
     Ok(GaussData {
@@ -86,7 +86,7 @@ fn back_substitute(n: usize, a: impl Fn(usize, usize) -> f64) -> Vec<f64> {
     x
 }
 
-pub fn run(csm: &Csm, d: &GaussData, tid: usize) -> Result<u64, AppError> {
+pub fn run(csm: &Dsm, d: &GaussData, tid: usize) -> Result<u64, AppError> {
     let p = (csm.nodes() * csm.threads()) as usize;
     let (n, a) = (d.n, d.a);
     let (w, r) = (n + 1, d.stride);
@@ -106,9 +106,9 @@ pub fn run(csm: &Csm, d: &GaussData, tid: usize) -> Result<u64, AppError> {
     csm.mark_start();
     for k in 0..n {
         if mine(k) {
-            csm.flag_set(k as u32, 1)?;
+            csm.flag_set(u32::try_from(k).expect("a row number fits u32"), 1)?;
         } else {
-            csm.flag_wait(k as u32)?;
+            csm.flag_wait(u32::try_from(k).expect("a row number fits u32"))?;
         }
         for i in (k + 1..n).filter(|&i| mine(i)) {
             // SAFETY: row k is final (its owner set flag k after its last

@@ -21,7 +21,7 @@
 use std::ops::Range;
 use std::sync::OnceLock;
 
-use cashmere::{Csm, SharedArray};
+use dsm_core::{Dsm, SharedArray};
 
 use super::error::AppError;
 use super::problem::HeapPlan;
@@ -343,7 +343,7 @@ pub struct Ilink {
     window: ComputeWindow,
 }
 
-pub fn setup(csm: &Csm, shape: IlinkShape) -> Result<Ilink, AppError> {
+pub fn setup(csm: &Dsm, shape: IlinkShape) -> Result<Ilink, AppError> {
     let gen = Genetics::new(shape.alleles);
     let g = gen.g();
     Ok(Ilink {
@@ -360,7 +360,7 @@ pub fn setup(csm: &Csm, shape: IlinkShape) -> Result<Ilink, AppError> {
 }
 
 impl Workload for Ilink {
-    fn run(&self, csm: &Csm, tid: usize) -> Result<u64, AppError> {
+    fn run(&self, csm: &Dsm, tid: usize) -> Result<u64, AppError> {
         let s = &self.shape;
         let gen = &self.gen;
         let g = gen.g();
@@ -484,9 +484,9 @@ mod tests {
             .max_by(|&a, &b| ll[a].total_cmp(&ll[b]))
             .unwrap();
         assert!(
-            theta(&s, best as u32) < 0.3,
+            theta(&s, u32::try_from(best).expect("a theta index fits u32")) < 0.3,
             "best theta {} {ll:?}",
-            theta(&s, best as u32)
+            theta(&s, u32::try_from(best).expect("a theta index fits u32"))
         );
         assert!(ll[0] > ll[8], "{ll:?}");
     }

@@ -8,7 +8,7 @@
 
 use std::ops::Range;
 
-use cashmere::{Csm, SharedArray};
+use dsm_core::{Dsm, SharedArray};
 
 use super::blocked_lu::{BlockedLu, Cols, Owners, TileLayout, Tiles};
 use super::error::AppError;
@@ -66,7 +66,7 @@ impl TileLayout for ColumnMajor {
     }
 }
 
-pub fn setup(csm: &Csm, n: usize, block: usize) -> Result<BlockedLu<ColumnMajor>, AppError> {
+pub fn setup(csm: &Dsm, n: usize, block: usize) -> Result<BlockedLu<ColumnMajor>, AppError> {
     let procs = (csm.nodes() * csm.threads()) as usize;
     let owners = Owners::with_rows(procs, csm.threads() as usize);
     let a = csm.alloc(n * n, true)?;

@@ -2,8 +2,8 @@
 //! `wtest` and `test`, and the applications of seed 000 Table III (SOR,
 //! Gauss, TSP here; Barnes, CLU, LU, EM3D, Ilink, Water-Nsquared and
 //! Water-Spatial through `suite`), each verified; their presets (`problem`);
-//! the JSON record of a run (`record`, on `cashmere::record` and
-//! `cashmere::gather`); plus the Table II
+//! the JSON record of a run (`record`, on `dsm_core::record` and
+//! `dsm_core::gather`); plus the Table II
 //! benchmark (`mc-guest bench csm`).
 //!
 //! The run itself: `app` (the programs by name), `params` (what to run), `run` (running it on this node),

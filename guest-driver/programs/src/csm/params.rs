@@ -40,6 +40,9 @@ pub struct Params {
     pub preset: Option<Preset>,
     /// The protocol variant (seed 000 Table I).
     pub variant: CsmVariant,
+    /// The DSM protocol (`--protocol`): Cashmere, whose variant is
+    /// `variant`, or another on the DSM core.
+    pub protocol: dsm_select::ProtocolName,
     /// Report where each thread's time went ([`Outcome::breakdown`]).
     pub time_breakdown: bool,
     /// How requests are noticed (`--detection`).
@@ -68,6 +71,7 @@ impl Params {
             time_breakdown: false,
             preset: None,
             variant: CsmVariant::default(),
+            protocol: dsm_select::ProtocolName::default(),
             detection: MessageDetection::default(),
             levels: cashmere::Levels::Two,
         }
@@ -154,7 +158,7 @@ impl Params {
             page_size: self.page_size,
             threads: self.threads,
             locks: suite::locks(self.app),
-            flags: 64.max(rows as u32),
+            flags: 64.max(u32::try_from(rows).unwrap_or(u32::MAX)),
             exclusive_mode: self.exclusive_mode,
             incoming_diffs: self.incoming_diffs,
             home_direct: self.home_direct,

@@ -1,17 +1,17 @@
 //! The machine-readable result of one run (`mc-guest csm APP --json FILE`):
 //! one JSON object per run, appended as one line to FILE by node 0 once it
-//! has every node's report (`cashmere::gather`). `mc-host report` reads
+//! has every node's report (`dsm_core::gather`). `mc-host report` reads
 //! these lines; docs/applications.md describes the fields.
 //!
 //! What every program on Cashmere shares (a node's report, its counters
-//! and time breakdown as JSON, appending a line: `cashmere::record`, which
+//! and time breakdown as JSON, appending a line: `dsm_core::record`, which
 //! libcsm's C programs use too) is re-exported here; this module adds a
 //! node's report from its [`Outcome`] and the record of an application's
 //! run ([`build`]).
 
 use serde_json::{json, Map, Value};
 
-pub use cashmere::record::{
+pub use dsm_core::record::{
     append, breakdown_json, stats_json, total, virtual_breakdown_json, NodeReport, RecordError,
     RunContext, SCHEMA,
 };
@@ -194,7 +194,7 @@ pub fn build(p: &Params, ctx: &RunContext, reports: &[NodeReport]) -> Value {
 
 #[cfg(test)]
 mod tests {
-    use cashmere::Stats;
+    use dsm_core::Stats;
 
     use super::*;
     use crate::csm::{App, Preset};

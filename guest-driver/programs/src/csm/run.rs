@@ -2,7 +2,8 @@
 //! machine, or per thread at 1L), set the application up, run its threads,
 //! verify, finish, and report the node's [`Outcome`].
 
-use cashmere::{Csm, Stats, TimeBreakdown};
+use cashmere::Csm;
+use dsm_core::{Dsm, Stats, TimeBreakdown};
 use mc_api::MemoryChannel;
 
 use super::app::App;
@@ -42,8 +43,8 @@ pub struct Outcome {
     /// the protocol thread's (when asked for: `Params::time_breakdown`).
     pub breakdown: Vec<TimeBreakdown>,
     /// Every page's home as this node knew it after the final barrier
-    /// (`--record-homes`).
-    pub homes: cashmere::HomeAssignment,
+    /// (`--record-homes`; Cashmere's, none under another protocol).
+    pub homes: Option<cashmere::HomeAssignment>,
 }
 
 impl std::fmt::Display for Outcome {
@@ -97,7 +98,7 @@ impl Outcome {
 }
 
 /// Aborts the run (every node sees it) if the thread holding it unwinds.
-struct AbortOnPanic<'a>(&'a Csm);
+struct AbortOnPanic<'a>(&'a Dsm);
 
 impl Drop for AbortOnPanic<'_> {
     fn drop(&mut self) {
@@ -163,13 +164,17 @@ pub fn run(mc: &MemoryChannel, p: &Params) -> Result<Outcome, AppError> {
         _ => (0, 0),
     };
     let cfg = p.config();
-    let mut o = if cfg.levels == cashmere::Levels::One && p.threads > 1 {
+    let one_level = cfg.levels == cashmere::Levels::One && p.threads > 1;
+    if one_level && !p.protocol.has_one_level() {
+        return Err(AppError::OneLevel(p.protocol));
+    }
+    let mut o = if one_level {
         // 1L: each thread is a protocol node of its own, on this machine's
         // adapter; together they make this machine's outcome.
         let csms = Csm::start_one_level(mc, &cfg)?;
+        let csms = csms.into_iter().map(|c| Dsm::new(std::sync::Arc::new(c)));
         let outcomes: Vec<Result<Outcome, AppError>> = std::thread::scope(|s| {
             let hs: Vec<_> = csms
-                .into_iter()
                 .map(|csm| {
                     let summary = &summary;
                     s.spawn(move || run_node(csm, p, problem, 1, (size, iters), summary, started))
@@ -179,9 +184,12 @@ pub fn run(mc: &MemoryChannel, p: &Params) -> Result<Outcome, AppError> {
                 .map(|h| h.join().unwrap_or(Err(AppError::Panicked)))
                 .collect()
         });
-        merge_processors(mc.node_id().index() as u32, outcomes)?
+        merge_processors(
+            u32::try_from(mc.node_id().index()).expect("a node index fits u32"),
+            outcomes,
+        )?
     } else {
-        let csm = Csm::start(mc, &cfg)?;
+        let csm = p.protocol.start(mc, &cfg)?;
         run_node(csm, p, problem, p.threads, (size, iters), &summary, started)?
     };
     let procs = (mc.nodes() * p.threads) as usize;
@@ -242,7 +250,7 @@ fn merge_processors(
 /// Run the app on one protocol node with `threads` threads (its machine's
 /// in 2L; one in 1L), then finish.
 fn run_node(
-    csm: Csm,
+    csm: Dsm,
     p: &Params,
     problem: Problem,
     threads: u32,
@@ -353,6 +361,6 @@ fn run_node(
         problem,
         summary: summary.to_string(),
         breakdown: times,
-        homes: csm.homes(),
+        homes: csm.protocol::<Csm>().map(Csm::homes),
     })
 }

@@ -14,7 +14,7 @@
 
 use std::sync::OnceLock;
 
-use cashmere::{Csm, CsmError, SharedArray};
+use dsm_core::{Dsm, DsmError, SharedArray};
 
 use super::error::AppError;
 
@@ -62,7 +62,7 @@ pub struct SorData {
     pub window: super::workload::ComputeWindow,
 }
 
-pub fn setup(csm: &Csm, grid: Grid, iters: u32) -> Result<SorData, CsmError> {
+pub fn setup(csm: &Dsm, grid: Grid, iters: u32) -> Result<SorData, DsmError> {
     Ok(SorData {
         colour: [
             csm.alloc(grid.colour_len(), true)?,
@@ -184,7 +184,7 @@ pub fn sequential(g: Grid, iters: u32) -> [Vec<f64>; 2] {
 }
 
 /// Returns the number of elements checked.
-pub fn run(csm: &Csm, d: &SorData, tid: usize) -> Result<u64, AppError> {
+pub fn run(csm: &Dsm, d: &SorData, tid: usize) -> Result<u64, AppError> {
     let p = (csm.nodes() * csm.threads()) as usize;
     let g = d.grid;
     let row_bytes = g.half() * std::mem::size_of::<f64>();

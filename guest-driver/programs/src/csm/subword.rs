@@ -7,10 +7,10 @@
 //! another node's bytes from its twin (docs/fidelity.md, "Sub-word
 //! writes").
 
-use cashmere::{Csm, CsmError, SharedArray};
+use dsm_core::{Dsm, DsmError, SharedArray};
 
 use super::error::AppError;
-use super::wtest::mismatch;
+use super::wtest::{low_bits, mismatch};
 
 pub struct SubwordData {
     bytes: SharedArray<u8>,
@@ -22,7 +22,7 @@ pub struct SubwordData {
 const BYTES_PER_ELEMENT: usize = 8;
 const HALVES_PER_ELEMENT: usize = 4;
 
-pub fn setup(csm: &Csm, per: usize) -> Result<SubwordData, CsmError> {
+pub fn setup(csm: &Dsm, per: usize) -> Result<SubwordData, DsmError> {
     let p = (csm.nodes() * csm.threads()) as usize;
     Ok(SubwordData {
         bytes: csm.alloc(p * per * BYTES_PER_ELEMENT, true)?,
@@ -34,11 +34,15 @@ pub fn setup(csm: &Csm, per: usize) -> Result<SubwordData, CsmError> {
 /// round and phase to the next (an odd step), so every write is a change.
 fn byte(r: u32, phase: u32, i: usize) -> u8 {
     let step = (2 * r + phase + 1).wrapping_mul(0x9d);
-    (step ^ (i as u32).wrapping_mul(0x3b)) as u8
+    // A hash: its low byte.
+    (step ^ low_bits(i).wrapping_mul(0x3b)).to_le_bytes()[0]
 }
 
 fn half(r: u32, i: usize) -> u16 {
-    ((r + 1).wrapping_mul(0x9e37) ^ (i as u32).wrapping_mul(0x79b9)) as u16
+    // A hash: its low half.
+    let [a, b, _, _] =
+        ((r + 1).wrapping_mul(0x9e37) ^ low_bits(i).wrapping_mul(0x79b9)).to_le_bytes();
+    u16::from_le_bytes([a, b])
 }
 
 /// The ways bytes are shared out among `p` processors: byte by byte
@@ -53,7 +57,7 @@ fn byte_owner(phase: u32, i: usize, p: usize) -> usize {
 
 /// Per round: each byte phase, then the halves, every processor writing its
 /// own share and checking all after a barrier. Returns the checks made.
-pub fn run(csm: &Csm, d: &SubwordData, tid: usize, rounds: u32) -> Result<u64, AppError> {
+pub fn run(csm: &Dsm, d: &SubwordData, tid: usize, rounds: u32) -> Result<u64, AppError> {
     let p = (csm.nodes() * csm.threads()) as usize;
     let mut checks = 0u64;
     csm.mark_start();

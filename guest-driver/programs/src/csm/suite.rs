@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use cashmere::Csm;
+use dsm_core::Dsm;
 
 use super::app::App;
 use super::error::AppError;
@@ -73,7 +73,7 @@ fn wrong(app: App, p: Problem) -> AppError {
 }
 
 /// Allocate `app`'s shared data for `problem` (every node, same order).
-pub fn setup(app: App, problem: Problem, csm: &Csm) -> Result<Box<dyn Workload>, AppError> {
+pub fn setup(app: App, problem: Problem, csm: &Dsm) -> Result<Box<dyn Workload>, AppError> {
     Ok(match (app, problem) {
         (App::Barnes, Problem::Barnes { bodies, steps }) => {
             Box::new(barnes::setup(csm, bodies, steps)?)

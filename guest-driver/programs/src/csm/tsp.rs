@@ -3,7 +3,7 @@
 //! is kept under lock 1 and bounds the search. The optimum is compared with
 //! a sequential branch and bound, and the tour found is checked.
 
-use cashmere::{Csm, CsmError, SharedArray};
+use dsm_core::{Dsm, DsmError, SharedArray};
 
 use super::error::AppError;
 use super::workload::ComputeWindow;
@@ -18,7 +18,7 @@ pub struct TspData {
     pub window: ComputeWindow,
 }
 
-pub fn setup(csm: &Csm, cities: usize) -> Result<TspData, CsmError> {
+pub fn setup(csm: &Dsm, cities: usize) -> Result<TspData, DsmError> {
     Ok(TspData {
         dist: csm.alloc(cities * cities, true)?,
         next: csm.alloc(1, true)?,
@@ -46,7 +46,13 @@ pub fn distances(c: usize) -> Vec<u32> {
     let mut d = vec![0; c * c];
     for i in 0..c {
         for j in 0..c {
-            d[i * c + j] = ((pts[i].0 - pts[j].0).hypot(pts[i].1 - pts[j].1)).round() as u32;
+            #[allow(
+                clippy::cast_possible_truncation,
+                clippy::cast_sign_loss,
+                reason = "a distance between points of a small grid: non-negative and small"
+            )]
+            let dist = ((pts[i].0 - pts[j].0).hypot(pts[i].1 - pts[j].1)).round() as u32;
+            d[i * c + j] = dist;
         }
     }
     d
@@ -109,7 +115,7 @@ pub fn sequential(c: usize) -> u32 {
     bound
 }
 
-pub fn run(csm: &Csm, data: &TspData, tid: usize) -> Result<u64, AppError> {
+pub fn run(csm: &Dsm, data: &TspData, tid: usize) -> Result<u64, AppError> {
     let c = data.cities;
     if tid == 0 && csm.node_id() == 0 {
         for (i, v) in distances(c).into_iter().enumerate() {
@@ -128,7 +134,8 @@ pub fn run(csm: &Csm, data: &TspData, tid: usize) -> Result<u64, AppError> {
         csm.poll()?;
         csm.lock_acquire(0)?;
         let t = data.next.get(0) as usize;
-        data.next.set(0, t as u32 + 1);
+        data.next
+            .set(0, u32::try_from(t).expect("a tour count fits u32") + 1);
         csm.lock_release(0)?;
         if t >= all.len() {
             break;
@@ -146,12 +153,13 @@ pub fn run(csm: &Csm, data: &TspData, tid: usize) -> Result<u64, AppError> {
                 if l < b {
                     data.best.set(0, l);
                     for (i, city) in p.iter().enumerate() {
-                        data.path.set(i, *city as u32);
+                        data.path
+                            .set(i, u32::try_from(*city).expect("a city number fits u32"));
                     }
                 }
                 let nb = data.best.get(0);
                 csm.lock_release(1)?;
-                Ok::<u32, CsmError>(nb)
+                Ok::<u32, DsmError>(nb)
             })();
             match r {
                 Ok(b) => b,

@@ -74,6 +74,11 @@ impl WaterBox {
     pub fn new(molecules: usize) -> WaterBox {
         let side = (molecules.max(1) as f64 * VOLUME).cbrt();
         let cutoff = (side / 2.0 * 0.999).min(8.0);
+        #[allow(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            reason = "boxes a side: a small positive float, floored"
+        )]
         let cells = ((side / cutoff).floor() as usize).max(1);
         WaterBox {
             molecules,
@@ -86,8 +91,15 @@ impl WaterBox {
     /// Water-Spatial's box of a position.
     pub fn cell_of(&self, p: [f64; 3]) -> usize {
         let m = self.cells;
+        #[allow(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            reason = "a position's box, clamped to 0..m (a few boxes a side)"
+        )]
         let c = |x: f64| {
-            (((x / self.side) * m as f64).floor() as isize).clamp(0, m as isize - 1) as usize
+            ((x / self.side) * m as f64)
+                .floor()
+                .clamp(0.0, (m - 1) as f64) as usize
         };
         (c(p[0]) * m + c(p[1])) * m + c(p[2])
     }
@@ -95,18 +107,16 @@ impl WaterBox {
     /// The boxes next to `cell` and itself, each once (with fewer than 3
     /// boxes a side, periodic neighbours coincide).
     pub fn neighbours(&self, cell: usize) -> Vec<usize> {
-        let m = self.cells as isize;
-        let (x, y, z) = (
-            cell as isize / (m * m),
-            cell as isize / m % m,
-            cell as isize % m,
-        );
+        let m = isize::try_from(self.cells).expect("a few boxes a side");
+        let cell = isize::try_from(cell).expect("a box number fits isize");
+        let (x, y, z) = (cell / (m * m), cell / m % m, cell % m);
         let mut out = Vec::with_capacity(27);
         for dx in -1..=1 {
             for dy in -1..=1 {
                 for dz in -1..=1 {
                     let w = |v: isize| (v + m) % m;
-                    let c = ((w(x + dx) * m + w(y + dy)) * m + w(z + dz)) as usize;
+                    let c = usize::try_from((w(x + dx) * m + w(y + dy)) * m + w(z + dz))
+                        .expect("wrapped into 0..m on each axis");
                     if !out.contains(&c) {
                         out.push(c);
                     }
@@ -136,6 +146,11 @@ fn normalise(v: [f64; 3]) -> [f64; 3] {
 /// Molecule `i` at the start: on a cubic lattice with some jitter, randomly
 /// oriented, with random thermal velocities (scaled derivative 1 = v dt).
 pub fn initial(i: usize, wb: &WaterBox) -> Mol {
+    #[allow(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "the cube root of a molecule count: small and positive"
+    )]
     let per_side = (wb.molecules as f64).cbrt().ceil() as usize;
     let spacing = wb.side / per_side as f64;
     let key = (i as u64) << 12;

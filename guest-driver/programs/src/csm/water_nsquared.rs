@@ -20,7 +20,7 @@
 use std::ops::Range;
 use std::sync::OnceLock;
 
-use cashmere::{Csm, SharedArray};
+use dsm_core::{Dsm, SharedArray};
 
 use super::error::AppError;
 use super::problem::HeapPlan;
@@ -48,7 +48,7 @@ pub struct MolArray {
 }
 
 impl MolArray {
-    pub fn alloc(csm: &Csm, n: usize, steps: u32) -> Result<MolArray, AppError> {
+    pub fn alloc(csm: &Dsm, n: usize, steps: u32) -> Result<MolArray, AppError> {
         Ok(MolArray {
             mols: csm.alloc(n * MOL, true)?,
             energy: csm.alloc(2 * steps as usize, true)?,
@@ -103,7 +103,7 @@ impl MolArray {
         }
     }
     /// Add this processor's energies of `step` (under the energy lock).
-    pub fn add_energy(&self, csm: &Csm, step: usize, pot: f64, kin: f64) -> Result<(), AppError> {
+    pub fn add_energy(&self, csm: &Dsm, step: usize, pot: f64, kin: f64) -> Result<(), AppError> {
         csm.lock_acquire(ENERGY_LOCK)?;
         self.energy.set(2 * step, self.energy.get(2 * step) + pot);
         self.energy
@@ -154,7 +154,7 @@ pub struct WaterNsquared {
     window: ComputeWindow,
 }
 
-pub fn setup(csm: &Csm, n: usize, steps: u32) -> Result<WaterNsquared, AppError> {
+pub fn setup(csm: &Dsm, n: usize, steps: u32) -> Result<WaterNsquared, AppError> {
     Ok(WaterNsquared {
         wb: WaterBox::new(n),
         steps,
@@ -170,7 +170,7 @@ fn range(p: usize, procs: usize, n: usize) -> Range<usize> {
 }
 
 impl Workload for WaterNsquared {
-    fn run(&self, csm: &Csm, tid: usize) -> Result<u64, AppError> {
+    fn run(&self, csm: &Dsm, tid: usize) -> Result<u64, AppError> {
         let n = self.wb.molecules;
         let sh = &self.shared;
         let mine = range(tid, self.procs, n);
@@ -211,7 +211,8 @@ impl Workload for WaterNsquared {
             // in every component: none, or nothing to add).
             let touched: Vec<bool> = f.iter().map(|x| x.iter().any(|v| *v != 0.0)).collect();
             for j in (0..n).filter(|&j| touched[j]) {
-                let lock = MOL_LOCK_BASE + j as u32 % MOL_LOCKS;
+                let lock =
+                    MOL_LOCK_BASE + u32::try_from(j % MOL_LOCKS as usize).expect("below MOL_LOCKS");
                 csm.lock_acquire(lock)?;
                 sh.add_force(j, &f[j]);
                 csm.lock_release(lock)?;

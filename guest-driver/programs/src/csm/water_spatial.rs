@@ -23,7 +23,7 @@
 
 use std::sync::OnceLock;
 
-use cashmere::{Csm, SharedArray};
+use dsm_core::{Dsm, SharedArray};
 
 use super::error::AppError;
 use super::problem::HeapPlan;
@@ -57,7 +57,7 @@ pub struct WaterSpatial {
     window: ComputeWindow,
 }
 
-pub fn setup(csm: &Csm, n: usize, steps: u32) -> Result<WaterSpatial, AppError> {
+pub fn setup(csm: &Dsm, n: usize, steps: u32) -> Result<WaterSpatial, AppError> {
     let wb = WaterBox::new(n);
     let shared = MolArray::alloc(csm, n, steps)?;
     Ok(WaterSpatial {
@@ -77,20 +77,22 @@ impl WaterSpatial {
         let mut out = Vec::new();
         let mut m = self.head.get(cell);
         while m != NIL {
-            out.push(m as usize);
-            m = self.next.get(m as usize);
+            let i = usize::try_from(m).expect("a linked molecule is not NIL");
+            out.push(i);
+            m = self.next.get(i);
         }
         out
     }
 
     fn link(&self, cell: usize, m: usize) {
         self.next.set(m, self.head.get(cell));
-        self.head.set(cell, m as i32);
+        self.head
+            .set(cell, i32::try_from(m).expect("a molecule number fits i32"));
     }
 }
 
 impl Workload for WaterSpatial {
-    fn run(&self, csm: &Csm, tid: usize) -> Result<u64, AppError> {
+    fn run(&self, csm: &Dsm, tid: usize) -> Result<u64, AppError> {
         let n = self.wb.molecules;
         let sh = &self.shared;
         let cells = self.wb.cells.pow(3);
@@ -176,21 +178,23 @@ impl Workload for WaterSpatial {
             for &(c, i, _) in &movers {
                 let mut prev = NIL;
                 let mut m = self.head.get(c);
-                while m != NIL && m as usize != i {
+                let index = |m: i32| usize::try_from(m).expect("a linked molecule is not NIL");
+                while m != NIL && index(m) != i {
                     prev = m;
-                    m = self.next.get(m as usize);
+                    m = self.next.get(index(m));
                 }
                 let after = self.next.get(i);
                 if prev == NIL {
                     self.head.set(c, after);
                 } else {
-                    self.next.set(prev as usize, after);
+                    self.next.set(index(prev), after);
                 }
             }
             csm.barrier()?;
             // ... and link them into their new cells, whoever owns those.
             for &(_, i, to) in &movers {
-                let lock = CELL_LOCK_BASE + to as u32 % CELL_LOCKS;
+                let lock = CELL_LOCK_BASE
+                    + u32::try_from(to % CELL_LOCKS as usize).expect("below CELL_LOCKS");
                 csm.lock_acquire(lock)?;
                 self.link(to, i);
                 csm.lock_release(lock)?;

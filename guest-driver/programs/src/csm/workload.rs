@@ -4,7 +4,7 @@
 
 use std::sync::Mutex;
 
-use cashmere::{Csm, CsmError, Stats};
+use dsm_core::{Dsm, DsmError, Stats};
 
 use super::error::AppError;
 
@@ -12,7 +12,7 @@ use super::error::AppError;
 /// application thread of the node with its cluster-wide thread id and
 /// returns how many values it checked against the sequential run.
 pub trait Workload: Send + Sync {
-    fn run(&self, csm: &Csm, tid: usize) -> Result<u64, AppError>;
+    fn run(&self, csm: &Dsm, tid: usize) -> Result<u64, AppError>;
     /// The node's counters at the end of the computation.
     fn window(&self) -> &ComputeWindow;
 }
@@ -29,7 +29,7 @@ impl ComputeWindow {
     /// results are released), the end mark, one thread per node keeps the
     /// node's counters, and a second barrier so no thread verifies (and
     /// faults) before they are kept.
-    pub fn end(&self, csm: &Csm, tid: usize) -> Result<(), CsmError> {
+    pub fn end(&self, csm: &Dsm, tid: usize) -> Result<(), DsmError> {
         csm.barrier()?;
         csm.mark_end();
         if tid % csm.threads() as usize == 0 {

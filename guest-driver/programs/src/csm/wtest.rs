@@ -2,7 +2,7 @@
 //! small array partitioned by thread; every thread works on every partition
 //! and every element is checked at each step.
 
-use cashmere::{Csm, CsmError, SharedArray};
+use dsm_core::{Dsm, DsmError, SharedArray};
 
 use super::error::AppError;
 
@@ -12,7 +12,7 @@ pub struct WtestData {
     per: usize,
 }
 
-pub fn setup(csm: &Csm, per: usize) -> Result<WtestData, CsmError> {
+pub fn setup(csm: &Dsm, per: usize) -> Result<WtestData, DsmError> {
     let p = (csm.nodes() * csm.threads()) as usize;
     Ok(WtestData {
         a: csm.alloc(p * per, true)?,
@@ -22,7 +22,16 @@ pub fn setup(csm: &Csm, per: usize) -> Result<WtestData, CsmError> {
 }
 
 fn value(round: u32, i: usize) -> u32 {
-    (round + 1).wrapping_mul(0x9e37_79b9) ^ (i as u32).wrapping_mul(2_654_435_761)
+    (round + 1).wrapping_mul(0x9e37_79b9) ^ low_bits(i).wrapping_mul(2_654_435_761)
+}
+
+/// The low 32 bits of an element's index, for the check values' hashes.
+#[allow(
+    clippy::cast_possible_truncation,
+    reason = "a hash input: the low bits are the point"
+)]
+pub(super) fn low_bits(i: usize) -> u32 {
+    i as u32
 }
 
 /// A debugging program read a wrong value (wtest, test, subword).
@@ -44,7 +53,7 @@ pub const MAX_PROCESSORS: usize = 32;
 /// partition by partition under that partition's lock (very fine-grain
 /// sharing), and everyone checks every element again. Returns the number of
 /// element checks made.
-pub fn wtest(csm: &Csm, d: &WtestData, tid: usize, rounds: u32) -> Result<u64, AppError> {
+pub fn wtest(csm: &Dsm, d: &WtestData, tid: usize, rounds: u32) -> Result<u64, AppError> {
     let p = (csm.nodes() * csm.threads()) as usize;
     assert!(p <= MAX_PROCESSORS, "wtest sets one bit per thread");
     let all = if p == 32 { u32::MAX } else { (1u32 << p) - 1 };
@@ -75,11 +84,11 @@ pub fn wtest(csm: &Csm, d: &WtestData, tid: usize, rounds: u32) -> Result<u64, A
         csm.barrier()?;
         for k in 0..p {
             let q = (tid + k) % p;
-            csm.lock_acquire(q as u32)?;
+            csm.lock_acquire(u32::try_from(q).expect("a partition number fits u32"))?;
             for i in q * d.per..(q + 1) * d.per {
                 d.a.set(i, d.a.get(i) | (1 << tid));
             }
-            csm.lock_release(q as u32)?;
+            csm.lock_release(u32::try_from(q).expect("a partition number fits u32"))?;
         }
         csm.barrier()?;
         for i in 0..p * d.per {
@@ -98,7 +107,7 @@ pub fn wtest(csm: &Csm, d: &WtestData, tid: usize, rounds: u32) -> Result<u64, A
 /// test: per round, owners write their partitions; each thread checks its
 /// right neighbour's partition and adds one to a lock-protected counter;
 /// after a barrier everyone checks the counter.
-pub fn test(csm: &Csm, d: &WtestData, tid: usize, rounds: u32) -> Result<u64, AppError> {
+pub fn test(csm: &Dsm, d: &WtestData, tid: usize, rounds: u32) -> Result<u64, AppError> {
     let p = (csm.nodes() * csm.threads()) as usize;
     let mut checks = 0u64;
     csm.mark_start();

@@ -34,16 +34,17 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::Once;
 
-use crate::error::CsmError;
+/// Why a fault could not be resolved (the protocol's own error).
+pub type FaultError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// What the handler needs from whoever owns a heap: where its application
-/// view is, and how to resolve a fault in it. (A node of Cashmere; the
-/// handler knows nothing else of it.)
-pub(crate) trait FaultHandler: Sync {
+/// view is, and how to resolve a fault in it. (A node of a DSM protocol;
+/// the handler knows nothing else of it.)
+pub trait FaultHandler: Sync {
     /// The application view: its first byte's address and its length.
     fn heap_view(&self) -> (usize, usize);
     /// Resolve a fault at byte `offset` of the view, on the faulting thread.
-    fn resolve_fault(&self, offset: usize) -> Result<(), CsmError>;
+    fn resolve_fault(&self, offset: usize) -> Result<(), FaultError>;
     /// The fault cannot be resolved: tell the other nodes, who would wait
     /// for this one, before the process aborts.
     fn abandon(&self);
@@ -90,7 +91,7 @@ extern "C" fn on_segv(_sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut 
     unsafe {
         libc::sigaction(
             libc::SIGSEGV,
-            std::ptr::addr_of!(OLD) as *const libc::sigaction,
+            std::ptr::addr_of!(OLD).cast::<libc::sigaction>(),
             std::ptr::null_mut(),
         );
     }
@@ -98,19 +99,19 @@ extern "C" fn on_segv(_sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut 
 
 /// The fault cannot be resolved: the access cannot be retried. Tell the
 /// others, say why (the error and its causes), abort.
-fn fail(handler: &dyn FaultHandler, offset: usize, e: &CsmError) -> ! {
+fn fail(handler: &dyn FaultHandler, offset: usize, e: &FaultError) -> ! {
     handler.abandon();
     let mut line = StackLine::default();
     let _ = writeln!(
         line,
-        "cashmere: node{}: the fault at heap offset {offset:#x} cannot be resolved: {}",
+        "dsm: node{}: the fault at heap offset {offset:#x} cannot be resolved: {}",
         handler.node_id(),
-        mc_api::ErrorChain(e)
+        mc_api::ErrorChain(&**e)
     );
     // SAFETY: write(2) and abort(3) are async-signal-safe; the buffer is
     // ours and `len` bytes long.
     unsafe {
-        libc::write(2, line.buf.as_ptr() as *const libc::c_void, line.len);
+        libc::write(2, line.buf.as_ptr().cast::<libc::c_void>(), line.len);
         libc::abort();
     }
 }
@@ -153,7 +154,7 @@ fn install() {
             sa.sa_sigaction = handler as *const () as usize;
             sa.sa_flags = libc::SA_SIGINFO | libc::SA_NODEFER;
             libc::sigemptyset(&mut sa.sa_mask);
-            let old = std::ptr::addr_of_mut!(OLD) as *mut libc::sigaction;
+            let old = std::ptr::addr_of_mut!(OLD).cast::<libc::sigaction>();
             libc::sigaction(libc::SIGSEGV, &sa, old);
         }
     });
@@ -161,7 +162,7 @@ fn install() {
 
 /// Route faults in `handler`'s heap to it. Returns the registration index.
 /// The caller keeps `handler` alive until it calls [`unregister`].
-pub(crate) fn register(handler: &(dyn FaultHandler + 'static)) -> Option<usize> {
+pub fn register(handler: &(dyn FaultHandler + 'static)) -> Option<usize> {
     install();
     let r = Box::into_raw(Box::new(Registration(handler)));
     for (i, h) in HEAPS.iter().enumerate() {
@@ -176,7 +177,7 @@ pub(crate) fn register(handler: &(dyn FaultHandler + 'static)) -> Option<usize> 
     None
 }
 
-pub(crate) fn unregister(index: usize) {
+pub fn unregister(index: usize) {
     let r = HEAPS[index].swap(std::ptr::null_mut(), Ordering::AcqRel);
     if !r.is_null() {
         // SAFETY: made by Box::into_raw in `register`; the swap took it out

@@ -55,7 +55,7 @@ impl TwinSpace {
             return Err(io::Error::new(e.kind(), format!("mmap (twin space): {e}")));
         }
         Ok(TwinSpace {
-            ptr: p as *mut u32,
+            ptr: p.cast::<u32>(),
             words,
             pages,
         })
@@ -81,7 +81,7 @@ impl Drop for TwinSpace {
         let len = (self.pages * self.words * 4).max(4096);
         // SAFETY: our own mapping, unmapped once.
         unsafe {
-            libc::munmap(self.ptr as *mut libc::c_void, len);
+            libc::munmap(self.ptr.cast::<libc::c_void>(), len);
         }
     }
 }
@@ -277,7 +277,13 @@ pub fn encode_runs(
         assert!(r.len() <= RUN_MAX_WORDS && r.start <= 0xffff);
         let partial = diff.partial && r.clone().any(|i| diff.mask(i) != WHOLE_WORD);
         let flag = if partial { RUN_PARTIAL } else { 0 };
-        put(r.start as u32 | (r.len() as u32) << 16 | flag, &mut at);
+        // Both fit 16 bits (asserted above: a run is at most a page).
+        #[allow(
+            clippy::cast_possible_truncation,
+            reason = "start <= 0xffff and len <= RUN_MAX_WORDS, asserted above"
+        )]
+        let (start, len) = (r.start as u32, r.len() as u32);
+        put(start | len << 16 | flag, &mut at);
         if partial {
             // No allocation: a release may run in the fault handler.
             for first in r.clone().step_by(8) {
@@ -293,7 +299,8 @@ pub fn encode_runs(
     }
     let body = at - DIFF_HEADER;
     let sum = check(&out[DIFF_HEADER..at]);
-    out[..4].copy_from_slice(&(body as u32).to_le_bytes());
+    let body = u32::try_from(body).expect("a diff message is two pages at most");
+    out[..4].copy_from_slice(&body.to_le_bytes());
     out[4..8].fill(0);
     out[8..16].copy_from_slice(&sum.to_le_bytes());
     at
@@ -416,7 +423,7 @@ mod tests {
         let mut cur = twin0.clone();
         // The worst case: every other word changed.
         for i in (0..words).step_by(2) {
-            cur[i] = i as u32 + 1;
+            cur[i] = u32::try_from(i).expect("a word index fits u32") + 1;
         }
         let mut twin = twin0.clone();
         let mut d = Diff::new(words);

@@ -101,16 +101,21 @@ fn now_ns() -> u64 {
     static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
     // The first call is made in ordinary context (`Csm::start`), so the
     // handler never initialises the lock.
-    EPOCH.get_or_init(Instant::now).elapsed().as_nanos() as u64 + 1
+    #[allow(
+        clippy::cast_possible_truncation,
+        reason = "ns since the process began: 2^64 ns is 584 years"
+    )]
+    let ns = EPOCH.get_or_init(Instant::now).elapsed().as_nanos() as u64;
+    ns + 1
 }
 
 /// Make sure the shared clock is set up (before any handler may read it).
-pub(crate) fn init() {
+pub fn init() {
     now_ns();
 }
 
 /// In activity `a` until the guard is dropped; then back in the one before.
-pub(crate) struct InActivity {
+pub struct InActivity {
     prev: u8,
     /// A protocol activity's work counts even inside a region that the
     /// host's timing opened (`vclock::counter::Counted`); dropped before the
@@ -132,7 +137,7 @@ fn virtual_change(c: &ThreadClock, next: u8) {
     c.vsince.set(v);
 }
 
-pub(crate) fn enter(a: Activity) -> InActivity {
+pub fn enter(a: Activity) -> InActivity {
     // The change of activity is bookkeeping, not work: under counted work
     // its edges would land in whichever class the thread was in, as often
     // as the host's timing has it look for requests.
@@ -175,7 +180,7 @@ impl Drop for InActivity {
 }
 
 /// Start this thread's window: clear its clock, note its scheduler times.
-pub(crate) fn begin_window() {
+pub fn begin_window() {
     let sched = schedstat(gettid()).unwrap_or((0, 0, 0));
     CLOCK.with(|c| {
         let t = now_ns();
@@ -193,7 +198,7 @@ pub(crate) fn begin_window() {
 }
 
 /// End this thread's window: what [`breakdown`] reports from now on.
-pub(crate) fn end_window() {
+pub fn end_window() {
     let sched = schedstat(gettid());
     CLOCK.with(|c| {
         let (wall, acc) = now_in(c);
@@ -225,7 +230,7 @@ fn now_in(c: &ThreadClock) -> (u64, [u64; ACTIVITIES]) {
 
 /// This thread's breakdown over its window: from [`begin_window`] (or the
 /// start of the thread) to [`end_window`] (or now).
-pub(crate) fn breakdown(thread: &str, node: u32) -> TimeBreakdown {
+pub fn breakdown(thread: &str, node: u32) -> TimeBreakdown {
     CLOCK.with(|c| {
         let ((wall, acc), sched) = if c.ended.get() {
             let mut acc = [0u64; ACTIVITIES];
@@ -263,14 +268,14 @@ pub(crate) fn breakdown(thread: &str, node: u32) -> TimeBreakdown {
     })
 }
 
-pub(crate) fn gettid() -> i64 {
+pub fn gettid() -> i64 {
     // SAFETY: gettid has no arguments and cannot fail.
     unsafe { libc::syscall(libc::SYS_gettid) }
 }
 
 /// (ns on a core, ns runnable but waiting, timeslices) of thread `tid` of
 /// this process.
-pub(crate) fn schedstat(tid: i64) -> Option<(u64, u64, u64)> {
+pub fn schedstat(tid: i64) -> Option<(u64, u64, u64)> {
     let s = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).ok()?;
     let mut it = s.split_whitespace().map(|w| w.parse::<u64>().ok());
     Some((it.next()??, it.next()??, it.next()??))

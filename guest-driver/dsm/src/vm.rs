@@ -49,7 +49,14 @@ impl HeapMemory {
             if fd < 0 {
                 return Err(os_err("memfd_create"));
             }
-            if libc::ftruncate(fd, len as libc::off_t) != 0 {
+            let Ok(size) = libc::off_t::try_from(len) else {
+                libc::close(fd);
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "heap too large",
+                ));
+            };
+            if libc::ftruncate(fd, size) != 0 {
                 libc::close(fd);
                 return Err(os_err("ftruncate"));
             }
@@ -101,14 +108,18 @@ impl HeapMemory {
             Ok(HeapMemory {
                 fd,
                 len,
-                app: app as *mut u8,
-                proto: proto as *mut u8,
+                app: app.cast::<u8>(),
+                proto: proto.cast::<u8>(),
             })
         }
     }
 
     pub fn len(&self) -> usize {
         self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
     }
 
     pub fn app_base(&self) -> *mut u8 {
@@ -126,7 +137,7 @@ impl HeapMemory {
         // Counted work does not see the system call: the model charges it.
         mc_api::vclock::charge_unseen(mc_api::vclock::Unseen::Mprotect);
         // SAFETY: the range lies inside our mapping.
-        if unsafe { libc::mprotect(self.app.add(offset) as *mut libc::c_void, len, p) } != 0 {
+        if unsafe { libc::mprotect(self.app.add(offset).cast::<libc::c_void>(), len, p) } != 0 {
             return Err(os_err("mprotect"));
         }
         Ok(())
@@ -153,7 +164,7 @@ impl HeapMemory {
                     0,
                     len,
                     libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED,
-                    dst as *mut libc::c_void,
+                    dst.cast::<libc::c_void>(),
                 )
             };
             if r == libc::MAP_FAILED {
@@ -176,12 +187,12 @@ impl HeapMemory {
             // SAFETY: our own range and descriptor, mapped as at `new`.
             let back = unsafe {
                 libc::mmap(
-                    app as *mut libc::c_void,
+                    app.cast::<libc::c_void>(),
                     len,
                     libc::PROT_NONE,
                     libc::MAP_SHARED | libc::MAP_FIXED,
                     self.fd,
-                    offset as libc::off_t,
+                    libc::off_t::try_from(offset).expect("a heap offset fits off_t"),
                 )
             };
             if back == libc::MAP_FAILED {
@@ -210,7 +221,7 @@ impl HeapMemory {
     pub fn write_word(&self, offset: usize, w: u32) {
         assert!(offset % 4 == 0 && offset + 4 <= self.len);
         // SAFETY: in bounds and aligned (checked above).
-        unsafe { std::ptr::write_volatile(self.proto.add(offset) as *mut u32, w) }
+        unsafe { std::ptr::write_volatile(self.proto.add(offset).cast::<u32>(), w) }
     }
 
     /// Store the bytes of `w` that `mask` names (bit k: byte k as the word
@@ -268,8 +279,8 @@ impl Drop for HeapMemory {
     fn drop(&mut self) {
         // SAFETY: our own mappings and descriptor.
         unsafe {
-            libc::munmap(self.app as *mut libc::c_void, self.len);
-            libc::munmap(self.proto as *mut libc::c_void, self.len);
+            libc::munmap(self.app.cast::<libc::c_void>(), self.len);
+            libc::munmap(self.proto.cast::<libc::c_void>(), self.len);
             libc::close(self.fd);
         }
     }

@@ -75,16 +75,16 @@ pub fn collect(
         return Err(GatherError::Missing {
             missing: (0..nodes)
                 .filter(|&n| !arrived(n))
-                .map(|n| n as u32)
+                .map(|n| u32::try_from(n).expect("a node number fits u32"))
                 .collect(),
         });
     }
     (0..nodes)
         .map(|n| {
-            let len = rx.load_u64(trailer(n))? as usize;
+            let len = usize::try_from(rx.load_u64(trailer(n))?).unwrap_or(usize::MAX);
             let bytes = rx.to_vec(n * SLOT, len.min(SLOT - 16))?;
             serde_json::from_slice(&bytes).map_err(|source| GatherError::Decode {
-                node: n as u32,
+                node: u32::try_from(n).expect("a node number fits u32"),
                 source,
             })
         })

@@ -1,12 +1,12 @@
-//! Shared data as programs see it: typed arrays in the Cashmere heap whose
+//! Shared data as programs see it: typed arrays in the DSM heap whose
 //! accesses fault into the protocol when the page is not accessible.
 
 use std::marker::PhantomData;
 
-/// A shared array of `T` in the Cashmere heap. Accesses are volatile so the
+/// A shared array of `T` in the DSM heap. Accesses are volatile so the
 /// compiler neither caches nor invents them; they fault into the protocol
 /// when the page is not accessible. An array is valid while the node's
-/// [`Csm`](crate::Csm) handles live (the heap is unmapped after the last is
+/// [`Dsm`](crate::Dsm) handles live (the heap is unmapped after the last is
 /// dropped).
 pub struct SharedArray<T> {
     ptr: *mut T,
@@ -36,7 +36,7 @@ impl<T> SharedArray<T> {
     ///
     /// `ptr` points at `len` elements of `T`, properly aligned, inside the
     /// application view of a heap that outlives the array and every copy.
-    pub(crate) unsafe fn new(ptr: *mut T, len: usize, offset: usize) -> Self {
+    pub unsafe fn new(ptr: *mut T, len: usize, offset: usize) -> Self {
         SharedArray {
             ptr,
             len,

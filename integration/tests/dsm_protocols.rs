@@ -1,0 +1,199 @@
+//! A second protocol on the DSM core (issue 38, docs/dsm.md): the naive
+//! protocol (`dsm-naive`: every page at node 0, every copy dropped at an
+//! acquire) runs the seed's wtest and the sub-word test through
+//! `mc-guest csm --protocol naive`, and an ANL-macro C program through
+//! libcsm's `CSM_PROTOCOL=naive`, on 2 and 4 nodes with 2 threads each, in
+//! eager and skewed delivery, and every result is verified (the C program's
+//! against its pthreads build, bit for bit). Cashmere's own tests are
+//! `cashmere.rs` and `c_anl.rs`.
+//!
+//! The C program is skipped, saying so, without a C compiler, m4 or
+//! objcopy.
+
+use std::path::Path;
+use std::process::Command;
+
+use integration::c_program::{self, mc_cc, tool};
+use integration::{build, mc_host_run};
+
+/// The shapes every run takes: (nodes, delivery options).
+fn shapes(seed: u64) -> Vec<(u32, Vec<String>)> {
+    let skewed = |s: u64| {
+        vec![
+            "--delivery".to_string(),
+            "skewed".to_string(),
+            "--seed".to_string(),
+            s.to_string(),
+        ]
+    };
+    vec![
+        (2, vec![]),
+        (2, skewed(seed)),
+        (4, vec![]),
+        (4, skewed(seed + 1)),
+    ]
+}
+
+/// Every node's counters line (`csm stats node N: ...`).
+fn stats_line(text: &str, node: u32) -> &str {
+    let tag = format!("[node{node}] csm stats node {node}: ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&tag))
+        .unwrap_or_else(|| panic!("node {node} printed no counters:\n{text}"))
+}
+
+/// `mc-guest csm APP --threads 2 --protocol naive` on every shape: every
+/// node verifies its values, and its counters are the naive protocol's
+/// (no write notices, copies dropped at acquires; node 0 answers every
+/// fetch).
+fn naive_app(app: &str, seed: u64) {
+    for (nodes, host) in shapes(seed) {
+        let host: Vec<&str> = host.iter().map(String::as_str).collect();
+        let args = [
+            "mc-guest",
+            "csm",
+            app,
+            "--threads",
+            "2",
+            "--protocol",
+            "naive",
+        ];
+        let (ok, text) = mc_host_run(nodes, 240, &host, &args);
+        let what = format!("{app} on {nodes} x 2 ({host:?})");
+        assert!(ok, "{what} failed:\n{text}");
+        assert_eq!(
+            text.matches("verified").count(),
+            nodes as usize,
+            "{what}:\n{text}"
+        );
+        for n in 0..nodes {
+            assert!(
+                text.contains(&format!("on node {n}\n")),
+                "{what}: node {n} did not verify:\n{text}"
+            );
+            let s = stats_line(&text, n);
+            assert!(
+                s.contains("write notices sent/received 0/0,"),
+                "{what}: node {n} is not on the naive protocol: {s}"
+            );
+            assert!(
+                !s.contains("invalidations 0,"),
+                "{what}: node {n} dropped no copies: {s}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_naive_protocol_runs_wtest_on_2_and_4_nodes_eager_and_skewed() {
+    naive_app("wtest", 11);
+}
+
+#[test]
+fn the_naive_protocol_keeps_every_byte_of_sub_word_writes() {
+    naive_app("subword", 21);
+}
+
+#[test]
+fn an_unknown_protocol_is_refused_naming_the_known_ones() {
+    let (ok, text) = mc_host_run(
+        2,
+        60,
+        &[],
+        &["mc-guest", "csm", "wtest", "--protocol", "hlrc"],
+    );
+    assert!(!ok, "an unknown protocol ran:\n{text}");
+    assert!(
+        text.contains("no DSM protocol is called \"hlrc\" (one of cashmere, naive)"),
+        "{text}"
+    );
+}
+
+/// Build `integration/c/anl/NAME.C` for libcsm and with the pthreads
+/// macros into `dir`; why not, when a tool is missing.
+fn build_c(dir: &Path, name: &str) -> Result<(), String> {
+    let cc = c_program::compiler()?;
+    tool("m4", "--version")?;
+    tool("objcopy", "--version")?;
+    tool("objdump", "--version")?;
+    let lib = build::library_dir("libcsm");
+    let src = c_program::workspace().join(format!("integration/c/anl/{name}.C"));
+    mc_cc(&cc, &lib, &[], &dir.join(name), &src)?;
+    mc_cc(
+        &cc,
+        &lib,
+        &["--posix"],
+        &dir.join(format!("{name}-posix")),
+        &src,
+    )
+}
+
+/// The program's result line (`NAME: ...`, not its timing).
+fn result_line(out: &str, name: &str) -> Option<String> {
+    let p = format!("{name}: ");
+    out.lines()
+        .map(|l| l.strip_prefix("[node0] ").unwrap_or(l))
+        .find(|l| l.starts_with(&p) && !l.ends_with(" us"))
+        .map(str::to_string)
+}
+
+#[test]
+fn the_naive_protocol_runs_an_anl_c_program_as_its_pthreads_build_does() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let name = "subword";
+    if let Err(why) = build_c(dir.path(), name) {
+        eprintln!("SKIPPED: {why}");
+        return;
+    }
+    for (nodes, host) in shapes(31) {
+        let procs = (nodes * 2).to_string();
+        let args = ["-p", procs.as_str(), "-n", "6000", "-r", "2"];
+        let posix = Command::new(dir.path().join(format!("{name}-posix")))
+            .args(args)
+            .output()
+            .expect("run the pthreads build");
+        let posix = String::from_utf8_lossy(&posix.stdout).into_owned();
+        let want = result_line(&posix, name)
+            .unwrap_or_else(|| panic!("the pthreads build printed no result: {posix}"));
+        // Each node's output to files of its own (mc-host run stops
+        // reading its guests' pipes soon after they exit).
+        let outs = tempfile::tempdir().expect("temporary directory");
+        let cmd = format!(
+            "exec env {}=naive CSM_STATS=1 '{}' {} > '{o}'/node$MC_NODE.out 2> '{o}'/node$MC_NODE.err",
+            dsm_select::PROTOCOL_ENV,
+            dir.path().join(name).display(),
+            args.join(" "),
+            o = outs.path().display(),
+        );
+        let mut opts = vec!["--threads", "2"];
+        opts.extend(host.iter().map(String::as_str));
+        let (ok, mut text) = mc_host_run(nodes, 180, &opts, &["sh", "-c", &cmd]);
+        for n in 0..nodes {
+            for ext in ["out", "err"] {
+                if let Ok(t) = std::fs::read_to_string(outs.path().join(format!("node{n}.{ext}"))) {
+                    for l in t.lines() {
+                        text += &format!("[node{n}] {l}\n");
+                    }
+                }
+            }
+        }
+        let what = format!("{name} on {nodes} x 2 ({host:?})");
+        assert!(ok, "{what} failed:\n{text}");
+        let got = result_line(&text, name).unwrap_or_else(|| panic!("{what}: no result:\n{text}"));
+        assert_eq!(
+            got, want,
+            "{what}: the pthreads build printed\n{want}\n{text}"
+        );
+        for n in 0..nodes {
+            let tag = format!("[node{n}] csm {name} node {n}: ");
+            let s = text
+                .lines()
+                .find_map(|l| l.strip_prefix(&tag))
+                .unwrap_or_else(|| panic!("{what}: node {n} printed no counters:\n{text}"));
+            assert!(
+                s.contains("protocol naive:") && s.contains("write notices sent/received 0/0,"),
+                "{what}: node {n} is not on the naive protocol: {s}"
+            );
+        }
+    }
+}
