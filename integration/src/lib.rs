@@ -15,6 +15,7 @@
 pub mod build;
 pub mod c_program;
 pub mod delivery;
+pub mod dsm_runs;
 
 pub use build::binary;
 

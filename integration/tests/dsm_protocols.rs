@@ -10,37 +10,10 @@
 //! The C program is skipped, saying so, without a C compiler, m4 or
 //! objcopy.
 
-use std::path::Path;
 use std::process::Command;
 
-use integration::c_program::{self, mc_cc, tool};
-use integration::{build, mc_host_run};
-
-/// The shapes every run takes: (nodes, delivery options).
-fn shapes(seed: u64) -> Vec<(u32, Vec<String>)> {
-    let skewed = |s: u64| {
-        vec![
-            "--delivery".to_string(),
-            "skewed".to_string(),
-            "--seed".to_string(),
-            s.to_string(),
-        ]
-    };
-    vec![
-        (2, vec![]),
-        (2, skewed(seed)),
-        (4, vec![]),
-        (4, skewed(seed + 1)),
-    ]
-}
-
-/// Every node's counters line (`csm stats node N: ...`).
-fn stats_line(text: &str, node: u32) -> &str {
-    let tag = format!("[node{node}] csm stats node {node}: ");
-    text.lines()
-        .find_map(|l| l.strip_prefix(&tag))
-        .unwrap_or_else(|| panic!("node {node} printed no counters:\n{text}"))
-}
+use integration::dsm_runs::{build_anl, result_line, shapes, stats_line};
+use integration::mc_host_run;
 
 /// `mc-guest csm APP --threads 2 --protocol naive` on every shape: every
 /// node verifies its values, and its counters are the naive protocol's
@@ -100,48 +73,20 @@ fn an_unknown_protocol_is_refused_naming_the_known_ones() {
         2,
         60,
         &[],
-        &["mc-guest", "csm", "wtest", "--protocol", "hlrc"],
+        &["mc-guest", "csm", "wtest", "--protocol", "treadmarks"],
     );
     assert!(!ok, "an unknown protocol ran:\n{text}");
     assert!(
-        text.contains("no DSM protocol is called \"hlrc\" (one of cashmere, naive)"),
+        text.contains("no DSM protocol is called \"treadmarks\" (one of cashmere, naive, hlrc)"),
         "{text}"
     );
-}
-
-/// Build `integration/c/anl/NAME.C` for libcsm and with the pthreads
-/// macros into `dir`; why not, when a tool is missing.
-fn build_c(dir: &Path, name: &str) -> Result<(), String> {
-    let cc = c_program::compiler()?;
-    tool("m4", "--version")?;
-    tool("objcopy", "--version")?;
-    tool("objdump", "--version")?;
-    let lib = build::library_dir("libcsm");
-    let src = c_program::workspace().join(format!("integration/c/anl/{name}.C"));
-    mc_cc(&cc, &lib, &[], &dir.join(name), &src)?;
-    mc_cc(
-        &cc,
-        &lib,
-        &["--posix"],
-        &dir.join(format!("{name}-posix")),
-        &src,
-    )
-}
-
-/// The program's result line (`NAME: ...`, not its timing).
-fn result_line(out: &str, name: &str) -> Option<String> {
-    let p = format!("{name}: ");
-    out.lines()
-        .map(|l| l.strip_prefix("[node0] ").unwrap_or(l))
-        .find(|l| l.starts_with(&p) && !l.ends_with(" us"))
-        .map(str::to_string)
 }
 
 #[test]
 fn the_naive_protocol_runs_an_anl_c_program_as_its_pthreads_build_does() {
     let dir = tempfile::tempdir().expect("temporary directory");
     let name = "subword";
-    if let Err(why) = build_c(dir.path(), name) {
+    if let Err(why) = build_anl(dir.path(), name) {
         eprintln!("SKIPPED: {why}");
         return;
     }

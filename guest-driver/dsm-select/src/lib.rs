@@ -8,6 +8,7 @@ use std::sync::Arc;
 use cashmere::{Config, Csm};
 use dsm_core::{Dsm, DsmError};
 use dsm_naive::{Naive, NaiveConfig};
+use hlrc::{Hlrc, HlrcConfig};
 use mc_api::MemoryChannel;
 
 /// The variable that names a C program's protocol.
@@ -21,6 +22,9 @@ pub enum ProtocolName {
     Cashmere,
     /// Every page at node 0, every copy dropped at an acquire (`dsm-naive`).
     Naive,
+    /// Home-based lazy release consistency, seed 001 (`hlrc`): one
+    /// application thread per node.
+    Hlrc,
 }
 
 /// A protocol name nobody knows.
@@ -29,12 +33,17 @@ pub enum ProtocolName {
 pub struct UnknownProtocol(pub String);
 
 impl ProtocolName {
-    pub const ALL: [ProtocolName; 2] = [ProtocolName::Cashmere, ProtocolName::Naive];
+    pub const ALL: [ProtocolName; 3] = [
+        ProtocolName::Cashmere,
+        ProtocolName::Naive,
+        ProtocolName::Hlrc,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             ProtocolName::Cashmere => cashmere::NAME,
             ProtocolName::Naive => dsm_naive::NAME,
+            ProtocolName::Hlrc => hlrc::NAME,
         }
     }
 
@@ -66,6 +75,21 @@ impl ProtocolName {
                     heap_base: cfg.heap_base,
                 },
             )?)),
+            ProtocolName::Hlrc => Dsm::new(Arc::new(
+                Hlrc::start(
+                    mc,
+                    &HlrcConfig {
+                        heap_bytes: cfg.heap_bytes,
+                        page_size: cfg.page_size,
+                        threads: cfg.threads,
+                        locks: cfg.locks,
+                        flags: cfg.flags,
+                        heap_base: cfg.heap_base,
+                        ..HlrcConfig::default()
+                    },
+                )
+                .map_err(DsmError::from)?,
+            )),
         })
     }
 }
@@ -95,10 +119,10 @@ mod tests {
         for p in ProtocolName::ALL {
             assert_eq!(p.name().parse::<ProtocolName>(), Ok(p));
         }
-        let e = "hlrc".parse::<ProtocolName>().unwrap_err();
+        let e = "treadmarks".parse::<ProtocolName>().unwrap_err();
         assert_eq!(
             e.to_string(),
-            "no DSM protocol is called \"hlrc\" (one of cashmere, naive)"
+            "no DSM protocol is called \"treadmarks\" (one of cashmere, naive, hlrc)"
         );
     }
 }

@@ -472,6 +472,58 @@ impl<M: PageMemory> Engine<M> {
         Ok(if self.ready() { Step::Done } else { step })
     }
 
+    /// Set write-once flag `flag` to `value`: a release to every node.
+    pub fn flag_set(
+        &mut self,
+        flag: usize,
+        value: u64,
+        out: &mut Vec<Outgoing<M::Diff>>,
+    ) -> Result<(), EngineError> {
+        self.end_interval(out)?;
+        if self.flags.contains_key(&flag) {
+            return Err(EngineError::FlagTwice {
+                from: self.me,
+                flag,
+            });
+        }
+        let none = VectorTime::new(self.nodes);
+        let intervals: Vec<Interval> = self.log.unseen_by(&none).cloned().collect();
+        for to in (0..self.nodes).filter(|&n| n != self.me) {
+            out.push(Outgoing {
+                to,
+                message: Message::FlagSet {
+                    flag,
+                    value,
+                    time: self.time.clone(),
+                    intervals: intervals.clone(),
+                },
+            });
+        }
+        self.flags
+            .insert(flag, (value, self.time.clone(), Vec::new()));
+        Ok(())
+    }
+
+    /// Wait until `flag` is set, then acquire what its setter released:
+    /// `Some(value)` once set; `None`: wait until [`Engine::ready`], then
+    /// call again.
+    pub fn flag_wait(
+        &mut self,
+        flag: usize,
+        out: &mut Vec<Outgoing<M::Diff>>,
+    ) -> Result<Option<u64>, EngineError> {
+        self.end_interval(out)?;
+        let Some((value, time, intervals)) = self.flags.get_mut(&flag) else {
+            self.waiting = Some(WaitFor::Flag(flag));
+            return Ok(None);
+        };
+        let value = *value;
+        let time = time.clone();
+        let intervals = std::mem::take(intervals);
+        self.apply_notices(&time, intervals)?;
+        Ok(Some(value))
+    }
+
     fn grant(
         &mut self,
         lock: LockId,

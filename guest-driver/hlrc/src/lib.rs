@@ -29,14 +29,21 @@
 
 mod barrier;
 pub mod engine;
+mod error;
+mod handle;
 mod homes;
 mod intervals;
 mod locks;
+mod mailbox;
+mod node;
+mod pages;
 mod vector_time;
 mod versions;
 pub mod wire;
 
 pub use barrier::{BarrierError, BarrierManager, BarrierRelease};
+pub use error::HlrcError;
+pub use handle::{Hlrc, HlrcConfig, NAME};
 pub use homes::{HomeError, HomePolicy, Homes};
 pub use intervals::{Interval, IntervalId, IntervalLog, OutOfOrder, WriteNotice};
 pub use locks::{LockManager, LockReply, LockState};

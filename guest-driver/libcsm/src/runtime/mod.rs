@@ -130,7 +130,7 @@ pub fn fatal(e: RunError) -> ! {
         .map(|r| r.me.to_string())
         .or_else(|| std::env::var("MC_NODE").ok())
         .unwrap_or_else(|| "?".into());
-    eprintln!("csm: node {node}: {e}");
+    eprintln!("csm: node {node}: {}", mc_api::ErrorChain(&e));
     DONE.store(true, Ordering::SeqCst);
     if let Some(r) = RUNTIME.get() {
         r.csm.abort();

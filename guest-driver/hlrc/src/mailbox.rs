@@ -1,0 +1,280 @@
+//! HLRC's messages over the emulated adapter: a mailbox region per node,
+//! one ring in it per sender.
+//!
+//! Seed 001 s.4.3 sends requests as VIA messages and replies, pages and
+//! barrier messages by RDMA write into the receiver's registered memory.
+//! Here every message is a remote write into the receiver's mailbox: the
+//! sender stores the payload, then its header (Memory Channel delivers one
+//! sender's stores in order, so a header that has arrived vouches for the
+//! payload before it); the receiver's communication thread reads it from
+//! its own memory and stores its consumed position back into the sender's
+//! mailbox (flow control). Pages travel with one copy at each end, as seed
+//! 001's "copy" version does.
+//!
+//! Node `n`'s mailbox (key `KEY_MAILBOX + n`) holds, in order: one ring of
+//! [`RING`] bytes per sender, then one word per receiver (how far that
+//! receiver has consumed what this node sent it), then the abort word.
+//! Only node `n` receives it; every other node transmits to it point to
+//! point.
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+
+use mc_api::{MemoryChannel, NodeId, RxRegion, Sharing, TxRegion};
+
+use crate::error::HlrcError;
+use crate::Node;
+
+/// Bytes of one sender's ring in a mailbox.
+pub const RING: usize = 256 * 1024;
+/// The largest message: half a ring, so one always fits once the ring
+/// has drained.
+pub const MAX_MESSAGE: usize = RING / 2 - 16;
+
+const KEY_MAILBOX: u32 = 0x484c_0000;
+/// A header's length field that says "the ring goes on at its start".
+const WRAP: u32 = u32::MAX;
+
+fn u64_of(n: usize) -> u64 {
+    u64::try_from(n).expect("a byte count fits u64")
+}
+
+fn usize_of(n: u64) -> usize {
+    usize::try_from(n).expect("a ring offset fits usize")
+}
+
+/// Where things are in a mailbox.
+#[derive(Clone, Copy, Debug)]
+struct Layout {
+    nodes: usize,
+}
+
+impl Layout {
+    fn ring(self, sender: Node) -> usize {
+        sender * RING
+    }
+    fn consumed(self, receiver: Node) -> usize {
+        self.nodes * RING + receiver * 8
+    }
+    fn abort(self) -> usize {
+        self.nodes * RING + self.nodes * 8
+    }
+    fn bytes(self) -> usize {
+        self.abort() + 8
+    }
+}
+
+/// One sender's stream into one receiver's ring, as the sender keeps it.
+struct Outgoing {
+    /// Bytes sent so far (the stream's position).
+    pos: u64,
+    seq: u32,
+    /// Messages waiting for room in the ring.
+    queue: VecDeque<Vec<u8>>,
+}
+
+/// One ring of this node's mailbox, as the receiver keeps it.
+struct Incoming {
+    pos: u64,
+    seq: u32,
+}
+
+/// A received message and when it arrived in virtual time.
+pub struct Received {
+    pub from: Node,
+    pub bytes: Vec<u8>,
+    pub arrival: Option<u64>,
+}
+
+/// A node's mailboxes: its own to receive, every other node's to send.
+pub struct Mailboxes {
+    me: Node,
+    at: Layout,
+    own: RxRegion,
+    to: Vec<Option<TxRegion>>,
+    out: Vec<Mutex<Outgoing>>,
+    inc: Mutex<Vec<Incoming>>,
+    sent_bytes: std::sync::atomic::AtomicU64,
+}
+
+impl Mailboxes {
+    /// Allocate every node's mailbox, receive this node's, transmit to the
+    /// others'. Every node must have done so before anyone sends (the start
+    /// barrier).
+    pub fn attach(mc: &MemoryChannel) -> Result<Mailboxes, HlrcError> {
+        let me = mc.node_id().index();
+        let nodes = usize::try_from(mc.nodes()).expect("a node count fits usize");
+        let at = Layout { nodes };
+        let mut own = None;
+        let mut to = Vec::with_capacity(nodes);
+        for n in 0..nodes {
+            let key = KEY_MAILBOX + u32::try_from(n).expect("a node number fits u32");
+            let id = mc.region_alloc(key, u64_of(at.bytes()), false)?;
+            if n == me {
+                own = Some(mc.attach_receive(id, Sharing::Shared, false)?);
+                to.push(None);
+            } else {
+                let dest = NodeId(u8::try_from(n).expect("a node number fits u8"));
+                to.push(Some(mc.attach_transmit_to(id, Sharing::Shared, dest)?));
+            }
+        }
+        let own = own.expect("this node's own mailbox was attached");
+        Ok(Mailboxes {
+            me,
+            at,
+            own,
+            to,
+            out: (0..nodes)
+                .map(|_| {
+                    Mutex::new(Outgoing {
+                        pos: 0,
+                        seq: 0,
+                        queue: VecDeque::new(),
+                    })
+                })
+                .collect(),
+            inc: Mutex::new((0..nodes).map(|_| Incoming { pos: 0, seq: 0 }).collect()),
+            sent_bytes: std::sync::atomic::AtomicU64::new(0),
+        })
+    }
+
+    /// Bytes this node has stored into others' mailboxes.
+    pub fn sent_bytes(&self) -> u64 {
+        self.sent_bytes.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Queue `bytes` for `to` and send what fits; what does not goes out
+    /// at a later [`Mailboxes::flush`] (the communication thread's loop).
+    pub fn send(&self, to: Node, bytes: Vec<u8>) -> Result<(), HlrcError> {
+        if bytes.len() > MAX_MESSAGE {
+            return Err(HlrcError::MessageTooLarge {
+                len: bytes.len(),
+                max: MAX_MESSAGE,
+            });
+        }
+        let mut o = self.out[to].lock().unwrap_or_else(|p| p.into_inner());
+        o.queue.push_back(bytes);
+        self.drain(to, &mut o)
+    }
+
+    /// Send whatever waits for room, to every node.
+    pub fn flush(&self) -> Result<(), HlrcError> {
+        for to in 0..self.at.nodes {
+            if to == self.me {
+                continue;
+            }
+            let mut o = self.out[to].lock().unwrap_or_else(|p| p.into_inner());
+            self.drain(to, &mut o)?;
+        }
+        Ok(())
+    }
+
+    /// Whether messages still wait for room.
+    pub fn pending(&self) -> bool {
+        self.out
+            .iter()
+            .any(|o| !o.lock().unwrap_or_else(|p| p.into_inner()).queue.is_empty())
+    }
+
+    fn drain(&self, to: Node, o: &mut Outgoing) -> Result<(), HlrcError> {
+        let Some(tx) = self.to[to].as_ref() else {
+            return Ok(());
+        };
+        let consumed = self.own.load_u64(self.at.consumed(to))?;
+        let base = self.at.ring(self.me);
+        while let Some(msg) = o.queue.front() {
+            let body = msg.len().div_ceil(8) * 8;
+            let mut need = 8 + body;
+            let off = usize_of(o.pos % u64_of(RING));
+            let wraps = off + need > RING;
+            if wraps {
+                need += RING - off;
+            }
+            if o.pos + u64_of(need) - consumed > u64_of(RING) {
+                return Ok(());
+            }
+            let len = u32::try_from(msg.len()).expect("a message fits u32");
+            if wraps {
+                o.seq = o.seq.wrapping_add(1).max(1);
+                tx.write_u64(base + off, u64::from(o.seq) << 32 | u64::from(WRAP))?;
+                o.pos += u64_of(RING - off);
+            }
+            let off = usize_of(o.pos % u64_of(RING));
+            o.seq = o.seq.wrapping_add(1).max(1);
+            // The payload, then the header that says it is there.
+            tx.write(base + off + 8, msg)?;
+            tx.write_u64(base + off, u64::from(o.seq) << 32 | u64::from(len))?;
+            o.pos += u64_of(8 + body);
+            self.sent_bytes
+                .fetch_add(u64_of(8 + msg.len()), std::sync::atomic::Ordering::Relaxed);
+            o.queue.pop_front();
+        }
+        Ok(())
+    }
+
+    /// The next message from any node that has one, if any (the senders in
+    /// turn, starting after `after`).
+    pub fn receive(&self, after: Node) -> Result<Option<Received>, HlrcError> {
+        let mut inc = self.inc.lock().unwrap_or_else(|p| p.into_inner());
+        let nodes = self.at.nodes;
+        for k in 1..=nodes {
+            let from = (after + k) % nodes;
+            if from == self.me {
+                continue;
+            }
+            let r = &mut inc[from];
+            let base = self.at.ring(from);
+            loop {
+                let off = usize_of(r.pos % u64_of(RING));
+                let head = self.own.load_u64(base + off)?;
+                let want = r.seq.wrapping_add(1).max(1);
+                if head >> 32 != u64::from(want) {
+                    break;
+                }
+                let len = u32::try_from(head & 0xffff_ffff).expect("masked to 32 bits");
+                r.seq = want;
+                if len == WRAP {
+                    r.pos += u64_of(RING - off);
+                    continue;
+                }
+                let len = usize::try_from(len).expect("a u32 fits usize");
+                if len > MAX_MESSAGE || off + 8 + len > RING {
+                    return Err(HlrcError::BadFrame { from, len });
+                }
+                let mut bytes = vec![0; len];
+                self.own.read(base + off + 8, &mut bytes)?;
+                let arrival = self.own.arrival_range(base + off, 8 + len);
+                r.pos += u64_of(8 + len.div_ceil(8) * 8);
+                if let Some(tx) = self.to[from].as_ref() {
+                    // How far this node has read the sender's stream, into
+                    // the sender's mailbox.
+                    tx.write_u64(self.at.consumed(self.me), r.pos)?;
+                }
+                return Ok(Some(Received {
+                    from,
+                    bytes,
+                    arrival,
+                }));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Tell every node this one failed.
+    pub fn abandon(&self) {
+        let word = u64_of(self.me) + 1;
+        for tx in self.to.iter().flatten() {
+            let _ = tx.write_u64(self.at.abort(), word);
+        }
+    }
+
+    /// Fail if a node said it failed.
+    pub fn check_failed(&self) -> Result<(), HlrcError> {
+        match self.own.load_u64(self.at.abort())? {
+            0 => Ok(()),
+            n => Err(HlrcError::NodeFailed {
+                node: usize_of(n - 1),
+            }),
+        }
+    }
+}

@@ -1,0 +1,135 @@
+//! HLRC (seed 001, issue 40, docs/hlrc.md) on the emulated adapter:
+//! `mc-guest csm APP --protocol hlrc` and an ANL-macro C program under
+//! `CSM_PROTOCOL=hlrc`, one application thread per node as in seed 001,
+//! on 2 and 4 nodes, eager and skewed delivery; every result verified.
+//! The protocol's engine is tested alone on a simulated network in
+//! `guest-driver/hlrc/tests/simulated.rs`.
+
+use std::process::Command;
+
+use integration::dsm_runs::{build_anl, result_line, shapes, stats_line};
+use integration::mc_host_run;
+
+/// `mc-guest csm ARGS --protocol hlrc` on every shape: every node
+/// verifies, and its counters show HLRC moved pages and diffs.
+fn hlrc_app(args: &[&str], seed: u64) {
+    for (nodes, host) in shapes(seed) {
+        let host: Vec<&str> = host.iter().map(String::as_str).collect();
+        let mut g = vec!["mc-guest", "csm"];
+        g.extend_from_slice(args);
+        g.extend_from_slice(&["--protocol", "hlrc"]);
+        let (ok, text) = mc_host_run(nodes, 240, &host, &g);
+        let what = format!("{args:?} on {nodes} nodes ({host:?})");
+        assert!(ok, "{what} failed:\n{text}");
+        for n in 0..nodes {
+            assert!(
+                text.contains(&format!("on node {n}\n")) && text.contains("verified"),
+                "{what}: node {n} did not verify:\n{text}"
+            );
+        }
+        let moved: u64 = (0..nodes)
+            .map(|n| {
+                let s = stats_line(&text, n);
+                let t = s
+                    .split("page transfers ")
+                    .nth(1)
+                    .and_then(|r| r.split_whitespace().next())
+                    .and_then(|v| v.parse::<u64>().ok());
+                t.unwrap_or_else(|| panic!("{what}: node {n}'s counters: {s}"))
+            })
+            .sum();
+        assert!(moved > 0, "{what}: no page moved between nodes:\n{text}");
+    }
+}
+
+#[test]
+fn hlrc_runs_wtest_on_2_and_4_nodes_eager_and_skewed() {
+    hlrc_app(&["wtest"], 41);
+}
+
+#[test]
+fn hlrc_keeps_every_byte_of_sub_word_writes() {
+    hlrc_app(&["subword"], 43);
+}
+
+#[test]
+fn hlrc_runs_applications_with_locks_barriers_and_flags() {
+    // SOR: barriers; Gauss: flags; water-nsquared: locks.
+    for app in ["sor", "gauss", "water-nsquared"] {
+        hlrc_app(&[app, "--preset", "small"], 47);
+    }
+}
+
+#[test]
+fn hlrc_refuses_several_threads_a_node_saying_why() {
+    let (ok, text) = mc_host_run(
+        2,
+        60,
+        &[],
+        &[
+            "mc-guest",
+            "csm",
+            "wtest",
+            "--threads",
+            "2",
+            "--protocol",
+            "hlrc",
+        ],
+    );
+    assert!(!ok, "HLRC ran two threads a node:\n{text}");
+    assert!(
+        text.contains("HLRC runs one per node, as seed 001 does"),
+        "{text}"
+    );
+}
+
+#[test]
+fn hlrc_runs_an_anl_c_program_as_its_pthreads_build_does() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let name = "subword";
+    if let Err(why) = build_anl(dir.path(), name) {
+        eprintln!("SKIPPED: {why}");
+        return;
+    }
+    for (nodes, host) in shapes(53) {
+        let procs = nodes.to_string();
+        let args = ["-p", procs.as_str(), "-n", "6000", "-r", "2"];
+        let posix = Command::new(dir.path().join(format!("{name}-posix")))
+            .args(args)
+            .output()
+            .expect("run the pthreads build");
+        let posix = String::from_utf8_lossy(&posix.stdout).into_owned();
+        let want = result_line(&posix, name)
+            .unwrap_or_else(|| panic!("the pthreads build printed no result: {posix}"));
+        let outs = tempfile::tempdir().expect("temporary directory");
+        let cmd = format!(
+            "exec env {}=hlrc CSM_STATS=1 '{}' {} > '{o}'/node$MC_NODE.out 2> '{o}'/node$MC_NODE.err",
+            dsm_select::PROTOCOL_ENV,
+            dir.path().join(name).display(),
+            args.join(" "),
+            o = outs.path().display(),
+        );
+        let host: Vec<&str> = host.iter().map(String::as_str).collect();
+        let (ok, mut text) = mc_host_run(nodes, 180, &host, &["sh", "-c", &cmd]);
+        for n in 0..nodes {
+            for ext in ["out", "err"] {
+                if let Ok(t) = std::fs::read_to_string(outs.path().join(format!("node{n}.{ext}"))) {
+                    for l in t.lines() {
+                        text += &format!("[node{n}] {l}\n");
+                    }
+                }
+            }
+        }
+        let what = format!("{name} on {nodes} nodes ({host:?})");
+        assert!(ok, "{what} failed:\n{text}");
+        let got = result_line(&text, name).unwrap_or_else(|| panic!("{what}: no result:\n{text}"));
+        assert_eq!(
+            got, want,
+            "{what}: the pthreads build printed\n{want}\n{text}"
+        );
+        assert!(
+            text.contains("protocol hlrc:"),
+            "{what}: not on HLRC:\n{text}"
+        );
+    }
+}
