@@ -133,3 +133,74 @@ fn hlrc_runs_an_anl_c_program_as_its_pthreads_build_does() {
         );
     }
 }
+
+/// Without `--reliable` nothing retransmits: under drops HLRC either
+/// verifies (nothing it needed was lost) or stops within seconds naming
+/// the lost message and the remedy; it never reports a wrong value (the
+/// program's verification would say "sequential run has"). With `--reliable` the
+/// API repairs what is corrupted and the run verifies.
+#[test]
+fn hlrc_under_losses_fails_naming_them_or_verifies_and_with_reliable_verifies() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    for seed in [7, 8] {
+        let plan = dir.path().join(format!("drop{seed}.toml"));
+        std::fs::write(
+            &plan,
+            format!("seed = {seed}\n[[fault]]\nat = \"400ms\"\ndo = \"drop 1% everywhere\"\n"),
+        )
+        .expect("write the plan");
+        let plan = plan.to_str().expect("a UTF-8 temporary path");
+        let start = std::time::Instant::now();
+        let (ok, text) = mc_host_run(
+            4,
+            120,
+            &["--fault-plan", plan],
+            &[
+                "mc-guest",
+                "csm",
+                "sor",
+                "--size",
+                "128",
+                "--iters",
+                "2000",
+                "--protocol",
+                "hlrc",
+            ],
+        );
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(60),
+            "took {:?}:\n{text}",
+            start.elapsed()
+        );
+        assert!(
+            !text.contains("sequential run has"),
+            "a wrong value:\n{text}"
+        );
+        if !ok {
+            assert!(
+                text.contains("--reliable") || text.contains("lost on the network"),
+                "seed {seed}: failed without naming the loss:\n{text}"
+            );
+        }
+    }
+    let plan = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../examples/sor-fault-plan.toml"
+    );
+    let (ok, text) = mc_host_run(
+        4,
+        180,
+        &["--fault-plan", plan],
+        &[
+            "mc-guest",
+            "--reliable",
+            "csm",
+            "sor",
+            "--preset",
+            "small",
+            "--protocol",
+            "hlrc",
+        ],
+    );
+    assert!(ok && text.matches("verified").count() == 4, "{text}");
+}

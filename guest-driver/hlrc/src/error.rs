@@ -21,6 +21,16 @@ pub enum HlrcError {
     MessageTooLarge { len: usize, max: usize },
     #[error("node {from} sent a message frame of {len} bytes, which no message is")]
     BadFrame { from: Node, len: usize },
+    #[error(
+        "message {seq} from node {from} arrived damaged or in part (a packet of it was lost): \
+         HLRC does not retransmit; run with --reliable"
+    )]
+    Damaged { from: Node, seq: u32 },
+    #[error("waiting for {what}: {evidence}; HLRC does not retransmit: run with --reliable")]
+    Lost {
+        what: String,
+        evidence: mc_api::LossEvidence,
+    },
     #[error("node {from} sent a damaged message")]
     Wire {
         from: Node,

@@ -117,7 +117,7 @@ impl Hlrc {
         let pages = NodePages::new(heap.clone(), ps).map_err(HlrcError::Heap)?;
         let engine = Engine::new(me, nodes, heap_bytes / ps, cfg.homes, pages);
         let mail = Mailboxes::attach(mc)?;
-        let node = Arc::new(HlrcNode::new(me, nodes, heap, engine, mail));
+        let node = Arc::new(HlrcNode::new(mc.clone(), me, nodes, heap, engine, mail));
         let faults = Box::new(Faults {
             node: node.clone(),
             page_size: ps,

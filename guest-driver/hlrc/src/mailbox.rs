@@ -4,9 +4,11 @@
 //! Seed 001 s.4.3 sends requests as VIA messages and replies, pages and
 //! barrier messages by RDMA write into the receiver's registered memory.
 //! Here every message is a remote write into the receiver's mailbox: the
-//! sender stores the payload, then its header (Memory Channel delivers one
-//! sender's stores in order, so a header that has arrived vouches for the
-//! payload before it); the receiver's communication thread reads it from
+//! sender stores the payload and its CRC-32, then its header (Memory
+//! Channel delivers one sender's stores in order, so a header that has
+//! arrived says the payload was sent before it; the CRC says all of it
+//! arrived: a dropped packet of the payload is an error naming the
+//! message, never a message read wrong); the receiver's communication thread reads it from
 //! its own memory and stores its consumed position back into the sender's
 //! mailbox (flow control). Pages travel with one copy at each end, as seed
 //! 001's "copy" version does.
@@ -183,7 +185,7 @@ impl Mailboxes {
         let consumed = self.own.load_u64(self.at.consumed(to))?;
         let base = self.at.ring(self.me);
         while let Some(msg) = o.queue.front() {
-            let body = msg.len().div_ceil(8) * 8;
+            let body = 8 + msg.len().div_ceil(8) * 8;
             let mut need = 8 + body;
             let off = usize_of(o.pos % u64_of(RING));
             let wraps = off + need > RING;
@@ -201,8 +203,12 @@ impl Mailboxes {
             }
             let off = usize_of(o.pos % u64_of(RING));
             o.seq = o.seq.wrapping_add(1).max(1);
-            // The payload, then the header that says it is there.
-            tx.write(base + off + 8, msg)?;
+            // The CRC and the payload, then the header that says they were
+            // sent.
+            let mut framed = Vec::with_capacity(8 + msg.len());
+            framed.extend_from_slice(&u64::from(crc32fast::hash(msg)).to_le_bytes());
+            framed.extend_from_slice(msg);
+            tx.write(base + off + 8, &framed)?;
             tx.write_u64(base + off, u64::from(o.seq) << 32 | u64::from(len))?;
             o.pos += u64_of(8 + body);
             self.sent_bytes
@@ -238,13 +244,17 @@ impl Mailboxes {
                     continue;
                 }
                 let len = usize::try_from(len).expect("a u32 fits usize");
-                if len > MAX_MESSAGE || off + 8 + len > RING {
+                if len > MAX_MESSAGE || off + 16 + len > RING {
                     return Err(HlrcError::BadFrame { from, len });
                 }
+                let crc = self.own.load_u64(base + off + 8)?;
                 let mut bytes = vec![0; len];
-                self.own.read(base + off + 8, &mut bytes)?;
-                let arrival = self.own.arrival_range(base + off, 8 + len);
-                r.pos += u64_of(8 + len.div_ceil(8) * 8);
+                self.own.read(base + off + 16, &mut bytes)?;
+                if crc != u64::from(crc32fast::hash(&bytes)) {
+                    return Err(HlrcError::Damaged { from, seq: want });
+                }
+                let arrival = self.own.arrival_range(base + off, 16 + len);
+                r.pos += u64_of(16 + len.div_ceil(8) * 8);
                 if let Some(tx) = self.to[from].as_ref() {
                     // How far this node has read the sender's stream, into
                     // the sender's mailbox.

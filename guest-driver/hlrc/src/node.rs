@@ -37,6 +37,7 @@ struct Shared {
 }
 
 pub(crate) struct HlrcNode {
+    mc: mc_api::MemoryChannel,
     pub(crate) me: usize,
     pub(crate) nodes: usize,
     pub(crate) heap: Arc<HeapMemory>,
@@ -48,6 +49,7 @@ pub(crate) struct HlrcNode {
 
 impl HlrcNode {
     pub(crate) fn new(
+        mc: mc_api::MemoryChannel,
         me: usize,
         nodes: usize,
         heap: Arc<HeapMemory>,
@@ -55,6 +57,7 @@ impl HlrcNode {
         mail: Mailboxes,
     ) -> HlrcNode {
         HlrcNode {
+            mc,
             me,
             nodes,
             heap,
@@ -104,6 +107,7 @@ impl HlrcNode {
 
     fn wait_ready(&self, what: &dyn Fn() -> String) -> Result<(), HlrcError> {
         let start = Instant::now();
+        let mut losses = self.mc.loss_watch();
         vclock::wait_begin();
         let r = (|| {
             let mut g = self.lock();
@@ -121,6 +125,12 @@ impl HlrcNode {
                 g = ng;
                 drop(g);
                 self.mail.check_failed()?;
+                if let Some(evidence) = losses.check() {
+                    return Err(HlrcError::Lost {
+                        what: what(),
+                        evidence,
+                    });
+                }
                 if start.elapsed() > GIVE_UP {
                     return Err(HlrcError::Timeout {
                         what: what(),
