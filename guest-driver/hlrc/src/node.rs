@@ -222,7 +222,18 @@ impl HlrcNode {
     }
 
     /// The communication thread: messages to the engine, until stopped.
+    ///
+    /// In virtual time it is always waiting, as Cashmere's protocol thread
+    /// is (docs/virtual-time.md s.5): it serves each message at the
+    /// message's arrival, so what it sends (a page, a grant, a barrier's
+    /// release) is stamped from there, whenever the host ran it.
     pub(crate) fn serve(self: Arc<Self>) {
+        vclock::wait_begin();
+        self.serve_loop();
+        vclock::wait_end_quiet();
+    }
+
+    fn serve_loop(&self) {
         let mut from = 0;
         let mut idle = 0u32;
         while !self.stop.load(Ordering::Acquire) {
@@ -258,6 +269,7 @@ impl HlrcNode {
             from: m.from,
             source,
         })?;
+        let _serving = vclock::serve(m.arrival);
         let mut out = Vec::new();
         {
             let mut g = self.lock();

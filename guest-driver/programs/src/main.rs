@@ -89,6 +89,18 @@ fn dispatch(cli: &GuestCli) -> Result<(), GuestError> {
             }
             Ok(())
         }
+        GuestCommand::Bench {
+            which: bench::Which::Hlrc,
+            iters,
+            ..
+        } => {
+            let mc = open(cli)?;
+            let rows = csm::bench_hlrc::run(&mc, *iters)?;
+            if mc.node_id().0 == 0 {
+                print!("{}", csm::bench_hlrc::format(&rows, mc.nodes()));
+            }
+            Ok(())
+        }
         GuestCommand::Bench { which, iters, .. } => {
             let mc = open(cli)?;
             let report = bench::run(&mc, *which, *iters)?;

@@ -21,6 +21,8 @@ pub enum Which {
     Errcheck,
     /// Cashmere's Table II operations (not part of `all`).
     Csm,
+    /// HLRC's Table 4 operations (seed 001; not part of `all`).
+    Hlrc,
     /// UMP's Figures 8 and 9 (seed 004; not part of `all`): bench_ump.rs.
     Ump,
 }
@@ -37,6 +39,7 @@ impl std::fmt::Display for Which {
             Which::Lock => "lock",
             Which::Errcheck => "errcheck",
             Which::Csm => "csm",
+            Which::Hlrc => "hlrc",
             Which::Ump => "ump",
         })
     }
@@ -48,7 +51,7 @@ impl Which {
     pub fn needs_two_nodes(self) -> bool {
         matches!(
             self,
-            Which::Latency | Which::Bandwidth | Which::Broadcast | Which::Csm
+            Which::Latency | Which::Bandwidth | Which::Broadcast | Which::Csm | Which::Hlrc
         )
     }
 }
@@ -60,6 +63,8 @@ pub enum BenchError {
     Api(#[from] McError),
     #[error(transparent)]
     Csm(#[from] CsmError),
+    #[error(transparent)]
+    Dsm(#[from] dsm_core::DsmError),
     /// The benchmark measures between two nodes and the cluster has fewer.
     #[error("bench {which} needs a second node to measure against, and this cluster has {nodes}: start it with --nodes 2 or more (e.g. mc-host run --nodes 2 -- mc-guest bench {which})")]
     NeedsNodes { which: Which, nodes: u32 },
@@ -183,6 +188,7 @@ mod tests {
             Which::Bandwidth,
             Which::Broadcast,
             Which::Csm,
+            Which::Hlrc,
         ] {
             assert!(w.needs_two_nodes());
             let e = BenchError::NeedsNodes { which: w, nodes: 1 };

@@ -14,6 +14,7 @@
 mod app;
 pub mod barnes;
 pub mod bench;
+pub mod bench_hlrc;
 pub mod blocked_lu;
 pub mod clu;
 pub mod em3d;
