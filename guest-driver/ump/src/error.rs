@@ -68,6 +68,10 @@ pub enum UmpError {
     /// though the ACK page answered for every store before it.
     #[error("this node's own change of the UMP directory (its even version word) was lost on the way back to it: the ACK page answered for every store made before the check (cluster error count {errors}, {losses} packets lost on this node's link since the Memory Channel API opened); Memory Channel does not retransmit")]
     OwnChangeLost { errors: u64, losses: u64 },
+    /// A channel between two processes of one host could not set up or
+    /// map its shared file (or the file was not a channel's).
+    #[error("shared memory between processes")]
+    ShmFile(#[from] crate::shm_file::ShmFileError),
     #[error("the cluster's UMP directory is damaged: {0}")]
     Directory(&'static str),
 }
