@@ -178,7 +178,8 @@ impl Directory {
         if v % 2 == 1 {
             return None;
         }
-        let next_uid = self.rx.load_u64(8).ok()? as u32;
+        // Written from a u32: anything larger is a damaged copy.
+        let next_uid = u32::try_from(self.rx.load_u64(8).ok()?).ok()?;
         let mut b = vec![0u8; RECORDS * RECORD];
         self.rx.read(HEAD, &mut b).ok()?;
         fence(Ordering::Acquire);

@@ -15,6 +15,7 @@ use crate::link::Link;
 use crate::outbuf::{self, Ref, OUTBUF_MAX_PAYLOAD, OUTBUF_MIN_LIST, OUTBUF_MIN_PAYLOAD, REF_LEN};
 use crate::stream::{Reader, Step};
 use crate::task::Ump;
+use crate::wire::to_usize;
 use crate::ChannelId;
 
 /// What a non-blocking read got.
@@ -117,7 +118,7 @@ impl Ump {
             });
         }
         let mut got = 0usize;
-        let left = left as usize;
+        let left = to_usize(left);
         self.wait_until("the rest of a message", deadline, || {
             got += rx.read_some(link, &mut buf[got..left]);
             rx.release(link, false)?;
@@ -131,7 +132,7 @@ impl Ump {
         // short message costs one store each way, not two.
         rx.release(link, false)?;
         chan.received.fetch_add(1, Ordering::Relaxed);
-        Ok(p.len as usize)
+        Ok(to_usize(p.len))
     }
 
     /// `ump_nbread`: start reading the next message of `ch`: returns once
@@ -181,7 +182,7 @@ impl Ump {
                 });
                 return Ok(true);
             }
-            let want = (p.len - p.got).min(buf.len() as u64) as usize;
+            let want = to_usize((p.len - p.got).min(buf.len() as u64));
             copied += rx.read_some(link, &mut buf[copied..want.max(copied)]);
             rx.release(link, false)?;
             let now = rx.peek(link).map_err(damaged)?.unwrap_or(p);
@@ -206,7 +207,7 @@ impl Ump {
                 len: p.len,
                 remaining,
             });
-            Ok(copied >= min.min(p.len as usize) || copied == buf.len() || min == 0)
+            Ok(copied >= min.min(to_usize(p.len)) || copied == buf.len() || min == 0)
         };
         self.wait_until("part of a message", deadline, &mut step)?;
         Ok(out)
@@ -280,7 +281,7 @@ impl Ump {
             }
             Some((r, orx)) => {
                 let count = link.error_count().filter(|_| node.config.receiver_check);
-                outbuf::take(orx, &r, buf, count).map(|()| r.len as usize)
+                outbuf::take(orx, &r, buf, count).map(|()| to_usize(r.len))
             }
         };
         // Consume the reference (its own checks too), then say so.

@@ -27,7 +27,9 @@ use mc_api::{RxRegion, TxRegion};
 
 use crate::channel::Chan;
 use crate::error::{Damage, UmpError};
-use crate::wire::{framed, padded, Header, Trailer, HEADER, TRAILER, VERDICT_GOOD};
+use crate::wire::{
+    framed, low32, padded, ring_at, to_usize, Header, Trailer, HEADER, TRAILER, VERDICT_GOOD,
+};
 
 /// Region key of node n's outbuf: this plus n.
 pub(crate) const KEY_OUTBUF: u32 = 0x554d_5200;
@@ -93,10 +95,10 @@ impl Ref {
             uid: u32_at(24),
             node: b[28],
         };
-        let at = (r.pos % OUTBUF_BYTES as u64) as usize;
+        let at = ring_at(r.pos, OUTBUF_BYTES);
         let fits = r.len <= OUTBUF_MAX_PAYLOAD as u64
             && r.pos % 8 == 0
-            && at + framed(r.len) as usize <= OUTBUF_BYTES;
+            && at + to_usize(framed(r.len)) <= OUTBUF_BYTES;
         (fits && b[29..].iter().all(|&x| x == 0)).then_some(r)
     }
 }
@@ -170,7 +172,7 @@ impl OutbufWriter {
         let len = data.len() as u64;
         let seq = self.next_seq;
         let crc = crc32fast::hash(data);
-        let mut buf = vec![0u8; framed(len) as usize];
+        let mut buf = vec![0u8; to_usize(framed(len))];
         let h = Header {
             seq,
             len,
@@ -183,11 +185,11 @@ impl OutbufWriter {
             seq,
             crc,
             verdict: VERDICT_GOOD,
-            saved_count: saved as u32,
+            saved_count: low32(saved),
         };
         let n = buf.len();
         buf[n - TRAILER..].copy_from_slice(&t.encode(self.uid));
-        self.tx.write((pos % OUTBUF_BYTES as u64) as usize, &buf)?;
+        self.tx.write(ring_at(pos, OUTBUF_BYTES), &buf)?;
         self.next_seq = seq.wrapping_add(1);
         self.head = pos + framed(len);
         Ok(Ref {
@@ -221,8 +223,8 @@ pub(crate) fn take(
     buf: &mut [u8],
     count: Option<u64>,
 ) -> Result<(), Damage> {
-    let at = (r.pos % OUTBUF_BYTES as u64) as usize;
-    let len = r.len as usize;
+    let at = ring_at(r.pos, OUTBUF_BYTES);
+    let len = to_usize(r.len);
     let framing = Damage::Framing { at: r.pos };
     let mut h = [0u8; HEADER];
     rx.read(at, &mut h).map_err(|_| framing)?;
@@ -238,7 +240,7 @@ pub(crate) fn take(
     }
     rx.read(at + HEADER, &mut buf[..len]).map_err(|_| framing)?;
     let mut t = [0u8; TRAILER];
-    let t_at = at + HEADER + padded(r.len) as usize;
+    let t_at = at + HEADER + to_usize(padded(r.len));
     rx.read(t_at, &mut t).map_err(|_| framing)?;
     let t = Trailer::decode(&t, r.uid).ok_or(Damage::Framing {
         at: r.pos + (t_at - at) as u64,
@@ -250,7 +252,7 @@ pub(crate) fn take(
         });
     }
     if let Some(now) = count {
-        if now as u32 != t.saved_count {
+        if low32(now) != t.saved_count {
             return Err(Damage::CountMoved {
                 saved: u64::from(t.saved_count),
                 now,
@@ -312,9 +314,9 @@ mod tests {
         ) {
             for b in [b, Ref { pos: pos & !7, len, seq: 1, crc: 2, uid: 3, node: 1 }.encode()] {
                 if let Some(r) = Ref::decode(&b) {
-                    let at = (r.pos % OUTBUF_BYTES as u64) as usize;
-                    proptest::prop_assert!(at + framed(r.len) as usize <= OUTBUF_BYTES);
-                    proptest::prop_assert!(r.len as usize <= OUTBUF_MAX_PAYLOAD);
+                    let at = ring_at(r.pos, OUTBUF_BYTES);
+                    proptest::prop_assert!(at + to_usize(framed(r.len)) <= OUTBUF_BYTES);
+                    proptest::prop_assert!(to_usize(r.len) <= OUTBUF_MAX_PAYLOAD);
                     proptest::prop_assert_eq!(r.encode(), b);
                 }
             }

@@ -27,7 +27,8 @@
 use crate::error::{Damage, UmpError};
 use crate::link::{Link, STREAM_LIMIT};
 use crate::wire::{
-    framed, padded, Header, Trailer, HEADER, OVERHEAD, TRAILER, VERDICT_BAD, VERDICT_GOOD,
+    framed, low32, padded, ring_at, to_usize, Header, Trailer, HEADER, OVERHEAD, TRAILER,
+    VERDICT_BAD, VERDICT_GOOD,
 };
 
 /// Messages up to this many framed bytes go as one store (the short path
@@ -38,7 +39,7 @@ const SHORT: usize = 512;
 /// its end, then the producer index `prod` if given.
 fn put_wrapped(link: &dyn Link, pos: u64, data: &[u8], prod: Option<u64>) -> Result<(), UmpError> {
     let size = link.out_size();
-    let at = (pos % size as u64) as usize;
+    let at = ring_at(pos, size);
     let first = data.len().min(size - at);
     if first == data.len() {
         return link.put(at, data, prod);
@@ -50,7 +51,7 @@ fn put_wrapped(link: &dyn Link, pos: u64, data: &[u8], prod: Option<u64>) -> Res
 /// Load `buf.len()` bytes at stream position `pos` of the incoming ring.
 fn get_wrapped(link: &dyn Link, pos: u64, buf: &mut [u8]) {
     let size = link.in_size();
-    let at = (pos % size as u64) as usize;
+    let at = ring_at(pos, size);
     let first = buf.len().min(size - at);
     let (a, b) = buf.split_at_mut(first);
     link.get(at, a);
@@ -147,7 +148,7 @@ impl Writer {
 
     fn free(&self, link: &dyn Link) -> usize {
         let used = self.pos.saturating_sub(link.out_cons());
-        link.out_size().saturating_sub(used as usize)
+        link.out_size().saturating_sub(to_usize(used))
     }
 
     /// Write as much of `m` (whose payload is `data`) as the ring takes now.
@@ -163,7 +164,7 @@ impl Writer {
             let free = self.free(link);
             match m.phase {
                 Phase::Header => {
-                    let framed = OVERHEAD + padded(m.len) as usize;
+                    let framed = OVERHEAD + to_usize(padded(m.len));
                     if self.pos + framed as u64 >= STREAM_LIMIT {
                         return Err(UmpError::NoSpace("the channel's 1 TiB stream limit"));
                     }
@@ -209,7 +210,7 @@ impl Writer {
                     m.phase = Phase::Payload;
                 }
                 Phase::Payload => {
-                    let left = (m.len - m.sent) as usize;
+                    let left = to_usize(m.len - m.sent);
                     if left == 0 {
                         m.phase = Phase::Pad;
                         continue;
@@ -226,7 +227,8 @@ impl Writer {
                             Step::Blocked
                         });
                     }
-                    let chunk = &data[m.sent as usize..m.sent as usize + n];
+                    let sent = to_usize(m.sent);
+                    let chunk = &data[sent..sent + n];
                     if self.checksum {
                         m.crc.update(chunk);
                     }
@@ -238,7 +240,7 @@ impl Writer {
                     progressed = true;
                 }
                 Phase::Pad => {
-                    let pad = (padded(m.len) - m.len) as usize;
+                    let pad = to_usize(padded(m.len) - m.len);
                     if pad > 0 {
                         if free < pad {
                             return Ok(if progressed {
@@ -300,7 +302,7 @@ impl Writer {
                 0
             },
             verdict,
-            saved_count: m.saved as u32,
+            saved_count: low32(m.saved),
         }
     }
 
@@ -424,7 +426,7 @@ impl Reader {
             return false;
         }
         let last = (self.pos + framed - 8) % link.in_size() as u64;
-        if Trailer::landed(link.in_word(last as usize), h.seq, uid) {
+        if Trailer::landed(link.in_word(to_usize(last)), h.seq, uid) {
             self.landed = self.pos + framed;
             return true;
         }
@@ -499,7 +501,7 @@ impl Reader {
         let Some(m) = &mut self.cur else {
             return 0;
         };
-        let n = (m.len - m.got).min(avail).min(buf.len() as u64) as usize;
+        let n = to_usize((m.len - m.got).min(avail).min(buf.len() as u64));
         if n == 0 {
             return 0;
         }
@@ -557,7 +559,7 @@ impl Reader {
         if let Some(now) = link.error_count().filter(|_| self.receiver_check) {
             // The low 32 bits: the trailer's last word also carries the
             // landing tag.
-            if now as u32 != t.saved_count {
+            if low32(now) != t.saved_count {
                 return Err(Damage::CountMoved {
                     saved: u64::from(t.saved_count),
                     now,
@@ -629,7 +631,7 @@ pub(crate) mod tests {
                 std::thread::yield_now();
                 continue;
             };
-            let mut buf = vec![0u8; p.len as usize];
+            let mut buf = vec![0u8; to_usize(p.len)];
             let mut got = 0;
             while got < buf.len() {
                 got += rd.read_some(&b, &mut buf[got..]);
@@ -651,8 +653,10 @@ pub(crate) mod tests {
         let msgs = vec![
             vec![],
             vec![1],
-            (0..1000).map(|i| i as u8).collect(),
-            (0..100_000).map(|i| (i * 7) as u8).collect(),
+            (0..1000).map(|i: i32| i.to_le_bytes()[0]).collect(),
+            (0..100_000)
+                .map(|i: i32| (i * 7).to_le_bytes()[0])
+                .collect(),
             vec![9; 13],
         ];
         assert_eq!(through(64, 24, msgs.clone()), msgs);
@@ -745,7 +749,7 @@ pub(crate) mod tests {
         let Some(p) = rd.peek(link)? else {
             return Ok(None);
         };
-        let mut buf = vec![0u8; p.len as usize];
+        let mut buf = vec![0u8; to_usize(p.len)];
         assert_eq!(rd.read_some(link, &mut buf), buf.len());
         assert!(rd.finish(link)?);
         rd.release(link, true).unwrap();
@@ -758,7 +762,7 @@ pub(crate) mod tests {
         let (mut wr, mut rd) = (Writer::new(256, true, false), Reader::new(true, true));
         assert_eq!(take(&mut rd, &link), Ok(None));
         for i in 0..100u32 {
-            let msg = vec![i as u8; (i % 40) as usize];
+            let msg = vec![i.to_le_bytes()[0]; to_usize(u64::from(i % 40))];
             send(&mut wr, &link, &msg);
             // The producer index goes only once a quarter ring has passed.
             assert!(link.in_prod() <= wr.pos && wr.pos - link.in_prod() < 256 + 512);

@@ -163,7 +163,7 @@ impl Ump {
                 a_task: task,
                 a_off: my_off.unwrap_or(NO_BUFFER),
                 b_off: NO_BUFFER,
-                ring: ring as u32,
+                ring: u32::try_from(ring).expect("Config::validate: a ring is at most 1 GiB"),
                 ..Record::default()
             };
             if let Some(l) = s

@@ -43,6 +43,27 @@ pub const VERDICT_GOOD: u32 = 1;
 pub const VERDICT_BAD: u32 = 2;
 
 /// Payload bytes padded to the stream's 8-byte grain.
+/// The low 32 bits of `v` (counts and numbers are compared in their low
+/// halves where a word holds two of them).
+#[allow(
+    clippy::cast_possible_truncation,
+    reason = "the low 32 bits, deliberately"
+)]
+pub(crate) fn low32(v: u64) -> u32 {
+    v as u32
+}
+
+/// A count of bytes this process holds in memory (a ring, a buffer, a
+/// message it was asked to read), as usize: it fits by construction.
+pub(crate) fn to_usize(v: u64) -> usize {
+    usize::try_from(v).expect("a count of bytes held in memory fits usize")
+}
+
+/// Where stream position `pos` falls in a ring of `size` bytes.
+pub(crate) fn ring_at(pos: u64, size: usize) -> usize {
+    to_usize(pos % size as u64)
+}
+
 pub fn padded(len: u64) -> u64 {
     len.div_ceil(8) * 8
 }
@@ -97,8 +118,8 @@ impl Header {
     /// None: not a header of channel `uid` (stale, torn or damaged bytes).
     pub fn decode(b: &[u8; HEADER], uid: u32) -> Option<Header> {
         let word = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap_or_default());
-        let magic = word(0) as u32;
-        let seq = (word(0) >> 32) as u32;
+        let magic = low32(word(0));
+        let seq = low32(word(0) >> 32);
         let len = word(8);
         let (short, reference) = match magic {
             MAGIC_HEAD => (false, false),
