@@ -13,7 +13,9 @@
 //! It keeps the task table and the group table, kills, and sends exit
 //! notices, on a Unix socket each task opens to this process (`pvm-relay`
 //! has the words). Messages between tasks never pass here: they go over
-//! UMP. Output is printed line by line as `[t40001] line`. The run ends
+//! UMP, through shared memory between the tasks of one host (each shell
+//! is told its host's adapters and the run's directory for the channels'
+//! files, `HostShm`) and over Memory Channel between hosts. Output is printed line by line as `[t40001] line`. The run ends
 //! when every task has ended (the shells never used are then stopped);
 //! its status is the first task's.
 

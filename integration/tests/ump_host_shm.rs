@@ -15,21 +15,11 @@ use integration::delivery::for_each_delivery;
 use integration::ump_rig::{message, small_rings};
 use integration::VirtualCluster;
 use mc_api::{Barrier, MemoryChannel};
-use ump::{ChannelId, Config, Event, HostShm, Node, Transport, Ump};
+use ump::{ChannelId, Config, HostShm, Node, Transport, Ump};
 
 const T: Duration = Duration::from_secs(60);
 
 const SIZES: &[usize] = &[0, 1, 8, 100, 487, 4096, 10_000, 65_536, 300_001];
-
-fn wait_opened(u: &Ump, ch: ChannelId) {
-    loop {
-        match u.wait(Some(ch), T).unwrap() {
-            Some(Event::Opened(c)) if c == ch => return,
-            Some(_) => {}
-            None => panic!("channel {ch} never opened"),
-        }
-    }
-}
 
 fn read_msg(u: &Ump, ch: ChannelId, cap: usize) -> Vec<u8> {
     let mut buf = vec![0u8; cap];
