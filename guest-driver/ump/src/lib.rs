@@ -57,12 +57,11 @@ mod writer;
 pub use channel::{Payload, PendingWrite};
 pub use config::Config;
 pub use directory::RECORDS as DIRECTORY_RECORDS;
-pub use error::{Damage, Transport, UmpError};
+pub use error::{Damage, ShmFileError, Transport, UmpError};
 pub use firmware_model::abi::shm::HostShm;
 pub use io::{ChannelInfo, Info, ReadProgress};
 pub use node::Node;
 pub use outbuf::{OUTBUF_MAX_PAYLOAD, OUTBUF_MIN_LIST, OUTBUF_MIN_PAYLOAD};
-pub use shm_file::ShmFileError;
 pub use task::{Event, Ump};
 pub use wire::OVERHEAD as MESSAGE_OVERHEAD;
 

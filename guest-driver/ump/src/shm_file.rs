@@ -33,7 +33,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use firmware_model::abi::shm::HostShm;
 
-use crate::error::UmpError;
+use crate::error::{ShmFileError, UmpError};
 use crate::link::Link;
 
 /// "UMPSHM" and a byte for the layout, in the file's first word.
@@ -48,21 +48,6 @@ const B_PROD: usize = 192;
 const B_CONS: usize = 256;
 /// The largest ring a file may declare (as `Config::shm_ring_bytes`).
 const MAX_RING: u64 = 1 << 30;
-
-/// Why a channel's shared file cannot be used. The file's path is in the
-/// message; the I/O error, if any, is the source.
-#[derive(Debug, thiserror::Error)]
-pub enum ShmFileError {
-    #[error("{what} {}", path.display())]
-    Io {
-        what: &'static str,
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
-    #[error("{} is not a UMP channel's shared-memory file of this version: {problem}", path.display())]
-    Header { path: PathBuf, problem: String },
-}
 
 /// The file of channel `uid` in `dir`.
 pub(crate) fn path_of(dir: &Path, uid: u32) -> PathBuf {
