@@ -5,8 +5,8 @@
 #
 #   - libpvm-mc between two hosts (`mc-host pvm -n 2 --slots 1`: 2 adapters);
 #   - libpvm-mc between two tasks of one host (`-n 1 --slots 2`: each task
-#     has its own adapter, so this too goes over Memory Channel, the hub
-#     looping it back: docs/pvm.md);
+#     has its own adapter, and their UMP channel is shared memory between
+#     the two processes: docs/pvm.md);
 #   - UMP's own figures and the adapter's (`mc-guest bench ump`, 2 nodes:
 #     one-way 8 B over Memory Channel and over shared memory, raw limits);
 #   - Debian's PVM 3.4.6 over its daemon on this host (pvm_pingpong linked
@@ -29,7 +29,7 @@ echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 echo "== libpvm-mc, two hosts (Memory Channel)"
 "$HOST" pvm -n 2 --slots 1 -- "$OUT/pvm_pingpong.so" "$ITERS" | grep "one-way"
-echo "== libpvm-mc, two tasks of one host (each its own adapter)"
+echo "== libpvm-mc, two tasks of one host (shared memory between the processes)"
 "$HOST" pvm -n 1 --slots 2 -- "$OUT/pvm_pingpong.so" "$ITERS" node0 | grep "one-way"
 echo "== UMP and the adapter (mc-guest bench ump, 2 nodes)"
 "$HOST" run --nodes 2 -- mc-guest bench ump | grep -E "^\[node0\].*( 8 B|8 |65536|1048576|raw|adapter|memcpy|goal)" | head -40 || true

@@ -13,7 +13,9 @@
 //! It keeps the task table and the group table, kills, and sends exit
 //! notices, on a Unix socket each task opens to this process (`pvm-relay`
 //! has the words). Messages between tasks never pass here: they go over
-//! UMP. Output is printed line by line as `[t40001] line`. The run ends
+//! UMP, through shared memory between the tasks of one host (each shell
+//! is told its host's adapters and the run's directory for the channels'
+//! files, `HostShm`) and over Memory Channel between hosts. Output is printed line by line as `[t40001] line`. The run ends
 //! when every task has ended (the shells never used are then stopped);
 //! its status is the first task's.
 
@@ -26,6 +28,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use clap::Args;
+use firmware_model::abi::shm::HostShm;
 use firmware_model::{LinkTiming, NodeId};
 use mc_device::ClusterOptions;
 use pvm_relay::{env, FromRelay, Host, Notice, Reply, Request, Task};
@@ -659,6 +662,32 @@ fn search_path(first: &Path) -> Vec<PathBuf> {
     v
 }
 
+/// Host `host`'s adapters (bit n: node n), with `slots` per host.
+fn host_nodes(host: u32, slots: u32) -> u64 {
+    let mask = u64::MAX.checked_shr(64 - slots.min(64)).unwrap_or(0);
+    mask.checked_shl(host * slots).unwrap_or(0)
+}
+
+/// The directory of the run's shared-memory channel files, removed when
+/// the run ends (however it ends): a task that died may have left one.
+struct ShmDir(PathBuf);
+
+impl ShmDir {
+    fn create(socket_dir: &Path) -> Result<ShmDir, CliError> {
+        let d = socket_dir.join("ump-shm");
+        // Left by an earlier run in the same --socket-dir.
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir(&d).map_err(CliError::SocketDir)?;
+        Ok(ShmDir(d))
+    }
+}
+
+impl Drop for ShmDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// libpvm-mc's shared library: `MC_PVM_LIB`, else next to mc-host.
 fn library() -> Result<PathBuf, CliError> {
     if let Some(p) = std::env::var_os(env::LIBRARY).filter(|p| !p.is_empty()) {
@@ -693,6 +722,9 @@ pub fn run(args: &PvmArgs) -> Result<(), CliError> {
         .map_err(CliError::SocketDir)?;
     let dir: &Path = args.socket_dir.as_deref().unwrap_or(tmp.path());
     let clock_env = args.clock.guest_env(dir)?;
+    // The tasks of one host share memory: their UMP channels map files
+    // here rather than going through the hub (docs/pvm.md).
+    let shm_dir = ShmDir::create(dir)?;
     let delivery = match args.delivery {
         DeliveryChoice::Eager => "eager",
         DeliveryChoice::Skewed => "skewed",
@@ -738,6 +770,11 @@ pub fn run(args: &PvmArgs) -> Result<(), CliError> {
             .ok_or(CliError::NoNodeSocket(n))?;
         let mut cmd = Command::new(&shell);
         clock_args::apply(&mut cmd, &clock_env);
+        let host_shm = HostShm {
+            dir: shm_dir.0.clone(),
+            nodes: host_nodes(u32::from(n) / u32::from(args.slots), u32::from(args.slots)),
+        };
+        cmd.envs(host_shm.to_env());
         die_with_parent(&mut cmd);
         cmd.env("MC_DELIVERY", delivery)
             .env("MC_SEED", config.fault_seed.to_string())
@@ -846,5 +883,19 @@ pub fn run(args: &PvmArgs) -> Result<(), CliError> {
         // Stopped after another task's loss.
         None if t.lost_at.is_some() => Err(CliError::GuestCommand(LOST_EXIT)),
         None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::host_nodes;
+
+    #[test]
+    fn a_hosts_adapters_are_its_slots() {
+        assert_eq!(host_nodes(0, 2), 0b11);
+        assert_eq!(host_nodes(1, 2), 0b1100);
+        assert_eq!(host_nodes(3, 4), 0xf000);
+        assert_eq!(host_nodes(0, 64), u64::MAX);
+        assert_eq!(host_nodes(15, 4), 0xf << 60);
     }
 }

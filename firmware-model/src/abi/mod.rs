@@ -9,7 +9,7 @@
 //! One module per record family: [`registers`], [`status_page`], [`transmit`],
 //! [`control`], [`events`], and the [`status`] codes they share; and
 //! [`clock`], the virtual clock's configuration as the host hands it to its
-//! guests.
+//! guests; [`shm`], which adapters share one host's memory.
 
 mod bytes;
 pub mod clock;
@@ -17,6 +17,7 @@ mod control;
 pub mod dsm;
 mod events;
 mod registers;
+pub mod shm;
 mod status;
 pub mod status_page;
 #[cfg(test)]

@@ -39,7 +39,8 @@ pub(crate) fn code_of(e: &UmpError) -> c_int {
         | UmpError::Thread(_)
         | UmpError::Directory(_)
         | UmpError::LostPacket { .. }
-        | UmpError::OwnChangeLost { .. } => UMP_EMC,
+        | UmpError::OwnChangeLost { .. }
+        | UmpError::ShmFile(_) => UMP_EMC,
         UmpError::Config(_) | UmpError::SameEndpoint(_) => UMP_EBADPARM,
         UmpError::NoSuchChannel(_) => UMP_ENOCHANNEL,
         UmpError::ChannelExists { .. } | UmpError::AlreadyListening(_) => UMP_EEXISTS,

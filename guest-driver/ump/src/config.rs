@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+use firmware_model::abi::shm::HostShm;
+
 use crate::error::UmpError;
 use crate::link::CTRL;
 
@@ -45,6 +47,12 @@ pub struct Config {
     /// Multicast through this node's outbuf (one copy of a message for a
     /// list of channels, `outbuf`); off: one copy per channel always.
     pub outbuf: bool,
+    /// The other processes of this host (each a node with its own adapter,
+    /// as PVM's tasks are) and the directory where channels to them keep
+    /// their shared file: such channels go over shared memory
+    /// (`shm_ring_bytes` rings), not through the hub. None: only the tasks
+    /// (threads) of this node share memory.
+    pub host_shm: Option<HostShm>,
 }
 
 impl Default for Config {
@@ -60,6 +68,7 @@ impl Default for Config {
             timeout: Duration::from_secs(60),
             spins: 50,
             outbuf: true,
+            host_shm: None,
         }
     }
 }
@@ -78,7 +87,8 @@ impl Config {
     /// The defaults, changed by `MC_UMP_RING_KIB`, `MC_UMP_SHM_RING_KIB`,
     /// `MC_UMP_REGION_KIB`, `MC_UMP_FRAGMENT_KIB`, `MC_UMP_CHECKSUM`, `MC_UMP_RECEIVER_CHECK`,
     /// `MC_UMP_WRITER_CHECK`, `MC_UMP_TIMEOUT_S`, `MC_UMP_SPINS` and `MC_UMP_OUTBUF` (for the C
-    /// library).
+    /// library), and the host's shared memory as `mc-host` passes it
+    /// ([`HostShm::from_lookup`]).
     pub fn from_env() -> Config {
         let d = Config::default();
         Config {
@@ -94,6 +104,12 @@ impl Config {
             timeout: env::<u64>("MC_UMP_TIMEOUT_S").map_or(d.timeout, Duration::from_secs),
             spins: env::<u32>("MC_UMP_SPINS").unwrap_or(d.spins),
             outbuf: flag("MC_UMP_OUTBUF").unwrap_or(d.outbuf),
+            host_shm: HostShm::from_lookup(|k| std::env::var(k).ok()).unwrap_or_else(|e| {
+                // Channels to this host's processes then go over Memory
+                // Channel: slower, still correct.
+                log::warn!("UMP: ignoring the host's shared memory: {e}");
+                None
+            }),
         }
     }
 

@@ -178,9 +178,8 @@ impl Directory {
         if v % 2 == 1 {
             return None;
         }
-        // Written from a u32; a damaged word saturates, and `take_uid` keeps
-        // the next number in range whatever it read.
-        let next_uid = firmware_model::saturating_u32(self.rx.load_u64(8).ok()?);
+        // Written from a u32: anything larger is a damaged copy.
+        let next_uid = u32::try_from(self.rx.load_u64(8).ok()?).ok()?;
         let mut b = vec![0u8; RECORDS * RECORD];
         self.rx.read(HEAD, &mut b).ok()?;
         fence(Ordering::Acquire);

@@ -8,6 +8,8 @@
 //! each cause once.
 
 use std::fmt;
+use std::io;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use mc_api::{LossEvidence, McError};
@@ -68,8 +70,27 @@ pub enum UmpError {
     /// though the ACK page answered for every store before it.
     #[error("this node's own change of the UMP directory (its even version word) was lost on the way back to it: the ACK page answered for every store made before the check (cluster error count {errors}, {losses} packets lost on this node's link since the Memory Channel API opened); Memory Channel does not retransmit")]
     OwnChangeLost { errors: u64, losses: u64 },
+    /// A channel between two processes of one host could not set up or
+    /// map its shared file (or the file was not a channel's).
+    #[error("shared memory between processes")]
+    ShmFile(#[from] ShmFileError),
     #[error("the cluster's UMP directory is damaged: {0}")]
     Directory(&'static str),
+}
+
+/// Why a channel's shared file cannot be used. The file's path is in the
+/// message; the I/O error, if any, is the source.
+#[derive(Debug, thiserror::Error)]
+pub enum ShmFileError {
+    #[error("{what} {}", path.display())]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{} is not a UMP channel's shared-memory file of this version: {problem}", path.display())]
+    Header { path: PathBuf, problem: String },
 }
 
 /// How UMP noticed a damaged or lost message.

@@ -1,7 +1,8 @@
 //! UMP, Universal Message Passing (seed 004, "Universal Message Passing"
 //! and Table 3), on the Memory Channel API: duplex channels between
 //! endpoints named by 64-bit handles, over Memory Channel between nodes
-//! and over shared memory between the tasks (threads) of one node, behind
+//! and over shared memory between the tasks (threads) of one node or the
+//! processes of one host, behind
 //! the same calls.
 //!
 //! | seed 004, Table 3 | here |
@@ -29,7 +30,8 @@
 //! docs/ump.md.
 //!
 //! Files, one job each: `wire` (a message's bytes), `link` (the memory of
-//! a channel's end, per transport), `stream` (the writer's and reader's
+//! a channel's end, per transport), `shm_file` (that memory shared by two
+//! processes of one host through a mapped file), `stream` (the writer's and reader's
 //! state machines), `directory` (the cluster-wide table of channels),
 //! `node` (a node's shared UMP state), `outbuf` (multicast
 //! messages written once), `channel` (a channel as a task holds
@@ -46,6 +48,7 @@ mod link;
 mod model;
 mod node;
 mod outbuf;
+mod shm_file;
 mod stream;
 mod task;
 mod wire;
@@ -54,7 +57,8 @@ mod writer;
 pub use channel::{Payload, PendingWrite};
 pub use config::Config;
 pub use directory::RECORDS as DIRECTORY_RECORDS;
-pub use error::{Damage, Transport, UmpError};
+pub use error::{Damage, ShmFileError, Transport, UmpError};
+pub use firmware_model::abi::shm::HostShm;
 pub use io::{ChannelInfo, Info, ReadProgress};
 pub use node::Node;
 pub use outbuf::{OUTBUF_MAX_PAYLOAD, OUTBUF_MIN_LIST, OUTBUF_MIN_PAYLOAD};

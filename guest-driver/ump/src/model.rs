@@ -26,7 +26,6 @@ mod tests {
 
     fn message(i: usize, len: usize) -> Vec<u8> {
         (0..len)
-            // The low byte: the pattern wraps every 256.
             .map(|k| (i * 131 + k * 7 + (k >> 9)).to_le_bytes()[0])
             .collect()
     }
@@ -77,7 +76,7 @@ mod tests {
                 } else {
                     let Some(p) = r.peek(b).unwrap() else { continue };
                     let buf = partial.get_or_insert_with(Vec::new);
-                    let want = firmware_model::to_usize(p.len - p.got).min(chunk);
+                    let want = usize::try_from(p.len - p.got).expect("a test message fits usize").min(chunk);
                     let mut tmp = vec![0u8; want];
                     let n = r.read_some(b, &mut tmp);
                     buf.extend_from_slice(&tmp[..n]);

@@ -132,9 +132,7 @@ impl Node {
         let outbuf_uid = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| {
-                // The seconds' low 32 bits are enough for a hash.
-                let secs = u32::try_from(d.as_secs() & 0xffff_ffff).expect("masked to 32 bits");
-                d.subsec_nanos() ^ secs.rotate_left(7)
+                d.subsec_nanos() ^ crate::wire::low32(d.as_secs()).rotate_left(7)
             })
             ^ u32::from(me).wrapping_mul(0x9e37_79b9);
         log::info!(
@@ -189,7 +187,7 @@ impl Node {
     pub(crate) fn alloc_ring(&self, ring: usize) -> Result<u32, UmpError> {
         self.allocator()
             .alloc((ring + CTRL) as u64)
-            .and_then(|o| u32::try_from(o).ok())
+            .map(|o| u32::try_from(o).expect("Config::validate: a region is at most 2 GiB"))
             .ok_or(UmpError::NoSpace(
                 "this node's UMP region is full (raise Config::region_bytes or MC_UMP_REGION_KIB)",
             ))

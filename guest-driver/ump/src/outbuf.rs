@@ -23,12 +23,13 @@
 use std::collections::VecDeque;
 use std::sync::Weak;
 
-use firmware_model::to_usize;
 use mc_api::{RxRegion, TxRegion};
 
 use crate::channel::Chan;
 use crate::error::{Damage, UmpError};
-use crate::wire::{framed, padded, Header, Trailer, HEADER, TRAILER, VERDICT_GOOD};
+use crate::wire::{
+    framed, low32, padded, ring_at, to_usize, Header, Trailer, HEADER, TRAILER, VERDICT_GOOD,
+};
 
 /// Region key of node n's outbuf: this plus n.
 pub(crate) const KEY_OUTBUF: u32 = 0x554d_5200;
@@ -53,11 +54,6 @@ pub const OUTBUF_MIN_PAYLOAD: usize = 1024;
 pub const OUTBUF_MIN_LIST: usize = 2;
 /// Bytes of a reference's payload.
 pub(crate) const REF_LEN: usize = 32;
-
-/// Where stream position `pos` lies in the circular output buffer.
-fn slot_at(pos: u64) -> usize {
-    to_usize(pos % OUTBUF_BYTES as u64)
-}
 
 /// A reference to a message in a node's outbuf: the payload of the short
 /// message that goes down each channel of a multicast.
@@ -99,7 +95,7 @@ impl Ref {
             uid: u32_at(24),
             node: b[28],
         };
-        let at = slot_at(r.pos);
+        let at = ring_at(r.pos, OUTBUF_BYTES);
         let fits = r.len <= OUTBUF_MAX_PAYLOAD as u64
             && r.pos % 8 == 0
             && at + to_usize(framed(r.len)) <= OUTBUF_BYTES;
@@ -189,11 +185,11 @@ impl OutbufWriter {
             seq,
             crc,
             verdict: VERDICT_GOOD,
-            saved_count: Trailer::count_word(saved),
+            saved_count: low32(saved),
         };
         let n = buf.len();
         buf[n - TRAILER..].copy_from_slice(&t.encode(self.uid));
-        self.tx.write(slot_at(pos), &buf)?;
+        self.tx.write(ring_at(pos, OUTBUF_BYTES), &buf)?;
         self.next_seq = seq.wrapping_add(1);
         self.head = pos + framed(len);
         Ok(Ref {
@@ -227,7 +223,7 @@ pub(crate) fn take(
     buf: &mut [u8],
     count: Option<u64>,
 ) -> Result<(), Damage> {
-    let at = slot_at(r.pos);
+    let at = ring_at(r.pos, OUTBUF_BYTES);
     let len = to_usize(r.len);
     let framing = Damage::Framing { at: r.pos };
     let mut h = [0u8; HEADER];
@@ -256,7 +252,7 @@ pub(crate) fn take(
         });
     }
     if let Some(now) = count {
-        if Trailer::count_word(now) != t.saved_count {
+        if low32(now) != t.saved_count {
             return Err(Damage::CountMoved {
                 saved: u64::from(t.saved_count),
                 now,
@@ -318,7 +314,7 @@ mod tests {
         ) {
             for b in [b, Ref { pos: pos & !7, len, seq: 1, crc: 2, uid: 3, node: 1 }.encode()] {
                 if let Some(r) = Ref::decode(&b) {
-                    let at = slot_at(r.pos);
+                    let at = ring_at(r.pos, OUTBUF_BYTES);
                     proptest::prop_assert!(at + to_usize(framed(r.len)) <= OUTBUF_BYTES);
                     proptest::prop_assert!(to_usize(r.len) <= OUTBUF_MAX_PAYLOAD);
                     proptest::prop_assert_eq!(r.encode(), b);

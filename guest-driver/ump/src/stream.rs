@@ -24,22 +24,16 @@
 //! waits on a lost header learns that something should be there and
 //! reports it.
 
-use firmware_model::to_usize;
-
 use crate::error::{Damage, UmpError};
 use crate::link::{Link, STREAM_LIMIT};
 use crate::wire::{
-    framed, padded, Header, Trailer, HEADER, OVERHEAD, TRAILER, VERDICT_BAD, VERDICT_GOOD,
+    framed, low32, padded, ring_at, to_usize, Header, Trailer, HEADER, OVERHEAD, TRAILER,
+    VERDICT_BAD, VERDICT_GOOD,
 };
 
 /// Messages up to this many framed bytes go as one store (the short path
 /// for latency).
 const SHORT: usize = 512;
-
-/// Where stream position `pos` lies in a ring of `size` bytes.
-fn ring_at(pos: u64, size: usize) -> usize {
-    to_usize(pos % size as u64)
-}
 
 /// Store `data` at stream position `pos` of the outgoing ring, wrapping at
 /// its end, then the producer index `prod` if given.
@@ -308,7 +302,7 @@ impl Writer {
                 0
             },
             verdict,
-            saved_count: Trailer::count_word(m.saved),
+            saved_count: low32(m.saved),
         }
     }
 
@@ -431,8 +425,8 @@ impl Reader {
             // Not what a writer of this channel sends as one store.
             return false;
         }
-        let last = ring_at(self.pos + framed - 8, link.in_size());
-        if Trailer::landed(link.in_word(last), h.seq, uid) {
+        let last = (self.pos + framed - 8) % link.in_size() as u64;
+        if Trailer::landed(link.in_word(to_usize(last)), h.seq, uid) {
             self.landed = self.pos + framed;
             return true;
         }
@@ -565,7 +559,7 @@ impl Reader {
         if let Some(now) = link.error_count().filter(|_| self.receiver_check) {
             // The low 32 bits: the trailer's last word also carries the
             // landing tag.
-            if Trailer::count_word(now) != t.saved_count {
+            if low32(now) != t.saved_count {
                 return Err(Damage::CountMoved {
                     saved: u64::from(t.saved_count),
                     now,
@@ -654,20 +648,15 @@ pub(crate) mod tests {
         out
     }
 
-    /// `len` bytes counting up by `step`, wrapping at 256.
-    fn pattern(len: usize, step: u8) -> Vec<u8> {
-        std::iter::successors(Some(0u8), |b| Some(b.wrapping_add(step)))
-            .take(len)
-            .collect()
-    }
-
     #[test]
     fn messages_larger_than_the_ring_stream_through_it() {
         let msgs = vec![
             vec![],
             vec![1],
-            pattern(1000, 1),
-            pattern(100_000, 7),
+            (0..1000).map(|i: i32| i.to_le_bytes()[0]).collect(),
+            (0..100_000)
+                .map(|i: i32| (i * 7).to_le_bytes()[0])
+                .collect(),
             vec![9; 13],
         ];
         assert_eq!(through(64, 24, msgs.clone()), msgs);
@@ -773,7 +762,7 @@ pub(crate) mod tests {
         let (mut wr, mut rd) = (Writer::new(256, true, false), Reader::new(true, true));
         assert_eq!(take(&mut rd, &link), Ok(None));
         for i in 0..100u32 {
-            let msg = vec![u8::try_from(i).expect("i < 100"); (i % 40) as usize];
+            let msg = vec![i.to_le_bytes()[0]; to_usize(u64::from(i % 40))];
             send(&mut wr, &link, &msg);
             // The producer index goes only once a quarter ring has passed.
             assert!(link.in_prod() <= wr.pos && wr.pos - link.in_prod() < 256 + 512);

@@ -15,6 +15,7 @@ use crate::directory::{
 use crate::error::{Transport, UmpError};
 use crate::link::{Link, McLink, ShmLink, ShmPair, ShmRing};
 use crate::node::Node;
+use crate::shm_file::{self, FileLink};
 use crate::ChannelId;
 
 /// Something a wait reports (seed 004, Table 3: "Waits for a UMP event to
@@ -144,8 +145,8 @@ impl Ump {
             if let Some(i) = pending_for(s, local, remote) {
                 let rec = s.records[i];
                 if rec.a == remote && rec.flags & B_OPEN == 0 {
-                    let (rec, pair) = self.complete(s, i, transport, my_off)?;
-                    return Ok((rec, false, pair));
+                    let (rec, made) = self.complete(s, i, transport, my_off)?;
+                    return Ok((rec, false, made));
                 }
                 return Err(UmpError::ChannelExists { local, remote });
             }
@@ -162,7 +163,7 @@ impl Ump {
                 a_task: task,
                 a_off: my_off.unwrap_or(NO_BUFFER),
                 b_off: NO_BUFFER,
-                ring: u32::try_from(ring).expect("Config::validate keeps rings at most 1 GiB"),
+                ring: u32::try_from(ring).expect("Config::validate: a ring is at most 1 GiB"),
                 ..Record::default()
             };
             if let Some(l) = s
@@ -177,7 +178,7 @@ impl Ump {
             s.records[slot] = rec;
             Ok((rec, true, None))
         });
-        let (rec, first, pair) = match r {
+        let (rec, first, made) = match r {
             Ok(v) => v,
             Err(e) => {
                 if let Some(o) = my_off {
@@ -191,7 +192,7 @@ impl Ump {
         if first {
             *lock(&chan.my_off) = my_off;
         } else {
-            self.connect(&chan, &rec, my_off, pair)?;
+            self.connect(&chan, &rec, my_off, made)?;
             lock(&self.inner.events).push_back(Event::Opened(id));
         }
         lock(&self.inner.channels).insert(id, chan);
@@ -199,20 +200,23 @@ impl Ump {
     }
 
     /// Complete record `i` as its B end (in a directory update): decide
-    /// the transport, make the rings, fill in B's half.
+    /// the transport, make the rings (shared memory: B's end of them),
+    /// fill in B's half.
     fn complete(
         &self,
         s: &mut Snapshot,
         i: usize,
         transport: Transport,
         my_off: Option<u32>,
-    ) -> Result<(Record, Option<Arc<ShmPair>>), UmpError> {
+    ) -> Result<(Record, Option<Arc<dyn Link>>), UmpError> {
         let node = &self.inner.node;
         let me = node.me();
         let mut rec = s.records[i];
-        let mut pair = None;
+        let mut made: Option<Arc<dyn Link>> = None;
         let theirs = Transport::from_code(rec.transport);
-        let local = rec.a_node == me;
+        // Another process of this host: shared memory through a file.
+        let host_dir = shm_file::shared_with(node.config.host_shm.as_ref(), me, rec.a_node);
+        let local = rec.a_node == me || host_dir.is_some();
         let wants = |t| transport == t || theirs == t;
         if wants(Transport::SharedMemory) && wants(Transport::MemoryChannel) {
             return Err(UmpError::Config(format!(
@@ -254,13 +258,19 @@ impl Ump {
             Transport::MemoryChannel
         } else {
             let size = node.config.shm_ring_bytes;
-            let p = Arc::new(ShmPair {
-                a_to_b: ShmRing::new(size),
-                b_to_a: ShmRing::new(size),
-            });
-            // A takes it from the node once it sees the record complete.
-            node.put_shm(rec.uid, p.clone());
-            pair = Some(p);
+            if let Some(dir) = host_dir {
+                // Made before the directory says the channel is open, so
+                // A finds it when it looks.
+                made = Some(Arc::new(FileLink::create(dir, rec.uid, size)?));
+            } else {
+                let p = Arc::new(ShmPair {
+                    a_to_b: ShmRing::new(size),
+                    b_to_a: ShmRing::new(size),
+                });
+                // A takes it from the node once it sees the record complete.
+                node.put_shm(rec.uid, p.clone());
+                made = Some(Arc::new(ShmLink::new(p, false)));
+            }
             rec.b_off = NO_BUFFER;
             Transport::SharedMemory
         };
@@ -269,30 +279,37 @@ impl Ump {
         rec.b_task = self.inner.id;
         rec.flags |= B_OPEN;
         s.records[i] = rec;
-        Ok((rec, pair))
+        Ok((rec, made))
     }
 
     /// Set up `chan`'s link from its completed record.
-    /// `pair`: the shared-memory rings B made (A takes them from the node).
+    /// `made`: B's end of the shared-memory rings it made (A takes them
+    /// from the node, or maps the file of another process of this host).
     fn connect(
         &self,
         chan: &Chan,
         rec: &Record,
         my_off: Option<u32>,
-        pair: Option<Arc<ShmPair>>,
+        made: Option<Arc<dyn Link>>,
     ) -> Result<(), UmpError> {
         let node = &self.inner.node;
         let transport = Transport::from_code(rec.transport);
         let link: Arc<dyn Link> = match transport {
             Transport::SharedMemory => {
-                let pair = pair
-                    .or_else(|| node.take_shm(rec.uid))
-                    .ok_or(UmpError::Directory("a shared-memory channel without rings"))?;
+                let link: Arc<dyn Link> = match (made, self.shm_dir_to(rec.b_node)) {
+                    (Some(l), _) => l,
+                    (None, Some(dir)) => Arc::new(FileLink::open(dir, rec.uid)?),
+                    (None, None) => Arc::new(ShmLink::new(
+                        node.take_shm(rec.uid)
+                            .ok_or(UmpError::Directory("a shared-memory channel without rings"))?,
+                        chan.side_a,
+                    )),
+                };
                 if let Some(o) = my_off {
                     node.free_ring(o);
                 }
                 *lock(&chan.my_off) = None;
-                Arc::new(ShmLink::new(pair, chan.side_a))
+                link
             }
             _ => {
                 let (peer, peer_off) = if chan.side_a {
@@ -325,6 +342,24 @@ impl Ump {
         };
         let _ = chan.link.set((link, transport));
         Ok(())
+    }
+
+    /// The directory of the file of a shared-memory channel to node
+    /// `peer`, if `peer` is another process of this host.
+    fn shm_dir_to(&self, peer: u8) -> Option<&std::path::Path> {
+        let node = &self.inner.node;
+        shm_file::shared_with(node.config.host_shm.as_ref(), node.me(), peer)
+    }
+
+    /// The directory of this host's shared files, if it has processes
+    /// other than this one.
+    fn shm_dir_to_any(&self) -> Option<&std::path::Path> {
+        let node = &self.inner.node;
+        node.config
+            .host_shm
+            .as_ref()
+            .filter(|s| s.holds(node.me()))
+            .map(|s| s.dir.as_path())
     }
 
     /// `ump_listen`: register endpoint `local` to accept channels from
@@ -474,6 +509,13 @@ impl Ump {
             Ok(false)
         })?;
         node.take_shm(chan.uid);
+        // An A end that never mapped its file (another process of this
+        // host made it): nobody else will remove it.
+        if chan.side_a && !chan.is_open() {
+            if let Some(dir) = self.shm_dir_to_any() {
+                let _ = std::fs::remove_file(shm_file::path_of(dir, chan.uid));
+            }
+        }
         if let Some(off) = lock(&chan.my_off).take() {
             if freed {
                 node.free_ring(off);

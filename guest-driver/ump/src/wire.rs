@@ -43,6 +43,23 @@ pub const VERDICT_GOOD: u32 = 1;
 pub const VERDICT_BAD: u32 = 2;
 
 /// Payload bytes padded to the stream's 8-byte grain.
+/// The low 32 bits of `v` (counts and numbers are compared in their low
+/// halves where a word holds two of them).
+#[allow(
+    clippy::cast_possible_truncation,
+    reason = "the low 32 bits, deliberately"
+)]
+pub(crate) fn low32(v: u64) -> u32 {
+    v as u32
+}
+
+pub(crate) use firmware_model::to_usize;
+
+/// Where stream position `pos` falls in a ring of `size` bytes.
+pub(crate) fn ring_at(pos: u64, size: usize) -> usize {
+    to_usize(pos % size as u64)
+}
+
 pub fn padded(len: u64) -> u64 {
     len.div_ceil(8) * 8
 }
@@ -97,8 +114,8 @@ impl Header {
     /// None: not a header of channel `uid` (stale, torn or damaged bytes).
     pub fn decode(b: &[u8; HEADER], uid: u32) -> Option<Header> {
         let word = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap_or_default());
-        let half = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap_or_default());
-        let (magic, seq) = (half(0), half(4));
+        let magic = low32(word(0));
+        let seq = low32(word(0) >> 32);
         let len = word(8);
         let (short, reference) = match magic {
             MAGIC_HEAD => (false, false),
@@ -127,12 +144,6 @@ pub struct Trailer {
 }
 
 impl Trailer {
-    /// The part of an error count a trailer keeps: its low 32 bits. A
-    /// change during one message shows in them.
-    pub fn count_word(count: u64) -> u32 {
-        u32::try_from(count & 0xffff_ffff).expect("masked to 32 bits")
-    }
-
     /// The last word's tag: seeing it for the expected message means the
     /// whole message has landed (a sender's stores arrive in order), or
     /// that what is missing was lost on the way, which the checks catch.
