@@ -63,3 +63,45 @@ pub fn result_line(out: &str, name: &str) -> Option<String> {
         .find(|l| l.starts_with(&p) && !l.ends_with(" us"))
         .map(str::to_string)
 }
+
+/// Run the libcsm build of `name` (in `dir`, from [`build_anl`]) on
+/// `nodes` nodes under `CSM_PROTOCOL=protocol` with `args`, and its
+/// pthreads build with the same `args`: (the run's success, every node's
+/// output as `[nodeN] ` lines, the pthreads build's result line). Each
+/// node's output goes to files of its own, as `mc-host run` stops reading
+/// its guests' pipes soon after they exit.
+pub fn run_anl(
+    dir: &Path,
+    name: &str,
+    nodes: u32,
+    host: &[&str],
+    protocol: &str,
+    args: &[&str],
+) -> (bool, String, String) {
+    let posix = std::process::Command::new(dir.join(format!("{name}-posix")))
+        .args(args)
+        .output()
+        .expect("run the pthreads build");
+    let posix = String::from_utf8_lossy(&posix.stdout).into_owned();
+    let want = result_line(&posix, name)
+        .unwrap_or_else(|| panic!("the pthreads build printed no result: {posix}"));
+    let outs = tempfile::tempdir().expect("temporary directory");
+    let cmd = format!(
+        "exec env {}={protocol} CSM_STATS=1 '{}' {} > '{o}'/node$MC_NODE.out 2> '{o}'/node$MC_NODE.err",
+        firmware_model::abi::dsm::PROTOCOL_ENV,
+        dir.join(name).display(),
+        args.join(" "),
+        o = outs.path().display(),
+    );
+    let (ok, mut text) = crate::mc_host_run(nodes, 180, host, &["sh", "-c", &cmd]);
+    for n in 0..nodes {
+        for ext in ["out", "err"] {
+            if let Ok(t) = std::fs::read_to_string(outs.path().join(format!("node{n}.{ext}"))) {
+                for l in t.lines() {
+                    text += &format!("[node{n}] {l}\n");
+                }
+            }
+        }
+    }
+    (ok, text, want)
+}

@@ -10,9 +10,7 @@
 //! The C program is skipped, saying so, without a C compiler, m4 or
 //! objcopy.
 
-use std::process::Command;
-
-use integration::dsm_runs::{build_anl, result_line, shapes, stats_line};
+use integration::dsm_runs::{build_anl, result_line, run_anl, shapes, stats_line};
 use integration::mc_host_run;
 
 /// `mc-guest csm APP --threads 2 --protocol naive` on every shape: every
@@ -93,35 +91,9 @@ fn the_naive_protocol_runs_an_anl_c_program_as_its_pthreads_build_does() {
     for (nodes, host) in shapes(31) {
         let procs = (nodes * 2).to_string();
         let args = ["-p", procs.as_str(), "-n", "6000", "-r", "2"];
-        let posix = Command::new(dir.path().join(format!("{name}-posix")))
-            .args(args)
-            .output()
-            .expect("run the pthreads build");
-        let posix = String::from_utf8_lossy(&posix.stdout).into_owned();
-        let want = result_line(&posix, name)
-            .unwrap_or_else(|| panic!("the pthreads build printed no result: {posix}"));
-        // Each node's output to files of its own (mc-host run stops
-        // reading its guests' pipes soon after they exit).
-        let outs = tempfile::tempdir().expect("temporary directory");
-        let cmd = format!(
-            "exec env {}=naive CSM_STATS=1 '{}' {} > '{o}'/node$MC_NODE.out 2> '{o}'/node$MC_NODE.err",
-            dsm_select::PROTOCOL_ENV,
-            dir.path().join(name).display(),
-            args.join(" "),
-            o = outs.path().display(),
-        );
         let mut opts = vec!["--threads", "2"];
         opts.extend(host.iter().map(String::as_str));
-        let (ok, mut text) = mc_host_run(nodes, 180, &opts, &["sh", "-c", &cmd]);
-        for n in 0..nodes {
-            for ext in ["out", "err"] {
-                if let Ok(t) = std::fs::read_to_string(outs.path().join(format!("node{n}.{ext}"))) {
-                    for l in t.lines() {
-                        text += &format!("[node{n}] {l}\n");
-                    }
-                }
-            }
-        }
+        let (ok, text, want) = run_anl(dir.path(), name, nodes, &opts, "naive", &args);
         let what = format!("{name} on {nodes} x 2 ({host:?})");
         assert!(ok, "{what} failed:\n{text}");
         let got = result_line(&text, name).unwrap_or_else(|| panic!("{what}: no result:\n{text}"));

@@ -26,7 +26,15 @@ fn bcast_page(s: u8) -> u32 {
 /// Every ordered pair has a point-to-point page, every node a broadcast page
 /// every other node receives (no loopback).
 fn cluster(nodes: u8) -> Hub {
-    let mut h = Hub::new(ClusterConfig::new(nodes)).unwrap();
+    cluster_on(crate::timing::LinkTiming::UNTHROTTLED, nodes)
+}
+
+/// [`cluster`] with real-time pacing `link` (which also chooses the
+/// virtual network: `--link clan`).
+fn cluster_on(link: crate::timing::LinkTiming, nodes: u8) -> Hub {
+    let mut config = ClusterConfig::new(nodes);
+    config.link = link;
+    let mut h = Hub::new(config).unwrap();
     for s in 0..nodes {
         for d in 0..nodes {
             if s == d {
@@ -535,26 +543,7 @@ mod clan {
     use crate::vtime::VirtualLink;
 
     fn clan_cluster(nodes: u8) -> Hub {
-        let mut config = ClusterConfig::new(nodes);
-        config.link = crate::timing::LinkTiming::CLAN;
-        let mut h = Hub::new(config).unwrap();
-        for s in 0..nodes {
-            for d in (0..nodes).filter(|&d| d != s) {
-                let p = PageNumber(p2p_page(s, d));
-                h.set_pct(NodeId(s), p, PctEntry::transmit_to(NodeId(d)))
-                    .unwrap();
-                h.set_pct(NodeId(d), p, PctEntry::receive()).unwrap();
-                h.set_pct(NodeId(d), PageNumber(bcast_page(s)), PctEntry::receive())
-                    .unwrap();
-            }
-            h.set_pct(
-                NodeId(s),
-                PageNumber(bcast_page(s)),
-                PctEntry::transmit_broadcast(),
-            )
-            .unwrap();
-        }
-        h
+        cluster_on(crate::timing::LinkTiming::CLAN, nodes)
     }
 
     fn clan_ser(bytes: u64) -> u64 {

@@ -65,8 +65,12 @@ impl Samples {
         f()?;
         self.wall.push(t.elapsed().as_secs_f64() * 1e6);
         if vclock::enabled() {
-            #[allow(clippy::cast_precision_loss, reason = "a clock difference far below 2^52 ns")]
-            self.virt.push(vclock::tick().saturating_sub(vt) as f64 / 1e3);
+            #[allow(
+                clippy::cast_precision_loss,
+                reason = "a clock difference far below 2^52 ns"
+            )]
+            self.virt
+                .push(vclock::tick().saturating_sub(vt) as f64 / 1e3);
         }
         Ok(())
     }
@@ -105,7 +109,10 @@ fn measure(dsm: &Dsm, iters: u32) -> Result<Vec<HlrcBenchRow>, BenchError> {
     let page: SharedArray<u32> = dsm.alloc(1024, true)?;
     let words = |n: usize, v: u32| {
         for i in 0..n {
-            page.set(i, v.wrapping_add(u32::try_from(i).expect("a word index fits u32")));
+            page.set(
+                i,
+                v.wrapping_add(u32::try_from(i).expect("a word index fits u32")),
+            );
         }
     };
     if me == 1 {
