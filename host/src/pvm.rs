@@ -45,6 +45,42 @@ const PVM_NO_PARENT: i32 = -23;
 const PVM_OUT_OF_RES: i32 = -27;
 const PVM_NO_TASK: i32 = -31;
 
+/// Why `mc-host pvm` could not run the program.
+#[derive(Debug, thiserror::Error)]
+pub enum PvmError {
+    #[error("cannot listen for the tasks at {}", path.display())]
+    RelaySocket {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "the task shell of host 0 did not come up (its adapter's or UMP's set-up failed, above){}",
+        SetUpLosses(*lost)
+    )]
+    FirstShell { lost: u64 },
+}
+
+/// The packets the network lost while the task shells set up, said after
+/// a set-up failure (nothing when none were lost). A shell names a loss
+/// its own adapter counted; one counted elsewhere (a store of another
+/// node's lost on its way to that node) shows here only: the set-up's
+/// tables are replicated, so a loss anywhere can fail a shell anywhere.
+struct SetUpLosses(u64);
+
+impl std::fmt::Display for SetUpLosses {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.0 > 0 {
+            write!(
+                f,
+                "; {} packets were lost on the network meanwhile (Memory Channel does not retransmit), and a store of the set-up lost on its way (the region table, a lock, UMP's directory) fails it",
+                self.0
+            )?;
+        }
+        Ok(())
+    }
+}
+
 #[derive(Args, Debug)]
 pub struct PvmArgs {
     /// Hosts of the virtual machine (pvm_config lists them as node0 ...).
@@ -202,7 +238,7 @@ impl Relay {
         place: &str,
         count: i32,
     ) -> Vec<i32> {
-        let n = count.max(0) as usize;
+        let n = usize::try_from(count).unwrap_or(0);
         let Some(path) = self.resolve(program) else {
             return vec![PVM_NO_FILE; n];
         };
@@ -430,7 +466,8 @@ impl Relay {
                     }
                 };
                 self.changed.notify_all();
-                Reply::Value(inst as i32)
+                // A group's instances are its members: at most every task.
+                Reply::Value(i32::try_from(inst).unwrap_or(i32::MAX))
             }
             Request::Leave { group } => {
                 let mut t = lock(&self.table);
@@ -469,8 +506,8 @@ impl Relay {
                     let Some(g) = t.groups.get_mut(&group) else {
                         return Some(Reply::Error(PVM_NO_GROUP));
                     };
-                    let n = g.members.iter().filter(|m| **m != 0).count() as i32;
-                    if count < 0 || n >= count || g.frozen {
+                    let n = g.members.iter().filter(|m| **m != 0).count();
+                    if usize::try_from(count).map_or(true, |c| n >= c) || g.frozen {
                         g.frozen = true;
                         return Some(Reply::Value(0));
                     }
@@ -618,6 +655,16 @@ impl Relay {
         t.tasks.is_empty() || t.tasks.iter().any(|r| r.ended.is_none())
     }
 
+    /// Task shells that ended, failing, before a task was assigned to them
+    /// (their adapter's or UMP's set-up failed).
+    fn shells_failed_before_a_task(&self) -> usize {
+        lock(&self.table)
+            .slots
+            .iter()
+            .filter(|s| s.tid.is_none() && s.ended.is_some_and(|st| !st.success()))
+            .count()
+    }
+
     /// Stop every shell still running (parked ones, or all on a stop).
     fn stop_all(&self) {
         let mut t = lock(&self.table);
@@ -705,7 +752,10 @@ pub fn run(args: &PvmArgs) -> Result<(), CliError> {
     let cluster = launched.cluster();
     let relay_socket = dir.join("pvm-relay.sock");
     let _ = std::fs::remove_file(&relay_socket);
-    let listener = UnixListener::bind(&relay_socket).map_err(CliError::SocketDir)?;
+    let listener = UnixListener::bind(&relay_socket).map_err(|source| PvmError::RelaySocket {
+        path: relay_socket.clone(),
+        source,
+    })?;
     let relay = Arc::new(Relay {
         table: Mutex::new(Table {
             tasks: Vec::new(),
@@ -816,6 +866,15 @@ pub fn run(args: &PvmArgs) -> Result<(), CliError> {
             std::thread::sleep(Duration::from_millis(10));
         }
     }
+    // Shells that failed to come up: name the losses behind them.
+    let lost = launched.cluster().snapshot().hub.drops;
+    let failed = relay.shells_failed_before_a_task();
+    if failed > 0 && lost > 0 && started.iter().all(|t| *t > 0) {
+        eprintln!(
+            "mc-host pvm: {failed} task shells did not come up{}",
+            SetUpLosses(lost)
+        );
+    }
     // The shells never used, or every one on a stop.
     relay.stop_all();
     // The tasks' last lines.
@@ -830,12 +889,7 @@ pub fn run(args: &PvmArgs) -> Result<(), CliError> {
                 name: args.command[0].clone(),
             }
         } else {
-            CliError::StartGuest {
-                program: first,
-                source: std::io::Error::other(
-                    "the task shell of host 0 did not come up (its adapter's or UMP's set-up failed, above)",
-                ),
-            }
+            PvmError::FirstShell { lost }.into()
         });
     }
     let t = lock(&relay.table);
