@@ -80,7 +80,7 @@ pub enum CliError {
     #[error(transparent)]
     Mpirun(#[from] MpirunError),
     #[error(transparent)]
-    Pvm(#[from] crate::pvm::PvmError),
+    Pvm(#[from] crate::pvm_error::PvmError),
 }
 
 impl CliError {
