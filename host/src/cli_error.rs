@@ -79,6 +79,8 @@ pub enum CliError {
     Report(#[from] ReportError),
     #[error(transparent)]
     Mpirun(#[from] MpirunError),
+    #[error(transparent)]
+    Pvm(#[from] crate::pvm_error::PvmError),
 }
 
 impl CliError {

@@ -12,6 +12,7 @@ mod launch;
 mod mpirun;
 mod mpirun_error;
 mod pvm;
+mod pvm_error;
 mod qemu_cmd;
 mod run;
 mod serve;

@@ -36,6 +36,7 @@ use pvm_relay::{env, FromRelay, Host, Notice, Reply, Request, Task};
 use crate::cli_error::{CliError, StopReason};
 use crate::clock_args::{self, ClockArgs};
 use crate::cluster_args::{ClusterArgs, DeliveryChoice};
+use crate::pvm_error::{PvmError, SetUpLosses};
 
 // pvm3.h's codes the relay answers with.
 const PVM_BAD_PARAM: i32 = -2;
@@ -205,7 +206,7 @@ impl Relay {
         place: &str,
         count: i32,
     ) -> Vec<i32> {
-        let n = count.max(0) as usize;
+        let n = usize::try_from(count).unwrap_or(0);
         let Some(path) = self.resolve(program) else {
             return vec![PVM_NO_FILE; n];
         };
@@ -433,7 +434,8 @@ impl Relay {
                     }
                 };
                 self.changed.notify_all();
-                Reply::Value(inst as i32)
+                // A group's instances are its members: at most every task.
+                Reply::Value(i32::try_from(inst).unwrap_or(i32::MAX))
             }
             Request::Leave { group } => {
                 let mut t = lock(&self.table);
@@ -472,8 +474,8 @@ impl Relay {
                     let Some(g) = t.groups.get_mut(&group) else {
                         return Some(Reply::Error(PVM_NO_GROUP));
                     };
-                    let n = g.members.iter().filter(|m| **m != 0).count() as i32;
-                    if count < 0 || n >= count || g.frozen {
+                    let n = g.members.iter().filter(|m| **m != 0).count();
+                    if usize::try_from(count).map_or(true, |c| n >= c) || g.frozen {
                         g.frozen = true;
                         return Some(Reply::Value(0));
                     }
@@ -621,6 +623,16 @@ impl Relay {
         t.tasks.is_empty() || t.tasks.iter().any(|r| r.ended.is_none())
     }
 
+    /// Task shells that ended, failing, before a task was assigned to them
+    /// (their adapter's or UMP's set-up failed).
+    fn shells_failed_before_a_task(&self) -> usize {
+        lock(&self.table)
+            .slots
+            .iter()
+            .filter(|s| s.tid.is_none() && s.ended.is_some_and(|st| !st.success()))
+            .count()
+    }
+
     /// Stop every shell still running (parked ones, or all on a stop).
     fn stop_all(&self) {
         let mut t = lock(&self.table);
@@ -737,7 +749,10 @@ pub fn run(args: &PvmArgs) -> Result<(), CliError> {
     let cluster = launched.cluster();
     let relay_socket = dir.join("pvm-relay.sock");
     let _ = std::fs::remove_file(&relay_socket);
-    let listener = UnixListener::bind(&relay_socket).map_err(CliError::SocketDir)?;
+    let listener = UnixListener::bind(&relay_socket).map_err(|source| PvmError::RelaySocket {
+        path: relay_socket.clone(),
+        source,
+    })?;
     let relay = Arc::new(Relay {
         table: Mutex::new(Table {
             tasks: Vec::new(),
@@ -853,6 +868,15 @@ pub fn run(args: &PvmArgs) -> Result<(), CliError> {
             std::thread::sleep(Duration::from_millis(10));
         }
     }
+    // Shells that failed to come up: name the losses behind them.
+    let lost = launched.cluster().snapshot().hub.drops;
+    let failed = relay.shells_failed_before_a_task();
+    if failed > 0 && lost > 0 && started.iter().all(|t| *t > 0) {
+        eprintln!(
+            "mc-host pvm: {failed} task shells did not come up{}",
+            SetUpLosses(lost)
+        );
+    }
     // The shells never used, or every one on a stop.
     relay.stop_all();
     // The tasks' last lines.
@@ -867,12 +891,7 @@ pub fn run(args: &PvmArgs) -> Result<(), CliError> {
                 name: args.command[0].clone(),
             }
         } else {
-            CliError::StartGuest {
-                program: first,
-                source: std::io::Error::other(
-                    "the task shell of host 0 did not come up (its adapter's or UMP's set-up failed, above)",
-                ),
-            }
+            PvmError::FirstShell { lost }.into()
         });
     }
     let t = lock(&relay.table);

@@ -78,6 +78,14 @@ pub const PVM_ULONG: c_int = 11;
 
 /// The size in bytes of one element of a PVM data type (none for PVM_STR
 /// or an unknown type).
+/// A count or a length as pvm3.h's `int`. Counts of tasks, hosts and
+/// group members are bounded by the cluster's 64 adapters; a message
+/// longer than `c_int::MAX` bytes cannot be told in PVM's int and reads as
+/// `c_int::MAX`.
+pub fn count(n: usize) -> c_int {
+    c_int::try_from(n).unwrap_or(c_int::MAX)
+}
+
 pub fn type_size(t: c_int) -> Option<usize> {
     Some(match t {
         PVM_BYTE => 1,

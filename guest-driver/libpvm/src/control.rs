@@ -40,7 +40,7 @@ pub unsafe extern "C" fn pvm_siblings(tids: *mut *mut c_int) -> c_int {
         if let Some(t) = unsafe { tids.as_mut() } {
             *t = p.siblings.as_mut_ptr();
         }
-        p.siblings.len() as c_int
+        count(p.siblings.len())
     })
 }
 
@@ -114,12 +114,16 @@ pub unsafe extern "C" fn pvm_spawn(
                 // tids[0 .. numt] when some failed).
                 got.sort_by_key(|t| *t < 0);
                 if !tids.is_null() {
-                    for (i, t) in got.iter().take(count as usize).enumerate() {
+                    for (i, t) in got
+                        .iter()
+                        .take(usize::try_from(count).unwrap_or(0))
+                        .enumerate()
+                    {
                         // SAFETY: the caller's contract: room for count.
                         unsafe { *tids.add(i) = *t };
                     }
                 }
-                let ok = got.iter().filter(|t| **t > 0).count() as c_int;
+                let ok = crate::codes::count(got.iter().filter(|t| **t > 0).count());
                 if ok == 0 {
                     got.first()
                         .copied()
@@ -216,7 +220,7 @@ pub unsafe extern "C" fn pvm_config(
         // SAFETY: the caller's contract: NULL or writable.
         unsafe {
             if let Some(x) = nhost.as_mut() {
-                *x = t.infos.len() as c_int;
+                *x = count(t.infos.len());
             }
             if let Some(x) = narch.as_mut() {
                 *x = 1;
@@ -259,7 +263,8 @@ pub unsafe extern "C" fn pvm_tasks(
                 ti_host: t.host,
                 ti_flag: 4, // TF_CONN: connected
                 ti_a_out: n.as_ptr(),
-                ti_pid: t.pid as c_int,
+                // A pid is a pid_t; 0 for one the relay could not have sent.
+                ti_pid: c_int::try_from(t.pid).unwrap_or(0),
             })
             .collect();
         let mut g = TASKS.lock().unwrap_or_else(|e| e.into_inner());
@@ -267,7 +272,7 @@ pub unsafe extern "C" fn pvm_tasks(
         // SAFETY: the caller's contract: NULL or writable.
         unsafe {
             if let Some(x) = ntask.as_mut() {
-                *x = t.infos.len() as c_int;
+                *x = count(t.infos.len());
             }
             if let Some(x) = taskp.as_mut() {
                 *x = t.infos.as_ptr();
@@ -390,7 +395,8 @@ pub extern "C" fn pvm_strerror() -> *const c_char {
             .collect()
     });
     let c = pvm_errno.load(Ordering::Relaxed);
-    texts[(-c).clamp(0, 40) as usize].as_ptr()
+    let i = usize::try_from(c.saturating_neg().clamp(0, 40)).expect("clamped to 0..=40");
+    texts[i].as_ptr()
 }
 
 /// pvm_version: the PVM version whose API this library keeps.

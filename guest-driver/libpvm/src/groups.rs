@@ -96,7 +96,7 @@ pub unsafe extern "C" fn pvm_lvgroup(g: *const c_char) -> c_int {
 pub unsafe extern "C" fn pvm_gsize(g: *const c_char) -> c_int {
     with("pvm_gsize", |p| {
         let g = try_code!(group_name(g));
-        try_code!(members(p, &g)).iter().filter(|t| **t > 0).count() as c_int
+        count(try_code!(members(p, &g)).iter().filter(|t| **t > 0).count())
     })
 }
 
@@ -111,7 +111,7 @@ pub unsafe extern "C" fn pvm_getinst(g: *const c_char, tid: c_int) -> c_int {
         let m = try_code!(members(p, &g));
         m.iter()
             .position(|t| *t == tid)
-            .map_or(PVM_NOT_IN_GROUP, |i| i as c_int)
+            .map_or(PVM_NOT_IN_GROUP, count)
     })
 }
 
@@ -183,7 +183,7 @@ pub unsafe extern "C" fn pvm_barrier(g: *const c_char, count: c_int) -> c_int {
         try_code!(me_in(p, &m));
         let real: Vec<i32> = m.iter().copied().filter(|t| *t > 0).collect();
         let count = if count == -1 {
-            real.len() as c_int
+            crate::codes::count(real.len())
         } else {
             count
         };

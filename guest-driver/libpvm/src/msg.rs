@@ -145,8 +145,8 @@ pub unsafe extern "C" fn pvm_trecv(tid: c_int, tag: c_int, tmout: *const libc::t
         Some(t) if t.tv_sec < 0 || t.tv_usec < 0 => return PVM_BAD_PARAM,
         Some(t) => Some(
             Instant::now()
-                + Duration::from_secs(t.tv_sec as u64)
-                + Duration::from_micros(t.tv_usec as u64),
+                + Duration::from_secs(t.tv_sec.unsigned_abs())
+                + Duration::from_micros(t.tv_usec.unsigned_abs()),
         ),
     };
     receive(tid, tag, deadline)
@@ -212,7 +212,7 @@ pub unsafe extern "C" fn pvm_precv(
                 *x = m.tag;
             }
             if let Some(x) = rcount.as_mut() {
-                *x = (m.data.len() / size) as c_int;
+                *x = crate::codes::count(m.data.len() / size);
             }
         }
         if m.data.len() > n * size {

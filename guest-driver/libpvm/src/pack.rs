@@ -64,7 +64,7 @@ pub unsafe extern "C" fn pvm_bufinfo(
         let Some(b) = p.bufs.get(id) else {
             return PVM_NO_SUCH_BUF;
         };
-        let (len, t, s) = (b.data.len() as c_int, b.tag, b.src);
+        let (len, t, s) = (count(b.data.len()), b.tag, b.src);
         // SAFETY: the caller's contract: NULL or writable.
         unsafe {
             if let Some(x) = bytes.as_mut() {
@@ -213,7 +213,10 @@ pub unsafe extern "C" fn pvm_pkstr(s: *const c_char) -> c_int {
     }
     // SAFETY: the caller's contract.
     let bytes = unsafe { std::ffi::CStr::from_ptr(s) }.to_bytes_with_nul();
-    let len = bytes.len() as c_int;
+    // Its length is packed as an int first.
+    let Ok(len) = c_int::try_from(bytes.len()) else {
+        return PVM_NO_MEM;
+    };
     with("pvm_pkstr", |p| match p.bufs.active(true) {
         Ok(b) => {
             // SAFETY: one int, then the string's bytes, both alive now; a

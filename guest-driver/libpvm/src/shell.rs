@@ -95,12 +95,14 @@ fn run() -> Result<c_int, ShellError> {
     }
     let mut argv: Vec<*mut c_char> = owned.iter().map(|s| s.as_ptr().cast_mut()).collect();
     argv.push(std::ptr::null_mut());
+    let argc = c_int::try_from(owned.len())
+        .expect("fewer than 2^31 arguments: they came in one line from the relay");
     extern "C" {
         static mut environ: *mut *mut c_char;
     }
     // SAFETY: argv is a NULL-terminated list of strings alive for the
     // call (and after: `owned` lives until exit); environ is the process's.
-    let r = unsafe { main(owned.len() as c_int, argv.as_mut_ptr(), environ) };
+    let r = unsafe { main(argc, argv.as_mut_ptr(), environ) };
     std::mem::forget(owned);
     Ok(r)
 }

@@ -35,12 +35,14 @@ pub enum EnrolError {
 
 /// The UMP endpoint of a task: its tid, in a space of its own.
 pub fn handle(tid: i32) -> u64 {
-    0x5056_4d00_0000_0000 | u64::from(tid as u32)
+    // The tid's 32 bits as they are.
+    0x5056_4d00_0000_0000 | u64::from(u32::from_ne_bytes(tid.to_ne_bytes()))
 }
 
 /// The tid behind an endpoint, if it is a task's.
 pub fn tid_of(handle: u64) -> Option<i32> {
-    (handle >> 32 == 0x5056_4d00).then_some(handle as u32 as i32)
+    let low = u32::try_from(handle & 0xffff_ffff).expect("masked to 32 bits");
+    (handle >> 32 == 0x5056_4d00).then_some(i32::from_ne_bytes(low.to_ne_bytes()))
 }
 
 /// Options of pvm_setopt that are kept (and read back by pvm_getopt).

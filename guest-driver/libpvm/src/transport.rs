@@ -173,7 +173,13 @@ impl Pvm {
 
     fn read_one(&mut self, ch: ChannelId) {
         let len = match self.ump.peek(ch) {
-            Ok(Some((len, _))) => len as usize,
+            Ok(Some((len, _))) => match usize::try_from(len) {
+                Ok(l) => l,
+                Err(_) => self.fatal(&format!(
+                    "a message of {len} bytes from {} is larger than this host's memory",
+                    self.peer_name(ch)
+                )),
+            },
             Ok(None) => return,
             Err(e) => self.fatal(&format!(
                 "the next message from {} was lost or damaged on the network: {}",

@@ -59,7 +59,8 @@ pub fn parse(mut v: Vec<u8>) -> Option<Msg> {
 /// A group function's body starts with its group's name.
 pub fn with_group(group: &str, body: &[u8]) -> Vec<u8> {
     let mut v = Vec::with_capacity(4 + group.len() + body.len());
-    v.extend_from_slice(&(group.len() as u32).to_le_bytes());
+    let len = u32::try_from(group.len()).expect("a group name (a C string) shorter than 4 GiB");
+    v.extend_from_slice(&len.to_le_bytes());
     v.extend_from_slice(group.as_bytes());
     v.extend_from_slice(body);
     v

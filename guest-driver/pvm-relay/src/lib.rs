@@ -28,8 +28,10 @@ pub mod env {
 
 /// The tid of task `local` (1-based) on host `host` (0-based), as PVM 3
 /// lays tids out: the host in bits 18..30, the task on it below.
+/// `host` is below 4095 and `local` below 2^18 (PVM's fields).
 pub fn tid(host: u32, local: u32) -> i32 {
-    (((host + 1) << 18) | local) as i32
+    i32::try_from(((host + 1) << 18) | local)
+        .expect("a host below 4095 and a task below 2^18 fit in 30 bits")
 }
 
 /// The tid that stands for host `host` (pvm_tidtohost, hi_tid).
@@ -39,8 +41,8 @@ pub fn host_tid(host: u32) -> i32 {
 
 /// The host (0-based) of a tid, if it names one.
 pub fn host_of(tid: i32) -> Option<u32> {
-    let h = (tid as u32 >> 18) & 0xfff;
-    (tid > 0 && h > 0).then(|| h - 1)
+    let h = (u32::try_from(tid).ok()? >> 18) & 0xfff;
+    (h > 0).then(|| h - 1)
 }
 
 /// A task's request.

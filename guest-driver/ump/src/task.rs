@@ -3,7 +3,7 @@
 //! wait reports. Messages are in `io`; the background writer in `writer`.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -48,6 +48,10 @@ pub(crate) struct TaskInner {
     listening: Mutex<HashSet<u64>>,
     events: Mutex<VecDeque<Event>>,
     seen_version: AtomicU64,
+    /// Set when a channel or an endpoint was added after a refresh may
+    /// have listed them: the next refresh reads the directory even if its
+    /// version has not moved (it may already show the peer's half).
+    rescan: AtomicBool,
     /// Serialises directory refreshes of this task.
     refresh: Mutex<()>,
     /// The background writer's doorbell.
@@ -79,6 +83,7 @@ impl Ump {
                 listening: Mutex::new(HashSet::new()),
                 events: Mutex::new(VecDeque::new()),
                 seen_version: AtomicU64::new(u64::MAX),
+                rescan: AtomicBool::new(false),
                 refresh: Mutex::new(()),
                 work: Mutex::new(false),
                 work_cv: Condvar::new(),
@@ -196,6 +201,9 @@ impl Ump {
             lock(&self.inner.events).push_back(Event::Opened(id));
         }
         lock(&self.inner.channels).insert(id, chan);
+        if first {
+            self.inner.rescan.store(true, Ordering::Release);
+        }
         Ok(id)
     }
 
@@ -387,7 +395,7 @@ impl Ump {
             Ok(())
         })?;
         lock(&self.inner.listening).insert(local);
-        self.inner.seen_version.store(u64::MAX, Ordering::Relaxed);
+        self.inner.rescan.store(true, Ordering::Release);
         Ok(())
     }
 
@@ -412,14 +420,24 @@ impl Ump {
     pub(crate) fn refresh(&self) -> Result<(), UmpError> {
         let dir = &self.inner.node.dir;
         let v = dir.version();
-        if v == self.inner.seen_version.load(Ordering::Relaxed) {
+        if v == self.inner.seen_version.load(Ordering::Relaxed)
+            && !self.inner.rescan.load(Ordering::Acquire)
+        {
             return Ok(());
         }
         let _one = lock(&self.inner.refresh);
+        self.inner.rescan.store(false, Ordering::Release);
+        // The channels first, then the copy: open() adds a channel only
+        // once this node's copy shows its record, so every channel listed
+        // has its record in a copy read after, and one missing there is
+        // gone. Read the other way round, a channel opened between the two
+        // (by another thread of the task) looked closed by its peer, and
+        // was closed with its queued writes (issue 41, docs/pvm.md).
+        let chans: Vec<Arc<Chan>> = lock(&self.inner.channels).values().cloned().collect();
         let Some(s) = dir.try_snapshot() else {
+            self.inner.rescan.store(true, Ordering::Release);
             return Ok(());
         };
-        let chans: Vec<Arc<Chan>> = lock(&self.inner.channels).values().cloned().collect();
         // With a damaged record in this copy, a missing one may be it.
         let intact = !s.records.iter().any(|r| r.kind == KIND_DAMAGED);
         for c in &chans {
@@ -439,7 +457,9 @@ impl Ump {
                 None => intact,
                 Some(r) => r.flags & if c.side_a { B_CLOSED } else { A_CLOSED } != 0,
             };
-            if peer_gone && !c.peer_closed() {
+            // (Not one this task closed since it was listed.)
+            let listed = || lock(&self.inner.channels).contains_key(&c.id);
+            if peer_gone && !c.peer_closed() && listed() {
                 c.peer_closed.store(true, Ordering::Release);
                 lock(&self.inner.events).push_back(Event::Closed(c.id));
                 self.inner.wake_writer();
