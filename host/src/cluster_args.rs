@@ -52,7 +52,9 @@ pub struct ClusterArgs {
     #[arg(long, short = 'n', default_value_t = 2, value_parser = clap::value_parser!(u8).range(1..=64))]
     pub nodes: u8,
     /// Link timing: `unthrottled` (as fast as this host can go), or `mc1` / `mc2`
-    /// to hold each delivery until the real hardware would have made it.
+    /// / `clan` to hold each delivery until the real hardware would have made
+    /// it; `clan` (seed 001's cLAN VIA) also sets the network that virtual
+    /// time follows (docs/virtual-time.md s.3a).
     #[arg(long, default_value = "unthrottled")]
     pub link: LinkTiming,
     /// Page size in bytes: 8192 (Alpha, default) or 4096.

@@ -15,7 +15,7 @@ pub struct DemoArgs {
     /// Adapters in the cluster (2..=64).
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u8).range(2..=64))]
     nodes: u8,
-    /// Link timing preset: mc1, mc2 or unthrottled.
+    /// Link timing preset: mc1, mc2, clan (seed 001's cLAN VIA, also in virtual time) or unthrottled.
     #[arg(long, default_value = "mc2")]
     link: LinkTiming,
     /// Seed of the fault injector (the default shows a few retries).

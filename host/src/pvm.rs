@@ -71,7 +71,8 @@ pub struct PvmArgs {
     /// A fault plan (TOML) to replay during the run.
     #[arg(long, value_name = "FILE")]
     pub fault_plan: Option<PathBuf>,
-    /// Link timing: `unthrottled`, `mc1` or `mc2`.
+    /// Link timing: `unthrottled`, `mc1`, `mc2` or `clan` (seed 001's cLAN VIA,
+    /// which virtual time then follows too).
     #[arg(long, default_value = "unthrottled")]
     pub link: LinkTiming,
     #[command(flatten)]

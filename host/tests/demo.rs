@@ -51,7 +51,7 @@ fn bad_arguments_exit_2_with_a_reason() {
         (&["demo", "--nodes", "1"][..], "not in 2..=64"),
         (
             &["demo", "--link", "mc9"][..],
-            "expected one of mc1, mc2, unthrottled",
+            "expected one of mc1, mc2, clan, unthrottled",
         ),
         (
             &["demo", "--corrupt", "1.5"][..],
