@@ -56,6 +56,10 @@ pub(crate) struct Node {
     pub(crate) arrivals: Option<ArrivalTable>,
     /// The adapter's loss counts when the API opened (`loss`).
     pub(crate) loss_base: LossCounts,
+    /// Cluster locks whose holders' release this node saw lost
+    /// (`spinlock`): a later wait on one fails at once while its holders
+    /// are unchanged, instead of waiting for the evidence again.
+    pub(crate) lost_releases: Mutex<Vec<crate::spinlock::LostRelease>>,
 }
 
 /// Node `n` of the cluster. Node numbers are below the cluster's size,
@@ -103,6 +107,7 @@ impl Node {
             reliable,
             events: Mutex::new(Vec::new()),
             coherence: JoinState::new(),
+            lost_releases: Mutex::new(Vec::new()),
         }
     }
 

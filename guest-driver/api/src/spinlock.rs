@@ -39,6 +39,20 @@ fn pause(d: Duration) {
     }
 }
 
+fn lost_releases(node: &Node) -> std::sync::MutexGuard<'_, Vec<LostRelease>> {
+    node.lost_releases.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl LostRelease {
+    fn error(self) -> McError {
+        McError::LostPacket {
+            waiting_for: WaitFor::ClusterSpinlock,
+            lost: self.lost,
+            evidence: self.evidence,
+        }
+    }
+}
+
 static TICKET: AtomicU32 = AtomicU32::new(1);
 
 fn ticket() -> u32 {
@@ -55,6 +69,20 @@ pub(crate) struct ClusterLock {
     pub(crate) offset: usize,
 }
 
+/// A cluster lock whose holders' release was lost on the way to this node
+/// (its wait failed with the evidence): their entries stay set here for
+/// ever. Kept so that the next wait on it (a program's exit detaches every
+/// region, each under the region table's lock) fails at once rather than
+/// after the evidence's seconds again; a holder set that changed means
+/// the lock moved on, and the record goes.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LostRelease {
+    offset: usize,
+    holders: u64,
+    lost: LostPacket,
+    evidence: crate::lost::LossEvidence,
+}
+
 impl ClusterLock {
     fn my_entry(&self, node: &Node) -> (usize, u64) {
         let me = node.me as usize;
@@ -65,6 +93,18 @@ impl ClusterLock {
     /// Other members whose entry is set in this node's copy of the array.
     fn others_set(&self, node: &Node) -> u32 {
         self.others_mask(node).count_ones()
+    }
+
+    /// The error of a wait on this lock whose holders' release this node saw
+    /// lost, if they still hold it here.
+    fn known_lost(&self, node: &Node) -> Option<McError> {
+        let mut known = lost_releases(node);
+        let i = known.iter().position(|r| r.offset == self.offset)?;
+        if known[i].holders == self.others_mask(node) {
+            return Some(known[i].error());
+        }
+        known.swap_remove(i);
+        None
     }
 
     /// ... as a mask (bit n = node n).
@@ -133,6 +173,9 @@ impl ClusterLock {
             node.coherence.gate(OP_TIMEOUT)?;
             let generation = node.coherence.generation();
             if !try_once {
+                if let Some(e) = self.known_lost(node) {
+                    return Err(e);
+                }
                 // Listen: wait until nobody else holds or wants the lock.
                 // A holder's release lost on the way here leaves its entry
                 // set for ever: with evidence of loss the wait says so in
@@ -154,6 +197,16 @@ impl ClusterLock {
                 );
                 match seen {
                     Ok(()) => {}
+                    Err(McError::LostPacket { lost, evidence, .. }) => {
+                        let r = LostRelease {
+                            offset: self.offset,
+                            holders: self.others_mask(node),
+                            lost,
+                            evidence,
+                        };
+                        lost_releases(node).push(r);
+                        return Err(r.error());
+                    }
                     Err(McError::Timeout { .. }) => {
                         return Err(McError::Timeout {
                             after: deadline,
