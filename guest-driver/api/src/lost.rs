@@ -71,3 +71,18 @@ impl fmt::Display for LostPacket {
         }
     }
 }
+
+/// A cluster lock whose holders' release was lost on the way to this node
+/// (its wait failed with the evidence): their entries stay set here for
+/// ever. Kept (`Node::lost_releases`) so that the next wait on it (a
+/// program's exit detaches every region, each under the region table's
+/// lock) fails at once rather than after the evidence's seconds again; a
+/// holder set that changed means the lock moved on, and the record goes
+/// (`spinlock`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LostRelease {
+    pub(crate) offset: usize,
+    pub(crate) holders: u64,
+    pub(crate) lost: LostPacket,
+    pub(crate) evidence: LossEvidence,
+}

@@ -59,7 +59,7 @@ pub(crate) struct Node {
     /// Cluster locks whose holders' release this node saw lost
     /// (`spinlock`): a later wait on one fails at once while its holders
     /// are unchanged, instead of waiting for the evidence again.
-    pub(crate) lost_releases: Mutex<Vec<crate::spinlock::LostRelease>>,
+    pub(crate) lost_releases: Mutex<Vec<crate::lost::LostRelease>>,
 }
 
 /// Node `n` of the cluster. Node numbers are below the cluster's size,

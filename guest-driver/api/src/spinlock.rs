@@ -18,7 +18,7 @@ use mc_driver::vclock;
 use firmware_model::NodeSet;
 
 use crate::error::{McError, WaitFor};
-use crate::lost::LostPacket;
+use crate::lost::{LostPacket, LostRelease};
 use crate::node::{wait_for_loopback, wait_for_others, Node, OP_TIMEOUT};
 
 /// Collisions in a row that still widen the back-off window.
@@ -43,13 +43,12 @@ fn lost_releases(node: &Node) -> std::sync::MutexGuard<'_, Vec<LostRelease>> {
     node.lost_releases.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-impl LostRelease {
-    fn error(self) -> McError {
-        McError::LostPacket {
-            waiting_for: WaitFor::ClusterSpinlock,
-            lost: self.lost,
-            evidence: self.evidence,
-        }
+/// The error of a wait on a lock whose holders' release was lost.
+fn lost_release_error(r: LostRelease) -> McError {
+    McError::LostPacket {
+        waiting_for: WaitFor::ClusterSpinlock,
+        lost: r.lost,
+        evidence: r.evidence,
     }
 }
 
@@ -67,20 +66,6 @@ fn ticket() -> u32 {
 /// One lock's array, at `offset` in the control pages.
 pub(crate) struct ClusterLock {
     pub(crate) offset: usize,
-}
-
-/// A cluster lock whose holders' release was lost on the way to this node
-/// (its wait failed with the evidence): their entries stay set here for
-/// ever. Kept so that the next wait on it (a program's exit detaches every
-/// region, each under the region table's lock) fails at once rather than
-/// after the evidence's seconds again; a holder set that changed means
-/// the lock moved on, and the record goes.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct LostRelease {
-    offset: usize,
-    holders: u64,
-    lost: LostPacket,
-    evidence: crate::lost::LossEvidence,
 }
 
 impl ClusterLock {
@@ -101,7 +86,7 @@ impl ClusterLock {
         let mut known = lost_releases(node);
         let i = known.iter().position(|r| r.offset == self.offset)?;
         if known[i].holders == self.others_mask(node) {
-            return Some(known[i].error());
+            return Some(lost_release_error(known[i]));
         }
         known.swap_remove(i);
         None
@@ -205,7 +190,7 @@ impl ClusterLock {
                             evidence,
                         };
                         lost_releases(node).push(r);
-                        return Err(r.error());
+                        return Err(lost_release_error(r));
                     }
                     Err(McError::Timeout { .. }) => {
                         return Err(McError::Timeout {
