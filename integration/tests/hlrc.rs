@@ -11,11 +11,15 @@ use integration::mc_host_run;
 /// `mc-guest csm ARGS --protocol hlrc` on every shape: every node
 /// verifies, and its counters show HLRC moved pages and diffs.
 fn hlrc_app(args: &[&str], seed: u64) {
+    hlrc_app_as("hlrc", args, seed);
+}
+
+fn hlrc_app_as(protocol: &str, args: &[&str], seed: u64) {
     for (nodes, host) in shapes(seed) {
         let host: Vec<&str> = host.iter().map(String::as_str).collect();
         let mut g = vec!["mc-guest", "csm"];
         g.extend_from_slice(args);
-        g.extend_from_slice(&["--protocol", "hlrc"]);
+        g.extend_from_slice(&["--protocol", protocol]);
         let (ok, text) = mc_host_run(nodes, 240, &host, &g);
         let what = format!("{args:?} on {nodes} nodes ({host:?})");
         assert!(ok, "{what} failed:\n{text}");
@@ -55,6 +59,21 @@ fn hlrc_runs_applications_with_locks_barriers_and_flags() {
     // SOR: barriers; Gauss: flags; water-nsquared: locks.
     for app in ["sor", "gauss", "water-nsquared"] {
         hlrc_app(&[app, "--preset", "small"], 47);
+    }
+}
+
+/// Seed 001 s.6's what-if: barriers that broadcast their write notices
+/// (one store to every node, read from the barrier board) keep every
+/// result, with nodes a barrier apart under skewed delivery.
+#[test]
+fn hlrc_with_broadcast_barriers_verifies_eager_and_skewed() {
+    for app in ["wtest", "sor"] {
+        let args: &[&str] = if app == "sor" {
+            &[app, "--preset", "small"]
+        } else {
+            &[app]
+        };
+        hlrc_app_as("hlrc-broadcast", args, 53);
     }
 }
 

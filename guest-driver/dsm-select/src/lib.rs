@@ -8,7 +8,7 @@ use std::sync::Arc;
 use cashmere::{Config, Csm};
 use dsm_core::{Dsm, DsmError};
 use dsm_naive::{Naive, NaiveConfig};
-use hlrc::{Hlrc, HlrcConfig};
+use hlrc::{BarrierMode, Hlrc, HlrcConfig};
 use mc_api::MemoryChannel;
 
 /// The variable that names a C program's protocol.
@@ -25,6 +25,9 @@ pub enum ProtocolName {
     /// Home-based lazy release consistency, seed 001 (`hlrc`): one
     /// application thread per node.
     Hlrc,
+    /// HLRC whose barriers broadcast the write notices
+    /// (`hlrc-broadcast`: seed 001 s.6's what-if, docs/hlrc.md).
+    HlrcBroadcast,
 }
 
 /// A protocol name nobody knows.
@@ -33,10 +36,11 @@ pub enum ProtocolName {
 pub struct UnknownProtocol(pub String);
 
 impl ProtocolName {
-    pub const ALL: [ProtocolName; 3] = [
+    pub const ALL: [ProtocolName; 4] = [
         ProtocolName::Cashmere,
         ProtocolName::Naive,
         ProtocolName::Hlrc,
+        ProtocolName::HlrcBroadcast,
     ];
 
     pub fn name(self) -> &'static str {
@@ -44,6 +48,7 @@ impl ProtocolName {
             ProtocolName::Cashmere => cashmere::NAME,
             ProtocolName::Naive => dsm_naive::NAME,
             ProtocolName::Hlrc => hlrc::NAME,
+            ProtocolName::HlrcBroadcast => hlrc::NAME_BROADCAST,
         }
     }
 
@@ -75,7 +80,7 @@ impl ProtocolName {
                     heap_base: cfg.heap_base,
                 },
             )?)),
-            ProtocolName::Hlrc => Dsm::new(Arc::new(
+            ProtocolName::Hlrc | ProtocolName::HlrcBroadcast => Dsm::new(Arc::new(
                 Hlrc::start(
                     mc,
                     &HlrcConfig {
@@ -85,6 +90,11 @@ impl ProtocolName {
                         locks: cfg.locks,
                         flags: cfg.flags,
                         heap_base: cfg.heap_base,
+                        barrier: if self == ProtocolName::HlrcBroadcast {
+                            BarrierMode::Broadcast
+                        } else {
+                            BarrierMode::Manager
+                        },
                         ..HlrcConfig::default()
                     },
                 )
@@ -122,7 +132,7 @@ mod tests {
         let e = "treadmarks".parse::<ProtocolName>().unwrap_err();
         assert_eq!(
             e.to_string(),
-            "no DSM protocol is called \"treadmarks\" (one of cashmere, naive, hlrc)"
+            "no DSM protocol is called \"treadmarks\" (one of cashmere, naive, hlrc, hlrc-broadcast)"
         );
     }
 }

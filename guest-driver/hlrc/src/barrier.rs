@@ -4,6 +4,20 @@
 
 use crate::{Node, VectorTime};
 
+/// How a barrier spreads the write notices.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum BarrierMode {
+    /// One manager, node 0: every node sends it its arrival, and it sends
+    /// each node a release with the notices that node has not seen (seed
+    /// 001 s.3: "a linear number of messages"; 2(N-1) messages).
+    #[default]
+    Manager,
+    /// Every node broadcasts its arrival with its notices, and each node
+    /// leaves once it has every arrival: N-1 broadcasts, no release (the
+    /// what-if of seed 001 s.6; cLAN has no broadcast, Memory Channel has).
+    Broadcast,
+}
+
 /// What the manager sends when the last node arrived.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BarrierRelease {
@@ -36,6 +50,15 @@ impl BarrierManager {
         BarrierManager {
             arrived: vec![None; nodes],
         }
+    }
+
+    /// Whether `node` has arrived at the current episode.
+    pub fn has_arrived(&self, node: Node) -> Result<bool, BarrierError> {
+        let nodes = self.arrived.len();
+        self.arrived
+            .get(node)
+            .map(Option::is_some)
+            .ok_or(BarrierError::NoSuchNode { node, nodes })
     }
 
     /// `node` arrived having seen `time`; the release once every node has.

@@ -16,8 +16,8 @@
 use std::collections::BTreeMap;
 
 use crate::{
-    BarrierManager, HomePolicy, Homes, Interval, IntervalId, IntervalLog, LockManager, LockReply,
-    LockState, Node, Page, PageNeeds, PageVersions, VectorTime,
+    BarrierManager, BarrierMode, HomePolicy, Homes, Interval, IntervalId, IntervalLog, LockManager,
+    LockReply, LockState, Node, Page, PageNeeds, PageVersions, VectorTime,
 };
 
 /// What a node may do with its copy of a page.
@@ -114,10 +114,19 @@ pub enum Message<D> {
     },
 }
 
-/// A message for a node.
+/// Where a message goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum To {
+    Node(Node),
+    /// Every other node, by one Memory Channel broadcast (only a barrier
+    /// arrival under [`BarrierMode::Broadcast`]).
+    Every,
+}
+
+/// A message for a node, or for all.
 #[derive(Clone, Debug)]
 pub struct Outgoing<D> {
-    pub to: Node,
+    pub to: To,
     pub message: Message<D>,
 }
 
@@ -202,8 +211,13 @@ pub struct Engine<M: PageMemory> {
     /// Locks managed here.
     managers: BTreeMap<LockId, LockManager>,
     locks: BTreeMap<LockId, LockState>,
-    /// The barrier manager (node 0 only).
+    /// How barriers spread notices.
+    barrier_mode: BarrierMode,
+    /// The barrier manager: node 0's, or under broadcast every node's.
     barrier: Option<BarrierManager>,
+    /// Under broadcast, arrivals at the next barrier that came before this
+    /// node left the current one (a node is at most one barrier ahead).
+    early: Vec<(Node, VectorTime, Vec<Interval>)>,
     /// Flags set, with what their setter's release carried.
     flags: BTreeMap<usize, (u64, VectorTime, Vec<Interval>)>,
     waiting: Option<WaitFor>,
@@ -248,12 +262,25 @@ impl<M: PageMemory> Engine<M> {
             pending: Vec::new(),
             managers: BTreeMap::new(),
             locks: BTreeMap::new(),
+            barrier_mode: BarrierMode::Manager,
             barrier: (me == 0).then(|| BarrierManager::new(nodes)),
+            early: Vec::new(),
             flags: BTreeMap::new(),
             waiting: None,
             faulting: None,
             stats: EngineStats::default(),
         }
+    }
+
+    /// Spread barrier notices as `mode` says (every node of a run must
+    /// choose the same).
+    pub fn with_barrier(mut self, mode: BarrierMode) -> Self {
+        self.barrier_mode = mode;
+        self.barrier = match mode {
+            BarrierMode::Manager => (self.me == 0).then(|| BarrierManager::new(self.nodes)),
+            BarrierMode::Broadcast => Some(BarrierManager::new(self.nodes)),
+        };
+        self
     }
 
     pub fn memory(&self) -> &M {
@@ -310,7 +337,7 @@ impl<M: PageMemory> Engine<M> {
             None if self.me == 0 => self.homes.claim(page, 0)?,
             None => {
                 out.push(Outgoing {
-                    to: 0,
+                    to: To::Node(0),
                     message: Message::HomeClaim { page },
                 });
                 self.faulting = Some((page, write));
@@ -331,7 +358,7 @@ impl<M: PageMemory> Engine<M> {
             } else {
                 self.stats.page_fetches += 1;
                 out.push(Outgoing {
-                    to: home,
+                    to: To::Node(home),
                     message: Message::PageRequest {
                         page,
                         needs: self.needs.needs(page).to_vec(),
@@ -388,7 +415,7 @@ impl<M: PageMemory> Engine<M> {
         for (home, page, diff) in diffs {
             self.stats.diffs_sent += 1;
             out.push(Outgoing {
-                to: home,
+                to: To::Node(home),
                 message: Message::Diff {
                     page,
                     interval: id,
@@ -431,7 +458,7 @@ impl<M: PageMemory> Engine<M> {
             self.manage_request(lock, self.me, time, out)?;
         } else {
             out.push(Outgoing {
-                to: manager,
+                to: To::Node(manager),
                 message: Message::LockRequest { lock, time },
             });
         }
@@ -461,13 +488,24 @@ impl<M: PageMemory> Engine<M> {
         let time = self.time.clone();
         let none = VectorTime::new(self.nodes);
         let intervals: Vec<Interval> = self.log.unseen_by(&none).cloned().collect();
-        if self.me == 0 {
-            self.barrier_arrive(0, time, intervals, out)?;
-        } else {
-            out.push(Outgoing {
-                to: 0,
+        match self.barrier_mode {
+            BarrierMode::Manager if self.me == 0 => {
+                self.barrier_arrive(0, time, intervals, out)?;
+            }
+            BarrierMode::Manager => out.push(Outgoing {
+                to: To::Node(0),
                 message: Message::BarrierArrive { time, intervals },
-            });
+            }),
+            BarrierMode::Broadcast => {
+                out.push(Outgoing {
+                    to: To::Every,
+                    message: Message::BarrierArrive {
+                        time: time.clone(),
+                        intervals: intervals.clone(),
+                    },
+                });
+                self.barrier_arrive_everywhere(self.me, time, intervals)?;
+            }
         }
         Ok(if self.ready() { Step::Done } else { step })
     }
@@ -490,7 +528,7 @@ impl<M: PageMemory> Engine<M> {
         let intervals: Vec<Interval> = self.log.unseen_by(&none).cloned().collect();
         for to in (0..self.nodes).filter(|&n| n != self.me) {
             out.push(Outgoing {
-                to,
+                to: To::Node(to),
                 message: Message::FlagSet {
                     flag,
                     value,
@@ -533,7 +571,7 @@ impl<M: PageMemory> Engine<M> {
     ) {
         let intervals = self.log.unseen_by(their_time).cloned().collect();
         out.push(Outgoing {
-            to,
+            to: To::Node(to),
             message: Message::LockGrant {
                 lock,
                 time: self.time.clone(),
@@ -554,7 +592,7 @@ impl<M: PageMemory> Engine<M> {
                 self.granted(lock, &VectorTime::new(self.nodes), Vec::new())?
             }
             LockReply::Grant => out.push(Outgoing {
-                to: requester,
+                to: To::Node(requester),
                 message: Message::LockGrant {
                     lock,
                     time: VectorTime::new(self.nodes),
@@ -565,7 +603,7 @@ impl<M: PageMemory> Engine<M> {
                 self.forwarded(lock, requester, time, out)
             }
             LockReply::Forward(last) => out.push(Outgoing {
-                to: last,
+                to: To::Node(last),
                 message: Message::LockForward {
                     lock,
                     requester,
@@ -667,7 +705,7 @@ impl<M: PageMemory> Engine<M> {
                 own = intervals;
             } else {
                 out.push(Outgoing {
-                    to: node,
+                    to: To::Node(node),
                     message: Message::BarrierRelease {
                         time: release.merged.clone(),
                         intervals,
@@ -676,6 +714,52 @@ impl<M: PageMemory> Engine<M> {
             }
         }
         self.barrier_released(&release.merged, own)
+    }
+
+    /// Under [`BarrierMode::Broadcast`] every node is its own manager: it
+    /// takes every arrival (its own too), and when all have come applies
+    /// what it has not seen, with no release message. The notices then
+    /// cross the network once, in one broadcast per node, instead of to
+    /// node 0 and back (seed 001 s.6: "we can also broadcast the
+    /// invalidations sent at the time of barriers").
+    fn barrier_arrive_everywhere(
+        &mut self,
+        from: Node,
+        time: VectorTime,
+        intervals: Vec<Interval>,
+    ) -> Result<(), EngineError> {
+        let Some(manager) = self.barrier.as_mut() else {
+            return Err(EngineError::NotManager {
+                from,
+                what: "a barrier arrival",
+            });
+        };
+        if manager.has_arrived(from)? {
+            // Its arrival at the next barrier: it left this one, having
+            // seen every arrival, before this node did.
+            if self.early.iter().any(|(n, _, _)| *n == from) {
+                return Err(crate::barrier::BarrierError::Twice(from).into());
+            }
+            self.early.push((from, time, intervals));
+            return Ok(());
+        }
+        let release = manager.arrive(from, time)?;
+        for interval in intervals {
+            self.log.record(interval)?;
+        }
+        let Some(release) = release else {
+            return Ok(());
+        };
+        let own: Vec<Interval> = self
+            .log
+            .unseen_by(&release.arrived[self.me])
+            .cloned()
+            .collect();
+        self.barrier_released(&release.merged, own)?;
+        for (n, t, i) in std::mem::take(&mut self.early) {
+            self.barrier_arrive_everywhere(n, t, i)?;
+        }
+        Ok(())
     }
 
     fn barrier_released(
@@ -707,7 +791,7 @@ impl<M: PageMemory> Engine<M> {
                 self.page_arrived_at_home(page);
             } else {
                 out.push(Outgoing {
-                    to: who,
+                    to: To::Node(who),
                     message: Message::PageReply {
                         page,
                         data: self.memory.read_page(page),
@@ -785,7 +869,7 @@ impl<M: PageMemory> Engine<M> {
                 }
                 let home = self.homes.claim(page, from)?;
                 out.push(Outgoing {
-                    to: from,
+                    to: To::Node(from),
                     message: Message::HomeIs { page, home },
                 });
             }
@@ -825,9 +909,10 @@ impl<M: PageMemory> Engine<M> {
                 }
                 self.granted(lock, &time, intervals)?;
             }
-            Message::BarrierArrive { time, intervals } => {
-                self.barrier_arrive(from, time, intervals, out)?
-            }
+            Message::BarrierArrive { time, intervals } => match self.barrier_mode {
+                BarrierMode::Manager => self.barrier_arrive(from, time, intervals, out)?,
+                BarrierMode::Broadcast => self.barrier_arrive_everywhere(from, time, intervals)?,
+            },
             Message::FlagSet {
                 flag,
                 value,

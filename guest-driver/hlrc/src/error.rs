@@ -17,6 +17,8 @@ pub enum HlrcError {
          (run N:1, e.g. --nodes 4 --threads 1)"
     )]
     Threads { threads: u32 },
+    #[error("a broadcast with no barrier board (barriers were not chosen to broadcast)")]
+    NoBoard,
     #[error("a message of {len} bytes: the largest is {max}")]
     MessageTooLarge { len: usize, max: usize },
     #[error("node {from} sent a message frame of {len} bytes, which no message is")]

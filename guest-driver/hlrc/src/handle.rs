@@ -17,10 +17,12 @@ use crate::error::HlrcError;
 use crate::mailbox::Mailboxes;
 use crate::node::HlrcNode;
 use crate::pages::NodePages;
-use crate::HomePolicy;
+use crate::{BarrierMode, HomePolicy};
 
 /// The protocol's name (`mc-guest csm --protocol hlrc`, `CSM_PROTOCOL`).
 pub const NAME: &str = "hlrc";
+/// HLRC whose barriers broadcast their write notices ([`BarrierMode::Broadcast`]).
+pub const NAME_BROADCAST: &str = "hlrc-broadcast";
 
 const KEY_BARRIER: u32 = 0x484c_1000;
 const BARRIER_GIVE_UP: Duration = Duration::from_secs(600);
@@ -39,6 +41,8 @@ pub struct HlrcConfig {
     /// Where the heap's application view must be (C programs), if anywhere.
     pub heap_base: Option<usize>,
     pub homes: HomePolicy,
+    /// How barriers spread write notices (a manager, or broadcast).
+    pub barrier: BarrierMode,
 }
 
 impl Default for HlrcConfig {
@@ -51,6 +55,7 @@ impl Default for HlrcConfig {
             flags: 1024,
             heap_base: None,
             homes: HomePolicy::FirstTouch,
+            barrier: BarrierMode::Manager,
         }
     }
 }
@@ -115,8 +120,9 @@ impl Hlrc {
         let me = mc.node_id().index();
         let nodes = usize::try_from(mc.nodes()).expect("a node count fits usize");
         let pages = NodePages::new(heap.clone(), ps).map_err(HlrcError::Heap)?;
-        let engine = Engine::new(me, nodes, heap_bytes / ps, cfg.homes, pages);
-        let mail = Mailboxes::attach(mc)?;
+        let engine =
+            Engine::new(me, nodes, heap_bytes / ps, cfg.homes, pages).with_barrier(cfg.barrier);
+        let mail = Mailboxes::attach(mc, cfg.barrier == BarrierMode::Broadcast)?;
         let node = Arc::new(HlrcNode::new(mc.clone(), me, nodes, heap, engine, mail));
         let faults = Box::new(Faults {
             node: node.clone(),

@@ -19,7 +19,9 @@
 //! - a lock's manager is its home node, and requests queue at the last
 //!   requester, a distributed queue ([`LockManager`]);
 //! - a barrier has one manager, which merges every node's notices and sends
-//!   each node the ones it has not seen ([`BarrierManager`]).
+//!   each node the ones it has not seen ([`BarrierManager`]); or, as seed
+//!   001 s.6's what-if, every node broadcasts its arrival and merges all of
+//!   them itself ([`BarrierMode::Broadcast`]).
 //!
 //! The messages themselves, and the pages and diffs, go through the DSM
 //! core's mailbox and the emulated adapter; this crate decides what they
@@ -28,6 +30,7 @@
 //! lose one of them).
 
 mod barrier;
+mod board;
 pub mod engine;
 mod error;
 mod handle;
@@ -41,9 +44,9 @@ mod vector_time;
 mod versions;
 pub mod wire;
 
-pub use barrier::{BarrierError, BarrierManager, BarrierRelease};
+pub use barrier::{BarrierError, BarrierManager, BarrierMode, BarrierRelease};
 pub use error::HlrcError;
-pub use handle::{Hlrc, HlrcConfig, NAME};
+pub use handle::{Hlrc, HlrcConfig, NAME, NAME_BROADCAST};
 pub use homes::{HomeError, HomePolicy, Homes};
 pub use intervals::{Interval, IntervalId, IntervalLog, OutOfOrder, WriteNotice};
 pub use locks::{LockManager, LockReply, LockState};

@@ -88,12 +88,14 @@ pub struct Received {
     pub arrival: Option<u64>,
 }
 
-/// A node's mailboxes: its own to receive, every other node's to send.
+/// A node's mailboxes: its own to receive, every other node's to send, and
+/// the barrier board if barriers broadcast.
 pub struct Mailboxes {
     me: Node,
     at: Layout,
     own: RxRegion,
     to: Vec<Option<TxRegion>>,
+    board: Option<crate::board::Board>,
     out: Vec<Mutex<Outgoing>>,
     inc: Mutex<Vec<Incoming>>,
     sent_bytes: std::sync::atomic::AtomicU64,
@@ -103,7 +105,7 @@ impl Mailboxes {
     /// Allocate every node's mailbox, receive this node's, transmit to the
     /// others'. Every node must have done so before anyone sends (the start
     /// barrier).
-    pub fn attach(mc: &MemoryChannel) -> Result<Mailboxes, HlrcError> {
+    pub fn attach(mc: &MemoryChannel, broadcast: bool) -> Result<Mailboxes, HlrcError> {
         let me = mc.node_id().index();
         let nodes = usize::try_from(mc.nodes()).expect("a node count fits usize");
         let at = Layout { nodes };
@@ -121,11 +123,17 @@ impl Mailboxes {
             }
         }
         let own = own.expect("this node's own mailbox was attached");
+        let board = if broadcast {
+            Some(crate::board::Board::attach(mc)?)
+        } else {
+            None
+        };
         Ok(Mailboxes {
             me,
             at,
             own,
             to,
+            board,
             out: (0..nodes)
                 .map(|_| {
                     Mutex::new(Outgoing {
@@ -157,6 +165,18 @@ impl Mailboxes {
         let mut o = self.out[to].lock().unwrap_or_else(|p| p.into_inner());
         o.queue.push_back(bytes);
         self.drain(to, &mut o)
+    }
+
+    /// Send `bytes` to every other node by one broadcast (a barrier
+    /// arrival: the board holds one per node and barrier).
+    pub fn broadcast(&self, bytes: &[u8]) -> Result<(), HlrcError> {
+        let board = self.board.as_ref().ok_or(HlrcError::NoBoard)?;
+        board.post(bytes)?;
+        self.sent_bytes.fetch_add(
+            u64_of(16 + bytes.len()),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        Ok(())
     }
 
     /// Send whatever waits for room, to every node.
@@ -221,6 +241,16 @@ impl Mailboxes {
     /// The next message from any node that has one, if any (the senders in
     /// turn, starting after `after`).
     pub fn receive(&self, after: Node) -> Result<Option<Received>, HlrcError> {
+        if let Some(m) = self.receive_mail(after)? {
+            return Ok(Some(m));
+        }
+        match &self.board {
+            Some(b) => b.receive(after),
+            None => Ok(None),
+        }
+    }
+
+    fn receive_mail(&self, after: Node) -> Result<Option<Received>, HlrcError> {
         let mut inc = self.inc.lock().unwrap_or_else(|p| p.into_inner());
         let nodes = self.at.nodes;
         for k in 1..=nodes {

@@ -19,7 +19,7 @@ use dsm_core::vm::HeapMemory;
 use dsm_core::Stats;
 use mc_api::vclock;
 
-use crate::engine::{Access, Engine, Outgoing, Step};
+use crate::engine::{Access, Engine, Outgoing, Step, To};
 use crate::error::HlrcError;
 use crate::mailbox::Mailboxes;
 use crate::pages::NodePages;
@@ -78,7 +78,10 @@ impl HlrcNode {
 
     fn send_all(&self, out: &mut Vec<Outgoing<Vec<u8>>>) -> Result<(), HlrcError> {
         for o in out.drain(..) {
-            self.mail.send(o.to, wire::encode(&o.message))?;
+            match o.to {
+                To::Node(n) => self.mail.send(n, wire::encode(&o.message))?,
+                To::Every => self.mail.broadcast(&wire::encode(&o.message))?,
+            }
         }
         Ok(())
     }

@@ -1,5 +1,7 @@
-//! HLRC on a simulated network: N engines, per-pair FIFO channels, and a
-//! scheduler that interleaves the nodes' steps and the messages' arrivals
+//! HLRC on a simulated network: N engines, per-pair FIFO channels (and,
+//! for barriers that broadcast, a second set: the barrier board, read
+//! independently of the mailboxes, as a node's communication thread reads
+//! them), and a scheduler that interleaves the nodes' steps and the messages' arrivals
 //! at random. Data-race-free programs (phases between barriers in which
 //! each byte has at most one writer, and counters incremented under locks)
 //! must read exactly what sequential consistency gives them, at byte
@@ -7,8 +9,8 @@
 
 use std::collections::VecDeque;
 
-use hlrc::engine::{Access, Engine, Message, Outgoing, PageMemory, Step};
-use hlrc::HomePolicy;
+use hlrc::engine::{Access, Engine, Message, Outgoing, PageMemory, Step, To};
+use hlrc::{BarrierMode, HomePolicy};
 use proptest::prelude::*;
 
 const PAGE: usize = 8;
@@ -194,8 +196,9 @@ type Channel = VecDeque<Message<ByteDiff>>;
 
 struct Cluster {
     engines: Vec<Engine<VecMemory>>,
-    /// channels[from][to]
+    /// channels[from][to]: the mailboxes, then the barrier board.
     channels: Vec<Vec<Channel>>,
+    board: Vec<Vec<Channel>>,
     messages: u64,
 }
 
@@ -203,18 +206,32 @@ impl Cluster {
     fn post(&mut self, from: usize, out: &mut Out) {
         for o in out.drain(..) {
             self.messages += 1;
-            self.channels[from][o.to].push_back(o.message);
+            match o.to {
+                To::Node(to) => self.channels[from][to].push_back(o.message),
+                To::Every => {
+                    for to in (0..self.engines.len()).filter(|&t| t != from) {
+                        self.board[from][to].push_back(o.message.clone());
+                    }
+                }
+            }
         }
     }
 }
 
 /// Run `p` under `policy` with schedule seed `seed`; returns the failures.
 fn run(p: &Program, policy: HomePolicy, seed: u64) -> Result<u64, String> {
+    run_with(p, policy, BarrierMode::Manager, seed)
+}
+
+fn run_with(p: &Program, policy: HomePolicy, mode: BarrierMode, seed: u64) -> Result<u64, String> {
     let mut c = Cluster {
         engines: (0..p.nodes)
-            .map(|n| Engine::new(n, p.nodes, p.pages, policy, VecMemory::new(p.pages)))
+            .map(|n| {
+                Engine::new(n, p.nodes, p.pages, policy, VecMemory::new(p.pages)).with_barrier(mode)
+            })
             .collect(),
         channels: vec![vec![VecDeque::new(); p.nodes]; p.nodes],
+        board: vec![vec![VecDeque::new(); p.nodes]; p.nodes],
         messages: 0,
     };
     let mut pc = vec![0usize; p.nodes];
@@ -225,9 +242,9 @@ fn run(p: &Program, policy: HomePolicy, seed: u64) -> Result<u64, String> {
         let runnable: Vec<usize> = (0..p.nodes)
             .filter(|&n| pc[n] < p.ops[n].len() && c.engines[n].ready())
             .collect();
-        let busy: Vec<(usize, usize)> = (0..p.nodes)
-            .flat_map(|f| (0..p.nodes).map(move |t| (f, t)))
-            .filter(|&(f, t)| !c.channels[f][t].is_empty())
+        let busy: Vec<(usize, usize, bool)> = (0..p.nodes)
+            .flat_map(|f| (0..p.nodes).flat_map(move |t| [(f, t, false), (f, t, true)]))
+            .filter(|&(f, t, b)| !(if b { &c.board } else { &c.channels })[f][t].is_empty())
             .collect();
         if runnable.is_empty() && busy.is_empty() {
             if pc.iter().zip(&p.ops).all(|(pc, ops)| *pc == ops.len()) {
@@ -237,8 +254,10 @@ fn run(p: &Program, policy: HomePolicy, seed: u64) -> Result<u64, String> {
         }
         let pick = rng.below(runnable.len() + busy.len());
         if pick >= runnable.len() {
-            let (f, t) = busy[pick - runnable.len()];
-            let m = c.channels[f][t].pop_front().unwrap();
+            let (f, t, b) = busy[pick - runnable.len()];
+            let m = if b { &mut c.board } else { &mut c.channels }[f][t]
+                .pop_front()
+                .unwrap();
             if std::env::var("SIM_TRACE").is_ok() {
                 eprintln!("{f}->{t}: {m:?}");
             }
@@ -350,6 +369,19 @@ fn two_nodes_one_page_false_sharing_by_bytes() {
 }
 
 #[test]
+fn barriers_by_broadcast_keep_every_byte_with_nodes_a_barrier_apart() {
+    // Many phases, so that a node often posts its next arrival before
+    // another has read its last: the early arrivals must wait their turn.
+    for pseed in 1..40 {
+        let p = program(pseed, 4, 2, 6, 1);
+        for seed in 1..20 {
+            run_with(&p, HomePolicy::FirstTouch, BarrierMode::Broadcast, seed).unwrap();
+            run_with(&p, HomePolicy::RoundRobin, BarrierMode::Broadcast, seed).unwrap();
+        }
+    }
+}
+
+#[test]
 fn counters_under_locks_count_every_increment() {
     let p = program(11, 3, 2, 2, 2);
     for seed in 1..50 {
@@ -368,10 +400,12 @@ proptest! {
         phases in 1usize..4,
         locks in 0usize..3,
         round_robin in any::<bool>(),
+        broadcast in any::<bool>(),
     ) {
         let p = program(pseed, nodes, pages, phases, locks);
         let policy = if round_robin { HomePolicy::RoundRobin } else { HomePolicy::FirstTouch };
-        let r = run(&p, policy, sseed);
+        let mode = if broadcast { BarrierMode::Broadcast } else { BarrierMode::Manager };
+        let r = run_with(&p, policy, mode, sseed);
         prop_assert!(r.is_ok(), "{:?}", r);
     }
 }
