@@ -37,7 +37,7 @@ mod handle;
 mod homes;
 mod intervals;
 mod locks;
-mod mailbox;
+pub mod mailbox;
 mod node;
 mod pages;
 mod vector_time;

@@ -10,8 +10,13 @@
 //! arrived: a dropped packet of the payload is an error naming the
 //! message, never a message read wrong); the receiver's communication thread reads it from
 //! its own memory and stores its consumed position back into the sender's
-//! mailbox (flow control). Pages travel with one copy at each end, as seed
-//! 001's "copy" version does.
+//! mailbox (flow control). A ring is reused lap after lap and nothing else
+//! clears it, so with the payload the sender stores a zero word after it,
+//! where the next header goes: until that header comes, the receiver must
+//! find there no sequence number it waits for, and an earlier lap's payload
+//! word may hold any (a diff's run once read as message 256's header).
+//! Pages travel with one copy at each end, as seed 001's "copy" version
+//! does.
 //!
 //! Node `n`'s mailbox (key `KEY_MAILBOX + n`) holds, in order: one ring of
 //! [`RING`] bytes per sender, then one word per receiver (how far that
@@ -212,23 +217,34 @@ impl Mailboxes {
             if wraps {
                 need += RING - off;
             }
-            if o.pos + u64_of(need) - consumed > u64_of(RING) {
+            // Room for the message and the word after it, which it clears.
+            if o.pos + u64_of(need + 8) - consumed > u64_of(RING) {
                 return Ok(());
             }
             let len = u32::try_from(msg.len()).expect("a message fits u32");
             if wraps {
+                // The ring's first word, where the receiver looks next,
+                // cleared before the header that sends it there.
+                tx.write_u64(base, 0)?;
                 o.seq = o.seq.wrapping_add(1).max(1);
                 tx.write_u64(base + off, u64::from(o.seq) << 32 | u64::from(WRAP))?;
                 o.pos += u64_of(RING - off);
             }
             let off = usize_of(o.pos % u64_of(RING));
             o.seq = o.seq.wrapping_add(1).max(1);
-            // The CRC and the payload, then the header that says they were
-            // sent.
-            let mut framed = Vec::with_capacity(8 + msg.len());
+            // The CRC, the payload and the next header's word cleared, then
+            // the header that says they were sent.
+            let next = off + 8 + body;
+            let mut framed = Vec::with_capacity(body + 8);
             framed.extend_from_slice(&u64::from(crc32fast::hash(msg)).to_le_bytes());
             framed.extend_from_slice(msg);
+            if next < RING {
+                framed.resize(body + 8, 0);
+            }
             tx.write(base + off + 8, &framed)?;
+            if next == RING {
+                tx.write_u64(base, 0)?;
+            }
             tx.write_u64(base + off, u64::from(o.seq) << 32 | u64::from(len))?;
             o.pos += u64_of(8 + body);
             self.sent_bytes
