@@ -11,6 +11,8 @@ use std::sync::MutexGuard;
 
 use dsm_core::Stats;
 
+use crate::adb_interest::AdbInterest;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PageState {
     Invalid,
@@ -58,8 +60,6 @@ pub struct ProtocolState {
     pub clock: u64,
     pub stats: Stats,
     pub fetch_seq: u32,
-    /// The last request of each node this node answered.
-    pub served: Vec<u64>,
     /// Per requester, the last migration request this node answered (its
     /// sequence number) and the answer's word: the same request asked
     /// again gets the same answer (`requests`).
@@ -85,15 +85,9 @@ pub struct ProtocolState {
     /// whose copy may lack a change to the master copy (bit n: node n).
     /// A migration takes the page along only to a new home marked stale.
     pub stale: Vec<u64>,
-    /// CSM-ADB, per page at its home: requests answered in the current
-    /// interval (`adb_interval`, the home's release count) and the previous
-    /// one, the serving pass of the last request, and whether this node has
-    /// a copy placed in the broadcast buffers.
-    pub adb_count: Vec<u16>,
-    pub adb_prev: Vec<u16>,
-    pub adb_interval: Vec<u64>,
-    pub adb_pass: Vec<u64>,
-    pub adb_placed: Vec<bool>,
+    /// CSM-ADB, per page at its home: its consumers, and whether this node
+    /// has a copy placed in the broadcast buffers.
+    pub(crate) adb: AdbInterest,
     /// Passes over the requests so far (requests answered in one pass came
     /// "simultaneously").
     pub serve_pass: u64,
@@ -123,7 +117,6 @@ impl ProtocolState {
             clock: 1,
             stats: Stats::default(),
             fetch_seq: 0,
-            served: vec![0; nodes as usize],
             migration_answers: vec![(0, 0); nodes as usize],
             barrier_episode: 0,
             fetch_buf: vec![0u8; ps].into_boxed_slice(),
@@ -134,11 +127,7 @@ impl ProtocolState {
             diff: crate::twin::Diff::new(ps / 4),
             msg_buf: vec![0u8; 2 * ps + crate::twin::DIFF_HEADER].into_boxed_slice(),
             stale: vec![u64::MAX; n],
-            adb_count: vec![0; n],
-            adb_prev: vec![0; n],
-            adb_interval: vec![0; n],
-            adb_pass: vec![u64::MAX; n],
-            adb_placed: vec![false; n],
+            adb: AdbInterest::new(pages),
             serve_pass: 0,
         }
     }

@@ -11,12 +11,11 @@
 //! both get answered. Allocation-free: the page goes out of the state's
 //! answer buffer.
 
-use std::sync::atomic::Ordering;
-
 use mc_api::vclock;
 
+use super::served::request_key;
+use super::Node;
 use crate::messages::{moved, moved_to, ReplySlot, Request, DENIED, WITH_PAGE};
-use crate::node::{request_key, Node};
 use crate::seams::{DirectoryState, ENTRY_BYTES};
 use crate::state::{PageState, ProtocolState};
 use crate::times::{self, Activity};
@@ -27,7 +26,7 @@ impl Node {
     /// Answer the requests waiting, if any, with the node's state in hand:
     /// a thread that holds it while it waits (a fetch, an echo) answers for
     /// the node, since nobody else can take the state meanwhile.
-    pub(crate) fn serve_waiting(&self, st: &mut ProtocolState) -> Result<(), CsmError> {
+    pub(super) fn serve_waiting(&self, st: &mut ProtocolState) -> Result<(), CsmError> {
         if self.requests_waiting() {
             let _serve = times::enter(Activity::Serve);
             self.serve_requests(st)?;
@@ -35,7 +34,7 @@ impl Node {
         Ok(())
     }
 
-    pub(crate) fn serve_requests(&self, st: &mut ProtocolState) -> Result<(), CsmError> {
+    pub(super) fn serve_requests(&self, st: &mut ProtocolState) -> Result<(), CsmError> {
         // An answer may wait for this node's own echo, and a wait answers
         // requests: not again from inside an answer (its buffer is in use).
         // The requests left wait for the answer in hand.
@@ -56,7 +55,7 @@ impl Node {
             }
             let (seq, w) = self.data.poll_request(r);
             let key = request_key((seq, w));
-            if key == st.served[r as usize] {
+            if key == self.served.last(r) {
                 continue;
             }
             // Virtual time (docs/virtual-time.md s.5): a computing poller
@@ -71,8 +70,7 @@ impl Node {
                 continue;
             }
             let _at = vclock::serve(arrival);
-            st.served[r as usize] = key;
-            self.served[r as usize].store(key, Ordering::Relaxed);
+            self.served.answered(r, key);
             st.stats.messages_served += 1;
             let req = Request::decode(w);
             // A diff's acknowledgement (or "moved") goes to this node's
@@ -242,7 +240,7 @@ impl Node {
         st.stats.migrations_granted += 1;
         if with_page {
             let mut buf = std::mem::take(&mut st.serve_buf);
-            self.heap.read_bytes(p as usize * self.ps(), &mut buf);
+            self.heap().read_bytes(p as usize * self.ps(), &mut buf);
             let r2 = self
                 .data
                 .send_reply(r, ReplySlot::Reply, seq, word | WITH_PAGE, Some(&buf));
@@ -262,7 +260,7 @@ impl Node {
     fn regrant(&self, st: &mut ProtocolState, r: u32, seq: u32, p: u32) -> Result<(), CsmError> {
         let word = Request::Migrate(p).word() | WITH_PAGE;
         let mut buf = std::mem::take(&mut st.serve_buf);
-        self.heap.read_bytes(p as usize * self.ps(), &mut buf);
+        self.heap().read_bytes(p as usize * self.ps(), &mut buf);
         let r2 = self
             .data
             .send_reply(r, ReplySlot::Reply, seq, word, Some(&buf));
@@ -297,7 +295,7 @@ impl Node {
         buf: &mut [u8],
     ) -> Result<(), CsmError> {
         self.set_prot(p, Prot::Read)?;
-        self.heap.read_bytes(p as usize * self.ps(), buf);
+        self.heap().read_bytes(p as usize * self.ps(), buf);
         if st.pages[p as usize].direct {
             // The working copy is the master copy: nothing to publish.
             self.meta.set_exclusive(p, self.me, false)?;
@@ -319,7 +317,7 @@ impl Node {
 
     /// Take the write notices that have arrived: each noticed page goes on
     /// the pending list once, stamped with the clock.
-    pub(crate) fn drain_notices(&self, st: &mut ProtocolState) -> Result<(), CsmError> {
+    pub(super) fn drain_notices(&self, st: &mut ProtocolState) -> Result<(), CsmError> {
         let ProtocolState {
             pages,
             pending,

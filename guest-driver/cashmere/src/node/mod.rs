@@ -1,15 +1,24 @@
-//! A node of Cashmere: its heap, twins, the three seams (data, metadata,
-//! synchronisation), its protocol state and its doorbell (seed 000 s.2.1,
-//! seed 002 s.3); its protocol thread, which answers other nodes, is in
-//! `protocol_thread`.
+//! A node of Cashmere: its working copies, the three seams (data,
+//! metadata, synchronisation), its protocol state and its doorbell (seed
+//! 000 s.2.1, seed 002 s.3). `Node`'s fields are private to this folder,
+//! and its methods are here, each part of the protocol in the module named
+//! for it: `fault` (read and write faults, resolved on the faulting
+//! thread), `fetch` (request/reply with a home), `requests` (answering
+//! other nodes, taking in write notices), `release`, `acquire`; `startup`
+//! builds a node and `protocol_thread` is the thread that answers other
+//! nodes. A change of protection is made *before* the protocol reads a
+//! page it is about to flush or invalidate (the `mprotect` is the
+//! shoot-down), so a concurrent local writer faults and waits instead of
+//! writing behind the diff.
 //!
-//! The protocol's parts are `Node` methods, each in the module named for it:
-//! `fault` (read and write faults, resolved on the faulting thread),
-//! `fetch` (request/reply with a home), `requests` (answering other nodes,
-//! taking in write notices), `release`, `acquire`. A change of protection is
-//! made *before* the protocol reads a page it is about to flush or
-//! invalidate (the `mprotect` is the shoot-down), so a concurrent local
-//! writer faults and waits instead of writing behind the diff.
+//! The parts with state of their own are owners beside it, each with
+//! private fields and its methods in one module: `working_copies` (the
+//! heap, each page's protection, the twins), `served` (the last request
+//! answered per node), `protocol_control` (stop, failure, the protocol
+//! thread's window and the processor its work is charged to); the node's
+//! own barrier is the DSM core's `NodeBarrier`, the protocol state is
+//! `state::ProtocolState` (under one mutex), and what the node chooses is
+//! `choices::Choices`.
 //!
 //! The protocol thread (`protocol_thread`) sleeps until a store lands in the node's mailbox (the
 //! adapter's event signal; where the transport has none, as PCI in a QEMU
@@ -22,11 +31,23 @@
 //! for the event signal but ticks (`POLL_TICK`), so each store into the
 //! mailbox does not wake it onto a core the application threads compute on.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+mod acquire;
+mod fault;
+mod fetch;
+mod protocol_control;
+mod protocol_thread;
+mod release;
+mod requests;
+mod served;
+mod startup;
+mod working_copies;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use mc_api::{EventSignal, MemoryChannel};
+use dsm_core::node_barrier::{NodeBarrier, NodeBarrierError};
+use mc_api::MemoryChannel;
 
 use crate::adb::BroadcastBuffers;
 use crate::choices::Choices;
@@ -36,36 +57,16 @@ use crate::messages::ReplySlot;
 use crate::seams::{DataPropagation, Metadata, Synchronization};
 use crate::sigsegv;
 use crate::state::{ProtocolState, StateGuard};
-use crate::times::{self, Activity, TimeBreakdown};
-use crate::twin::TwinSpace;
+use crate::times::{self, Activity};
 use crate::vm::{HeapMemory, Prot};
 use crate::wait::{await_echo, FutexBell};
 use crate::CsmError;
 use mc_api::vclock;
+use protocol_control::ProtocolControl;
+use served::{request_key, ServedRequests};
+use working_copies::WorkingCopies;
 
-/// The node's own barrier: its threads arrive here, and the last one takes
-/// the node through the cluster barrier for all of them.
-pub(crate) struct LocalBarrier {
-    pub(crate) arrived: u32,
-    pub(crate) generation: u64,
-    pub(crate) failed: Option<Arc<CsmError>>,
-    /// The virtual time at which the last thread let the others go.
-    pub(crate) released_vt: u64,
-    /// The latest virtual time at which a thread of this generation
-    /// arrived: the node arrives at the cluster barrier then, whichever of
-    /// its threads the host happened to run last.
-    pub(crate) latest_arrival_vt: u64,
-}
-
-/// Where the protocol thread's timed window is (`Csm::mark_start`,
-/// `Csm::mark_end`).
-pub(crate) mod window {
-    pub const NONE: u8 = 0;
-    pub const BEGIN: u8 = 1;
-    pub const OPEN: u8 = 2;
-    pub const END: u8 = 3;
-    pub const CLOSED: u8 = 4;
-}
+pub(crate) use startup::start_node;
 
 /// How long a wait for this node's own echo may take before the node is
 /// considered broken.
@@ -74,56 +75,40 @@ const ECHO_GIVE_UP: Duration = Duration::from_secs(120);
 /// One node's Cashmere, shared by its application threads (through `Csm`)
 /// and its protocol thread.
 pub(crate) struct Node {
-    pub(crate) me: u32,
-    pub(crate) nodes: u32,
+    me: u32,
+    nodes: u32,
     /// Other protocol nodes share this node's adapter (1L, several
     /// processors per machine), and so its one event signal: a store into
     /// this node's mailbox may wake a sibling's protocol thread instead of
     /// this one's, which then finds it at its next nap
     /// (`protocol_thread::SHARED_NAP`).
-    pub(crate) shared_adapter: bool,
-    pub(crate) page_size: u32,
-    pub(crate) threads: u32,
+    shared_adapter: bool,
+    page_size: u32,
+    threads: u32,
     /// What the node's protocol chooses: the variant and its switches.
-    pub(crate) choices: Choices,
+    choices: Choices,
     /// CSM-ADB's broadcast buffers (seed 000 s.2.3.3).
-    pub(crate) adb: Option<BroadcastBuffers>,
+    adb: Option<BroadcastBuffers>,
     /// Homes imposed from an earlier run (`Config::homes`).
-    pub(crate) imposed_homes: Option<Arc<HomeAssignment>>,
-    pub(crate) heap: Arc<HeapMemory>,
-    /// Current protection of each page of the application view (a `Prot`),
-    /// as the fault handler reads it.
-    pub(crate) prot: Box<[AtomicU8]>,
-    pub(crate) twins: TwinSpace,
+    imposed_homes: Option<Arc<HomeAssignment>>,
+    copies: WorkingCopies,
     /// Index in the fault handler's table (`sigsegv`), once registered.
-    pub(crate) registration: AtomicUsize,
-    pub(crate) data: Box<dyn DataPropagation>,
-    pub(crate) meta: Box<dyn Metadata>,
-    pub(crate) sync: Box<dyn Synchronization>,
-    pub(crate) mc: MemoryChannel,
-    pub(crate) mail: Arc<Mailboxes>,
-    pub(crate) bell: Arc<FutexBell>,
-    /// The adapter's event signal, if the transport has one.
-    pub(crate) signal: Option<EventSignal>,
-    pub(crate) state: Mutex<ProtocolState>,
-    /// The last request answered per node (as in the state), for the
-    /// protocol thread to look at without the state.
-    pub(crate) served: Box<[AtomicU64]>,
-    pub(crate) stop: AtomicBool,
-    pub(crate) local: Mutex<LocalBarrier>,
-    pub(crate) local_cv: Condvar,
-    pub(crate) alloc: dsm_core::Allocator,
-    /// What stopped the protocol thread, if it stopped.
-    pub(crate) failure: Mutex<Option<Arc<CsmError>>>,
+    registration: AtomicUsize,
+    data: Box<dyn DataPropagation>,
+    meta: Box<dyn Metadata>,
+    sync: Box<dyn Synchronization>,
+    mc: MemoryChannel,
+    mail: Arc<Mailboxes>,
+    bell: Arc<FutexBell>,
+    state: Mutex<ProtocolState>,
+    served: ServedRequests,
+    /// The node's own barrier, which its threads pass together.
+    local: NodeBarrier<CsmError>,
+    alloc: dsm_core::Allocator,
     /// The timed part of the program, in wall-clock and virtual time.
-    pub(crate) window: dsm_core::TimedWindow,
-    /// The protocol thread's window (`window::*`) and its breakdown.
-    pub(crate) proto_window: AtomicU8,
-    pub(crate) proto_times: Mutex<Option<TimeBreakdown>>,
-    /// Virtual time (docs/virtual-time.md): the board slot of the node's
-    /// application processor 0, which the protocol thread's work is
-    /// charged to (the processor the paper's interrupt would stop).
-    pub(crate) app0_slot: std::sync::atomic::AtomicU32,
+    window: dsm_core::TimedWindow,
+    /// Between the application threads and the protocol thread.
+    control: ProtocolControl,
 }
 
 impl Drop for Node {
@@ -140,11 +125,81 @@ impl Node {
         self.page_size as usize
     }
 
-    pub(crate) fn set_prot(&self, p: u32, prot: Prot) -> Result<(), CsmError> {
-        let ps = self.ps();
-        self.heap.protect(p as usize * ps, ps, prot)?;
-        self.prot[p as usize].store(prot as u8, Ordering::Release);
-        Ok(())
+    pub(crate) fn me(&self) -> u32 {
+        self.me
+    }
+
+    pub(crate) fn nodes(&self) -> u32 {
+        self.nodes
+    }
+
+    /// Application threads on this node.
+    pub(crate) fn threads(&self) -> u32 {
+        self.threads
+    }
+
+    pub(crate) fn page_size(&self) -> u32 {
+        self.page_size
+    }
+
+    pub(crate) fn heap(&self) -> &Arc<HeapMemory> {
+        self.copies.heap()
+    }
+
+    pub(crate) fn allocator(&self) -> &dsm_core::Allocator {
+        &self.alloc
+    }
+
+    pub(crate) fn window(&self) -> &dsm_core::TimedWindow {
+        &self.window
+    }
+
+    pub(crate) fn control(&self) -> &ProtocolControl {
+        &self.control
+    }
+
+    /// The variant's synchronisation (locks, barriers, flags, abort).
+    pub(crate) fn sync(&self) -> &dyn Synchronization {
+        &*self.sync
+    }
+
+    pub(crate) fn mc(&self) -> &MemoryChannel {
+        &self.mc
+    }
+
+    pub(crate) fn bell(&self) -> &FutexBell {
+        &self.bell
+    }
+
+    /// Bytes this node has sent in messages.
+    pub(crate) fn message_bytes(&self) -> u64 {
+        self.mail.sent_bytes()
+    }
+
+    /// Pass the node's own barrier as one of its threads; the last to
+    /// arrive runs `last` (the cluster part) for all of them.
+    pub(crate) fn node_barrier(
+        &self,
+        last: impl FnOnce() -> Result<(), CsmError>,
+    ) -> Result<(), CsmError> {
+        self.local
+            .arrive(
+                self.threads,
+                || {
+                    self.sync
+                        .aborted()
+                        .map(|node| CsmError::NodeFailed { node })
+                },
+                last,
+            )
+            .map_err(|e| match e {
+                NodeBarrierError::Failed(e) => CsmError::NodeBarrier(e),
+                NodeBarrierError::Aborted(e) => e,
+            })
+    }
+
+    fn set_prot(&self, p: u32, prot: Prot) -> Result<(), CsmError> {
+        self.copies.set_prot(p, prot)
     }
 
     /// Fail if a node has failed (the abort word, or a lost member).
@@ -155,7 +210,7 @@ impl Node {
         }
     }
 
-    pub(crate) fn home_of(&self, st: &mut ProtocolState, p: u32) -> Result<u32, CsmError> {
+    fn home_of(&self, st: &mut ProtocolState, p: u32) -> Result<u32, CsmError> {
         if let Some(h) = st.pages[p as usize].home {
             return Ok(h);
         }
@@ -198,7 +253,7 @@ impl Node {
 
     /// Ask page `p`'s directory manager `m` for its home, claiming it for
     /// this node if it has none (message-based metadata, `msg_meta`).
-    pub(crate) fn ask_home(&self, st: &mut ProtocolState, m: u32, p: u32) -> Result<u32, CsmError> {
+    fn ask_home(&self, st: &mut ProtocolState, m: u32, p: u32) -> Result<u32, CsmError> {
         let mut b = [0u8; 8];
         self.fetch(st, m, crate::messages::Request::Home(p), &mut b)?;
         let h = u32::try_from(u64::from_le_bytes(b)).unwrap_or(u32::MAX);
@@ -234,10 +289,8 @@ impl Node {
         let Some(src) = self.data.master_addr(p) else {
             return;
         };
-        let ps = self.ps();
-        match self.heap.alias(p as usize * ps, ps, src) {
+        match self.copies.alias_master(p, src) {
             Ok(()) => {
-                self.prot[p as usize].store(Prot::None as u8, Ordering::Release);
                 st.pages[p as usize].direct = true;
                 st.stats.direct_home_pages += 1;
             }
@@ -253,8 +306,26 @@ impl Node {
         }
     }
 
+    /// The home of every page as far as this node knows it: its own,
+    /// imposed, or the directory's (`Csm::homes`).
+    pub(crate) fn home_assignment(&self) -> HomeAssignment {
+        let st = self.lock_state();
+        HomeAssignment {
+            nodes: self.nodes,
+            page_size: self.page_size,
+            homes: (0..u32::try_from(st.pages.len()).expect("page numbers fit u32"))
+                .map(|p| {
+                    st.pages[p as usize]
+                        .home
+                        .or_else(|| self.imposed_home(p))
+                        .or_else(|| self.meta.home(p))
+                })
+                .collect(),
+        }
+    }
+
     /// The home imposed on page `p`, if any.
-    pub(crate) fn imposed_home(&self, p: u32) -> Option<u32> {
+    fn imposed_home(&self, p: u32) -> Option<u32> {
         self.imposed_homes
             .as_ref()
             .and_then(|h| h.homes.get(p as usize).copied().flatten())
@@ -288,11 +359,7 @@ impl Node {
     /// that is ordered before (total order, loopback in order). With the
     /// node's state in hand, answer requests meanwhile (other nodes may be
     /// waiting for this one).
-    pub(crate) fn await_echo(
-        &self,
-        mut st: Option<&mut ProtocolState>,
-        mark: u64,
-    ) -> Result<(), CsmError> {
+    fn await_echo(&self, mut st: Option<&mut ProtocolState>, mark: u64) -> Result<(), CsmError> {
         let start = Instant::now();
         await_echo(
             &self.bell,
@@ -323,7 +390,7 @@ impl Node {
 
     /// The virtual arrival of the newest reply in `slot` of this node's
     /// mailbox (its header lands after its data).
-    pub(crate) fn reply_arrival(&self, slot: ReplySlot) -> Option<u64> {
+    fn reply_arrival(&self, slot: ReplySlot) -> Option<u64> {
         self.mail.arrival(slot.header_offset(self.mail.at()), 8)
     }
 
@@ -331,7 +398,7 @@ impl Node {
     /// own use: its own last store into it (a diff of its writes, or the
     /// page published as it left Exclusive) must have come back, or it
     /// would read the copy from before its own writes.
-    pub(crate) fn settle_own_master(&self, st: &mut ProtocolState, p: u32) -> Result<(), CsmError> {
+    fn settle_own_master(&self, st: &mut ProtocolState, p: u32) -> Result<(), CsmError> {
         let want = st.pages[p as usize].own_store_echo;
         if want != 0 && self.data.echo_seen() < want {
             st.stats.echo_waits += 1;
@@ -344,7 +411,7 @@ impl Node {
 
     /// This node has just stored into its own master copy of `p`: note the
     /// first echo that will follow it.
-    pub(crate) fn stored_own_master(&self, st: &mut ProtocolState, p: u32) {
+    fn stored_own_master(&self, st: &mut ProtocolState, p: u32) {
         st.pages[p as usize].own_store_echo = self.data.echo_posted() + 1;
     }
 
@@ -355,13 +422,13 @@ impl Node {
     /// or write notices). A copy may be there if this node placed it, or an
     /// earlier home did (ordered before this node became the home, so in
     /// its receive copy now).
-    pub(crate) fn adb_invalidate(&self, st: &mut ProtocolState, p: u32) -> Result<(), CsmError> {
+    fn adb_invalidate(&self, st: &mut ProtocolState, p: u32) -> Result<(), CsmError> {
         let Some(adb) = &self.adb else {
             return Ok(());
         };
-        if st.adb_placed[p as usize] || adb.holds(p)? {
+        if st.adb.placed(p) || adb.holds(p)? {
             adb.invalidate(p)?;
-            st.adb_placed[p as usize] = false;
+            st.adb.set_placed(p, false);
             st.stats.adb_invalidations += 1;
         }
         Ok(())
@@ -373,37 +440,18 @@ impl Node {
     /// seed 000 s.2.3.3's heuristics see several consumers: requests
     /// answered in the same pass, two or more in this interval, or two or
     /// more in the previous one. Never while a thread here writes the page.
-    pub(crate) fn adb_consider(
-        &self,
-        st: &mut ProtocolState,
-        p: u32,
-        data: &[u8],
-    ) -> Result<(), CsmError> {
+    fn adb_consider(&self, st: &mut ProtocolState, p: u32, data: &[u8]) -> Result<(), CsmError> {
         let Some(adb) = &self.adb else {
             return Ok(());
         };
-        let i = p as usize;
-        let now = st.stats.releases;
-        if st.adb_interval[i] != now {
-            st.adb_prev[i] = if st.adb_interval[i] + 1 == now {
-                st.adb_count[i]
-            } else {
-                0
-            };
-            st.adb_count[i] = 0;
-            st.adb_interval[i] = now;
-        }
-        st.adb_count[i] = st.adb_count[i].saturating_add(1);
-        let simultaneous = st.adb_pass[i] == st.serve_pass;
-        st.adb_pass[i] = st.serve_pass;
+        let several = st.adb.requested(p, st.stats.releases, st.serve_pass);
         let writing = matches!(
-            st.pages[i].state,
+            st.pages[p as usize].state,
             crate::state::PageState::ReadWrite | crate::state::PageState::Exclusive
         );
-        let several = simultaneous || st.adb_count[i] >= 2 || st.adb_prev[i] >= 2;
-        if several && !writing && !st.adb_placed[i] {
+        if several && !writing && !st.adb.placed(p) {
             adb.place(p, data)?;
-            st.adb_placed[i] = true;
+            st.adb.set_placed(p, true);
             st.stats.adb_placements += 1;
         }
         Ok(())
@@ -413,12 +461,7 @@ impl Node {
     /// the buffers hold one. First this node's echo: its directory word
     /// (posted just before) is back, so every kill ordered before it is
     /// here (a change this node must see was announced after its kill).
-    pub(crate) fn adb_copy(
-        &self,
-        st: &mut ProtocolState,
-        p: u32,
-        out: &mut [u8],
-    ) -> Result<bool, CsmError> {
+    fn adb_copy(&self, st: &mut ProtocolState, p: u32, out: &mut [u8]) -> Result<bool, CsmError> {
         let Some(adb) = &self.adb else {
             return Ok(false);
         };
@@ -434,11 +477,10 @@ impl Node {
 
     /// Some other node's request is waiting to be answered.
     #[inline]
-    pub(crate) fn requests_waiting(&self) -> bool {
-        (0..self.nodes).filter(|&r| r != self.me).any(|r| {
-            request_key(self.data.poll_request(r))
-                != self.served[r as usize].load(Ordering::Relaxed)
-        })
+    fn requests_waiting(&self) -> bool {
+        (0..self.nodes)
+            .filter(|&r| r != self.me)
+            .any(|r| request_key(self.data.poll_request(r)) != self.served.last(r))
     }
 
     /// A thread that waits without holding the state (at a barrier, for a
@@ -478,29 +520,6 @@ impl Node {
         let _serve = times::enter(Activity::Serve);
         self.serve_requests(&mut st)
     }
-
-    /// Charge `ns` of virtual time to the node's application processor 0
-    /// (work the protocol thread did on the node's behalf).
-    pub(crate) fn charge_app0(&self, ns: u64) {
-        let slot = self.app0_slot.load(Ordering::Relaxed);
-        if slot != u32::MAX && ns > 0 {
-            vclock::charge(slot, ns);
-        }
-    }
-
-    /// Wake the protocol thread (to stop it, or to take a window mark).
-    pub(crate) fn wake_protocol_thread(&self) {
-        if let Some(s) = &self.signal {
-            let _ = s.raise();
-        }
-    }
-}
-
-/// A request word as served: its sequence number and its word together (a
-/// migration request asked again keeps its sequence number and changes its
-/// try bits).
-pub(crate) fn request_key((seq, word): (u32, u32)) -> u64 {
-    u64::from(seq) << 32 | u64::from(word)
 }
 
 thread_local! {
@@ -513,6 +532,6 @@ fn on_protocol_thread() -> bool {
 }
 
 /// Mark the calling thread as its node's protocol thread.
-pub(crate) fn mark_protocol_thread() {
+fn mark_protocol_thread() {
     PROTOCOL_THREAD.with(|p| p.set(true));
 }
