@@ -186,8 +186,8 @@ impl Csm {
     /// `vclock::now()`). Keep the returned guard for the thread's life.
     /// The protocol thread's work is charged to the node's thread 0.
     pub fn join_clock(&self, local: u32, vt: u64) -> Result<vclock::Participant, CsmError> {
-        let mut p = vclock::join(vt).map_err(|e| CsmError::Clock(Arc::new(e)))?;
-        p.label(self.node_id(), local);
+        let p = dsm_core::join_clock(self.node_id(), local, vt)
+            .map_err(|e| CsmError::Clock(Arc::new(e)))?;
         if local == 0 {
             if let Some(slot) = vclock::my_slot() {
                 self.node.control().set_app0_slot(slot);
