@@ -131,6 +131,18 @@ impl ProtocolState {
             serve_pass: 0,
         }
     }
+
+    /// A write notice for page `p` has arrived: the page goes on the
+    /// pending list once, stamped with the clock.
+    pub fn take_notice(&mut self, p: u32) {
+        self.stats.write_notices_received += 1;
+        if let Some(pg) = self.pages.get_mut(p as usize) {
+            if pg.notice_at == 0 {
+                self.pending.push(p);
+            }
+            pg.notice_at = self.clock;
+        }
+    }
 }
 
 pub type StateGuard<'a> = MutexGuard<'a, ProtocolState>;

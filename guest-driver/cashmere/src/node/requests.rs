@@ -318,16 +318,7 @@ impl Node {
     /// Take the write notices that have arrived: each noticed page goes on
     /// the pending list once, stamped with the clock.
     pub(super) fn drain_notices(&self, st: &mut ProtocolState) -> Result<(), CsmError> {
-        let ProtocolState {
-            pages,
-            pending,
-            clock,
-            stats,
-            ..
-        } = st;
-        let now = *clock;
-        self.meta
-            .drain_notices(&mut |p| take_notice(pages, pending, stats, now, p))
+        self.meta.drain_notices(&mut |p| st.take_notice(p))
     }
 
     /// A notices message from node `from` (message-based metadata): its
@@ -343,36 +334,8 @@ impl Node {
             return Err(CsmError::BadRequest { from, page: count });
         };
         let mut buf = std::mem::take(&mut st.msg_buf);
-        let ProtocolState {
-            pages,
-            pending,
-            clock,
-            stats,
-            ..
-        } = st;
-        let now = *clock;
-        let r = m.take_notices(from, count, &mut buf, &mut |p| {
-            take_notice(pages, pending, stats, now, p)
-        });
+        let r = m.take_notices(from, count, &mut buf, &mut |p| st.take_notice(p));
         st.msg_buf = buf;
         r
-    }
-}
-
-/// A write notice for page `p` taken at logical time `now`: the page goes
-/// on the pending list once, stamped.
-fn take_notice(
-    pages: &mut [crate::state::PageInfo],
-    pending: &mut Vec<u32>,
-    stats: &mut dsm_core::Stats,
-    now: u64,
-    p: u32,
-) {
-    stats.write_notices_received += 1;
-    if let Some(pg) = pages.get_mut(p as usize) {
-        if pg.notice_at == 0 {
-            pending.push(p);
-        }
-        pg.notice_at = now;
     }
 }
