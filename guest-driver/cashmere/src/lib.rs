@@ -28,7 +28,8 @@
 //! `startup` building a node, `protocol_thread` the thread that answers
 //! other nodes; the owners it is made of: `working_copies`, `served`,
 //! `protocol_control`), `state` (its protocol state), `adb_interest` (a
-//! home's count of a page's consumers, CSM-ADB); `loss`
+//! home's count of a page's consumers, CSM-ADB), `stale` (the Stale
+//! vector), `migration_answers` (the at-most-once reply cache); `loss`
 //! (noticing lost stores), `seams` (the variant traits), `dms_data` /
 //! `dms_meta` / `dms_sync` (CSM-DMS on Memory Channel), `ms_data` (data by
 //! messages), `msg_meta` / `msg_sync` (metadata and synchronisation by
@@ -52,6 +53,7 @@ mod homes;
 mod loss;
 mod mailbox;
 mod messages;
+mod migration_answers;
 mod ms_data;
 mod msg_meta;
 mod msg_sync;
@@ -59,6 +61,7 @@ mod node;
 pub mod seams;
 mod site;
 pub mod space;
+mod stale;
 mod state;
 mod sync_api;
 mod variant;

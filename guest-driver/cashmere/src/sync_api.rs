@@ -69,9 +69,8 @@ impl Csm {
             let episode = {
                 let mut st = n.lock_state();
                 n.release(&mut st)?;
-                st.barrier_episode += 1;
                 st.stats.barriers += 1;
-                st.barrier_episode
+                st.next_barrier_episode()
             };
             n.sync().barrier(episode, &mut || n.serve_if_waiting())?;
             let mut st = n.lock_state();
@@ -128,8 +127,7 @@ impl Csm {
         let episode = {
             let mut st = self.node.lock_state();
             self.node.release(&mut st)?;
-            st.barrier_episode += 1;
-            st.barrier_episode
+            st.next_barrier_episode()
         };
         self.node
             .sync()

@@ -107,7 +107,7 @@ impl Node {
                 self.meta.set_state(p, DirectoryState::ReadWrite)?;
             }
             // Every other copy lacks what this node now writes.
-            st.stale[p as usize] = u64::MAX;
+            st.stale.all_stale(p);
             // The home writes its master copy directly: no twin, no diff
             // (seed 000 s.2.3.2). Alone, it goes Exclusive (no notices
             // either, until a request comes); otherwise the page goes on the
@@ -209,7 +209,7 @@ impl Node {
         pg.direct = true;
         pg.direct_tried = true;
         // Who holds which copy is not known here: all are stale.
-        st.stale[p as usize] = u64::MAX;
+        st.stale.all_stale(p);
         Ok(true)
     }
 

@@ -107,7 +107,7 @@ impl Node {
                 tries += 1;
             } else {
                 tries = 0;
-                st.fetch_seq = st.fetch_seq.wrapping_add(1).max(1);
+                st.next_fetch_seq();
             }
             let seq = st.fetch_seq;
             self.data.send_request(home, seq, req.try_word(tries))?;

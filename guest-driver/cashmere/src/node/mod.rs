@@ -314,14 +314,18 @@ impl Node {
             nodes: self.nodes,
             page_size: self.page_size,
             homes: (0..u32::try_from(st.pages.len()).expect("page numbers fit u32"))
-                .map(|p| {
-                    st.pages[p as usize]
-                        .home
-                        .or_else(|| self.imposed_home(p))
-                        .or_else(|| self.meta.home(p))
-                })
+                .map(|p| self.known_home(&st, p))
                 .collect(),
         }
+    }
+
+    /// The home of `p` as this node knows it (its own record, an imposed
+    /// home, the directory).
+    fn known_home(&self, st: &ProtocolState, p: u32) -> Option<u32> {
+        st.pages[p as usize]
+            .home
+            .or_else(|| self.imposed_home(p))
+            .or_else(|| self.meta.home(p))
     }
 
     /// The home imposed on page `p`, if any.

@@ -173,8 +173,7 @@ impl Node {
                 }
                 st.stats.diffs += 1;
                 st.stats.diff_bytes += bytes as u64;
-                st.fetch_seq = st.fetch_seq.wrapping_add(1).max(1);
-                let seq = st.fetch_seq;
+                let seq = st.next_fetch_seq();
                 self.data.send_request(home, seq, Request::Diff(p).word())?;
                 st.stats.messages_sent += 1;
                 if busy != 0 {
@@ -283,7 +282,7 @@ impl Node {
                 // their notices too.
                 self.set_prot(p, Prot::Read)?;
                 st.pages[p as usize].state = PageState::Read;
-                st.stale[p as usize] = u64::MAX;
+                st.stale.all_stale(p);
                 if self.choices.migration() {
                     // No longer writing: it may migrate (seed 000 s.2.3.2).
                     self.meta.set_state(p, DirectoryState::Read)?;

@@ -81,8 +81,7 @@ impl Node {
                     return Err(CsmError::BadRequest { from: r, page: p });
                 }
                 if let Request::Migrate(_) = req {
-                    let (answered, answer) = st.migration_answers[r as usize];
-                    if answered == seq {
+                    if let Some(answer) = st.migration_answers.repeated(r, seq) {
                         // The same migration request again: its answer did
                         // not reach the asker whole, or in time. It gets the
                         // same answer: a grant moved the home, and a second
@@ -109,7 +108,7 @@ impl Node {
                             let to = h.unwrap_or(self.me);
                             self.data.send_reply(r, slot, seq, moved(to), None)?;
                             if let Request::Migrate(_) = req {
-                                st.migration_answers[r as usize] = (seq, moved(to));
+                                st.migration_answers.answered(r, seq, moved(to));
                             }
                             continue;
                         }
@@ -132,7 +131,7 @@ impl Node {
                         // notices follow.
                         self.adb_invalidate(st, page)?;
                         // Every copy but the writer's lacks it now.
-                        st.stale[page as usize] |= !(1u64 << r);
+                        st.stale.changed_by(page, r);
                         match self.meta.messages() {
                             // The sharing set, piggybacked on the
                             // acknowledgement: the releaser's notices go
@@ -151,7 +150,7 @@ impl Node {
                 }
                 Request::Migrate(page) => {
                     let answer = self.answer_migration(st, r, seq, page)?;
-                    st.migration_answers[r as usize] = (seq, answer);
+                    st.migration_answers.answered(r, seq, answer);
                 }
                 Request::Home(p) => {
                     let m = self
@@ -190,20 +189,11 @@ impl Node {
                         .and_then(|()| self.adb_consider(st, p, &buf));
                     st.serve_buf = buf;
                     r3?;
-                    st.stale[p as usize] &= !(1u64 << r);
+                    st.stale.sent(p, r);
                 }
             }
         }
         Ok(())
-    }
-
-    /// The home of `p` as this node knows it (its own record, an imposed
-    /// home, the directory).
-    fn known_home(&self, st: &ProtocolState, p: u32) -> Option<u32> {
-        st.pages[p as usize]
-            .home
-            .or_else(|| self.imposed_home(p))
-            .or_else(|| self.meta.home(p))
     }
 
     /// A migration request (CSM-MS-Mg, seed 000 s.2.3.2, seed 002 s.3.1):
@@ -227,7 +217,7 @@ impl Node {
                 .send_reply(r, ReplySlot::Reply, seq, word | DENIED, None)?;
             return Ok(word | DENIED);
         }
-        let with_page = st.stale[p as usize] & (1u64 << r) != 0;
+        let with_page = st.stale.is_stale(p, r);
         let pg = &mut st.pages[p as usize];
         pg.home = Some(r);
         pg.direct = false;
