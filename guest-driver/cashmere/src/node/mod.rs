@@ -4,9 +4,12 @@
 //! and its methods are here, each part of the protocol in the module named
 //! for it: `fault` (read and write faults, resolved on the faulting
 //! thread), `fetch` (request/reply with a home), `requests` (answering
-//! other nodes, taking in write notices), `release`, `acquire`; `startup`
-//! builds a node and `protocol_thread` is the thread that answers other
-//! nodes. A change of protection is made *before* the protocol reads a
+//! other nodes, taking in write notices), `release`, `acquire`, `home` (a
+//! page's home and the home's own master copy), `broadcast` (CSM-ADB's
+//! kills, placements and copies); `startup` builds a node and
+//! `protocol_thread` is the thread that answers other nodes. This file
+//! holds the node itself, its state lock, the wait for its own echo and
+//! polling for requests. A change of protection is made *before* the protocol reads a
 //! page it is about to flush or invalidate (the `mprotect` is the
 //! shoot-down), so a concurrent local writer faults and waits instead of
 //! writing behind the diff.
@@ -32,8 +35,10 @@
 //! mailbox does not wake it onto a core the application threads compute on.
 
 mod acquire;
+mod broadcast;
 mod fault;
 mod fetch;
+mod home;
 mod protocol_control;
 mod protocol_thread;
 mod release;
@@ -210,131 +215,6 @@ impl Node {
         }
     }
 
-    fn home_of(&self, st: &mut ProtocolState, p: u32) -> Result<u32, CsmError> {
-        if let Some(h) = st.pages[p as usize].home {
-            return Ok(h);
-        }
-        // An imposed home needs no directory entry: every node imposes the
-        // same one.
-        let h = match self.imposed_home(p).or_else(|| self.meta.home(p)) {
-            Some(h) => h,
-            None => match self.meta.messages().map(|m| m.manager(p)) {
-                // Message-based metadata: the page's directory manager
-                // assigns the home (msg_meta).
-                Some(m) if m != self.me => self.ask_home(st, m, p)?,
-                _ => {
-                    // The master copy is received before the claim can be
-                    // seen (CSM-DMS: its receive mapping).
-                    self.data.prepare_home(p)?;
-                    self.meta.claim_home(p, &|| self.check_failed())?
-                }
-            },
-        };
-        st.pages[p as usize].home = Some(h);
-        if h == self.me {
-            self.map_master(st, p);
-        }
-        Ok(h)
-    }
-
-    /// The home of a page another node touched first, for the Table II
-    /// operations: the directory's, or, with message-based metadata, the
-    /// page's directory manager's answer (which makes this node the home of
-    /// a page nobody touched).
-    pub(crate) fn bench_home(&self, st: &mut ProtocolState, p: u32) -> Result<u32, CsmError> {
-        if let Some(h) = st.pages[p as usize].home.or_else(|| self.meta.home(p)) {
-            return Ok(h);
-        }
-        match self.meta.messages().map(|m| m.manager(p)) {
-            Some(m) if m != self.me => self.ask_home(st, m, p),
-            _ => Err(CsmError::NoHome(p)),
-        }
-    }
-
-    /// Ask page `p`'s directory manager `m` for its home, claiming it for
-    /// this node if it has none (message-based metadata, `msg_meta`).
-    fn ask_home(&self, st: &mut ProtocolState, m: u32, p: u32) -> Result<u32, CsmError> {
-        let mut b = [0u8; 8];
-        self.fetch(st, m, crate::messages::Request::Home(p), &mut b)?;
-        let h = u32::try_from(u64::from_le_bytes(b)).unwrap_or(u32::MAX);
-        if h >= self.nodes {
-            return Err(CsmError::BadRequest { from: m, page: p });
-        }
-        if let Some(mm) = self.meta.messages() {
-            mm.learn_home(p, h);
-        }
-        Ok(h)
-    }
-
-    /// At the home, once per page: map the master copy (the receive
-    /// mapping) as the page's working copy, so the home's threads write it
-    /// directly (seed 000 s.2.3.2). Done before the home's first access to
-    /// the page, whose working copy has nothing yet. Where the master copy
-    /// cannot be mapped (a private or huge-page receive memory), the home
-    /// keeps a separate working copy and diffs its writes into the master
-    /// copy by loopback.
-    fn map_master(&self, st: &mut ProtocolState, p: u32) {
-        let pg = &mut st.pages[p as usize];
-        if pg.direct_tried || !(self.choices.home_direct() || self.data.master_in_heap()) {
-            return;
-        }
-        pg.direct_tried = true;
-        if self.data.master_in_heap() {
-            // CSM-MS: the heap is the master copy at the home already.
-            pg.direct = true;
-            st.stats.direct_home_pages += 1;
-            return;
-        }
-        debug_assert!(pg.state == crate::state::PageState::Invalid);
-        let Some(src) = self.data.master_addr(p) else {
-            return;
-        };
-        match self.copies.alias_master(p, src) {
-            Ok(()) => {
-                st.pages[p as usize].direct = true;
-                st.stats.direct_home_pages += 1;
-            }
-            Err(e) => {
-                if st.stats.direct_home_pages == 0 {
-                    log::warn!(
-                        "node{}: page {p}: the master copy cannot be the working copy ({e}); \
-                         the home diffs its writes into it",
-                        self.me
-                    );
-                }
-            }
-        }
-    }
-
-    /// The home of every page as far as this node knows it: its own,
-    /// imposed, or the directory's (`Csm::homes`).
-    pub(crate) fn home_assignment(&self) -> HomeAssignment {
-        let st = self.lock_state();
-        HomeAssignment {
-            nodes: self.nodes,
-            page_size: self.page_size,
-            homes: (0..u32::try_from(st.pages.len()).expect("page numbers fit u32"))
-                .map(|p| self.known_home(&st, p))
-                .collect(),
-        }
-    }
-
-    /// The home of `p` as this node knows it (its own record, an imposed
-    /// home, the directory).
-    fn known_home(&self, st: &ProtocolState, p: u32) -> Option<u32> {
-        st.pages[p as usize]
-            .home
-            .or_else(|| self.imposed_home(p))
-            .or_else(|| self.meta.home(p))
-    }
-
-    /// The home imposed on page `p`, if any.
-    fn imposed_home(&self, p: u32) -> Option<u32> {
-        self.imposed_homes
-            .as_ref()
-            .and_then(|h| h.homes.get(p as usize).copied().flatten())
-    }
-
     pub(crate) fn lock_state(&self) -> StateGuard<'_> {
         // Whether the state is free follows the host: under counted work
         // taking it is not the thread's work, contended or not.
@@ -396,87 +276,6 @@ impl Node {
     /// mailbox (its header lands after its data).
     fn reply_arrival(&self, slot: ReplySlot) -> Option<u64> {
         self.mail.arrival(slot.header_offset(self.mail.at()), 8)
-    }
-
-    /// Before this node (a home) reads its own master copy of `p` for its
-    /// own use: its own last store into it (a diff of its writes, or the
-    /// page published as it left Exclusive) must have come back, or it
-    /// would read the copy from before its own writes.
-    fn settle_own_master(&self, st: &mut ProtocolState, p: u32) -> Result<(), CsmError> {
-        let want = st.pages[p as usize].own_store_echo;
-        if want != 0 && self.data.echo_seen() < want {
-            st.stats.echo_waits += 1;
-            let mark = self.data.post_echo()?;
-            self.await_echo(Some(st), mark)?;
-        }
-        st.pages[p as usize].own_store_echo = 0;
-        Ok(())
-    }
-
-    /// This node has just stored into its own master copy of `p`: note the
-    /// first echo that will follow it.
-    fn stored_own_master(&self, st: &mut ProtocolState, p: u32) {
-        st.pages[p as usize].own_store_echo = self.data.echo_posted() + 1;
-    }
-
-    /// CSM-ADB: page `p` is about to change at its home (a diff applied, a
-    /// write by the home): kill any broadcast copy of it first, so a node
-    /// that synchronises with the change and looks in the buffers finds
-    /// none older (the kill is ordered before the change's acknowledgement
-    /// or write notices). A copy may be there if this node placed it, or an
-    /// earlier home did (ordered before this node became the home, so in
-    /// its receive copy now).
-    fn adb_invalidate(&self, st: &mut ProtocolState, p: u32) -> Result<(), CsmError> {
-        let Some(adb) = &self.adb else {
-            return Ok(());
-        };
-        if st.adb.placed(p) || adb.holds(p)? {
-            adb.invalidate(p)?;
-            st.adb.set_placed(p, false);
-            st.stats.adb_invalidations += 1;
-        }
-        Ok(())
-    }
-
-    /// CSM-ADB at the home, having answered node `r`'s request for `p`
-    /// (whose data is `data`): count the request in the home's interval
-    /// (its releases), and place the page in the broadcast buffers when
-    /// seed 000 s.2.3.3's heuristics see several consumers: requests
-    /// answered in the same pass, two or more in this interval, or two or
-    /// more in the previous one. Never while a thread here writes the page.
-    fn adb_consider(&self, st: &mut ProtocolState, p: u32, data: &[u8]) -> Result<(), CsmError> {
-        let Some(adb) = &self.adb else {
-            return Ok(());
-        };
-        let several = st.adb.requested(p, st.stats.releases, st.serve_pass);
-        let writing = matches!(
-            st.pages[p as usize].state,
-            crate::state::PageState::ReadWrite | crate::state::PageState::Exclusive
-        );
-        if several && !writing && !st.adb.placed(p) {
-            adb.place(p, data)?;
-            st.adb.set_placed(p, true);
-            st.stats.adb_placements += 1;
-        }
-        Ok(())
-    }
-
-    /// CSM-ADB at a consumer: a valid broadcast copy of `p` into `out`, if
-    /// the buffers hold one. First this node's echo: its directory word
-    /// (posted just before) is back, so every kill ordered before it is
-    /// here (a change this node must see was announced after its kill).
-    fn adb_copy(&self, st: &mut ProtocolState, p: u32, out: &mut [u8]) -> Result<bool, CsmError> {
-        let Some(adb) = &self.adb else {
-            return Ok(false);
-        };
-        st.stats.echo_waits += 1;
-        let mark = self.data.post_echo()?;
-        self.await_echo(Some(st), mark)?;
-        let hit = adb.read(p, out)?;
-        if hit {
-            st.stats.adb_hits += 1;
-        }
-        Ok(hit)
     }
 
     /// Some other node's request is waiting to be answered.
