@@ -40,6 +40,7 @@ mod locks;
 mod mailbox;
 mod node;
 mod pages;
+mod received;
 mod vector_time;
 mod versions;
 pub mod wire;

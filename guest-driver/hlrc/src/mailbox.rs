@@ -25,6 +25,7 @@ use std::sync::Mutex;
 use mc_api::{MemoryChannel, NodeId, RxRegion, Sharing, TxRegion};
 
 use crate::error::HlrcError;
+pub use crate::received::Received;
 use crate::Node;
 
 /// Bytes of one sender's ring in a mailbox.
@@ -79,13 +80,6 @@ struct Outgoing {
 struct Incoming {
     pos: u64,
     seq: u32,
-}
-
-/// A received message and when it arrived in virtual time.
-pub struct Received {
-    pub from: Node,
-    pub bytes: Vec<u8>,
-    pub arrival: Option<u64>,
 }
 
 /// A node's mailboxes: its own to receive, every other node's to send, and
