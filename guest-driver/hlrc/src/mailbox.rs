@@ -30,9 +30,10 @@ use crate::Node;
 
 /// Bytes of one sender's ring in a mailbox.
 pub const RING: usize = 256 * 1024;
-/// The largest message: half a ring, so one always fits once the ring
-/// has drained.
-pub const MAX_MESSAGE: usize = RING / 2 - 16;
+/// The largest message: under half a ring, so that one always fits once
+/// the ring has drained, wherever it must start (its header, body and the
+/// next header's cleared slot, after a jump over the ring's end).
+pub const MAX_MESSAGE: usize = RING / 2 - 24;
 
 const KEY_MAILBOX: u32 = 0x484c_0000;
 /// A header's length field that says "the ring goes on at its start".
@@ -200,9 +201,10 @@ impl Mailboxes {
         let base = self.at.ring(self.me);
         while let Some(msg) = o.queue.front() {
             let body = 8 + msg.len().div_ceil(8) * 8;
-            let mut need = 8 + body;
+            // The header, the body, and the next header's slot, cleared.
+            let mut need = 8 + body + 8;
             let off = usize_of(o.pos % u64_of(RING));
-            let wraps = off + need > RING;
+            let wraps = off + 8 + body > RING;
             if wraps {
                 need += RING - off;
             }
@@ -211,18 +213,27 @@ impl Mailboxes {
             }
             let len = u32::try_from(msg.len()).expect("a message fits u32");
             if wraps {
+                // The ring's start holds the last lap's bytes: clear the
+                // slot the receiver will look at there before saying so.
+                tx.write_u64(base, 0)?;
                 o.seq = o.seq.wrapping_add(1).max(1);
                 tx.write_u64(base + off, u64::from(o.seq) << 32 | u64::from(WRAP))?;
                 o.pos += u64_of(RING - off);
             }
             let off = usize_of(o.pos % u64_of(RING));
             o.seq = o.seq.wrapping_add(1).max(1);
-            // The CRC and the payload, then the header that says they were
-            // sent.
+            // The CRC and the payload, then a cleared slot where the next
+            // header will go, then the header that says they were sent. The
+            // receiver looks for the next header where this message ends;
+            // without the clearing it would find there the last lap's bytes,
+            // and a payload word of them could read as the header it waits
+            // for (a u32 of 1, 2, 3 a byte off a word boundary reads as
+            // sequence number 256, 512, 768).
             let mut framed = Vec::with_capacity(8 + msg.len());
             framed.extend_from_slice(&u64::from(crc32fast::hash(msg)).to_le_bytes());
             framed.extend_from_slice(msg);
             tx.write(base + off + 8, &framed)?;
+            tx.write_u64(base + (off + 8 + body) % RING, 0)?;
             tx.write_u64(base + off, u64::from(o.seq) << 32 | u64::from(len))?;
             o.pos += u64_of(8 + body);
             self.sent_bytes
