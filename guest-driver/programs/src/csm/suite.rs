@@ -292,6 +292,7 @@ mod tests {
                 Preset::Medium,
                 Preset::Paper,
                 Preset::Seed001,
+                Preset::Seed001Scaled,
             ] {
                 if !pr.applies_to(app) {
                     continue;
@@ -312,6 +313,10 @@ mod tests {
                 let most = *bytes.iter().max().unwrap_or(&0);
                 match pr {
                     Preset::Small => assert!(most <= 2 << 20, "{app:?} small: {most}"),
+                    // Table 1's Radix (45M keys) is seed 001's 377 MB.
+                    Preset::Seed001 | Preset::Paper if app == App::Radix => {
+                        assert!(most <= 400 << 20, "{app:?} {pr:?}: {most}")
+                    }
                     _ => assert!(most <= 200 << 20, "{app:?} {pr:?}: {most}"),
                 }
             }
