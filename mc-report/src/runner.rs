@@ -285,6 +285,7 @@ pub fn run_one(
             "processors": spec.shape.processors(),
             "delivery": spec.delivery,
             "link": spec.link,
+            "protocol": spec.protocol.as_deref().unwrap_or("cashmere"),
             "run": run,
         }),
     };

@@ -295,6 +295,14 @@ mod tests {
             run("fft", "cashmere", "mc2", 4, 1.0),
             // Another link or protocol is not Table 5's.
             run("lu", "hlrc", "mc2", 1, 1.0),
+            // A failed run at Table 1's size is shown failed.
+            RunRecord {
+                v: json!({
+                    "app": "water-spatial", "preset": "seed001", "protocol": "hlrc",
+                    "link": "clan", "nodes": 8, "threads": 1, "levels": 1,
+                    "run": {"key": "ws", "status": "failed"},
+                }),
+            },
             run("barnes", "naive", "clan", 1, 1.0),
         ];
         let set = ResultSet::new(records).with_basis(TimeBasis::Predicted);
@@ -313,7 +321,11 @@ mod tests {
             "{out}"
         );
         assert!(
-            out.contains("Not run: barnes, lu, water-nsquared, water-spatial."),
+            out.contains("Not run: barnes, lu, water-nsquared."),
+            "{out}"
+        );
+        assert!(
+            out.contains("| Water-Spatial | ? (Table 1's) | 6.7 | failed | - |"),
             "{out}"
         );
         assert!(
