@@ -219,15 +219,25 @@ pub fn seed001(set: &ResultSet, out: &mut String) {
         "| application | size | HLRC, cLAN, 8:1 | CSM-DMS, MC2, 8:1 | CSM-DMS, MC2, 8:4 |"
     );
     let _ = writeln!(out, "|---|---|---|---|---|");
-    for (app, preset) in &apps {
-        let _ = writeln!(
-            out,
-            "| {} | {preset} | {} | {} | {} |",
-            paper::display_name(app),
-            cell(set, find(set, app, preset, &HLRC)),
-            cell(set, find(set, app, preset, &CSM_8_1)),
-            cell(set, find(set, app, preset, &CSM_8_4)),
-        );
+    // Every size an application ran at in any of the columns.
+    let mut presets: Vec<String> = set.records.iter().map(RunRecord::preset).collect();
+    presets.sort_by_key(|p| (crate::matrix::preset_rank(p), p.clone()));
+    presets.dedup();
+    for app in SEED001_APPS {
+        for preset in &presets {
+            let cols = [&HLRC, &CSM_8_1, &CSM_8_4].map(|c| find(set, app, preset, c));
+            if cols.iter().all(Option::is_none) {
+                continue;
+            }
+            let _ = writeln!(
+                out,
+                "| {} | {preset} | {} | {} | {} |",
+                paper::display_name(app),
+                cell(set, cols[0]),
+                cell(set, cols[1]),
+                cell(set, cols[2]),
+            );
+        }
     }
     let _ = writeln!(out, "\n*{}*\n", set.time_line());
 }
