@@ -24,7 +24,8 @@ use crate::run_clock::{
 
 #[derive(Args, Debug, Clone)]
 pub struct RunMatrixArgs {
-    /// Applications, comma-separated, or `all` (the ten of seed 000 Table III).
+    /// Applications, comma-separated, or `all` (the ten of seed 000 Table
+    /// III), or `seed001` (seed 001's seven, Table 5).
     #[arg(long)]
     pub apps: String,
     /// Protocol variants, comma-separated, passed to `mc-guest csm` as
@@ -37,7 +38,12 @@ pub struct RunMatrixArgs {
     /// (2:2/1L; seed 000 Fig. 1 compares the two).
     #[arg(long, default_value = "2:1,2:2,4:1")]
     pub config: String,
-    /// Problem size preset: small, medium or paper (default: mc-guest's, small).
+    /// The DSM protocol of every run (`mc-guest csm --protocol`): cashmere
+    /// (the default), naive or hlrc. Homes are imposed under Cashmere only.
+    #[arg(long)]
+    pub protocol: Option<String>,
+    /// Problem size preset: small, medium, paper, seed001-scaled or seed001
+    /// (default: mc-guest's, small).
     #[arg(long)]
     pub preset: Option<String>,
     /// The results file (JSON lines), appended to.
@@ -122,6 +128,7 @@ impl RunMatrixArgs {
             baselines: !self.no_baselines,
             impose_homes: !self.first_touch_homes,
             clock: self.clock_spec()?,
+            protocol: self.protocol.clone(),
         })
     }
 
@@ -278,6 +285,7 @@ pub fn run_one(
             "processors": spec.shape.processors(),
             "delivery": spec.delivery,
             "link": spec.link,
+            "protocol": spec.protocol.as_deref().unwrap_or("cashmere"),
             "run": run,
         }),
     };

@@ -86,6 +86,13 @@ impl Params {
             }
             .into());
         }
+        if let Some(pr) = self.preset.filter(|pr| !pr.applies_to(self.app)) {
+            return Err(verify::SuiteError::Shape {
+                app: self.app.name(),
+                why: format!("no {} size: not one of seed 001's applications", pr.name()),
+            }
+            .into());
+        }
         // Bounded before any size arithmetic: far past what a heap of
         // cashmere::MAX_HEAP_BYTES holds, so a size that passes cannot
         // overflow the footprint sums (which then refuse it by bytes).
@@ -111,6 +118,15 @@ impl Params {
             if self.rows > 0 && self.cols > 0 {
                 *rows = self.rows;
                 *cols = self.cols;
+            }
+        }
+        if let Problem::Fft { m } = p {
+            if m < 2 || m % 2 != 0 || m > 28 {
+                return Err(verify::SuiteError::Shape {
+                    app: self.app.name(),
+                    why: format!("2^{m} points: m must be even, 2 to 28"),
+                }
+                .into());
             }
         }
         if let Problem::Em3d { nodes, .. } = p {

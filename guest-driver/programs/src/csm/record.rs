@@ -148,6 +148,8 @@ pub fn build(p: &Params, ctx: &RunContext, reports: &[NodeReport]) -> Value {
         "processors": ctx.nodes * p.threads,
         "levels": p.levels_number(),
         "variant": p.variant.name(),
+        // The DSM protocol (`--protocol`); `variant` is Cashmere's.
+        "protocol": p.protocol.name(),
         "delivery": ctx.delivery,
         "seed": ctx.seed,
         "link": ctx.link,
