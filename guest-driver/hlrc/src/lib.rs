@@ -41,6 +41,7 @@ mod mailbox;
 mod node;
 mod pages;
 mod received;
+mod ring;
 mod vector_time;
 mod versions;
 pub mod wire;

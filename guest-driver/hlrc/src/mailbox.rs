@@ -26,18 +26,10 @@ use mc_api::{MemoryChannel, NodeId, RxRegion, Sharing, TxRegion};
 
 use crate::error::HlrcError;
 pub use crate::received::Received;
+use crate::ring::{RingReceiver, RingRx, RingSender, RingTx, Taken, MAX_MESSAGE, RING};
 use crate::Node;
 
-/// Bytes of one sender's ring in a mailbox.
-pub const RING: usize = 256 * 1024;
-/// The largest message: under half a ring, so that one always fits once
-/// the ring has drained, wherever it must start (its header, body and the
-/// next header's cleared slot, after a jump over the ring's end).
-pub const MAX_MESSAGE: usize = RING / 2 - 24;
-
 const KEY_MAILBOX: u32 = 0x484c_0000;
-/// A header's length field that says "the ring goes on at its start".
-const WRAP: u32 = u32::MAX;
 
 fn u64_of(n: usize) -> u64 {
     u64::try_from(n).expect("a byte count fits u64")
@@ -70,17 +62,36 @@ impl Layout {
 
 /// One sender's stream into one receiver's ring, as the sender keeps it.
 struct Outgoing {
-    /// Bytes sent so far (the stream's position).
-    pos: u64,
-    seq: u32,
+    ring: RingSender,
     /// Messages waiting for room in the ring.
     queue: VecDeque<Vec<u8>>,
 }
 
-/// One ring of this node's mailbox, as the receiver keeps it.
-struct Incoming {
-    pos: u64,
-    seq: u32,
+/// A ring at `base` of another node's mailbox, as this node stores into it.
+struct TxRing<'a> {
+    tx: &'a TxRegion,
+    base: usize,
+}
+
+impl RingTx for TxRing<'_> {
+    fn write(&self, off: usize, bytes: &[u8]) -> Result<(), HlrcError> {
+        Ok(self.tx.write(self.base + off, bytes)?)
+    }
+}
+
+/// A ring at `base` of this node's mailbox.
+struct RxRing<'a> {
+    rx: &'a RxRegion,
+    base: usize,
+}
+
+impl RingRx for RxRing<'_> {
+    fn load_u64(&self, off: usize) -> Result<u64, HlrcError> {
+        Ok(self.rx.load_u64(self.base + off)?)
+    }
+    fn read(&self, off: usize, buf: &mut [u8]) -> Result<(), HlrcError> {
+        Ok(self.rx.read(self.base + off, buf)?)
+    }
 }
 
 /// A node's mailboxes: its own to receive, every other node's to send, and
@@ -92,7 +103,7 @@ pub struct Mailboxes {
     to: Vec<Option<TxRegion>>,
     board: Option<crate::board::Board>,
     out: Vec<Mutex<Outgoing>>,
-    inc: Mutex<Vec<Incoming>>,
+    inc: Mutex<Vec<RingReceiver>>,
     sent_bytes: std::sync::atomic::AtomicU64,
 }
 
@@ -132,13 +143,12 @@ impl Mailboxes {
             out: (0..nodes)
                 .map(|_| {
                     Mutex::new(Outgoing {
-                        pos: 0,
-                        seq: 0,
+                        ring: RingSender::default(),
                         queue: VecDeque::new(),
                     })
                 })
                 .collect(),
-            inc: Mutex::new((0..nodes).map(|_| Incoming { pos: 0, seq: 0 }).collect()),
+            inc: Mutex::new((0..nodes).map(|_| RingReceiver::default()).collect()),
             sent_bytes: std::sync::atomic::AtomicU64::new(0),
         })
     }
@@ -198,44 +208,14 @@ impl Mailboxes {
             return Ok(());
         };
         let consumed = self.own.load_u64(self.at.consumed(to))?;
-        let base = self.at.ring(self.me);
+        let ring = TxRing {
+            tx,
+            base: self.at.ring(self.me),
+        };
         while let Some(msg) = o.queue.front() {
-            let body = 8 + msg.len().div_ceil(8) * 8;
-            // The header, the body, and the next header's slot, cleared.
-            let mut need = 8 + body + 8;
-            let off = usize_of(o.pos % u64_of(RING));
-            let wraps = off + 8 + body > RING;
-            if wraps {
-                need += RING - off;
-            }
-            if o.pos + u64_of(need) - consumed > u64_of(RING) {
+            if !o.ring.try_send(&ring, consumed, msg)? {
                 return Ok(());
             }
-            let len = u32::try_from(msg.len()).expect("a message fits u32");
-            if wraps {
-                // The ring's start holds the last lap's bytes: clear the
-                // slot the receiver will look at there before saying so.
-                tx.write_u64(base, 0)?;
-                o.seq = o.seq.wrapping_add(1).max(1);
-                tx.write_u64(base + off, u64::from(o.seq) << 32 | u64::from(WRAP))?;
-                o.pos += u64_of(RING - off);
-            }
-            let off = usize_of(o.pos % u64_of(RING));
-            o.seq = o.seq.wrapping_add(1).max(1);
-            // The CRC and the payload, then a cleared slot where the next
-            // header will go, then the header that says they were sent. The
-            // receiver looks for the next header where this message ends;
-            // without the clearing it would find there the last lap's bytes,
-            // and a payload word of them could read as the header it waits
-            // for (a u32 of 1, 2, 3 a byte off a word boundary reads as
-            // sequence number 256, 512, 768).
-            let mut framed = Vec::with_capacity(8 + msg.len());
-            framed.extend_from_slice(&u64::from(crc32fast::hash(msg)).to_le_bytes());
-            framed.extend_from_slice(msg);
-            tx.write(base + off + 8, &framed)?;
-            tx.write_u64(base + (off + 8 + body) % RING, 0)?;
-            tx.write_u64(base + off, u64::from(o.seq) << 32 | u64::from(len))?;
-            o.pos += u64_of(8 + body);
             self.sent_bytes
                 .fetch_add(u64_of(8 + msg.len()), std::sync::atomic::Ordering::Relaxed);
             o.queue.pop_front();
@@ -264,43 +244,24 @@ impl Mailboxes {
                 continue;
             }
             let r = &mut inc[from];
-            let base = self.at.ring(from);
-            loop {
-                let off = usize_of(r.pos % u64_of(RING));
-                let head = self.own.load_u64(base + off)?;
-                let want = r.seq.wrapping_add(1).max(1);
-                if head >> 32 != u64::from(want) {
-                    break;
-                }
-                let len = u32::try_from(head & 0xffff_ffff).expect("masked to 32 bits");
-                r.seq = want;
-                if len == WRAP {
-                    r.pos += u64_of(RING - off);
-                    continue;
-                }
-                let len = usize::try_from(len).expect("a u32 fits usize");
-                if len > MAX_MESSAGE || off + 16 + len > RING {
-                    return Err(HlrcError::BadFrame { from, len });
-                }
-                let crc = self.own.load_u64(base + off + 8)?;
-                let mut bytes = vec![0; len];
-                self.own.read(base + off + 16, &mut bytes)?;
-                if crc != u64::from(crc32fast::hash(&bytes)) {
-                    return Err(HlrcError::Damaged { from, seq: want });
-                }
-                let arrival = self.own.arrival_range(base + off, 16 + len);
-                r.pos += u64_of(16 + len.div_ceil(8) * 8);
-                if let Some(tx) = self.to[from].as_ref() {
-                    // How far this node has read the sender's stream, into
-                    // the sender's mailbox.
-                    tx.write_u64(self.at.consumed(self.me), r.pos)?;
-                }
-                return Ok(Some(Received {
-                    from,
-                    bytes,
-                    arrival,
-                }));
+            let ring = RxRing {
+                rx: &self.own,
+                base: self.at.ring(from),
+            };
+            let Some(Taken { bytes, off, len }) = r.try_take(&ring, from)? else {
+                continue;
+            };
+            let arrival = self.own.arrival_range(ring.base + off, 16 + len);
+            if let Some(tx) = self.to[from].as_ref() {
+                // How far this node has read the sender's stream, into the
+                // sender's mailbox.
+                tx.write_u64(self.at.consumed(self.me), r.consumed())?;
             }
+            return Ok(Some(Received {
+                from,
+                bytes,
+                arrival,
+            }));
         }
         Ok(None)
     }
