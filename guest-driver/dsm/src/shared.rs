@@ -105,4 +105,34 @@ impl<T: Copy> SharedArray<T> {
         // promises this thread alone touches the range meanwhile.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.add(range.start), range.len()) }
     }
+
+    /// Elements `start..start + N` as an array reference (see
+    /// [`SharedArray::as_slice`]): one bounds check, and a length the
+    /// compiler knows, for a record read field by field in a kernel's
+    /// inner loop.
+    ///
+    /// # Safety
+    ///
+    /// As for [`SharedArray::as_slice`] over the same elements.
+    pub unsafe fn as_array<const N: usize>(&self, start: usize) -> &[T; N] {
+        assert!(start <= self.len && N <= self.len - start);
+        // SAFETY: in bounds of a live mapping (asserted), `T`-aligned, and
+        // `[T; N]` has `T`'s alignment; the caller promises nobody writes
+        // the elements meanwhile.
+        unsafe { &*self.ptr.add(start).cast::<[T; N]>() }
+    }
+
+    /// Elements `start..start + N` as a mutable array reference (see
+    /// [`SharedArray::as_mut_slice`]).
+    ///
+    /// # Safety
+    ///
+    /// As for [`SharedArray::as_mut_slice`] over the same elements.
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn as_mut_array<const N: usize>(&self, start: usize) -> &mut [T; N] {
+        assert!(start <= self.len && N <= self.len - start);
+        // SAFETY: as for `as_array`; the caller promises this thread alone
+        // touches the elements meanwhile.
+        unsafe { &mut *self.ptr.add(start).cast::<[T; N]>() }
+    }
 }
