@@ -136,3 +136,35 @@ impl<T: Copy> SharedArray<T> {
         unsafe { &mut *self.ptr.add(start).cast::<[T; N]>() }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn over(v: &mut [f64]) -> SharedArray<f64> {
+        // SAFETY: `v` outlives the array in each test, and nothing else
+        // touches it meanwhile.
+        unsafe { SharedArray::new(v.as_mut_ptr(), v.len(), 0) }
+    }
+
+    #[test]
+    fn an_array_reference_sees_and_changes_its_elements() {
+        let mut v: Vec<f64> = (0..8).map(f64::from).collect();
+        let a = over(&mut v);
+        // SAFETY: this thread alone touches `v` here.
+        unsafe {
+            assert_eq!(*a.as_array::<3>(5), [5.0, 6.0, 7.0]);
+            a.as_mut_array::<2>(1)[1] = 20.0;
+        }
+        assert_eq!(a.get(2), 20.0);
+    }
+
+    #[test]
+    #[should_panic]
+    fn an_array_reference_past_the_end_panics() {
+        let mut v = vec![0.0; 8];
+        let a = over(&mut v);
+        // SAFETY: as above; the call panics before any access.
+        let _ = unsafe { a.as_array::<3>(6) };
+    }
+}
