@@ -82,7 +82,10 @@ impl<T: Copy> SharedArray<T> {
     /// release consistency promises a data-race-free program between its
     /// synchronisations for data it only reads), and the caller makes no
     /// synchronisation call (a barrier, a lock, a flag) that may change
-    /// what the range holds.
+    /// what the range holds. [`Dsm::poll`](crate::Dsm::poll) is none: it
+    /// answers other nodes' requests (a page sent, a home moved) and
+    /// leaves the values the node's copy holds as they were, so a slice
+    /// may live across the polls at a kernel's loop back edges.
     pub unsafe fn as_slice(&self, range: std::ops::Range<usize>) -> &[T] {
         assert!(range.start <= range.end && range.end <= self.len);
         // SAFETY: in bounds of a live mapping (asserted); the caller
