@@ -649,9 +649,7 @@ impl Ump {
             if f()? {
                 return Ok(());
             }
-            // The clock only once the spins are over: a read per poll was
-            // 4% of a UMP stream's samples (perf), more than its CRC.
-            if !b.is_spinning() && Instant::now() >= deadline {
+            if Instant::now() >= deadline {
                 return Err(UmpError::Timeout {
                     after: self.inner.node.config.timeout,
                     what,
