@@ -89,15 +89,16 @@ const EDGE_PS_F64: f64 = EDGE_PS as f64;
 /// Table III gives no iteration counts), its rate charges each edge for
 /// the work the preset left out, so that the sequential program takes
 /// Table III's time. The protocol's rate is the processor's own (Table II's
-/// operations, the same sizes here and there). Barnes and TSP are not in
-/// the table: their paper-size sequential programs did not finish within
-/// the calibration's session; without a rate they run at this host's edge
-/// rate (`mc-host report run --cpu-scale paper` refuses them).
+/// operations, the same sizes here and there). TSP is not in the table:
+/// its paper-size sequential program (17 cities) did not finish within the
+/// calibration's session; without a rate it runs at this host's edge rate
+/// (`mc-host report run --cpu-scale paper` refuses it).
 pub const PAPER: ReferenceProcessor = ReferenceProcessor {
     name: "paper",
     description: "seed 000's 600 MHz Alpha 21164A (AlphaServer 4100 5/600), Table III",
     // scripts/calibrate-work.sh --paper, 2026-11-28 (docs/work-calibration.txt).
     app_ps_per_edge: &[
+        ("barnes", 68_655.2),
         ("clu", 26_271.4),
         ("em3d", 683_026.2),
         ("gauss", 81_883.0),
