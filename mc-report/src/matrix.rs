@@ -472,13 +472,16 @@ mod tests {
             .contains(&"--sequential".to_string()));
         assert_eq!(
             runs[1].key(),
-            "clu|small|dms|2:1|eager|unthrottled|-|virtual@1"
+            "clu|small|dms|2:1|eager|unthrottled|-|virtual@1@counted"
         );
         let keys: std::collections::HashSet<String> = runs.iter().map(RunSpec::key).collect();
         assert_eq!(keys.len(), runs.len());
         let host = runs[2].host_args(60, None).join(" ");
         assert!(host.starts_with("run --nodes 2 --threads 2"), "{host}");
-        assert!(host.ends_with("--clock virtual --cpu-scale 1"), "{host}");
+        assert!(
+            host.ends_with("--clock virtual --work counted --cpu-scale 1"),
+            "{host}"
+        );
         // A wall-clock run keeps the key it always had.
         let wall = RunSpec {
             clock: ClockSpec {

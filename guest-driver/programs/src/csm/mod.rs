@@ -48,7 +48,7 @@ pub use app::App;
 /// names it and records carry it.
 pub use cashmere::CsmVariant;
 pub use error::AppError;
-pub use params::{Params, MAX_TSP_CITIES};
+pub use params::{clock_for, Params, MAX_TSP_CITIES};
 pub use problem::{Preset, Problem};
 pub use run::{run, Outcome};
 pub use sor::Grid;

@@ -3,6 +3,7 @@
 //! configuration.
 
 use cashmere::Config;
+use firmware_model::abi::clock::ClockConfig;
 
 use super::app::App;
 use super::error::AppError;
@@ -10,6 +11,18 @@ use super::problem::{Preset, Problem};
 use super::{problem, suite, verify};
 use cashmere::CsmVariant;
 use cashmere::MessageDetection;
+
+/// The virtual clock `config` for running `app` at `preset`: on the
+/// reference processor the preset names ([`Preset::reference`]) when the
+/// run counts work and names no CPU scale
+/// (`ClockConfig::on_reference`), else as given. The guest chooses, as it
+/// alone knows its problem; every node chooses the same.
+pub fn clock_for(app: App, preset: Option<Preset>, config: ClockConfig) -> ClockConfig {
+    match preset.and_then(Preset::reference) {
+        Some(r) => config.on_reference(r, app.name()),
+        None => config,
+    }
+}
 
 /// What to run: `size` and `iters` mean what each app says (0: its default).
 #[derive(Clone, Debug)]

@@ -3,6 +3,8 @@
 //! machine), the `--size` / `--iters` overrides, and how much shared heap a
 //! size needs. docs/applications.md lists every preset with its footprint.
 
+use firmware_model::abi::reference::{self, ReferenceProcessor};
+
 use super::app::App;
 
 /// A named problem size. `small` is what CI runs (well under a second of
@@ -25,6 +27,17 @@ pub enum Preset {
 }
 
 impl Preset {
+    /// The processor whose committed rates a counted-work run of this
+    /// preset predicts on (`firmware_model::abi::reference`), unless the
+    /// run names its scales: `paper`'s sizes are Table III's, so its
+    /// processor is the paper's; the others run on this host's edge rate.
+    pub fn reference(self) -> Option<&'static ReferenceProcessor> {
+        match self {
+            Preset::Paper => Some(&reference::PAPER),
+            Preset::Small | Preset::Medium => None,
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Preset::Small => "small",
