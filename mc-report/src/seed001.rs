@@ -140,6 +140,7 @@ pub fn seed001(set: &ResultSet, out: &mut String) {
         .filter_map(|&a| preset_of(set, a).map(|p| (a, p)))
         .collect();
     if apps.is_empty() {
+        broadcast_whatif(set, out);
         return;
     }
     let _ = writeln!(
@@ -239,7 +240,60 @@ pub fn seed001(set: &ResultSet, out: &mut String) {
             );
         }
     }
+    broadcast_whatif(set, out);
     let _ = writeln!(out, "\n*{}*\n", set.time_line());
+}
+
+/// Seed 001 s.6's what-if: HLRC whose barriers broadcast their notices
+/// (`--protocol hlrc-broadcast`) beside HLRC with a barrier manager, on
+/// the same application, size, link and shape.
+fn broadcast_whatif(set: &ResultSet, out: &mut String) {
+    let mut rows = Vec::new();
+    for r in set
+        .records
+        .iter()
+        .filter(|r| !r.baseline() && r.protocol() == "hlrc-broadcast")
+    {
+        let manager = set.records.iter().rev().find(|m| {
+            !m.baseline()
+                && m.protocol() == "hlrc"
+                && m.app() == r.app()
+                && m.preset() == r.preset()
+                && m.link() == r.link()
+                && m.shape() == r.shape()
+        });
+        let (Some(m), Some(b)) = (manager.and_then(|m| set.compute_s(m)), set.compute_s(r)) else {
+            continue;
+        };
+        let Some(shape) = r.shape() else { continue };
+        rows.push(format!(
+            "| {} | {} | {}:{} | {} | {m:.4} | {b:.4} | {:.2} |",
+            paper::display_name(r.app()),
+            r.preset(),
+            shape.nodes,
+            shape.threads,
+            r.link(),
+            b / m
+        ));
+    }
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\n## What-if: HLRC's barriers by broadcast (seed 001 s.6)\n\n\
+         `--protocol hlrc-broadcast`: every node broadcasts its barrier arrival with its notices \
+         and merges all arrivals itself, beside HLRC's barrier manager (docs/hlrc.md). Seconds \
+         of the timed part, the latest run of each.\n"
+    );
+    let _ = writeln!(
+        out,
+        "| application | size | shape | link | manager, s | broadcast, s | broadcast / manager |"
+    );
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|");
+    for row in rows {
+        let _ = writeln!(out, "{row}");
+    }
 }
 
 #[cfg(test)]
@@ -290,6 +344,39 @@ mod tests {
                 "run": {"key": format!("{app}|baseline"), "status": "ok", "baseline": true},
             }),
         }
+    }
+
+    #[test]
+    fn the_broadcast_what_if_shows_each_pair_beside_the_manager() {
+        let records = vec![
+            baseline("fft", 6.0),
+            run("fft", "hlrc", "mc2", 1, 2.0),
+            run("fft", "hlrc-broadcast", "mc2", 1, 1.5),
+            // No manager run on that link: not a pair.
+            run("fft", "hlrc-broadcast", "clan", 1, 1.0),
+        ];
+        let set = ResultSet::new(records).with_basis(TimeBasis::Predicted);
+        let mut out = String::new();
+        seed001(&set, &mut out);
+        assert!(
+            out.contains("What-if: HLRC's barriers by broadcast"),
+            "{out}"
+        );
+        assert!(
+            out.contains("| FFT | seed001-scaled | 8:1 | mc2 | 2.0000 | 1.5000 | 0.75 |"),
+            "{out}"
+        );
+        assert!(!out.contains("| clan | "), "{out}");
+        let mut none = String::new();
+        seed001(
+            &ResultSet::new(vec![
+                baseline("fft", 6.0),
+                run("fft", "hlrc", "clan", 1, 2.0),
+            ])
+            .with_basis(TimeBasis::Predicted),
+            &mut none,
+        );
+        assert!(!none.contains("What-if"), "{none}");
     }
 
     #[test]
