@@ -30,11 +30,13 @@ impl Preset {
     /// The processor whose committed rates a counted-work run of this
     /// preset predicts on (`firmware_model::abi::reference`), unless the
     /// run names its scales: `paper`'s sizes are Table III's, so its
-    /// processor is the paper's; the others run on this host's edge rate.
+    /// processor is the paper's; the others run on this host's edge rate
+    /// (seed 001's Pentium II has no committed rates yet: its Table 5 runs
+    /// name their `--cpu-scale`, docs/hlrc.md).
     pub fn reference(self) -> Option<&'static ReferenceProcessor> {
         match self {
             Preset::Paper => Some(&reference::PAPER),
-            Preset::Small | Preset::Medium => None,
+            Preset::Small | Preset::Medium | Preset::Seed001 | Preset::Seed001Scaled => None,
         }
     }
 
