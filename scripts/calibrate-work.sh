@@ -106,7 +106,10 @@ if [ "${1:-}" = --paper ]; then
     echo "# committed EDGE_PS=$edge_ps; protocol: PAPER_PROTOCOL_SCALE=$protocol_scale x EDGE_PS = $(python3 -c "print(round($protocol_scale * $edge_ps))") ps/edge"
     echo "# app table3_s edges ps_per_edge cpu_scale (wall_s of the counted run)"
     for a in "${apps[@]}"; do
-        paper_s=$(sed -n "s/^ *\"$a\" => (\".*\", \([0-9.]*\)),/\1/p" "$root/mc-report/src/paper.rs")
+        # Seed 000's Table III only (`fn table3`, up to its end): paper.rs
+        # also holds seed 001's Table 1, whose rows look the same.
+        paper_s=$(sed -n '/^pub fn table3(/,/^}/p' "$root/mc-report/src/paper.rs" |
+            sed -n "s/^ *\"$a\" => (\".*\", \([0-9.]*\)),/\1/p")
         [ -n "$paper_s" ] || {
             echo "calibrate-work.sh: $a: no Table III time in mc-report/src/paper.rs" >&2
             exit 2
