@@ -7,12 +7,14 @@
 #   hogs    beside two busy loops (CPU hogs)
 #   core0   confined to one core (taskset -c 0)
 #
-# Usage: scripts/predict-check.sh [--work cpu-time|counted] [REPS] [SHAPES] [APPS]
-#   --work counted measures the counted-work clock (docs/virtual-time.md
-#   s.9): the guest is the instrumented mc-guest of scripts/build-counted.sh
-#   (built first unless MC_BIN_DIR is set; MC_COUNTED_DIR names a prebuilt
-#   one), and the sequential program is timed by the same counted work,
-#   so its column is the floor of that clock (the same under every load).
+# Usage: scripts/predict-check.sh [--work counted|cpu-time] [REPS] [SHAPES] [APPS]
+#   --work counted (the default, as of mc-host run --clock virtual)
+#   measures the counted-work clock (docs/virtual-time.md s.9): the guest
+#   is the instrumented mc-guest of scripts/build-counted.sh (built first
+#   unless MC_BIN_DIR is set; MC_COUNTED_DIR names a prebuilt one), and the
+#   sequential program is timed by the same counted work, so its column is
+#   the floor of that clock (the same under every load). --work cpu-time
+#   measures the CPU-time clock with the plain mc-guest.
 #   defaults: 3 runs, shapes 2:1 and 2:2 (nodes:threads), apps sor gauss
 #   water-nsquared, each at a size that computes for about 0.1-0.3 s of
 #   predicted time (SOR 2048x2048 x 20 iterations, Gauss 1024, Water 1000
@@ -45,7 +47,7 @@
 # the host only as far as the prediction fails to be host-independent.
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
-work_measure=cpu-time
+work_measure=counted
 if [ "${1:-}" = --work ]; then
     work_measure=${2:?--work needs cpu-time or counted}
     shift 2
@@ -69,7 +71,7 @@ else
 fi
 # The guest, and what times its computing.
 guest=mc-guest
-work_flag=""
+work_flag="--work cpu-time"
 if [ "$work_measure" = counted ]; then
     if [ -n "${MC_COUNTED_DIR:-}" ]; then
         guest="$MC_COUNTED_DIR/mc-guest"

@@ -103,6 +103,7 @@ impl CliError {
             self,
             CliError::ClusterArgs(_)
                 | CliError::ClockArgs(ClockArgsError::NeedsVirtual(_))
+                | CliError::ClockArgs(ClockArgsError::NoCountedGuest { .. })
                 | CliError::FaultSyntax(_)
                 | CliError::WatchInterval
                 | CliError::MemoryTooLarge(_)

@@ -88,6 +88,37 @@ pub fn resolve_program(name: &str) -> Result<PathBuf, CliError> {
     })
 }
 
+/// The program the guests run: under counted work a bare `mc-guest` is
+/// the counted build beside this `mc-host`'s target directory
+/// (`clock_args::counted_guest`), else [`resolve_program`].
+fn guest_program(name: &str, clock: &ClockArgs) -> Result<PathBuf, CliError> {
+    let exe_dir = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(PathBuf::from));
+    let Some(counted) = exe_dir
+        .as_deref()
+        .and_then(|d| clock_args::counted_guest(name, clock.work(), d))
+    else {
+        return resolve_program(name);
+    };
+    let counted = counted?;
+    // A counted build older than the plain one beside mc-host is likely
+    // stale: say so (it still runs, as asked).
+    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    let plain = exe_dir.map(|d| d.join(name));
+    if let (Some(c), Some(p)) = (modified(&counted), plain.as_deref().and_then(modified)) {
+        if p > c {
+            warn!(
+                "{} is older than {}: rebuild it with scripts/build-counted.sh",
+                counted.display(),
+                plain.as_deref().unwrap_or(Path::new(name)).display()
+            );
+        }
+    }
+    log::info!("counted work: the guests run {}", counted.display());
+    Ok(counted)
+}
+
 fn delivery_name(d: crate::cluster_args::DeliveryChoice) -> &'static str {
     match d {
         crate::cluster_args::DeliveryChoice::Eager => "eager",
@@ -118,7 +149,7 @@ fn pump(node: u8, stream: impl Read + Send + 'static, tx: mpsc::Sender<NodeOutpu
 pub fn run(args: &RunArgs) -> Result<(), CliError> {
     let plan = args.cluster.plan()?;
     let config = args.cluster.config(plan.as_ref())?;
-    let program = resolve_program(&args.command[0])?;
+    let program = guest_program(&args.command[0], &args.clock)?;
     let tmp;
     let dir: &Path = match &args.socket_dir {
         Some(d) => d,

@@ -62,6 +62,10 @@ fn run_resume_and_render_a_tiny_matrix() {
         "small",
         "--results",
         r,
+        // This host's CPU time: the plain debug mc-guest (counted work,
+        // the default, needs scripts/build-counted.sh's release build).
+        "--work",
+        "cpu-time",
     ];
     let out = mc_host(&args);
     let err = String::from_utf8_lossy(&out.stderr);
@@ -79,6 +83,7 @@ fn run_resume_and_render_a_tiny_matrix() {
         assert!(rec.ok(), "{:?}", rec.v);
         // The virtual clock is report run's default.
         assert_eq!(rec.v["times"]["clock"], "virtual", "{:?}", rec.v);
+        assert_eq!(rec.v["times"]["work"], "cpu-time", "{:?}", rec.v);
         assert!(rec.time("predicted_s") > Some(0.0), "{:?}", rec.v);
         assert_eq!(rec.v["variant"], "dms");
         assert_eq!(rec.v["delivery"], "eager");
@@ -176,6 +181,10 @@ fn clock_options_that_do_not_fit_are_refused_before_any_run() {
             "only applies with --clock virtual",
         ),
         (&["--cpu-scale", "paper"][..], "needs --preset paper"),
+        (
+            &["--clock", "wall", "--work", "counted"][..],
+            "--work only applies with --clock virtual",
+        ),
         (&["--cpu-scale", "fast"][..], "not a CPU scale"),
         (&["--clock", "sundial"][..], "invalid value"),
     ] {

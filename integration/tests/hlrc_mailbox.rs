@@ -1,13 +1,13 @@
-//! HLRC's mailbox rings (guest-driver/hlrc/src/mailbox.rs) on virtual nodes
-//! against the real backend: a receiver that has read every message sent so
-//! far finds nothing more in the ring, whatever an earlier lap's payload
+//! HLRC's mailbox rings (hlrc's mailbox.rs and ring.rs) on virtual nodes
+//! against the real backend: a receiver that has read every message sent
+//! so far finds nothing more in the ring, whatever an earlier lap's payload
 //! left where the next header goes.
 //!
-//! A ring is reused lap after lap and nothing clears it, so the word where
-//! the next message's header will land holds, until that header arrives,
-//! whatever was stored there a lap earlier: often a payload word. A payload
-//! word whose high half equals the sequence number the receiver waits for
-//! was taken for the header (water-nsquared under `--protocol
+//! A ring is reused lap after lap, so the word where the next message's
+//! header will land holds, until that header arrives, whatever was stored
+//! there a lap earlier unless the sender cleared it: often a payload word.
+//! A payload word whose high half equals the sequence number the receiver
+//! waits for was taken for the header (water-nsquared under `--protocol
 //! hlrc-broadcast` failed so, 1 run in 3-4, on messages 256, 512 and 768:
 //! diff runs are full of such words). This test plants a whole frame there
 //! (header, CRC and payload), so the receiver would even accept it.

@@ -14,7 +14,9 @@ fn record(nodes: u32, host: &[&str], guest: &[&str]) -> Value {
     let mut g = vec!["mc-guest", "csm"];
     g.extend_from_slice(guest);
     g.extend_from_slice(&["--json", f]);
-    let mut h = vec!["--clock", "virtual"];
+    // CPU time: the plain debug mc-guest (counted work, the default, is
+    // tests/counted_work.rs's).
+    let mut h = vec!["--clock", "virtual", "--work", "cpu-time"];
     h.extend_from_slice(host);
     let (ok, out) = mc_host_run(nodes, 300, &h, &g);
     assert!(ok, "{h:?} {g:?}\n{out}");

@@ -21,7 +21,7 @@ pub enum ReportCommand {
     /// Run every application x variant x configuration (and one sequential
     /// baseline per application), appending each run's record to the
     /// results file; runs already recorded there are skipped.
-    Run(runner::RunMatrixArgs),
+    Run(Box<runner::RunMatrixArgs>),
     /// Write report.md and the SVG charts from a results file.
     Render(RenderArgs),
     /// Draw seed 004's Figures 8 and 9 (fig8.svg, fig9.svg) from what

@@ -9,7 +9,8 @@
 //! figures), `run_clock` (which clock the runs keep), `clock` (which clock
 //! a report's times are read from and how that is said), `host_info` (this
 //! machine), `error`, `progress`, `results` (reading the file back), `runner` (one run, the matrix), `tables`
-//! (report.md), `beside_paper` (its Table IV summary beside the paper's), `charts` (SVG), `render` (both), `cli` (the subcommand).
+//! (report.md), `beside_paper` (its Table IV summary beside the paper's), `seed001` (seed 001 Table 5 and
+//! HLRC beside Cashmere), `charts` (SVG), `render` (both), `cli` (the subcommand).
 //! With the `raster` feature, `raster` turns a chart into pixels (tests).
 
 #![forbid(unsafe_code)]
@@ -29,6 +30,7 @@ pub mod render;
 pub mod results;
 pub mod run_clock;
 pub mod runner;
+pub mod seed001;
 pub mod tables;
 
 pub use cli::{run, RenderArgs, ReportArgs, ReportCommand};

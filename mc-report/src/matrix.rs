@@ -23,15 +23,31 @@ pub const APPS: [&str; 10] = [
     "water-spatial",
 ];
 
+/// Seed 001's seven applications (its Table 5), in the table's order.
+pub const SEED001_APPS: [&str; 7] = [
+    "barnes",
+    "fft",
+    "lu",
+    "ocean",
+    "radix",
+    "water-nsquared",
+    "water-spatial",
+];
+
 pub const PRESETS: [&str; 3] = ["small", "medium", "paper"];
 
-/// Where `preset` sorts among [`PRESETS`] (smallest problem first); any
-/// other name after them.
+/// Seed 001's presets: SPLASH-2's default sizes, then its Table 1's
+/// (`mc-guest csm --preset`), for [`SEED001_APPS`] only.
+pub const SEED001_PRESETS: [&str; 2] = ["seed001-scaled", "seed001"];
+
+/// Where `preset` sorts among [`PRESETS`] then [`SEED001_PRESETS`]
+/// (smallest problem first); any other name after them.
 pub fn preset_rank(preset: &str) -> usize {
     PRESETS
         .iter()
+        .chain(&SEED001_PRESETS)
         .position(|p| *p == preset)
-        .unwrap_or(PRESETS.len())
+        .unwrap_or(PRESETS.len() + SEED001_PRESETS.len())
 }
 
 /// What is wrong with a matrix on the command line.
@@ -39,9 +55,9 @@ pub fn preset_rank(preset: &str) -> usize {
 pub enum MatrixError {
     #[error("{0:?} is not a configuration: NODES:THREADS, e.g. 2:1 or 4:2, with /1L for the one-level protocol (4:2/1L)")]
     BadShape(String),
-    #[error("{0:?} is not an application (known: {apps}, or all)", apps = APPS.join(", "))]
+    #[error("{0:?} is not an application (known: {apps}, fft, ocean, radix; or all, seed001)", apps = APPS.join(", "))]
     UnknownApp(String),
-    #[error("{0:?} is not a preset (small, medium, paper)")]
+    #[error("{0:?} is not a preset (small, medium, paper, seed001-scaled, seed001)")]
     UnknownPreset(String),
     #[error("no {0} given")]
     Empty(&'static str),
@@ -152,6 +168,9 @@ pub struct RunSpec {
     pub homes: HomesRole,
     /// The clock the run's guests keep.
     pub clock: ClockSpec,
+    /// The DSM protocol (`mc-guest csm --protocol`); None: Cashmere,
+    /// mc-guest's default.
+    pub protocol: Option<String>,
 }
 
 /// Whether `variant` (`None`: mc-guest's default) is CSM-DMS.
@@ -188,6 +207,8 @@ impl RunSpec {
             self.link,
             self.seed.map_or("-".to_string(), |s| s.to_string()),
         ) + &self.clock.key_suffix()
+            // Cashmere's runs keep the keys they had before protocols.
+            + &self.protocol.as_ref().map_or(String::new(), |p| format!("|{p}"))
     }
 
     /// A file name for the run's log.
@@ -244,6 +265,9 @@ impl RunSpec {
         } else if let Some(v) = &self.variant {
             a.extend(["--variant".into(), v.clone()]);
         }
+        if let Some(p) = &self.protocol {
+            a.extend(["--protocol".into(), p.clone()]);
+        }
         if self.shape.one_level_threads() {
             a.extend(["--levels".into(), "1".into()]);
         }
@@ -283,21 +307,31 @@ pub struct Matrix {
     /// s.3.4.1), running CSM-DMS on each shape first even if not asked for.
     pub impose_homes: bool,
     pub clock: ClockSpec,
+    /// The DSM protocol of every run (None: Cashmere).
+    pub protocol: Option<String>,
 }
 
-/// Comma-separated applications; `all` for the ten.
+/// Comma-separated applications; `all` for the ten, `seed001` for seed
+/// 001's seven.
 pub fn parse_apps(list: &str) -> Result<Vec<String>, MatrixError> {
     let mut out = Vec::new();
     for a in list.split(',').map(str::trim).filter(|a| !a.is_empty()) {
         if a == "all" {
             out.extend(APPS.iter().map(|s| s.to_string()));
-        } else if APPS.contains(&a) {
+        } else if a == "seed001" {
+            out.extend(SEED001_APPS.iter().map(|s| s.to_string()));
+        } else if APPS.contains(&a) || SEED001_APPS.contains(&a) {
             out.push(a.to_string());
         } else {
             return Err(MatrixError::UnknownApp(a.to_string()));
         }
     }
-    out.dedup();
+    let mut seen = Vec::new();
+    out.retain(|a| {
+        let first = !seen.contains(a);
+        seen.push(a.clone());
+        first
+    });
     if out.is_empty() {
         return Err(MatrixError::Empty("applications"));
     }
@@ -317,7 +351,7 @@ pub fn parse_shapes(list: &str) -> Result<Vec<ClusterShape>, MatrixError> {
 }
 
 pub fn check_preset(p: &str) -> Result<String, MatrixError> {
-    if PRESETS.contains(&p) {
+    if PRESETS.contains(&p) || SEED001_PRESETS.contains(&p) {
         Ok(p.to_string())
     } else {
         Err(MatrixError::UnknownPreset(p.to_string()))
@@ -339,12 +373,16 @@ impl Matrix {
             link: self.link.clone(),
             homes,
             clock: self.clock,
+            protocol: self.protocol.clone(),
         };
+        // Homes are recorded and imposed by Cashmere only.
+        let cashmere = self.protocol.as_deref().is_none_or(|p| p == "cashmere");
+        let impose_homes = self.impose_homes && cashmere;
         let mut variants: Vec<Option<String>> = match &self.variants {
             Some(v) => v.iter().cloned().map(Some).collect(),
             None => vec![None],
         };
-        if self.impose_homes {
+        if impose_homes {
             // CSM-DMS first, so the others find its homes.
             if !variants.iter().any(|v| is_dms(v.as_deref())) {
                 variants.push(Some("dms".into()));
@@ -363,7 +401,7 @@ impl Matrix {
             }
             for s in &self.shapes {
                 for v in &variants {
-                    let homes = match (self.impose_homes, is_dms(v.as_deref())) {
+                    let homes = match (impose_homes, is_dms(v.as_deref())) {
                         (false, _) => HomesRole::FirstTouch,
                         (true, true) => HomesRole::Record,
                         (true, false) => HomesRole::Impose,
@@ -419,6 +457,7 @@ mod tests {
             baselines: true,
             impose_homes: false,
             clock: ClockSpec::default(),
+            protocol: None,
         };
         let runs = m.runs();
         assert_eq!(runs.len(), 6);
@@ -433,13 +472,16 @@ mod tests {
             .contains(&"--sequential".to_string()));
         assert_eq!(
             runs[1].key(),
-            "clu|small|dms|2:1|eager|unthrottled|-|virtual@1"
+            "clu|small|dms|2:1|eager|unthrottled|-|virtual@1@counted"
         );
         let keys: std::collections::HashSet<String> = runs.iter().map(RunSpec::key).collect();
         assert_eq!(keys.len(), runs.len());
         let host = runs[2].host_args(60, None).join(" ");
         assert!(host.starts_with("run --nodes 2 --threads 2"), "{host}");
-        assert!(host.ends_with("--clock virtual --cpu-scale 1"), "{host}");
+        assert!(
+            host.ends_with("--clock virtual --work counted --cpu-scale 1"),
+            "{host}"
+        );
         // A wall-clock run keeps the key it always had.
         let wall = RunSpec {
             clock: ClockSpec {
@@ -465,6 +507,7 @@ mod tests {
             baselines: false,
             impose_homes: true,
             clock: ClockSpec::default(),
+            protocol: None,
         };
         let runs = m.runs();
         // CSM-DMS added, first on each shape.
@@ -503,5 +546,35 @@ mod tests {
             "{imp}"
         );
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn an_hlrc_matrix_passes_the_protocol_and_records_no_homes() {
+        let m = Matrix {
+            apps: parse_apps("seed001").unwrap(),
+            variants: None,
+            shapes: parse_shapes("8:1").unwrap(),
+            preset: Some(check_preset("seed001-scaled").unwrap()),
+            delivery: "eager".into(),
+            seed: None,
+            link: "clan".into(),
+            baselines: false,
+            impose_homes: true,
+            clock: ClockSpec::default(),
+            protocol: Some("hlrc".into()),
+        };
+        let runs = m.runs();
+        assert_eq!(runs.len(), 7);
+        assert_eq!(runs[1].app, "fft");
+        let g = runs[1].guest_args(Path::new("/r.json")).join(" ");
+        assert_eq!(
+            g,
+            "mc-guest csm fft --preset seed001-scaled --protocol hlrc --stats --json /r.json"
+        );
+        assert_eq!(
+            runs[1].key(),
+            "fft|seed001-scaled|default|8:1|eager|clan|-|virtual@1|hlrc"
+        );
+        assert_eq!(parse_apps("lu,seed001").unwrap().len(), 7);
     }
 }

@@ -1,5 +1,5 @@
-//! The paper's own figures (seed 000 Tables III and IV), shown next to the
-//! ones measured here.
+//! The papers' own figures (seed 000 Tables III and IV, seed 001 Tables 1
+//! and 5), shown next to the ones measured here.
 
 /// Seed 000 Table III: problem size (with its data size) and sequential
 /// time on a 600 MHz Alpha 21164A.
@@ -119,6 +119,35 @@ pub fn table4_dms(app: &str) -> Option<(f64, f64, f64)> {
     table4(app, "dms").map(|c| (c.speedup, c.page_transfers_k, c.diffs_k))
 }
 
+/// Seed 001 Table 5: HLRC's speedups on 8 nodes (one 300 MHz Pentium II
+/// each, cLAN VIA), for its seven applications.
+pub fn seed001_table5(app: &str) -> Option<f64> {
+    Some(match app {
+        "barnes" => 6.3,
+        "fft" => 5.8,
+        "lu" => 7.4,
+        "ocean" => 7.7,
+        "radix" => 4.3,
+        "water-nsquared" => 6.2,
+        "water-spatial" => 6.7,
+        _ => return None,
+    })
+}
+
+/// Seed 001 Table 1: problem size and sequential time (s).
+pub fn seed001_table1(app: &str) -> Option<(&'static str, f64)> {
+    Some(match app {
+        "barnes" => ("262144 bodies", 357.0),
+        "fft" => ("2048 x 2048", 86.0),
+        "lu" => ("2048 x 2048", 209.0),
+        "ocean" => ("514 x 514", 30.0),
+        "radix" => ("45M keys", 95.0),
+        "water-nsquared" => ("32768 molecules, 5 steps", 22450.0),
+        "water-spatial" => ("262144 molecules", 14202.0),
+        _ => return None,
+    })
+}
+
 /// The application's name as the paper writes it.
 pub fn display_name(app: &str) -> &str {
     match app {
@@ -132,6 +161,9 @@ pub fn display_name(app: &str) -> &str {
         "tsp" => "TSP",
         "water-nsquared" => "Water-Nsquared",
         "water-spatial" => "Water-Spatial",
+        "fft" => "FFT",
+        "ocean" => "Ocean",
+        "radix" => "Radix",
         other => other,
     }
 }
@@ -163,6 +195,19 @@ mod tests {
         assert_eq!(variant_name("dms"), "CSM-DMS");
         assert_eq!(variant_name("s"), "CSM-S");
         assert_eq!(variant_name("none-mg"), "CSM-None-Mg");
+    }
+
+    #[test]
+    fn seed001_has_every_app_of_its_table5() {
+        for a in crate::matrix::SEED001_APPS {
+            assert!(
+                seed001_table5(a).is_some() && seed001_table1(a).is_some(),
+                "{a}"
+            );
+            assert_ne!(display_name(a), a);
+        }
+        assert_eq!(seed001_table5("ocean"), Some(7.7));
+        assert_eq!(seed001_table5("sor"), None);
     }
 
     #[test]

@@ -101,7 +101,9 @@ impl Progress {
     pub fn no_scale(&mut self, spec: &RunSpec) {
         self.done += 1;
         self.line(&format!(
-            "{} {}: NOT RUN: no `paper` CPU scale for {} (its sequential baseline failed or was not run)",
+            "{} {}: NOT RUN: no `paper` CPU scale for {} (under CPU time: its sequential \
+             baseline failed or was not run; under counted work: no committed rate, \
+             scripts/calibrate-work.sh --paper)",
             self.counter(),
             label(spec),
             spec.app

@@ -112,6 +112,10 @@ impl RunRecord {
             .filter_map(|k| self.run("host")?.get(k)?.get(0)?.as_f64())
             .collect()
     }
+    /// The DSM protocol; records made before the field are Cashmere's.
+    pub fn protocol(&self) -> &str {
+        self.str("protocol").unwrap_or("cashmere")
+    }
     pub fn link(&self) -> String {
         self.str("link").unwrap_or("?").to_string()
     }
@@ -337,6 +341,8 @@ impl ResultSet {
                 && r.preset() == preset
                 && r.variant() == variant
                 && r.shape() == Some(shape)
+                // Seed 000's tables are Cashmere's (seed001.rs shows HLRC).
+                && r.protocol() == "cashmere"
         })
     }
 

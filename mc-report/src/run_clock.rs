@@ -1,18 +1,27 @@
 //! Which clock `report run` runs the guests under (issue 29): by default
 //! the virtual clock (`mc-host run --clock virtual`), so the records carry
 //! predicted times for Memory Channel 2 hardware whatever the host;
-//! `--clock wall` keeps the host's wall clock. A CPU scale of `paper`
-//! takes, per application, the ratio of seed 000 Table III's sequential
-//! time to the sequential CPU time of the same program measured here (its
-//! baseline run), so that computing is charged at the paper's 600 MHz
-//! Alpha 21164A speed, and charges Cashmere's protocol work at one scale for
-//! all applications, from Table II: the paper's cost of the operations that
-//! are one processor's work (a twin, a small and a large diff) over the
-//! same operations' cost here (docs/virtual-time.md s.1).
+//! `--clock wall` keeps the host's wall clock. What measures computing is
+//! counted work by default (`--work counted`: the guests are
+//! scripts/build-counted.sh's `mc-guest`), or this host's CPU time
+//! (`--work cpu-time`). A CPU scale of `paper` charges computing at the
+//! paper's 600 MHz Alpha 21164A speed and Cashmere's protocol work at one
+//! scale for all applications:
+//! - under counted work, from the committed rates of the paper's processor
+//!   (`firmware_model::abi::reference::PAPER`: Table III's sequential time
+//!   over the sequential program's count, and `PAPER_PROTOCOL_SCALE`),
+//!   measured once, so nothing is measured for them on a run;
+//! - under CPU time, per application the ratio of seed 000 Table III's
+//!   sequential time to the sequential CPU time of the same program
+//!   measured here (its baseline run), and for the protocol the paper's
+//!   cost of Table II's operations that are one processor's work (a twin, a
+//!   small and a large diff) over the same operations' cost here
+//!   (docs/virtual-time.md s.1).
 
 use std::str::FromStr;
 
 use clap::ValueEnum;
+use firmware_model::abi::reference;
 
 /// A clock option the matrix cannot use.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -24,6 +33,28 @@ pub enum ClockError {
          same program's here, and only the paper preset has Table III's sizes"
     )]
     PaperScale,
+}
+
+/// What measures the guests' computing on the virtual clock (`mc-host run
+/// --work`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, ValueEnum)]
+pub enum RunWork {
+    /// Counted work (the default): the counted `mc-guest`, the same on
+    /// every run.
+    #[default]
+    Counted,
+    /// This host's CPU time: any build, moves with the host.
+    CpuTime,
+}
+
+impl RunWork {
+    /// Its name on `mc-host run`'s command line and in run keys.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunWork::Counted => "counted",
+            RunWork::CpuTime => "cpu-time",
+        }
+    }
 }
 
 /// The clock of every run of a matrix.
@@ -41,8 +72,10 @@ pub enum RunClock {
 pub enum CpuScale {
     /// A fixed factor (1 = this host's processor).
     Fixed(f64),
-    /// Per application: Table III's sequential time / its sequential CPU
-    /// time here (only at the paper preset, where the sizes are Table III's).
+    /// The paper's processor: under counted work its committed rates,
+    /// under CPU time per application Table III's sequential time / its
+    /// sequential CPU time here (only at the paper preset, where the sizes
+    /// are Table III's).
     Paper,
 }
 
@@ -78,10 +111,11 @@ impl std::fmt::Display for CpuScale {
     }
 }
 
-/// The clock, scale and quantum every run of a matrix gets.
+/// The clock, work measure, scale and quantum every run of a matrix gets.
 #[derive(Clone, Copy, Debug, PartialEq, Default)]
 pub struct ClockSpec {
     pub clock: RunClock,
+    pub work: RunWork,
     pub scale: CpuScale,
     /// `mc-host run --quantum-us` (its default when `None`).
     pub quantum_us: Option<u64>,
@@ -105,16 +139,27 @@ impl ClockSpec {
         }
     }
 
-    /// What the run key adds, so that runs on different clocks or scales
-    /// are different runs (a wall-clock key is as it always was).
+    /// What the run key adds, so that runs on different clocks, work
+    /// measures or scales are different runs (a wall-clock key, and a CPU
+    /// time one, is as it always was).
     pub fn key_suffix(&self) -> String {
         match self.clock {
             RunClock::Wall => String::new(),
             RunClock::Virtual => {
                 let q = self.quantum_us.map_or(String::new(), |q| format!("@q{q}"));
-                format!("|virtual@{}{q}", self.scale)
+                let w = match self.work {
+                    RunWork::Counted => "@counted",
+                    RunWork::CpuTime => "",
+                };
+                format!("|virtual@{}{q}{w}", self.scale)
             }
         }
+    }
+
+    /// Whether an application's `paper` scales are the committed table's
+    /// ([`committed_paper_scales`]) rather than measured by the matrix.
+    pub fn paper_is_committed(&self) -> bool {
+        self.scale == CpuScale::Paper && self.work == RunWork::Counted
     }
 
     /// `mc-host run` arguments; `resolved` is the application's scales when
@@ -132,6 +177,8 @@ impl ClockSpec {
         let mut a = vec![
             "--clock".to_string(),
             "virtual".into(),
+            "--work".into(),
+            self.work.as_str().into(),
             "--cpu-scale".into(),
             scale.to_string(),
         ];
@@ -151,6 +198,17 @@ impl ClockSpec {
 pub struct PaperScales {
     pub cpu: f64,
     pub protocol: f64,
+}
+
+/// An application's `paper` scales under counted work: the committed
+/// rates of the paper's processor (`firmware_model::abi::reference::
+/// PAPER`, from `scripts/calibrate-work.sh --paper` and `--protocol`).
+/// `None` when the table has no rate for `app`.
+pub fn committed_paper_scales(app: &str) -> Option<PaperScales> {
+    Some(PaperScales {
+        cpu: reference::PAPER.cpu_scale(app)?,
+        protocol: reference::PAPER.protocol_scale(),
+    })
 }
 
 /// Table II's operations that are one processor's protocol work on both
@@ -212,10 +270,34 @@ mod tests {
     fn the_clock_is_virtual_by_default_and_keys_tell_clocks_apart() {
         let v = ClockSpec::default();
         assert_eq!(v.clock, RunClock::Virtual);
-        assert_eq!(v.key_suffix(), "|virtual@1");
+        assert_eq!(v.work, RunWork::Counted, "counted work by default");
+        assert_eq!(v.key_suffix(), "|virtual@1@counted");
         assert_eq!(
             v.host_args(None),
-            ["--clock", "virtual", "--cpu-scale", "1"]
+            [
+                "--clock",
+                "virtual",
+                "--work",
+                "counted",
+                "--cpu-scale",
+                "1"
+            ]
+        );
+        let cpu = ClockSpec {
+            work: RunWork::CpuTime,
+            ..v
+        };
+        assert_eq!(cpu.key_suffix(), "|virtual@1", "CPU-time keys as before");
+        assert_eq!(
+            cpu.host_args(None),
+            [
+                "--clock",
+                "virtual",
+                "--work",
+                "cpu-time",
+                "--cpu-scale",
+                "1"
+            ]
         );
         let w = ClockSpec {
             clock: RunClock::Wall,
@@ -228,7 +310,7 @@ mod tests {
             quantum_us: Some(50),
             ..v
         };
-        assert_eq!(p.key_suffix(), "|virtual@paper@q50");
+        assert_eq!(p.key_suffix(), "|virtual@paper@q50@counted");
         assert_eq!(
             p.host_args(Some(PaperScales {
                 cpu: 12.5,
@@ -237,6 +319,8 @@ mod tests {
             [
                 "--clock",
                 "virtual",
+                "--work",
+                "counted",
                 "--cpu-scale",
                 "12.5",
                 "--protocol-scale",
@@ -297,6 +381,33 @@ mod tests {
             row("diff, large (whole page)", 129.0, 4.3),
         ];
         assert_eq!(protocol_scale(&rec("dms", "virtual", zero)), None);
+    }
+
+    #[test]
+    fn under_counted_work_the_paper_scales_are_the_committed_table_s() {
+        let p = ClockSpec {
+            scale: CpuScale::Paper,
+            ..ClockSpec::default()
+        };
+        assert!(p.paper_is_committed());
+        let cpu_time = ClockSpec {
+            work: RunWork::CpuTime,
+            ..p
+        };
+        assert!(!cpu_time.paper_is_committed(), "measured under CPU time");
+        let table = &reference::PAPER;
+        assert!(!table.app_ps_per_edge.is_empty(), "the committed rates");
+        for (app, ps) in table.app_ps_per_edge {
+            let s = committed_paper_scales(app).unwrap();
+            assert!(
+                (s.cpu - ps / reference::EDGE_PS as f64).abs() < 1e-12,
+                "{app}"
+            );
+            assert!((s.protocol - reference::PAPER_PROTOCOL_SCALE).abs() < 1e-12);
+            // Every committed application is one of Table III's.
+            assert!(crate::paper::table3(app).is_some(), "{app}");
+        }
+        assert_eq!(committed_paper_scales("nonesuch"), None);
     }
 
     #[test]

@@ -19,12 +19,14 @@ use crate::matrix::{check_preset, parse_apps, parse_shapes, Matrix, RunSpec};
 use crate::progress::Progress;
 use crate::results;
 use crate::run_clock::{
-    paper_scale, protocol_scale, ClockError, ClockSpec, CpuScale, PaperScales, RunClock,
+    committed_paper_scales, paper_scale, protocol_scale, ClockError, ClockSpec, CpuScale,
+    PaperScales, RunClock, RunWork,
 };
 
 #[derive(Args, Debug, Clone)]
 pub struct RunMatrixArgs {
-    /// Applications, comma-separated, or `all` (the ten of seed 000 Table III).
+    /// Applications, comma-separated, or `all` (the ten of seed 000 Table
+    /// III), or `seed001` (seed 001's seven, Table 5).
     #[arg(long)]
     pub apps: String,
     /// Protocol variants, comma-separated, passed to `mc-guest csm` as
@@ -37,7 +39,12 @@ pub struct RunMatrixArgs {
     /// (2:2/1L; seed 000 Fig. 1 compares the two).
     #[arg(long, default_value = "2:1,2:2,4:1")]
     pub config: String,
-    /// Problem size preset: small, medium or paper (default: mc-guest's, small).
+    /// The DSM protocol of every run (`mc-guest csm --protocol`): cashmere
+    /// (the default), naive or hlrc. Homes are imposed under Cashmere only.
+    #[arg(long)]
+    pub protocol: Option<String>,
+    /// Problem size preset: small, medium, paper, seed001-scaled or seed001
+    /// (default: mc-guest's, small).
     #[arg(long)]
     pub preset: Option<String>,
     /// The results file (JSON lines), appended to.
@@ -77,10 +84,16 @@ pub struct RunMatrixArgs {
     /// host's clock; docs/virtual-time.md).
     #[arg(long, value_enum, default_value_t = RunClock::Virtual)]
     pub clock: RunClock,
+    /// With the virtual clock: what measures the guests' computing,
+    /// `counted` (the default: scripts/build-counted.sh's mc-guest, the
+    /// same on every run) or `cpu-time` (this host's CPU time, any build).
+    #[arg(long, value_enum)]
+    pub work: Option<RunWork>,
     /// With the virtual clock: virtual ns per ns of this host's CPU time (1
-    /// = this host's processor), or `paper`: per application, seed 000
-    /// Table III's sequential time over its sequential CPU time here (needs
-    /// --preset paper).
+    /// = this host's processor), or `paper` (needs --preset paper): under
+    /// counted work the paper processor's committed rates, under CPU time
+    /// per application seed 000 Table III's sequential time over its
+    /// sequential CPU time here and the protocol's from Table II.
     #[arg(long, value_name = "X|paper")]
     pub cpu_scale: Option<CpuScale>,
     /// With the virtual clock: how far (us of virtual time) a running
@@ -95,8 +108,12 @@ impl RunMatrixArgs {
         if self.clock == RunClock::Wall && self.cpu_scale.is_some() {
             return Err(ClockError::NeedsVirtual("--cpu-scale").into());
         }
+        if self.clock == RunClock::Wall && self.work.is_some() {
+            return Err(ClockError::NeedsVirtual("--work").into());
+        }
         let spec = ClockSpec {
             clock: self.clock,
+            work: self.work.unwrap_or_default(),
             scale: self.cpu_scale.unwrap_or_default(),
             quantum_us: self.quantum_us,
         };
@@ -122,6 +139,7 @@ impl RunMatrixArgs {
             baselines: !self.no_baselines,
             impose_homes: !self.first_touch_homes,
             clock: self.clock_spec()?,
+            protocol: self.protocol.clone(),
         })
     }
 
@@ -278,6 +296,7 @@ pub fn run_one(
             "processors": spec.shape.processors(),
             "delivery": spec.delivery,
             "link": spec.link,
+            "protocol": spec.protocol.as_deref().unwrap_or("cashmere"),
             "run": run,
         }),
     };
@@ -368,12 +387,14 @@ pub fn run_matrix(args: &RunMatrixArgs) -> Result<(), ReportError> {
         .filter(|r| r.ok())
         .filter_map(|r| r.key().map(String::from))
         .collect();
-    // At the `paper` scale, each application's scale comes from its
-    // baseline: recorded earlier (a resumed matrix) or run first below.
+    // At the `paper` scale under CPU time, each application's scale comes
+    // from its baseline: recorded earlier (a resumed matrix) or run first
+    // below (under counted work, from the committed table: no measurement).
     let mut scales: HashMap<String, f64> = HashMap::new();
     // And the protocol's, from the latest Table II record under CSM-DMS.
     let mut protocol: Option<f64> = None;
-    if clock.scale == CpuScale::Paper {
+    let measure_paper = clock.scale == CpuScale::Paper && !clock.paper_is_committed();
+    if measure_paper {
         for r in earlier.iter().filter(|r| r.ok() && r.baseline()) {
             if let Some(s) = scale_from(&r.v, r.app()) {
                 scales.insert(r.app().to_string(), s);
@@ -406,7 +427,7 @@ pub fn run_matrix(args: &RunMatrixArgs) -> Result<(), ReportError> {
             }
             let (ok, rec) = run_table2(&mc_host, args, &clock, v, &key, &logs)?;
             append(&args.results, &rec)?;
-            if ok && clock.scale == CpuScale::Paper {
+            if ok && measure_paper {
                 protocol = protocol_scale(&rec).or(protocol);
             }
             eprintln!(
@@ -420,6 +441,13 @@ pub fn run_matrix(args: &RunMatrixArgs) -> Result<(), ReportError> {
         }
     }
     let protocol = match (clock.scale, protocol) {
+        _ if clock.paper_is_committed() => {
+            eprintln!(
+                "counted work on the paper's processor: the committed rates \
+                 (firmware_model::abi::reference::PAPER, scripts/calibrate-work.sh --paper)"
+            );
+            None
+        }
         (CpuScale::Paper, None) => {
             return Err(ReportError::NoProtocolScale {
                 path: args.results.clone(),
@@ -440,12 +468,16 @@ pub fn run_matrix(args: &RunMatrixArgs) -> Result<(), ReportError> {
             progress.skipped(spec);
             continue;
         }
-        let scale = scales
-            .get(&spec.app)
-            .copied()
-            .zip(protocol)
-            .map(|(cpu, protocol)| PaperScales { cpu, protocol });
-        if clock.scale == CpuScale::Paper && !spec.baseline && scale.is_none() {
+        let scale = if clock.paper_is_committed() {
+            committed_paper_scales(&spec.app)
+        } else {
+            scales
+                .get(&spec.app)
+                .copied()
+                .zip(protocol)
+                .map(|(cpu, protocol)| PaperScales { cpu, protocol })
+        };
+        if clock.scale == CpuScale::Paper && scale.is_none() && !(spec.baseline && measure_paper) {
             progress.no_scale(spec);
             failed += 1;
             continue;
@@ -453,7 +485,7 @@ pub fn run_matrix(args: &RunMatrixArgs) -> Result<(), ReportError> {
         progress.start(spec);
         let o = run_one(&mc_host, spec, &logs, args.timeout, scale)?;
         append(&args.results, &o.record)?;
-        if spec.baseline && o.ok && clock.scale == CpuScale::Paper {
+        if spec.baseline && o.ok && measure_paper {
             if let Some(s) = scale_from(&o.record, &spec.app) {
                 scales.insert(spec.app.clone(), s);
             }

@@ -368,6 +368,7 @@ pub fn report_md(set: &ResultSet, results: &Path, charts: &[String]) -> String {
     crate::beside_paper::beside_paper(set, &mut out);
     table4(set, &mut out);
     adb_table(set, &mut out);
+    crate::seed001::seed001(set, &mut out);
     let _ = writeln!(out, "## Charts\n");
     for c in charts {
         let _ = writeln!(out, "![{c}]({c})\n");

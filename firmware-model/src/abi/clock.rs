@@ -7,6 +7,8 @@
 
 use std::path::PathBuf;
 
+use super::reference::ReferenceProcessor;
+
 /// The default quantum: how far a running thread may get ahead of the
 /// slowest, in virtual time.
 pub const DEFAULT_QUANTUM_NS: u64 = 100_000;
@@ -18,7 +20,8 @@ const MAX_SCALE: f64 = 1e6;
 mod env {
     /// `virtual` for predicted time; `wall` (or unset) for the wall clock.
     pub const CLOCK: &str = "MC_CLOCK";
-    /// CPU scale: virtual ns per ns of this host's CPU time (default 1).
+    /// CPU scale: virtual ns per ns of this host's CPU time (default 1,
+    /// or the rates of the reference processor the guest's problem names).
     pub const CPU_SCALE: &str = "MC_CPU_SCALE";
     /// The scale of protocol work (default: the CPU scale).
     pub const PROTOCOL_SCALE: &str = "MC_PROTOCOL_SCALE";
@@ -65,8 +68,13 @@ impl WorkMeasure {
 /// A virtual-time configuration.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ClockConfig {
-    /// Virtual ns per ns of this host's thread CPU time.
+    /// Virtual ns per ns of this host's thread CPU time (or of counted
+    /// work at `reference::EDGE_PS`).
     pub cpu_scale: f64,
+    /// Whether the run named the CPU scale (`--cpu-scale`, the variable
+    /// set): a reference processor's rates then do not apply
+    /// ([`ClockConfig::on_reference`]).
+    pub cpu_scale_given: bool,
     /// The same for protocol work; `None`: the CPU scale. Computing and
     /// protocol code ran on the same processor, but this host is not faster
     /// than the paper's Alpha by the same factor at both
@@ -78,6 +86,10 @@ pub struct ClockConfig {
     pub quantum_ns: u64,
     /// What measures computing: the scales above multiply its reading.
     pub work: WorkMeasure,
+    /// The reference processor whose committed rates set the scales, when
+    /// the guest chose one ([`ClockConfig::on_reference`]); never in the
+    /// environment: the guest knows its problem, the host does not.
+    pub reference: Option<&'static ReferenceProcessor>,
 }
 
 /// A clock variable that does not say what it must.
@@ -99,21 +111,47 @@ impl ClockConfig {
     pub fn new(cpu_scale: f64) -> ClockConfig {
         ClockConfig {
             cpu_scale,
+            cpu_scale_given: true,
             protocol_scale: None,
             board: None,
             quantum_ns: DEFAULT_QUANTUM_NS,
             work: WorkMeasure::CpuTime,
+            reference: None,
         }
+    }
+
+    /// This configuration on `reference`'s processor for application
+    /// `app`: under counted work, and unless the run named the CPU scale,
+    /// `app`'s committed rate as the CPU scale and the processor's protocol
+    /// rate as the protocol scale (unless the run named that). Unchanged
+    /// under CPU time (the rates are per counted edge), with a named CPU
+    /// scale, or when `reference` has no rate for `app`.
+    pub fn on_reference(mut self, reference: &'static ReferenceProcessor, app: &str) -> Self {
+        if self.work != WorkMeasure::Counted || self.cpu_scale_given {
+            return self;
+        }
+        let Some(cpu) = reference.cpu_scale(app) else {
+            return self;
+        };
+        self.cpu_scale = cpu;
+        self.protocol_scale = Some(
+            self.protocol_scale
+                .unwrap_or_else(|| reference.protocol_scale()),
+        );
+        self.reference = Some(reference);
+        self
     }
 
     /// The variables that give a guest this configuration.
     pub fn to_env(&self) -> Vec<(&'static str, String)> {
         let mut vars = vec![
             (env::CLOCK, "virtual".to_string()),
-            (env::CPU_SCALE, self.cpu_scale.to_string()),
             (env::QUANTUM, self.quantum_ns.to_string()),
             (env::WORK, self.work.as_str().to_string()),
         ];
+        if self.cpu_scale_given {
+            vars.push((env::CPU_SCALE, self.cpu_scale.to_string()));
+        }
         if let Some(b) = &self.board {
             vars.push((env::BOARD, b.display().to_string()));
         }
@@ -152,7 +190,7 @@ impl ClockConfig {
             },
             None => Ok(None),
         };
-        let cpu_scale = scale(env::CPU_SCALE)?.unwrap_or(1.0);
+        let given_scale = scale(env::CPU_SCALE)?;
         let protocol_scale = scale(env::PROTOCOL_SCALE)?;
         let quantum_ns = match var(env::QUANTUM) {
             Some(v) => match v.parse::<u64>() {
@@ -171,11 +209,13 @@ impl ClockConfig {
             },
         };
         Ok(Some(ClockConfig {
-            cpu_scale,
+            cpu_scale: given_scale.unwrap_or(1.0),
+            cpu_scale_given: given_scale.is_some(),
             protocol_scale,
             board,
             quantum_ns,
             work,
+            reference: None,
         }))
     }
 }
@@ -216,6 +256,50 @@ mod tests {
             Ok(None)
         );
         assert_eq!(ClockConfig::from_lookup(lookup(&[])), Ok(None));
+    }
+
+    static TEST_PROCESSOR: ReferenceProcessor = ReferenceProcessor {
+        name: "test",
+        description: "a processor for this test",
+        app_ps_per_edge: &[("sor", 3616.0)],
+        protocol_ps_per_edge: 904.0,
+    };
+
+    #[test]
+    fn a_reference_processor_applies_to_counted_work_without_a_named_scale() {
+        let env = [
+            (env::CLOCK, "virtual".to_string()),
+            (env::WORK, "counted".to_string()),
+        ];
+        let unnamed = ClockConfig::from_lookup(lookup(&env)).unwrap().unwrap();
+        assert!(!unnamed.cpu_scale_given);
+        assert_eq!(unnamed.cpu_scale, 1.0, "this host's processor by default");
+        let on = unnamed.clone().on_reference(&TEST_PROCESSOR, "sor");
+        assert_eq!(on.cpu_scale, 2.0, "3616 ps an edge over EDGE_PS");
+        assert_eq!(on.protocol_scale, Some(0.5));
+        assert_eq!(on.reference.map(|r| r.name), Some("test"));
+        // No rate for the application: this host's, and no reference named.
+        assert_eq!(
+            unnamed.clone().on_reference(&TEST_PROCESSOR, "tsp"),
+            unnamed
+        );
+        // A named protocol scale wins over the processor's.
+        let mut p = unnamed.clone();
+        p.protocol_scale = Some(3.0);
+        let on = p.on_reference(&TEST_PROCESSOR, "sor");
+        assert_eq!((on.cpu_scale, on.protocol_scale), (2.0, Some(3.0)));
+        // A named CPU scale wins, and CPU time has no per-edge rate.
+        let mut named = ClockConfig::new(4.0);
+        named.work = WorkMeasure::Counted;
+        assert_eq!(named.clone().on_reference(&TEST_PROCESSOR, "sor"), named);
+        let cpu = ClockConfig {
+            cpu_scale_given: false,
+            ..ClockConfig::new(1.0)
+        };
+        assert_eq!(cpu.clone().on_reference(&TEST_PROCESSOR, "sor"), cpu);
+        // An unnamed scale goes through the environment unnamed.
+        let back = ClockConfig::from_lookup(lookup(&unnamed.to_env())).unwrap();
+        assert_eq!(back, Some(unnamed));
     }
 
     #[test]

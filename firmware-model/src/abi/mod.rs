@@ -16,6 +16,7 @@ pub mod clock;
 mod control;
 pub mod dsm;
 mod events;
+pub mod reference;
 mod registers;
 pub mod shm;
 mod status;

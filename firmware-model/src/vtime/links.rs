@@ -178,12 +178,14 @@ impl VirtualLinks {
         };
         up.forget_before(horizon);
         if broadcast && !self.link.broadcasts() {
-            self.place_copies(src, base, work, receivers);
+            // One copy per receiver, one after the other up the uplink.
+            for r in receivers {
+                let ready = self.place_up(src, work);
+                self.place_down(r, ready, base, work);
+            }
             return;
         }
-        let (up_start, up_end) = up.fill(self.cursor, work);
-        self.cursor = up_end;
-        let ready = self.ready(up_start, up_end, work);
+        let ready = self.place_up(src, work);
         self.crossbar.forget_before(horizon);
         self.takeover.forget_before(horizon);
         if broadcast {
@@ -215,23 +217,43 @@ impl VirtualLinks {
             });
         } else {
             for r in receivers {
-                let Some(d) = self.downlinks.get_mut(r) else {
-                    continue;
-                };
-                d.forget_before(horizon);
-                let (start, end) = d.fill_avoiding(&self.takeover, ready, work);
-                self.crossbar.occupy(start, end);
-                self.placed.push((
-                    r,
-                    Placed {
-                        start,
-                        end,
-                        base,
-                        work,
-                    },
-                ));
+                self.place_down(r, ready, base, work);
             }
         }
+    }
+
+    /// The page's `work` up `src`'s uplink after what the store sent
+    /// before it; returns when it can start down a downlink.
+    fn place_up(&mut self, src: usize, work: u64) -> u64 {
+        let Some(up) = self.uplinks.get_mut(src) else {
+            return self.cursor;
+        };
+        let (up_start, up_end) = up.fill(self.cursor, work);
+        self.cursor = up_end;
+        self.ready(up_start, up_end, work)
+    }
+
+    /// The page's `work` down receiver `r`'s downlink from `ready`, around
+    /// the broadcasts' takeovers (none on a network without broadcast), and
+    /// where it went for [`VirtualLinks::arrival`]. The one placement on a
+    /// downlink of a point-to-point page and of each copy of a broadcast
+    /// page on a network without broadcast.
+    fn place_down(&mut self, r: usize, ready: u64, base: u64, work: u64) {
+        let Some(d) = self.downlinks.get_mut(r) else {
+            return;
+        };
+        d.forget_before(self.horizon);
+        let (start, end) = d.fill_avoiding(&self.takeover, ready, work);
+        self.crossbar.occupy(start, end);
+        self.placed.push((
+            r,
+            Placed {
+                start,
+                end,
+                base,
+                work,
+            },
+        ));
     }
 
     /// When a page whose uplink span is `up_start..up_end` can start down a
@@ -243,41 +265,6 @@ impl VirtualLinks {
             .saturating_sub(work)
             .max(up_start)
             .saturating_add(self.link.hub_offset())
-    }
-
-    /// A broadcast page on a network without broadcast: one copy per
-    /// receiver, sent one after the other up the sender's uplink, each
-    /// down its receiver's downlink.
-    fn place_copies(
-        &mut self,
-        src: usize,
-        base: u64,
-        work: u64,
-        receivers: impl Iterator<Item = usize>,
-    ) {
-        let horizon = self.horizon;
-        for r in receivers {
-            let Some(up) = self.uplinks.get_mut(src) else {
-                return;
-            };
-            let (up_start, up_end) = up.fill(self.cursor, work);
-            self.cursor = up_end;
-            let ready = self.ready(up_start, up_end, work);
-            let Some(d) = self.downlinks.get_mut(r) else {
-                continue;
-            };
-            d.forget_before(horizon);
-            let (start, end) = d.fill(ready, work);
-            self.placed.push((
-                r,
-                Placed {
-                    start,
-                    end,
-                    base,
-                    work,
-                },
-            ));
-        }
     }
 
     /// The virtual arrival at `receiver` of the current page's packet whose

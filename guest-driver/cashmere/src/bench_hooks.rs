@@ -21,7 +21,7 @@ impl Csm {
         let n = &self.node;
         let mut st = n.lock_state();
         let home = n.bench_home(&mut st, page)?;
-        let mut buf = vec![0u8; n.page_size as usize];
+        let mut buf = vec![0u8; n.ps()];
         n.fetch(&mut st, home, Request::Page(page), &mut buf)?;
         Ok(buf)
     }
@@ -33,8 +33,7 @@ impl Csm {
         let n = &self.node;
         let mut st = n.lock_state();
         let mut t = std::mem::take(&mut st.words);
-        n.heap
-            .read_words(page as usize * n.page_size as usize, &mut t);
+        n.heap().read_words(page as usize * n.ps(), &mut t);
         std::hint::black_box(&t);
         st.words = t;
         Ok(())
@@ -48,21 +47,15 @@ impl Csm {
         let n = &self.node;
         let mut st = n.lock_state();
         let home = n.bench_home(&mut st, page)?;
-        let nw = n.page_size as usize / 4;
+        let nw = n.ps() / 4;
         let mut cur = vec![0u32; nw];
-        n.heap
-            .read_words(page as usize * n.page_size as usize, &mut cur);
+        n.heap().read_words(page as usize * n.ps(), &mut cur);
         let mut twin = cur.clone();
         for w in twin.iter_mut().take(words) {
             *w = !*w;
         }
         let mut diff = twin::Diff::new(nw);
         diff.compute(&cur, &mut twin);
-        let bytes = n.data.write_diff(home, page, &cur, &diff)?;
-        if n.data.diffs_are_messages() {
-            // A diff message is done when the home acknowledges it.
-            n.diff_message_acked(&mut st, home, page)?;
-        }
-        Ok(bytes)
+        n.send_diff(&mut st, home, page, &cur, &diff)
     }
 }

@@ -35,13 +35,13 @@ impl Protocol for Csm {
         Csm::page_size(self)
     }
     fn heap(&self) -> &dsm_core::vm::HeapMemory {
-        &self.node.heap
+        self.node.heap()
     }
     fn allocator(&self) -> &Allocator {
-        &self.node.alloc
+        self.node.allocator()
     }
     fn window(&self) -> &TimedWindow {
-        &self.node.window
+        self.node.window()
     }
     fn poll(&self) -> Result<(), DsmError> {
         Ok(Csm::poll(self)?)

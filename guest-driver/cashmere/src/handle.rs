@@ -3,7 +3,6 @@
 //! Synchronisation is in `sync_api`, the benchmark's hooks in
 //! `bench_hooks`.
 
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
@@ -13,11 +12,11 @@ use crate::config::Config;
 use crate::error::CsmError;
 use crate::homes::HomeAssignment;
 use crate::loss::LossWatch;
-use crate::node::{window, Node};
+use crate::node::{self, Node};
+use crate::site;
 use crate::state::PageState;
 use crate::times::{self, TimeBreakdown};
 use crate::variant::Levels;
-use crate::{site, startup};
 use dsm_core::SharedArray;
 use dsm_core::Stats;
 
@@ -109,28 +108,28 @@ impl Csm {
     }
 
     fn start_at(mc: &MemoryChannel, cfg: &Config, site: site::Site) -> Result<Csm, CsmError> {
-        let (node, server) = startup::start_node(mc, cfg, site)?;
+        let (node, server) = node::start_node(mc, cfg, site)?;
         let csm = Csm {
             loss: LossWatch::new(mc),
             node,
             server: Arc::new(Mutex::new(Some(server))),
         };
         // Every node's regions and protocol thread are up past this point.
-        csm.node.sync.start_barrier()?;
+        csm.node.sync().start_barrier()?;
         Ok(csm)
     }
 
     pub fn node_id(&self) -> u32 {
-        self.node.me
+        self.node.me()
     }
     pub fn nodes(&self) -> u32 {
-        self.node.nodes
+        self.node.nodes()
     }
     pub fn threads(&self) -> u32 {
-        self.node.threads
+        self.node.threads()
     }
     pub fn page_size(&self) -> u32 {
-        self.node.page_size
+        self.node.page_size()
     }
 
     /// Answer the requests of other nodes that have arrived, if any: message
@@ -187,11 +186,11 @@ impl Csm {
     /// `vclock::now()`). Keep the returned guard for the thread's life.
     /// The protocol thread's work is charged to the node's thread 0.
     pub fn join_clock(&self, local: u32, vt: u64) -> Result<vclock::Participant, CsmError> {
-        let mut p = vclock::join(vt).map_err(|e| CsmError::Clock(Arc::new(e)))?;
-        p.label(self.node_id(), local);
+        let p = dsm_core::join_clock(self.node_id(), local, vt)
+            .map_err(|e| CsmError::Clock(Arc::new(e)))?;
         if local == 0 {
             if let Some(slot) = vclock::my_slot() {
-                self.node.app0_slot.store(slot, Ordering::Relaxed);
+                self.node.control().set_app0_slot(slot);
             }
         }
         Ok(p)
@@ -204,17 +203,17 @@ impl Csm {
     /// `None` too when a thread's work count went wrong
     /// (`vclock::check`): no prediction rather than a wrong one.
     pub fn predicted(&self) -> Option<f64> {
-        self.node.window.predicted()
+        self.node.window().predicted()
     }
 
     /// The virtual window itself: (earliest start, latest end), ns.
     pub fn virtual_window(&self) -> Option<(u64, u64)> {
-        self.node.window.virtual_window()
+        self.node.window().virtual_window()
     }
 
     /// Seconds since this node started Cashmere.
     pub fn elapsed(&self) -> f64 {
-        self.node.window.elapsed()
+        self.node.window().elapsed()
     }
 
     /// Mark the start of the timed part of a program (the earliest mark of
@@ -223,56 +222,36 @@ impl Csm {
     /// thread's at the node's first mark.
     pub fn mark_start(&self) {
         // The protocol thread's window opens with the first thread's mark.
-        self.node.window.mark_start(|| {
-            if self
-                .node
-                .proto_window
-                .compare_exchange(
-                    window::NONE,
-                    window::BEGIN,
-                    Ordering::AcqRel,
-                    Ordering::Relaxed,
-                )
-                .is_ok()
-            {
-                self.node.wake_protocol_thread();
-            }
-        });
+        self.node
+            .window()
+            .mark_start(|| self.node.control().mark_start());
     }
 
     /// Mark the end of the timed part (the latest mark counts; so does the
     /// protocol thread's breakdown).
     pub fn mark_end(&self) {
-        self.node.window.mark_end(|| {
-            let pw = &self.node.proto_window;
-            if pw.load(Ordering::Acquire) >= window::BEGIN {
-                pw.store(window::END, Ordering::Release);
-                self.node.wake_protocol_thread();
-            }
-        });
+        self.node
+            .window()
+            .mark_end(|| self.node.control().mark_end());
     }
 
     /// Seconds between the marks, if both were made.
     pub fn timed(&self) -> Option<f64> {
-        self.node.window.timed()
+        self.node.window().timed()
     }
 
     /// Where the calling thread's time went since its [`Csm::mark_start`]
     /// (call it from each application thread after its `mark_end`; `name`
     /// names the thread in the result).
     pub fn thread_breakdown(&self, name: &str) -> TimeBreakdown {
-        times::breakdown(name, self.node.me)
+        times::breakdown(name, self.node.me())
     }
 
     /// Where the node's protocol thread's time went in the timed window
     /// (from the node's first mark to its last), once [`Csm::finish`] has
     /// stopped it.
     pub fn protocol_breakdown(&self) -> Option<TimeBreakdown> {
-        self.node
-            .proto_times
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.node.control().breakdown()
     }
 
     /// Allocate `len` elements in the shared heap (aligned to `T` and 8 bytes,
@@ -284,8 +263,8 @@ impl Csm {
         page_aligned: bool,
     ) -> Result<SharedArray<T>, CsmError> {
         let n = &self.node;
-        n.alloc
-            .alloc(&n.heap, n.ps(), len, page_aligned)
+        n.allocator()
+            .alloc(n.heap(), n.ps(), len, page_aligned)
             .map_err(|e| CsmError::HeapFull {
                 heap: e.heap,
                 wanted: e.wanted,
@@ -295,7 +274,7 @@ impl Csm {
 
     pub fn stats(&self) -> Stats {
         let mut s = self.node.lock_state().stats;
-        s.message_bytes = self.node.mail.sent_bytes();
+        s.message_bytes = self.node.message_bytes();
         s
     }
 
@@ -305,24 +284,11 @@ impl Csm {
     /// final barrier. Write it out (`HomeAssignment::render`) to impose it
     /// on a later run.
     pub fn homes(&self) -> HomeAssignment {
-        let n = &self.node;
-        let st = n.lock_state();
-        HomeAssignment {
-            nodes: n.nodes,
-            page_size: n.page_size,
-            homes: (0..u32::try_from(st.pages.len()).expect("page numbers fit u32"))
-                .map(|p| {
-                    st.pages[p as usize]
-                        .home
-                        .or_else(|| n.imposed_home(p))
-                        .or_else(|| n.meta.home(p))
-                })
-                .collect(),
-        }
+        self.node.home_assignment()
     }
 
     /// The protocol state of the page holding heap byte `offset` (for tests).
     pub fn page_state(&self, offset: usize) -> PageState {
-        self.node.lock_state().pages[offset / self.node.page_size as usize].state
+        self.node.lock_state().pages[offset / self.node.ps()].state
     }
 }

@@ -20,13 +20,16 @@
 //! Files: `handle` (the node's handle, [`Csm`]: start, the timed window,
 //! allocation, counts), `dsm` (Cashmere as the core's protocol), `config`
 //! and `variant` (what a node starts with), `choices` (what the node's
-//! protocol chooses, in one value), `startup` (building a node), `sync_api`
+//! protocol chooses, in one value), `sync_api`
 //! (locks, barriers, flags, the final barrier, as programs call them),
-//! `bench_hooks` (what the benchmark times); `node` (a node) and `state`
-//! (its protocol state), `protocol_thread` (the thread that answers other
-//! nodes); the protocol's parts as `Node` methods: `fault` (read and write
-//! faults, resolved on the faulting thread), `fetch` (request/reply with a
-//! home), `requests` (answering other nodes), `release`, `acquire`; `loss`
+//! `bench_hooks` (what the benchmark times); `node/` (a node: its fields
+//! private to the folder, its methods there, the protocol's parts each in a
+//! module of its own: `fault`, `fetch`, `requests`, `release`, `acquire`;
+//! `startup` building a node, `protocol_thread` the thread that answers
+//! other nodes; the owners it is made of: `working_copies`, `served`,
+//! `protocol_control`), `state` (its protocol state), `adb_interest` (a
+//! home's count of a page's consumers, CSM-ADB), `stale` (the Stale
+//! vector), `migration_answers` (the at-most-once reply cache); `loss`
 //! (noticing lost stores), `seams` (the variant traits), `dms_data` /
 //! `dms_meta` / `dms_sync` (CSM-DMS on Memory Channel), `ms_data` (data by
 //! messages), `msg_meta` / `msg_sync` (metadata and synchronisation by
@@ -35,8 +38,8 @@
 //! in Memory Channel space), `site` (protocol nodes on adapters), `homes`,
 //! `error`.
 
-mod acquire;
 mod adb;
+mod adb_interest;
 mod bench_hooks;
 mod choices;
 mod config;
@@ -45,24 +48,20 @@ mod dms_meta;
 mod dms_sync;
 mod dsm;
 mod error;
-mod fault;
-mod fetch;
 mod handle;
 mod homes;
 mod loss;
 mod mailbox;
 mod messages;
+mod migration_answers;
 mod ms_data;
 mod msg_meta;
 mod msg_sync;
 mod node;
-mod protocol_thread;
-mod release;
-mod requests;
 pub mod seams;
 mod site;
 pub mod space;
-mod startup;
+mod stale;
 mod state;
 mod sync_api;
 mod variant;

@@ -11,6 +11,10 @@ use std::sync::MutexGuard;
 
 use dsm_core::Stats;
 
+use crate::adb_interest::AdbInterest;
+use crate::migration_answers::MigrationAnswers;
+use crate::stale::StaleVector;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PageState {
     Invalid,
@@ -57,14 +61,12 @@ pub struct ProtocolState {
     pub pending: Vec<u32>,
     pub clock: u64,
     pub stats: Stats,
+    /// The sequence number of this node's last request.
     pub fetch_seq: u32,
-    /// The last request of each node this node answered.
-    pub served: Vec<u64>,
-    /// Per requester, the last migration request this node answered (its
-    /// sequence number) and the answer's word: the same request asked
-    /// again gets the same answer (`requests`).
-    pub migration_answers: Vec<(u32, u32)>,
-    pub barrier_episode: u64,
+    /// Per requester, the last migration request this node answered and
+    /// its answer (`requests`).
+    pub(crate) migration_answers: MigrationAnswers,
+    barrier_episode: u64,
     /// A page for the fault path (an incoming diff's copy from the home).
     pub fetch_buf: Box<[u8]>,
     /// A page for answering requests (which happens while a fetch waits).
@@ -81,19 +83,11 @@ pub struct ProtocolState {
     /// A diff message being applied at the home (two pages: room for a
     /// page of one-word runs with their byte masks, 1.5 pages).
     pub msg_buf: Box<[u8]>,
-    /// The Stale vector (seed 002 s.3): per page, as its home, the nodes
-    /// whose copy may lack a change to the master copy (bit n: node n).
-    /// A migration takes the page along only to a new home marked stale.
-    pub stale: Vec<u64>,
-    /// CSM-ADB, per page at its home: requests answered in the current
-    /// interval (`adb_interval`, the home's release count) and the previous
-    /// one, the serving pass of the last request, and whether this node has
-    /// a copy placed in the broadcast buffers.
-    pub adb_count: Vec<u16>,
-    pub adb_prev: Vec<u16>,
-    pub adb_interval: Vec<u64>,
-    pub adb_pass: Vec<u64>,
-    pub adb_placed: Vec<bool>,
+    /// The Stale vector (seed 002 s.3).
+    pub(crate) stale: StaleVector,
+    /// CSM-ADB, per page at its home: its consumers, and whether this node
+    /// has a copy placed in the broadcast buffers.
+    pub(crate) adb: AdbInterest,
     /// Passes over the requests so far (requests answered in one pass came
     /// "simultaneously").
     pub serve_pass: u64,
@@ -123,8 +117,7 @@ impl ProtocolState {
             clock: 1,
             stats: Stats::default(),
             fetch_seq: 0,
-            served: vec![0; nodes as usize],
-            migration_answers: vec![(0, 0); nodes as usize],
+            migration_answers: MigrationAnswers::new(nodes),
             barrier_episode: 0,
             fetch_buf: vec![0u8; ps].into_boxed_slice(),
             serve_buf: vec![0u8; ps].into_boxed_slice(),
@@ -133,13 +126,34 @@ impl ProtocolState {
             incoming: vec![0u32; ps / 4].into_boxed_slice(),
             diff: crate::twin::Diff::new(ps / 4),
             msg_buf: vec![0u8; 2 * ps + crate::twin::DIFF_HEADER].into_boxed_slice(),
-            stale: vec![u64::MAX; n],
-            adb_count: vec![0; n],
-            adb_prev: vec![0; n],
-            adb_interval: vec![0; n],
-            adb_pass: vec![u64::MAX; n],
-            adb_placed: vec![false; n],
+            stale: StaleVector::new(pages),
+            adb: AdbInterest::new(pages),
             serve_pass: 0,
+        }
+    }
+
+    /// The sequence number of a new request (never 0, which no request
+    /// carries).
+    pub fn next_fetch_seq(&mut self) -> u32 {
+        self.fetch_seq = self.fetch_seq.wrapping_add(1).max(1);
+        self.fetch_seq
+    }
+
+    /// The next cluster barrier's episode.
+    pub fn next_barrier_episode(&mut self) -> u64 {
+        self.barrier_episode += 1;
+        self.barrier_episode
+    }
+
+    /// A write notice for page `p` has arrived: the page goes on the
+    /// pending list once, stamped with the clock.
+    pub fn take_notice(&mut self, p: u32) {
+        self.stats.write_notices_received += 1;
+        if let Some(pg) = self.pages.get_mut(p as usize) {
+            if pg.notice_at == 0 {
+                self.pending.push(p);
+            }
+            pg.notice_at = self.clock;
         }
     }
 }

@@ -4,8 +4,6 @@
 //! final barrier.
 
 use mc_api::vclock;
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
 
 use crate::error::CsmError;
 use crate::handle::Csm;
@@ -15,13 +13,7 @@ use dsm_core::Stats;
 
 impl Csm {
     pub(crate) fn check_failed(&self) -> Result<(), CsmError> {
-        if let Some(e) = self
-            .node
-            .failure
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-        {
+        if let Some(e) = self.node.control().failure() {
             return Err(CsmError::ProtocolThread(e));
         }
         Ok(())
@@ -29,25 +21,28 @@ impl Csm {
 
     pub fn lock_acquire(&self, lock: u32) -> Result<(), CsmError> {
         self.check_failed()?;
-        {
+        // The lock, the node's state and the acquire are all protocol work
+        // (seed 000 s.3.3's Protocol time): under counted work nothing of
+        // them may count as the application's (issue 39).
+        let r = {
             let _lock = times::enter(Activity::Lock);
-            self.node.sync.lock_acquire(lock)?;
-        }
-        let mut st = self.node.lock_state();
-        st.stats.lock_acquires += 1;
-        let r = self.node.acquire(&mut st);
-        drop(st);
+            self.node.sync().lock_acquire(lock)?;
+            let mut st = self.node.lock_state();
+            st.stats.lock_acquires += 1;
+            self.node.acquire(&mut st)
+        };
         // A safe point for the quantum's gate (no protocol lock held).
         vclock::sync();
         r
     }
 
     pub fn lock_release(&self, lock: u32) -> Result<(), CsmError> {
+        let _lock = times::enter(Activity::Lock);
         {
             let mut st = self.node.lock_state();
             self.node.release(&mut st)?;
         }
-        self.node.sync.lock_release(lock)
+        self.node.sync().lock_release(lock)
     }
 
     /// A barrier of every thread on every node. The last thread of a node to
@@ -58,7 +53,7 @@ impl Csm {
     /// node's threads go.
     pub fn barrier(&self) -> Result<(), CsmError> {
         self.check_failed()?;
-        self.loss.check(&self.node.mc)?;
+        self.loss.check(self.node.mc())?;
         let barrier = times::enter(Activity::Barrier);
         // Which thread of the node is last to arrive follows the host:
         // both roles leave the activity here, at one point, so that under
@@ -68,68 +63,22 @@ impl Csm {
         r
     }
 
-    /// [`Csm::barrier`] inside its activity.
+    /// [`Csm::barrier`] inside its activity: the node's own barrier, whose
+    /// last thread releases, passes the cluster barrier and acquires.
     #[inline(never)]
     fn node_barrier(&self) -> Result<(), CsmError> {
         let n = &self.node;
-        let mut lb = n.local.lock().unwrap_or_else(|p| p.into_inner());
-        lb.arrived += 1;
-        // `times::enter` above synced this thread's clock.
-        lb.latest_arrival_vt = lb.latest_arrival_vt.max(vclock::stamp());
-        let gen = lb.generation;
-        if lb.arrived < n.threads {
-            // In virtual time the node's threads go on when the last one
-            // lets them, at its time (docs/virtual-time.md s.5).
-            vclock::wait_begin();
-            while lb.generation == gen {
-                lb = n
-                    .local_cv
-                    .wait_timeout(lb, std::time::Duration::from_millis(10))
-                    .unwrap_or_else(|p| p.into_inner())
-                    .0;
-                if lb.generation == gen {
-                    if let Some(node) = n.sync.aborted() {
-                        vclock::wait_end(None);
-                        return Err(CsmError::NodeFailed { node });
-                    }
-                }
-            }
-            vclock::wait_end(Some(lb.released_vt));
-            return match &lb.failed {
-                Some(e) => Err(CsmError::NodeBarrier(e.clone())),
-                None => Ok(()),
-            };
-        }
-        // The last to arrive in the host's time need not be the last in
-        // virtual time: the node reaches the cluster barrier when its
-        // latest thread does (waiting, not computing, until then).
-        let latest = std::mem::take(&mut lb.latest_arrival_vt);
-        drop(lb);
-        vclock::observe(latest);
-        let r = (|| {
+        n.node_barrier(|| {
             let episode = {
                 let mut st = n.lock_state();
                 n.release(&mut st)?;
-                st.barrier_episode += 1;
                 st.stats.barriers += 1;
-                st.barrier_episode
+                st.next_barrier_episode()
             };
-            n.sync.barrier(episode, &mut || n.serve_if_waiting())?;
+            n.sync().barrier(episode, &mut || n.serve_if_waiting())?;
             let mut st = n.lock_state();
             n.acquire(&mut st)
-        })()
-        .map_err(Arc::new);
-        let mut lb = n.local.lock().unwrap_or_else(|p| p.into_inner());
-        lb.arrived = 0;
-        lb.generation += 1;
-        lb.released_vt = vclock::tick();
-        if let Err(e) = &r {
-            lb.failed = Some(e.clone());
-        }
-        n.local_cv.notify_all();
-        drop(lb);
-        vclock::sync();
-        r.map_err(CsmError::NodeBarrier)
+        })
     }
 
     /// Write-once flag: release, then broadcast `value` (nonzero).
@@ -141,17 +90,17 @@ impl Csm {
             let mut st = self.node.lock_state();
             self.node.release(&mut st)?;
         }
-        self.node.sync.flag_set(flag, value)
+        self.node.sync().flag_set(flag, value)
     }
 
     /// Wait until `flag` is set, then acquire; returns its value.
     pub fn flag_wait(&self, flag: u32) -> Result<u64, CsmError> {
         let v = {
             let _flag = times::enter(Activity::Flag);
-            self.node.bell.wait(
+            self.node.bell().wait(
                 WaitKind::Remote,
                 || {
-                    let v = self.node.sync.flag_get(flag)?;
+                    let v = self.node.sync().flag_get(flag)?;
                     if v != 0 {
                         return Ok::<_, CsmError>(Some(v));
                     }
@@ -160,7 +109,7 @@ impl Csm {
                     self.node.serve_if_waiting()?;
                     Ok(None)
                 },
-                || self.node.sync.flag_arrival(flag),
+                || self.node.sync().flag_arrival(flag),
             )?
         };
         let mut st = self.node.lock_state();
@@ -172,7 +121,7 @@ impl Csm {
     /// Tell every node this one has failed: their barriers, flag waits and
     /// page fetches then fail instead of waiting for it.
     pub fn abort(&self) {
-        self.node.sync.abort();
+        self.node.sync().abort();
     }
 
     /// Final barrier, then stop the protocol thread. Call once, from one
@@ -181,14 +130,12 @@ impl Csm {
         let episode = {
             let mut st = self.node.lock_state();
             self.node.release(&mut st)?;
-            st.barrier_episode += 1;
-            st.barrier_episode
+            st.next_barrier_episode()
         };
         self.node
-            .sync
+            .sync()
             .barrier(episode, &mut || self.node.serve_if_waiting())?;
-        self.node.stop.store(true, Ordering::Release);
-        self.node.wake_protocol_thread();
+        self.node.control().stop();
         if let Some(h) = self.server.lock().unwrap_or_else(|p| p.into_inner()).take() {
             let _ = h.join();
         }

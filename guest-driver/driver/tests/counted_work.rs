@@ -19,11 +19,10 @@ fn on() {
     // build carries counters): this thread counts one edge first.
     counter::__sanitizer_cov_trace_pc();
     vclock::init(ClockConfig {
-        cpu_scale: 2.0,
         protocol_scale: Some(10.0),
-        board: None,
         quantum_ns: 1_000_000_000,
         work: WorkMeasure::Counted,
+        ..ClockConfig::new(2.0)
     })
     .expect("one configuration for every test of this binary");
 }

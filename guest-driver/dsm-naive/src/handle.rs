@@ -10,7 +10,7 @@ use std::time::Duration;
 use dsm_core::node_barrier::NodeBarrierError;
 use dsm_core::times::{self, Activity};
 use dsm_core::{Allocator, DsmError, Protocol, Stats, TimeBreakdown, TimedWindow};
-use mc_api::{vclock, MemoryChannel};
+use mc_api::MemoryChannel;
 
 use crate::node::{await_word, NaiveNode, Waited};
 use crate::space::Layout;
@@ -209,11 +209,6 @@ impl Protocol for Naive {
     }
     fn stats(&self) -> Stats {
         self.node.stats()
-    }
-    fn join_clock(&self, local: u32, vt: u64) -> Result<vclock::Participant, DsmError> {
-        let mut p = vclock::join(vt).map_err(DsmError::protocol)?;
-        p.label(self.node.me, local);
-        Ok(p)
     }
     fn protocol_breakdown(&self) -> Option<TimeBreakdown> {
         None

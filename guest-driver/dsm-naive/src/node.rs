@@ -77,7 +77,7 @@ pub(crate) struct NaiveNode {
 
 impl NaiveNode {
     pub(crate) fn new(mc: &MemoryChannel, cfg: &NaiveConfig) -> Result<NaiveNode, NaiveError> {
-        if cfg.page_size != 4096 && cfg.page_size != 8192 {
+        if !cfg.page_size_supported() {
             return Err(NaiveError::PageSize(cfg.page_size));
         }
         if !(1..=dsm_core::MAX_THREADS).contains(&cfg.threads) {
@@ -87,8 +87,8 @@ impl NaiveNode {
             });
         }
         times::init();
-        let ps = usize::try_from(cfg.page_size).expect("a page size fits usize");
-        let heap_bytes = cfg.heap_bytes.max(ps).div_ceil(ps) * ps;
+        let ps = cfg.page_bytes();
+        let heap_bytes = cfg.heap_in_pages();
         let pages = heap_bytes / ps;
         let at = Layout {
             page_size: ps,

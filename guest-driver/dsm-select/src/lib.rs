@@ -6,8 +6,8 @@
 use std::sync::Arc;
 
 use cashmere::{Config, Csm};
-use dsm_core::{Dsm, DsmError};
-use dsm_naive::{Naive, NaiveConfig};
+use dsm_core::{Dsm, DsmConfig, DsmError};
+use dsm_naive::Naive;
 use hlrc::{BarrierMode, Hlrc, HlrcConfig};
 use mc_api::MemoryChannel;
 
@@ -67,29 +67,22 @@ impl ProtocolName {
     /// naive protocol takes its sizes, threads, locks, flags and heap base;
     /// Cashmere all of it). One protocol node per machine (2L).
     pub fn start(self, mc: &MemoryChannel, cfg: &Config) -> Result<Dsm, DsmError> {
+        let core = DsmConfig {
+            heap_bytes: cfg.heap_bytes,
+            page_size: cfg.page_size,
+            threads: cfg.threads,
+            locks: cfg.locks,
+            flags: cfg.flags,
+            heap_base: cfg.heap_base,
+        };
         Ok(match self {
             ProtocolName::Cashmere => Dsm::new(Arc::new(Csm::start(mc, cfg)?)),
-            ProtocolName::Naive => Dsm::new(Arc::new(Naive::start(
-                mc,
-                &NaiveConfig {
-                    heap_bytes: cfg.heap_bytes,
-                    page_size: cfg.page_size,
-                    threads: cfg.threads,
-                    locks: cfg.locks,
-                    flags: cfg.flags,
-                    heap_base: cfg.heap_base,
-                },
-            )?)),
+            ProtocolName::Naive => Dsm::new(Arc::new(Naive::start(mc, &core)?)),
             ProtocolName::Hlrc | ProtocolName::HlrcBroadcast => Dsm::new(Arc::new(
                 Hlrc::start(
                     mc,
                     &HlrcConfig {
-                        heap_bytes: cfg.heap_bytes,
-                        page_size: cfg.page_size,
-                        threads: cfg.threads,
-                        locks: cfg.locks,
-                        flags: cfg.flags,
-                        heap_base: cfg.heap_base,
+                        core,
                         barrier: if self == ProtocolName::HlrcBroadcast {
                             BarrierMode::Broadcast
                         } else {

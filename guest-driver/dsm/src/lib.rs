@@ -13,6 +13,7 @@
 //! `CSM_PROTOCOL`).
 
 mod alloc;
+mod config;
 mod error;
 pub mod gather;
 mod handle;
@@ -30,10 +31,11 @@ pub mod wait;
 mod window;
 
 pub use alloc::{AllocError, Allocator};
+pub use config::DsmConfig;
 pub use error::DsmError;
 pub use handle::Dsm;
 pub use limits::{MAX_HEAP_BYTES, MAX_PROTOCOL_NODES, MAX_THREADS};
-pub use protocol::Protocol;
+pub use protocol::{join_clock, Protocol};
 pub use shared::SharedArray;
 pub use stats::Stats;
 pub use times::{TimeBreakdown, VirtualBreakdown};

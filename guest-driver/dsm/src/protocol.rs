@@ -22,6 +22,18 @@ use mc_api::vclock;
 
 use crate::{Allocator, DsmError, Stats, TimeBreakdown, TimedWindow};
 
+/// The calling thread joins the virtual clock at `vt` as application
+/// thread `local` of node `node` (the label its board slot shows).
+pub fn join_clock(
+    node: u32,
+    local: u32,
+    vt: u64,
+) -> Result<vclock::Participant, vclock::VclockError> {
+    let mut p = vclock::join(vt)?;
+    p.label(node, local);
+    Ok(p)
+}
+
 /// A node of a DSM protocol, as the program-facing handle [`crate::Dsm`]
 /// drives it. Every method is called by the node's application threads,
 /// any number at once.
@@ -63,8 +75,11 @@ pub trait Protocol: Send + Sync + 'static {
     /// What the node has counted so far.
     fn stats(&self) -> Stats;
     /// The calling thread joins the virtual clock at `vt` as the node's
-    /// application thread `local`.
-    fn join_clock(&self, local: u32, vt: u64) -> Result<vclock::Participant, DsmError>;
+    /// application thread `local` ([`join_clock`]); a protocol that charges
+    /// its own thread's work to one of them says so in its own.
+    fn join_clock(&self, local: u32, vt: u64) -> Result<vclock::Participant, DsmError> {
+        join_clock(self.node_id(), local, vt).map_err(DsmError::protocol)
+    }
     /// The protocol's own thread's time breakdown, if it has one.
     fn protocol_breakdown(&self) -> Option<TimeBreakdown>;
     /// The calling thread enters or leaves the timed part (the window,

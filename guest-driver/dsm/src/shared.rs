@@ -82,7 +82,10 @@ impl<T: Copy> SharedArray<T> {
     /// release consistency promises a data-race-free program between its
     /// synchronisations for data it only reads), and the caller makes no
     /// synchronisation call (a barrier, a lock, a flag) that may change
-    /// what the range holds.
+    /// what the range holds. [`Dsm::poll`](crate::Dsm::poll) is none: it
+    /// answers other nodes' requests (a page sent, a home moved) and
+    /// leaves the values the node's copy holds as they were, so a slice
+    /// may live across the polls at a kernel's loop back edges.
     pub unsafe fn as_slice(&self, range: std::ops::Range<usize>) -> &[T] {
         assert!(range.start <= range.end && range.end <= self.len);
         // SAFETY: in bounds of a live mapping (asserted); the caller
@@ -104,5 +107,67 @@ impl<T: Copy> SharedArray<T> {
         // SAFETY: in bounds of a live mapping (asserted); the caller
         // promises this thread alone touches the range meanwhile.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.add(range.start), range.len()) }
+    }
+
+    /// Elements `start..start + N` as an array reference (see
+    /// [`SharedArray::as_slice`]): one bounds check, and a length the
+    /// compiler knows, for a record read field by field in a kernel's
+    /// inner loop.
+    ///
+    /// # Safety
+    ///
+    /// As for [`SharedArray::as_slice`] over the same elements.
+    pub unsafe fn as_array<const N: usize>(&self, start: usize) -> &[T; N] {
+        assert!(start <= self.len && N <= self.len - start);
+        // SAFETY: in bounds of a live mapping (asserted), `T`-aligned, and
+        // `[T; N]` has `T`'s alignment; the caller promises nobody writes
+        // the elements meanwhile.
+        unsafe { &*self.ptr.add(start).cast::<[T; N]>() }
+    }
+
+    /// Elements `start..start + N` as a mutable array reference (see
+    /// [`SharedArray::as_mut_slice`]).
+    ///
+    /// # Safety
+    ///
+    /// As for [`SharedArray::as_mut_slice`] over the same elements.
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn as_mut_array<const N: usize>(&self, start: usize) -> &mut [T; N] {
+        assert!(start <= self.len && N <= self.len - start);
+        // SAFETY: as for `as_array`; the caller promises this thread alone
+        // touches the elements meanwhile.
+        unsafe { &mut *self.ptr.add(start).cast::<[T; N]>() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn over(v: &mut [f64]) -> SharedArray<f64> {
+        // SAFETY: `v` outlives the array in each test, and nothing else
+        // touches it meanwhile.
+        unsafe { SharedArray::new(v.as_mut_ptr(), v.len(), 0) }
+    }
+
+    #[test]
+    fn an_array_reference_sees_and_changes_its_elements() {
+        let mut v: Vec<f64> = (0..8).map(f64::from).collect();
+        let a = over(&mut v);
+        // SAFETY: this thread alone touches `v` here.
+        unsafe {
+            assert_eq!(*a.as_array::<3>(5), [5.0, 6.0, 7.0]);
+            a.as_mut_array::<2>(1)[1] = 20.0;
+        }
+        assert_eq!(a.get(2), 20.0);
+    }
+
+    #[test]
+    #[should_panic]
+    fn an_array_reference_past_the_end_panics() {
+        let mut v = vec![0.0; 8];
+        let a = over(&mut v);
+        // SAFETY: as above; the call panics before any access.
+        let _ = unsafe { a.as_array::<3>(6) };
     }
 }

@@ -16,7 +16,7 @@ use std::sync::Mutex;
 use mc_api::{MemoryChannel, RxRegion, Sharing, TxRegion};
 
 use crate::error::HlrcError;
-use crate::mailbox::Received;
+use crate::received::Received;
 use crate::Node;
 
 /// Bytes of one slot: the largest arrival is `SLOT - 16`.

@@ -9,8 +9,10 @@ use std::time::Duration;
 
 use dsm_core::sigsegv::{self, FaultError, FaultHandler};
 use dsm_core::vm::HeapMemory;
-use dsm_core::{times, Allocator, DsmError, Protocol, Stats, TimeBreakdown, TimedWindow};
-use mc_api::{vclock, Barrier, MemoryChannel};
+use dsm_core::{
+    times, Allocator, DsmConfig, DsmError, Protocol, Stats, TimeBreakdown, TimedWindow,
+};
+use mc_api::{Barrier, MemoryChannel};
 
 use crate::engine::Engine;
 use crate::error::HlrcError;
@@ -30,16 +32,10 @@ const BARRIER_GIVE_UP: Duration = Duration::from_secs(600);
 /// What a node of HLRC starts with; every node passes the same.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HlrcConfig {
-    /// The shared heap, bytes (rounded up to whole pages).
-    pub heap_bytes: usize,
-    /// The coherence unit: 4096 or 8192 bytes.
-    pub page_size: u32,
-    /// Application threads on the node: HLRC takes one (seed 001 s.4.3).
-    pub threads: u32,
-    pub locks: u32,
-    pub flags: u32,
-    /// Where the heap's application view must be (C programs), if anywhere.
-    pub heap_base: Option<usize>,
+    /// The DSM core's part. HLRC takes one application thread per node
+    /// (seed 001 s.4.3).
+    pub core: DsmConfig,
+    /// Where pages' homes are.
     pub homes: HomePolicy,
     /// How barriers spread write notices (a manager, or broadcast).
     pub barrier: BarrierMode,
@@ -48,12 +44,7 @@ pub struct HlrcConfig {
 impl Default for HlrcConfig {
     fn default() -> Self {
         HlrcConfig {
-            heap_bytes: 1 << 20,
-            page_size: 8192,
-            threads: 1,
-            locks: 1024,
-            flags: 1024,
-            heap_base: None,
+            core: DsmConfig::default(),
             homes: HomePolicy::FirstTouch,
             barrier: BarrierMode::Manager,
         }
@@ -94,7 +85,7 @@ pub struct Hlrc {
     node: Arc<HlrcNode>,
     faults: Box<Faults>,
     registration: AtomicUsize,
-    cfg: HlrcConfig,
+    cfg: DsmConfig,
     alloc: Allocator,
     window: TimedWindow,
     barrier: Mutex<Barrier>,
@@ -105,7 +96,10 @@ impl Hlrc {
     /// Map the heap, attach the mailboxes, start the communication thread,
     /// and wait until every node has.
     pub fn start(mc: &MemoryChannel, cfg: &HlrcConfig) -> Result<Hlrc, HlrcError> {
-        if cfg.page_size != 4096 && cfg.page_size != 8192 {
+        let homes = cfg.homes;
+        let barrier = cfg.barrier;
+        let cfg = &cfg.core;
+        if !cfg.page_size_supported() {
             return Err(HlrcError::PageSize(cfg.page_size));
         }
         if cfg.threads != 1 {
@@ -114,15 +108,14 @@ impl Hlrc {
             });
         }
         times::init();
-        let ps = usize::try_from(cfg.page_size).expect("a page size fits usize");
-        let heap_bytes = cfg.heap_bytes.max(ps).div_ceil(ps) * ps;
+        let ps = cfg.page_bytes();
+        let heap_bytes = cfg.heap_in_pages();
         let heap = Arc::new(HeapMemory::new(heap_bytes, cfg.heap_base).map_err(HlrcError::Heap)?);
         let me = mc.node_id().index();
         let nodes = usize::try_from(mc.nodes()).expect("a node count fits usize");
         let pages = NodePages::new(heap.clone(), ps).map_err(HlrcError::Heap)?;
-        let engine =
-            Engine::new(me, nodes, heap_bytes / ps, cfg.homes, pages).with_barrier(cfg.barrier);
-        let mail = Mailboxes::attach(mc, cfg.barrier == BarrierMode::Broadcast)?;
+        let engine = Engine::new(me, nodes, heap_bytes / ps, homes, pages).with_barrier(barrier);
+        let mail = Mailboxes::attach(mc, barrier == BarrierMode::Broadcast)?;
         let node = Arc::new(HlrcNode::new(mc.clone(), me, nodes, heap, engine, mail));
         let faults = Box::new(Faults {
             node: node.clone(),
@@ -264,11 +257,6 @@ impl Protocol for Hlrc {
     }
     fn stats(&self) -> Stats {
         self.node.stats()
-    }
-    fn join_clock(&self, local: u32, vt: u64) -> Result<vclock::Participant, DsmError> {
-        let mut p = vclock::join(vt).map_err(DsmError::protocol)?;
-        p.label(self.node_id(), local);
-        Ok(p)
     }
     fn protocol_breakdown(&self) -> Option<TimeBreakdown> {
         None

@@ -40,6 +40,8 @@ mod locks;
 pub mod mailbox;
 mod node;
 mod pages;
+mod received;
+mod ring;
 mod vector_time;
 mod versions;
 pub mod wire;

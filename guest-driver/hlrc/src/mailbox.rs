@@ -10,13 +10,8 @@
 //! arrived: a dropped packet of the payload is an error naming the
 //! message, never a message read wrong); the receiver's communication thread reads it from
 //! its own memory and stores its consumed position back into the sender's
-//! mailbox (flow control). A ring is reused lap after lap and nothing else
-//! clears it, so with the payload the sender stores a zero word after it,
-//! where the next header goes: until that header comes, the receiver must
-//! find there no sequence number it waits for, and an earlier lap's payload
-//! word may hold any (a diff's run once read as message 256's header).
-//! Pages travel with one copy at each end, as seed 001's "copy" version
-//! does.
+//! mailbox (flow control). Pages travel with one copy at each end, as seed
+//! 001's "copy" version does.
 //!
 //! Node `n`'s mailbox (key `KEY_MAILBOX + n`) holds, in order: one ring of
 //! [`RING`] bytes per sender, then one word per receiver (how far that
@@ -30,17 +25,12 @@ use std::sync::Mutex;
 use mc_api::{MemoryChannel, NodeId, RxRegion, Sharing, TxRegion};
 
 use crate::error::HlrcError;
+pub use crate::received::Received;
+pub use crate::ring::RING;
+use crate::ring::{RingReceiver, RingRx, RingSender, RingTx, Taken, MAX_MESSAGE};
 use crate::Node;
 
-/// Bytes of one sender's ring in a mailbox.
-pub const RING: usize = 256 * 1024;
-/// The largest message: half a ring, so one always fits once the ring
-/// has drained.
-pub const MAX_MESSAGE: usize = RING / 2 - 16;
-
 const KEY_MAILBOX: u32 = 0x484c_0000;
-/// A header's length field that says "the ring goes on at its start".
-const WRAP: u32 = u32::MAX;
 
 fn u64_of(n: usize) -> u64 {
     u64::try_from(n).expect("a byte count fits u64")
@@ -73,24 +63,36 @@ impl Layout {
 
 /// One sender's stream into one receiver's ring, as the sender keeps it.
 struct Outgoing {
-    /// Bytes sent so far (the stream's position).
-    pos: u64,
-    seq: u32,
+    ring: RingSender,
     /// Messages waiting for room in the ring.
     queue: VecDeque<Vec<u8>>,
 }
 
-/// One ring of this node's mailbox, as the receiver keeps it.
-struct Incoming {
-    pos: u64,
-    seq: u32,
+/// A ring at `base` of another node's mailbox, as this node stores into it.
+struct TxRing<'a> {
+    tx: &'a TxRegion,
+    base: usize,
 }
 
-/// A received message and when it arrived in virtual time.
-pub struct Received {
-    pub from: Node,
-    pub bytes: Vec<u8>,
-    pub arrival: Option<u64>,
+impl RingTx for TxRing<'_> {
+    fn write(&self, off: usize, bytes: &[u8]) -> Result<(), HlrcError> {
+        Ok(self.tx.write(self.base + off, bytes)?)
+    }
+}
+
+/// A ring at `base` of this node's mailbox.
+struct RxRing<'a> {
+    rx: &'a RxRegion,
+    base: usize,
+}
+
+impl RingRx for RxRing<'_> {
+    fn load_u64(&self, off: usize) -> Result<u64, HlrcError> {
+        Ok(self.rx.load_u64(self.base + off)?)
+    }
+    fn read(&self, off: usize, buf: &mut [u8]) -> Result<(), HlrcError> {
+        Ok(self.rx.read(self.base + off, buf)?)
+    }
 }
 
 /// A node's mailboxes: its own to receive, every other node's to send, and
@@ -102,7 +104,7 @@ pub struct Mailboxes {
     to: Vec<Option<TxRegion>>,
     board: Option<crate::board::Board>,
     out: Vec<Mutex<Outgoing>>,
-    inc: Mutex<Vec<Incoming>>,
+    inc: Mutex<Vec<RingReceiver>>,
     sent_bytes: std::sync::atomic::AtomicU64,
 }
 
@@ -142,13 +144,12 @@ impl Mailboxes {
             out: (0..nodes)
                 .map(|_| {
                     Mutex::new(Outgoing {
-                        pos: 0,
-                        seq: 0,
+                        ring: RingSender::default(),
                         queue: VecDeque::new(),
                     })
                 })
                 .collect(),
-            inc: Mutex::new((0..nodes).map(|_| Incoming { pos: 0, seq: 0 }).collect()),
+            inc: Mutex::new((0..nodes).map(|_| RingReceiver::default()).collect()),
             sent_bytes: std::sync::atomic::AtomicU64::new(0),
         })
     }
@@ -208,45 +209,14 @@ impl Mailboxes {
             return Ok(());
         };
         let consumed = self.own.load_u64(self.at.consumed(to))?;
-        let base = self.at.ring(self.me);
+        let ring = TxRing {
+            tx,
+            base: self.at.ring(self.me),
+        };
         while let Some(msg) = o.queue.front() {
-            let body = 8 + msg.len().div_ceil(8) * 8;
-            let mut need = 8 + body;
-            let off = usize_of(o.pos % u64_of(RING));
-            let wraps = off + need > RING;
-            if wraps {
-                need += RING - off;
-            }
-            // Room for the message and the word after it, which it clears.
-            if o.pos + u64_of(need + 8) - consumed > u64_of(RING) {
+            if !o.ring.try_send(&ring, consumed, msg)? {
                 return Ok(());
             }
-            let len = u32::try_from(msg.len()).expect("a message fits u32");
-            if wraps {
-                // The ring's first word, where the receiver looks next,
-                // cleared before the header that sends it there.
-                tx.write_u64(base, 0)?;
-                o.seq = o.seq.wrapping_add(1).max(1);
-                tx.write_u64(base + off, u64::from(o.seq) << 32 | u64::from(WRAP))?;
-                o.pos += u64_of(RING - off);
-            }
-            let off = usize_of(o.pos % u64_of(RING));
-            o.seq = o.seq.wrapping_add(1).max(1);
-            // The CRC, the payload and the next header's word cleared, then
-            // the header that says they were sent.
-            let next = off + 8 + body;
-            let mut framed = Vec::with_capacity(body + 8);
-            framed.extend_from_slice(&u64::from(crc32fast::hash(msg)).to_le_bytes());
-            framed.extend_from_slice(msg);
-            if next < RING {
-                framed.resize(body + 8, 0);
-            }
-            tx.write(base + off + 8, &framed)?;
-            if next == RING {
-                tx.write_u64(base, 0)?;
-            }
-            tx.write_u64(base + off, u64::from(o.seq) << 32 | u64::from(len))?;
-            o.pos += u64_of(8 + body);
             self.sent_bytes
                 .fetch_add(u64_of(8 + msg.len()), std::sync::atomic::Ordering::Relaxed);
             o.queue.pop_front();
@@ -275,43 +245,24 @@ impl Mailboxes {
                 continue;
             }
             let r = &mut inc[from];
-            let base = self.at.ring(from);
-            loop {
-                let off = usize_of(r.pos % u64_of(RING));
-                let head = self.own.load_u64(base + off)?;
-                let want = r.seq.wrapping_add(1).max(1);
-                if head >> 32 != u64::from(want) {
-                    break;
-                }
-                let len = u32::try_from(head & 0xffff_ffff).expect("masked to 32 bits");
-                r.seq = want;
-                if len == WRAP {
-                    r.pos += u64_of(RING - off);
-                    continue;
-                }
-                let len = usize::try_from(len).expect("a u32 fits usize");
-                if len > MAX_MESSAGE || off + 16 + len > RING {
-                    return Err(HlrcError::BadFrame { from, len });
-                }
-                let crc = self.own.load_u64(base + off + 8)?;
-                let mut bytes = vec![0; len];
-                self.own.read(base + off + 16, &mut bytes)?;
-                if crc != u64::from(crc32fast::hash(&bytes)) {
-                    return Err(HlrcError::Damaged { from, seq: want });
-                }
-                let arrival = self.own.arrival_range(base + off, 16 + len);
-                r.pos += u64_of(16 + len.div_ceil(8) * 8);
-                if let Some(tx) = self.to[from].as_ref() {
-                    // How far this node has read the sender's stream, into
-                    // the sender's mailbox.
-                    tx.write_u64(self.at.consumed(self.me), r.pos)?;
-                }
-                return Ok(Some(Received {
-                    from,
-                    bytes,
-                    arrival,
-                }));
+            let ring = RxRing {
+                rx: &self.own,
+                base: self.at.ring(from),
+            };
+            let Some(Taken { bytes, off, len }) = r.try_take(&ring, from)? else {
+                continue;
+            };
+            let arrival = self.own.arrival_range(ring.base + off, 16 + len);
+            if let Some(tx) = self.to[from].as_ref() {
+                // How far this node has read the sender's stream, into the
+                // sender's mailbox.
+                tx.write_u64(self.at.consumed(self.me), r.consumed())?;
             }
+            return Ok(Some(Received {
+                from,
+                bytes,
+                arrival,
+            }));
         }
         Ok(None)
     }

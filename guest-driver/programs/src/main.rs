@@ -33,6 +33,11 @@ fn init_clock(cli: &GuestCli) -> Result<(), GuestError> {
     if mc_driver::TransportChoice::socket_or_env(cli.socket.clone()).is_none() {
         return Err(GuestError::VirtualClockInQemu);
     }
+    // A Cashmere program's preset may name the processor it predicts on.
+    let config = match &cli.command {
+        GuestCommand::Csm(args) => csm::clock_for(args.app, args.preset, config),
+        _ => config,
+    };
     mc_api::vclock::init(config)?;
     Ok(())
 }

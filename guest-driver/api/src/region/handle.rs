@@ -103,6 +103,12 @@ impl TxRegion {
                 let len = run.len() as u64;
                 let block = |a: u64| a / COMBINE_BLOCK;
                 if *at + len == addr && block(*at) == block(addr + d.len() as u64 - 1) {
+                    if combined.capacity() == 0 {
+                        // Once, for everything that may be combined: a run
+                        // grown write by write reallocated (and copied)
+                        // itself about log2(writes) times.
+                        combined.reserve(writes.iter().map(|w| w.1.len()).sum());
+                    }
                     run.extend(d, &mut combined);
                     continue;
                 }

@@ -58,38 +58,10 @@ impl WorkMeter for CpuTime {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CountedWork;
 
-/// Picoseconds of this host's processor per counted edge: the rate that
-/// makes counted work read as CPU time does at scale 1, so that
-/// `--cpu-scale` and `--protocol-scale` mean the same under both meters.
-///
-/// Provenance: `scripts/calibrate-work.sh medium`, the median over six
-/// applications (SOR, Gauss, Water-Nsquared, Water-Spatial, EM3D, CLU) of
-/// the plain release build's sequential CPU time over the counted build's
-/// sequential count, on this project's 2-core build host; its output is
-/// committed in docs/work-calibration.txt. The applications range from 224
-/// (Gauss) to 3161 ps (CLU) an edge: an edge is not a unit of time, which
-/// is why each application gets its own rate (`--cpu-scale`, and `mc-host
-/// report --cpu-scale paper`'s per-application scales) and this constant
-/// only says what scale 1 means. A constant, not measured again on a run:
-/// the clock is deterministic only if its rate is.
-pub const EDGE_PS: u64 = 1808;
-
-/// The protocol's scale on the paper's processor under counted work: the
-/// `--protocol-scale` that makes Cashmere's one-processor operations of
-/// seed 000 Table II (a twin 68 us, a small diff 31 us, a large diff 129
-/// us, MC Direct) cost what they cost there, given their counted work here
-/// at [`EDGE_PS`] (3.726, 7.800 and 15.147 us: scales 18.25, 3.97 and
-/// 8.52; the median). The same for every application, as the paper's
-/// protocol code is the same; each application keeps its own scale
-/// (Table III). An edge of a copy loop (the twin) stands for more of the
-/// paper's time than one of the diff's compare loop: the spread is the
-/// error of one rate for all protocol code.
-///
-/// Provenance: `scripts/calibrate-work.sh --protocol` (its output is in
-/// docs/work-calibration.txt); counts, so the same on any host. Not yet
-/// applied by anything: `mc-host report run --cpu-scale paper` still
-/// derives its protocol scale from its own Table II run, on its own meter.
-pub const PAPER_PROTOCOL_SCALE: f64 = 8.52;
+/// The committed rates (one table, shared with the host:
+/// `firmware_model::abi::reference`): [`EDGE_PS`], what scale 1 means under
+/// counted work, and the paper processor's protocol scale.
+pub use firmware_model::abi::reference::{EDGE_PS, PAPER_PROTOCOL_SCALE};
 
 /// Counted edges as ns at [`EDGE_PS`]; `u64::MAX` when that does not fit
 /// (only past 2^64 ns of work: the clock then records an overflow,

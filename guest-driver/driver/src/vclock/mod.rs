@@ -244,11 +244,8 @@ pub fn quantum_breaks() -> u64 {
 #[cfg(test)]
 pub(crate) fn test_on() {
     init(ClockConfig {
-        cpu_scale: 1.0,
-        protocol_scale: None,
-        board: None,
         quantum_ns: 1_000_000_000,
-        work: WorkMeasure::CpuTime,
+        ..ClockConfig::new(1.0)
     })
     .expect("one configuration for every test of this binary");
 }

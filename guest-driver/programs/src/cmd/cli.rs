@@ -132,6 +132,13 @@ pub(crate) struct CsmArgs {
     /// speedup.
     #[arg(long)]
     pub(crate) sequential: bool,
+    /// Run only the sequential version, on this node, and print its work
+    /// at scale 1 as the run's meter reads it (counted work under
+    /// `--work counted`): no Cashmere run. What `scripts/calibrate-work.sh
+    /// --paper` counts (a paper-size parallel run at 1:1 takes longer
+    /// than the sequential program it is not needed for).
+    #[arg(long, conflicts_with = "sequential")]
+    pub(crate) sequential_only: bool,
     /// Protocol variant (seed 000 Table I): dms; ms (diffs as
     /// messages, data outside Memory Channel space); ms-mg (ms with home
     /// migration); adb (ms-mg with adaptive broadcast of widely read

@@ -29,6 +29,9 @@ pub(crate) fn main(cli: &GuestCli, args: &CsmArgs) -> Result<(), GuestError> {
         1 => cashmere::Levels::One,
         _ => cashmere::Levels::Two,
     };
+    if args.sequential_only {
+        return sequential_only(&p);
+    }
     p.homes = args
         .homes
         .as_deref()
@@ -42,6 +45,21 @@ pub(crate) fn main(cli: &GuestCli, args: &CsmArgs) -> Result<(), GuestError> {
         args.json.as_deref(),
         args.record_homes.as_deref(),
     )
+}
+
+/// `--sequential-only`: the sequential program alone, on this node (as a
+/// baseline runs it: one processor), its work and wall time printed.
+fn sequential_only(p: &csm::Params) -> Result<(), GuestError> {
+    let problem = p.problem()?;
+    let (wall, work) = csm::suite::time_sequential_cpu(p.app, problem, 1)
+        .ok_or(GuestError::NoSequential(p.app.name()))?;
+    let meter = mc_api::vclock::config().map_or("cpu-time", |c| c.work.as_str());
+    println!(
+        "csm {} sequential ({}): work {work:.9} s at scale 1 ({meter}), wall {wall:.4} s",
+        p.app.name(),
+        problem.describe()
+    );
+    Ok(())
 }
 
 /// A home assignment recorded by `--record-homes`.

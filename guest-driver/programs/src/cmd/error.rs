@@ -59,6 +59,8 @@ pub(crate) enum GuestError {
         #[source]
         source: std::io::Error,
     },
+    #[error("{0} has no sequential version to time (--sequential-only)")]
+    NoSequential(&'static str),
     #[error("home assignment {}", path.display())]
     Homes {
         path: PathBuf,

@@ -17,6 +17,12 @@ pub enum App {
     Ilink,
     WaterNsquared,
     WaterSpatial,
+    /// The six-step FFT (seed 001's suite).
+    Fft,
+    /// Two-grid red-black SOR, Ocean's solver (seed 001's suite).
+    Ocean,
+    /// Parallel radix sort (seed 001's suite).
+    Radix,
 }
 
 impl App {
@@ -31,6 +37,18 @@ impl App {
         App::Ilink,
         App::Sor,
         App::Tsp,
+        App::WaterNsquared,
+        App::WaterSpatial,
+    ];
+
+    /// Seed 001's seven SPLASH-2 applications (Table 5), in the table's
+    /// order.
+    pub const SEED001: [App; 7] = [
+        App::Barnes,
+        App::Fft,
+        App::Lu,
+        App::Ocean,
+        App::Radix,
         App::WaterNsquared,
         App::WaterSpatial,
     ];
@@ -51,6 +69,9 @@ impl App {
             App::Ilink => "ilink",
             App::WaterNsquared => "water-nsquared",
             App::WaterSpatial => "water-spatial",
+            App::Fft => "fft",
+            App::Ocean => "ocean",
+            App::Radix => "radix",
         }
     }
 }

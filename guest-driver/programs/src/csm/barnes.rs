@@ -20,7 +20,6 @@
 //! velocity with the same operations as the sequential run: compared bit
 //! for bit.
 
-use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use dsm_core::{Dsm, SharedArray};
@@ -480,14 +479,13 @@ impl Space for Settled<'_> {
     fn pos(&self, b: usize) -> [f64; 3] {
         let o = b * BODY + POS;
         // SAFETY: the promise `Settled::new` was given (a position).
-        let p = unsafe { self.bodies.as_slice(o..o + 3) };
-        [p[0], p[1], p[2]]
+        *unsafe { self.bodies.as_array::<3>(o) }
     }
     fn mass(&self, b: usize) -> f64 {
         let o = b * BODY + MASS;
         // SAFETY: as for `pos` (a mass).
-        let m = unsafe { self.bodies.as_slice(o..o + 1) };
-        m[0]
+        let [m] = *unsafe { self.bodies.as_array::<1>(o) };
+        m
     }
     fn child(&self, c: usize, k: usize) -> i32 {
         self.ci[c * CELL_I + k]
@@ -530,8 +528,10 @@ impl Barnes {
 
     /// Insert body `b`, locking a cell while deciding what to do in it.
     ///
-    /// `links` holds the links from a cell's slot to a child cell this
-    /// processor has seen this step: once a slot holds a cell it keeps it
+    /// `links[cell * 8 + k]` holds the child cell this processor has seen
+    /// in slot `k` of `cell` this step (0: none seen; the root is nobody's
+    /// child), indexed rather than hashed so that a known link costs what
+    /// the sequential run's read of the slot does: once a slot holds a cell it keeps it
     /// until the tree is rebuilt, and the child's geometry (all a descent
     /// reads of it) was written before the link was, under the parent's
     /// lock, which this processor has held since. So a known link is
@@ -544,14 +544,15 @@ impl Barnes {
         tid: usize,
         b: usize,
         mine: &mut MyCells,
-        links: &mut HashMap<usize, usize>,
+        links: &mut [u32],
     ) -> Result<(), AppError> {
         let p = self.pos(b);
         let mut cur = 0;
         loop {
             let k = octant(&self.center(cur), &p);
-            if let Some(&n) = links.get(&(cur * 8 + k)) {
-                cur = n;
+            let known = links[cur * 8 + k];
+            if known != 0 {
+                cur = usize::try_from(known).expect("a cell number fits usize");
                 continue;
             }
             csm.lock_acquire(Self::lock(cur))?;
@@ -589,7 +590,7 @@ impl Barnes {
             csm.lock_release(Self::lock(cur))?;
             match next {
                 Some(n) => {
-                    links.insert(cur * 8 + k, n);
+                    links[cur * 8 + k] = u32::try_from(n).expect("a cell number fits u32");
                     cur = n;
                 }
                 None => return Ok(()),
@@ -685,7 +686,8 @@ impl Workload for Barnes {
             }
             csm.barrier()?;
             let mut mine: MyCells = Vec::new();
-            let mut links = HashMap::new();
+            // Zeroed pages from the allocator, as large as the cells.
+            let mut links = vec![0u32; self.ci.len() / CELL_I * 8];
             for &b in &zone {
                 self.insert(csm, tid, b, &mut mine, &mut links)?;
                 // A loop back edge (seed 000 s.2.1's polling).
@@ -710,7 +712,10 @@ impl Workload for Barnes {
             }
             mine.sort_unstable();
             for level in (0..=deepest).rev() {
-                for &(_, c) in mine.iter().filter(|x| x.0 == level) {
+                // `mine` is sorted by level: this level's cells are a run.
+                let at = mine.partition_point(|x| x.0 < level);
+                let end = mine.partition_point(|x| x.0 <= level);
+                for &(_, c) in &mine[at..end] {
                     let (m, x) = center_of_mass(self, c);
                     self.cf.set(c * CELL_F + CMASS, m);
                     for (d, v) in x.iter().enumerate() {

@@ -1,7 +1,8 @@
 //! Programs on Cashmere (`mc-guest csm APP`): the seed's debugging programs
 //! `wtest` and `test`, and the applications of seed 000 Table III (SOR,
 //! Gauss, TSP here; Barnes, CLU, LU, EM3D, Ilink, Water-Nsquared and
-//! Water-Spatial through `suite`), each verified; their presets (`problem`);
+//! Water-Spatial through `suite`) and seed 001's FFT, Ocean and Radix
+//! (also through `suite`), each verified; their presets (`problem`);
 //! the JSON record of a run (`record`, on `dsm_core::record` and
 //! `dsm_core::gather`); plus the Table II
 //! benchmark (`mc-guest bench csm`).
@@ -19,11 +20,14 @@ pub mod blocked_lu;
 pub mod clu;
 pub mod em3d;
 mod error;
+pub mod fft;
 pub mod gauss;
 pub mod ilink;
 pub mod lu;
+pub mod ocean;
 mod params;
 pub mod problem;
+pub mod radix;
 pub mod record;
 mod run;
 mod seq_timing;
@@ -44,7 +48,7 @@ pub use app::App;
 /// names it and records carry it.
 pub use cashmere::CsmVariant;
 pub use error::AppError;
-pub use params::{Params, MAX_TSP_CITIES};
+pub use params::{clock_for, Params, MAX_TSP_CITIES};
 pub use problem::{Preset, Problem};
 pub use run::{run, Outcome};
 pub use sor::Grid;

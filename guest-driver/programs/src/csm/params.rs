@@ -3,6 +3,7 @@
 //! configuration.
 
 use cashmere::Config;
+use firmware_model::abi::clock::ClockConfig;
 
 use super::app::App;
 use super::error::AppError;
@@ -10,6 +11,18 @@ use super::problem::{Preset, Problem};
 use super::{problem, suite, verify};
 use cashmere::CsmVariant;
 use cashmere::MessageDetection;
+
+/// The virtual clock `config` for running `app` at `preset`: on the
+/// reference processor the preset names ([`Preset::reference`]) when the
+/// run counts work and names no CPU scale
+/// (`ClockConfig::on_reference`), else as given. The guest chooses, as it
+/// alone knows its problem; every node chooses the same.
+pub fn clock_for(app: App, preset: Option<Preset>, config: ClockConfig) -> ClockConfig {
+    match preset.and_then(Preset::reference) {
+        Some(r) => config.on_reference(r, app.name()),
+        None => config,
+    }
+}
 
 /// What to run: `size` and `iters` mean what each app says (0: its default).
 #[derive(Clone, Debug)]
@@ -86,6 +99,13 @@ impl Params {
             }
             .into());
         }
+        if let Some(pr) = self.preset.filter(|pr| !pr.applies_to(self.app)) {
+            return Err(verify::SuiteError::Shape {
+                app: self.app.name(),
+                why: format!("no {} size: not one of seed 001's applications", pr.name()),
+            }
+            .into());
+        }
         // Bounded before any size arithmetic: far past what a heap of
         // cashmere::MAX_HEAP_BYTES holds, so a size that passes cannot
         // overflow the footprint sums (which then refuse it by bytes).
@@ -111,6 +131,15 @@ impl Params {
             if self.rows > 0 && self.cols > 0 {
                 *rows = self.rows;
                 *cols = self.cols;
+            }
+        }
+        if let Problem::Fft { m } = p {
+            if m < 2 || m % 2 != 0 || m > 28 {
+                return Err(verify::SuiteError::Shape {
+                    app: self.app.name(),
+                    why: format!("2^{m} points: m must be even, 2 to 28"),
+                }
+                .into());
             }
         }
         if let Problem::Em3d { nodes, .. } = p {

@@ -3,6 +3,8 @@
 //! machine), the `--size` / `--iters` overrides, and how much shared heap a
 //! size needs. docs/applications.md lists every preset with its footprint.
 
+use firmware_model::abi::reference::{self, ReferenceProcessor};
+
 use super::app::App;
 
 /// A named problem size. `small` is what CI runs (well under a second of
@@ -14,15 +16,44 @@ pub enum Preset {
     Small,
     Medium,
     Paper,
+    /// Seed 001's seven applications (`App::SEED001`) at seed 001 Table 1's
+    /// problem sizes (what the table leaves unsaid is ours, docs/hlrc.md).
+    /// The other applications have none.
+    Seed001,
+    /// The same seven at SPLASH-2's default sizes (Woo et al. 1995, Table
+    /// 1), ours, not the seed's: Table 1's sizes run for hours here
+    /// (docs/hlrc.md), and reports label results at this size as scaled.
+    Seed001Scaled,
 }
 
 impl Preset {
+    /// The processor whose committed rates a counted-work run of this
+    /// preset predicts on (`firmware_model::abi::reference`), unless the
+    /// run names its scales: `paper`'s sizes are Table III's, so its
+    /// processor is the paper's; the others run on this host's edge rate
+    /// (seed 001's Pentium II has no committed rates yet: its Table 5 runs
+    /// name their `--cpu-scale`, docs/hlrc.md).
+    pub fn reference(self) -> Option<&'static ReferenceProcessor> {
+        match self {
+            Preset::Paper => Some(&reference::PAPER),
+            Preset::Small | Preset::Medium | Preset::Seed001 | Preset::Seed001Scaled => None,
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Preset::Small => "small",
             Preset::Medium => "medium",
             Preset::Paper => "paper",
+            Preset::Seed001 => "seed001",
+            Preset::Seed001Scaled => "seed001-scaled",
         }
+    }
+
+    /// Whether `app` has a size by this name (the `seed001` ones only for
+    /// seed 001's seven applications).
+    pub fn applies_to(self, app: App) -> bool {
+        !matches!(self, Preset::Seed001 | Preset::Seed001Scaled) || App::SEED001.contains(&app)
     }
 }
 
@@ -76,6 +107,22 @@ pub enum Problem {
         molecules: usize,
         steps: u32,
     },
+    /// FFT: 2^m complex points (m even).
+    Fft {
+        m: usize,
+    },
+    /// Ocean's solver: interior points a side (even), two-grid cycles.
+    Ocean {
+        n: usize,
+        cycles: u32,
+    },
+    /// Radix: keys, bits of a digit (radix 2^radix_bits), keys below
+    /// 2^key_bits.
+    Radix {
+        keys: usize,
+        radix_bits: u32,
+        key_bits: u32,
+    },
 }
 
 /// Sizes of the apps without presets (wtest, test): their historic defaults.
@@ -85,10 +132,76 @@ const WTEST: Problem = Problem::Wtest {
 };
 
 /// The size `preset` names for `app`. `small` keeps the defaults the apps
-/// had before presets existed (SOR 64x64 x 10, Gauss 48, TSP 9).
+/// had before presets existed (SOR 64x64 x 10, Gauss 48, TSP 9). `seed001`
+/// is seed 001 Table 1's size, `seed001-scaled` SPLASH-2's default size, for
+/// seed 001's seven applications; asked of another app (which
+/// `Params::problem` refuses) either is that app's `paper` size. FFT, Ocean
+/// and Radix are not in seed 000: their `paper` is their `seed001` size.
 pub fn preset(app: App, preset: Preset) -> Problem {
     use Preset::*;
     match (app, preset) {
+        // Table 1: "Barnes-Spatial 262144 bodies"; steps are not given (ours,
+        // SPLASH-2's default input's 4).
+        (App::Barnes, Seed001) => Problem::Barnes {
+            bodies: 262_144,
+            steps: 4,
+        },
+        (App::Barnes, Seed001Scaled) => Problem::Barnes {
+            bodies: 16_384,
+            steps: 4,
+        },
+        // "2048 x 2048"; the block is not given (SPLASH-2's default 16).
+        (App::Lu, Seed001) => Problem::Lu { n: 2048, block: 16 },
+        (App::Lu, Seed001Scaled) => Problem::Lu { n: 512, block: 16 },
+        // "32768 molecules, 5 steps".
+        (App::WaterNsquared, Seed001) => Problem::Water {
+            molecules: 32_768,
+            steps: 5,
+        },
+        // "262144 molecules"; steps not given (ours: Water-Nsquared's 5).
+        (App::WaterSpatial, Seed001) => Problem::Water {
+            molecules: 262_144,
+            steps: 5,
+        },
+        (App::WaterNsquared | App::WaterSpatial, Seed001Scaled) => Problem::Water {
+            molecules: 512,
+            steps: 3,
+        },
+        (App::Fft, Small) => Problem::Fft { m: 10 },
+        (App::Fft, Medium) => Problem::Fft { m: 14 },
+        // "2048x2048" points: 2^22.
+        (App::Fft, Paper | Seed001) => Problem::Fft { m: 22 },
+        (App::Fft, Seed001Scaled) => Problem::Fft { m: 16 },
+        (App::Ocean, Small) => Problem::Ocean { n: 62, cycles: 2 },
+        (App::Ocean, Medium) => Problem::Ocean { n: 126, cycles: 3 },
+        // "514 x 514", borders included; cycles are ours.
+        (App::Ocean, Paper | Seed001) => Problem::Ocean { n: 512, cycles: 4 },
+        // SPLASH-2's 258 x 258.
+        (App::Ocean, Seed001Scaled) => Problem::Ocean { n: 256, cycles: 4 },
+        (App::Radix, Small) => Problem::Radix {
+            keys: 16_384,
+            radix_bits: 8,
+            key_bits: 24,
+        },
+        (App::Radix, Medium) => Problem::Radix {
+            keys: 262_144,
+            radix_bits: 10,
+            key_bits: 19,
+        },
+        // "45M keys"; radix and largest key not given (SPLASH-2's
+        // defaults: radix 1024, keys below 524,288 = 2^19).
+        (App::Radix, Paper | Seed001) => Problem::Radix {
+            keys: 45_000_000,
+            radix_bits: 10,
+            key_bits: 19,
+        },
+        // SPLASH-2's 1M keys.
+        (App::Radix, Seed001Scaled) => Problem::Radix {
+            keys: 1 << 20,
+            radix_bits: 10,
+            key_bits: 19,
+        },
+        (app, Seed001 | Seed001Scaled) => self::preset(app, Paper),
         (App::Wtest | App::Test | App::Subword, _) => WTEST,
         (App::Sor, Small) => Problem::Sor {
             rows: 64,
@@ -234,6 +347,12 @@ impl Problem {
                 set(molecules);
                 set_iters(steps);
             }
+            Problem::Fft { m } => set(m),
+            Problem::Ocean { n, cycles } => {
+                set(n);
+                set_iters(cycles);
+            }
+            Problem::Radix { keys, .. } => set(keys),
         }
         self
     }
@@ -281,6 +400,17 @@ impl Problem {
             Problem::Water { molecules, steps } => {
                 vec![("molecules", u(molecules)), ("steps", steps.into())]
             }
+            Problem::Fft { m } => vec![("m", u(m)), ("points", 1u64 << m.min(63))],
+            Problem::Ocean { n, cycles } => vec![("n", u(n)), ("cycles", cycles.into())],
+            Problem::Radix {
+                keys,
+                radix_bits,
+                key_bits,
+            } => vec![
+                ("keys", u(keys)),
+                ("radix_bits", radix_bits.into()),
+                ("key_bits", key_bits.into()),
+            ],
         }
     }
 

@@ -41,7 +41,9 @@ pub fn node_report(o: &Outcome) -> NodeReport {
 /// The run's times in virtual time, for the record's `times` object:
 /// `clock` ("wall" or "virtual"), and in virtual time `predicted_s` (from
 /// the earliest start of the timed part on any node to its latest end, on
-/// the virtual clock), `cpu_scale`, `protocol_scale` (the scale of
+/// the virtual clock), `work` (what measured computing: `counted` or
+/// `cpu-time`), `reference_processor` (whose committed rates set the
+/// scales, or null), `cpu_scale`, `protocol_scale` (the scale of
 /// Cashmere's protocol work), `quantum_ns`, `quantum_breaks`,
 /// `sequential_cpu_s`, `sequential_predicted_s` (that CPU time x scale) and
 /// `predicted_speedup` (sequential CPU time x scale
@@ -68,6 +70,13 @@ fn clock_fields(reports: &[NodeReport]) -> Map<String, Value> {
         .map(|(s, e)| e.saturating_sub(s) as f64 / 1e9);
     let seq_cpu = reports.first().and_then(|r| r.sequential_cpu_seconds);
     m.insert("predicted_s".into(), json!(predicted));
+    // What measured computing, and the processor whose committed rates
+    // set the scales (none: the scales the run named, or this host's).
+    m.insert("work".into(), json!(config.work.as_str()));
+    m.insert(
+        "reference_processor".into(),
+        json!(config.reference.map(|r| r.name)),
+    );
     m.insert("cpu_scale".into(), json!(config.cpu_scale));
     m.insert(
         "protocol_scale".into(),
@@ -148,6 +157,8 @@ pub fn build(p: &Params, ctx: &RunContext, reports: &[NodeReport]) -> Value {
         "processors": ctx.nodes * p.threads,
         "levels": p.levels_number(),
         "variant": p.variant.name(),
+        // The DSM protocol (`--protocol`); `variant` is Cashmere's.
+        "protocol": p.protocol.name(),
         "delivery": ctx.delivery,
         "seed": ctx.seed,
         "link": ctx.link,

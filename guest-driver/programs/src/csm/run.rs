@@ -61,7 +61,11 @@ impl std::fmt::Display for Outcome {
             },
             match (self.predicted_seconds(), self.virtual_window) {
                 (Some(p), Some((s, e))) => format!(
-                    "; predicted {p:.4} s{} (virtual {:.6} s to {:.6} s)",
+                    "; predicted {p:.4} s{}{} (virtual {:.6} s to {:.6} s)",
+                    match mc_api::vclock::config().and_then(|c| c.reference) {
+                        Some(r) => format!(" on the {} processor", r.name),
+                        None => String::new(),
+                    },
                     match self.predicted_speedup() {
                         Some(s) => format!(" (predicted speedup {s:.2})"),
                         None => String::new(),

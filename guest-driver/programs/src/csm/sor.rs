@@ -150,6 +150,31 @@ fn relax_row(g: Grid, i: usize, c: usize, rows: [&[f64]; 3], out: &mut [f64]) {
     }
 }
 
+/// Relax rows `rows` of colour `c`: `mine` holds those rows of its colour's
+/// array, `other` the other colour's rows from `rows.start - 1` to
+/// `rows.end` inclusive (each row's neighbours above and below).
+/// `each_row` runs after each row (the parallel run polls there, a loop
+/// back edge of seed 000 s.2.1). The kernel of both the sequential and the
+/// parallel run, so they do the same work per row.
+fn relax_rows<E>(
+    g: Grid,
+    c: usize,
+    rows: std::ops::Range<usize>,
+    other: &[f64],
+    mine: &mut [f64],
+    mut each_row: impl FnMut() -> Result<(), E>,
+) -> Result<(), E> {
+    let h = g.half();
+    for ((i, out), near) in rows
+        .zip(mine.chunks_exact_mut(h))
+        .zip(other.windows(3 * h).step_by(h))
+    {
+        relax_row(g, i, c, [&near[..h], &near[h..2 * h], &near[2 * h..]], out);
+        each_row()?;
+    }
+    Ok(())
+}
+
 /// The sequential SOR on plain vectors, same layout: the reference result
 /// and the `--sequential` timing.
 pub fn sequential(g: Grid, iters: u32) -> [Vec<f64>; 2] {
@@ -170,14 +195,14 @@ pub fn sequential(g: Grid, iters: u32) -> [Vec<f64>; 2] {
                 (black, &*red)
             };
             let h = g.half();
-            for i in 1..g.rows + 1 {
-                let rows = [
-                    &other[(i - 1) * h..i * h],
-                    &other[i * h..(i + 1) * h],
-                    &other[(i + 1) * h..(i + 2) * h],
-                ];
-                relax_row(g, i, c, rows, &mut mine[i * h..(i + 1) * h]);
-            }
+            let Ok(()) = relax_rows(
+                g,
+                c,
+                1..g.rows + 1,
+                other,
+                &mut mine[h..(g.rows + 1) * h],
+                || Ok::<(), std::convert::Infallible>(()),
+            );
         }
     }
     colour
@@ -209,25 +234,21 @@ pub fn run(csm: &Dsm, d: &SorData, tid: usize) -> Result<u64, AppError> {
         for c in 0..2 {
             let (dst, src) = (d.colour[c], d.colour[1 - c]);
             let h = g.half();
-            for i in mine.clone() {
+            if !mine.is_empty() {
                 // SAFETY: red-black order: during colour c's phase nobody
                 // writes the other colour's array (its rows are read), and
-                // row i of colour c is in this thread's band, which nobody
-                // else touches in this phase; the slices end before the
-                // poll and the barrier.
-                let (rows, out) = unsafe {
+                // the rows of colour c in this thread's band are touched by
+                // nobody else in this phase; the slices end before the
+                // barrier. They live across the polls: a poll answers
+                // other nodes' requests and is no synchronisation, so what
+                // the rows hold does not change there.
+                let (other, out) = unsafe {
                     (
-                        [
-                            src.as_slice((i - 1) * h..i * h),
-                            src.as_slice(i * h..(i + 1) * h),
-                            src.as_slice((i + 1) * h..(i + 2) * h),
-                        ],
-                        dst.as_mut_slice(i * h..(i + 1) * h),
+                        src.as_slice((mine.start - 1) * h..(mine.end + 1) * h),
+                        dst.as_mut_slice(mine.start * h..mine.end * h),
                     )
                 };
-                relax_row(g, i, c, rows, out);
-                // A loop back edge: answer the neighbour's page request now.
-                csm.poll()?;
+                relax_rows(g, c, mine.clone(), other, out, || csm.poll())?;
             }
             csm.barrier()?;
         }

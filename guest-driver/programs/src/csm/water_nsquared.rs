@@ -54,17 +54,6 @@ impl MolArray {
             energy: csm.alloc(2 * steps as usize, true)?,
         })
     }
-    pub fn load(&self, i: usize) -> Mol {
-        std::array::from_fn(|k| self.mols.get(i * MOL + k))
-    }
-    /// Positions only (derivative 0 of the 3 sites), the rest zero.
-    pub fn load_positions(&self, i: usize) -> Mol {
-        let mut m = [0.0; MOL];
-        for (k, v) in m.iter_mut().enumerate().take(9) {
-            *v = self.mols.get(i * MOL + k);
-        }
-        m
-    }
     /// Molecule `i`'s record as a plain array.
     ///
     /// # Safety
@@ -75,8 +64,7 @@ impl MolArray {
     #[allow(clippy::mut_from_ref)]
     pub unsafe fn record_mut(&self, i: usize) -> &mut Mol {
         // SAFETY: the caller's promise.
-        let r = unsafe { self.mols.as_mut_slice(i * MOL..(i + 1) * MOL) };
-        r.try_into().expect("a record")
+        unsafe { self.mols.as_mut_array(i * MOL) }
     }
     /// Molecule `i`'s positions as a plain array.
     ///
@@ -87,8 +75,7 @@ impl MolArray {
     /// call meanwhile.
     pub unsafe fn sites(&self, i: usize) -> &Sites {
         // SAFETY: the caller's promise.
-        let r = unsafe { self.mols.as_slice(i * MOL..i * MOL + 9) };
-        r.try_into().expect("9 positions")
+        unsafe { self.mols.as_array(i * MOL) }
     }
     pub fn store(&self, i: usize, m: &Mol) {
         for (k, v) in m.iter().enumerate().take(7 * 9) {
@@ -200,21 +187,44 @@ impl Workload for WaterNsquared {
             }
             csm.barrier()?;
             let mut f = vec![[0.0; 9]; n];
-            // SAFETY: nobody writes a position between this barrier and
-            // the next (the force phase writes forces only), and each
-            // reference ends within the pair it is read for: none lives
-            // across the poll (each row's, a loop back edge of seed 000
-            // s.2.1) or the locks below.
-            let pos = |k| unsafe { sh.sites(k) };
-            water::half_shell_forces(&self.wb, mine.clone(), pos, &mut f, &mut pot, || csm.poll())?;
-            // The molecules this processor has forces for (exactly zero
-            // in every component: none, or nothing to add).
-            let touched: Vec<bool> = f.iter().map(|x| x.iter().any(|v| *v != 0.0)).collect();
-            for j in (0..n).filter(|&j| touched[j]) {
-                let lock =
-                    MOL_LOCK_BASE + u32::try_from(j % MOL_LOCKS as usize).expect("below MOL_LOCKS");
+            {
+                // SAFETY: nobody writes a position between this barrier
+                // and the next (the force phase writes forces only, which
+                // a position's slice does not cover), and the references
+                // end before the locks below. They live across the polls
+                // (each row's, a loop back edge of seed 000 s.2.1): a poll
+                // answers other nodes' requests and is no synchronisation,
+                // so what the positions hold does not change there.
+                let pos: Vec<&water::Sites> = (0..n).map(|k| unsafe { sh.sites(k) }).collect();
+                water::half_shell_forces(
+                    &self.wb,
+                    mine.clone(),
+                    |k| pos[k],
+                    &mut f,
+                    &mut pot,
+                    || csm.poll(),
+                )?;
+            }
+            // Each lock once, for every molecule it covers that this
+            // processor has forces for (exactly zero in every component:
+            // none, or nothing to add), as SPLASH-2 takes a molecule's lock
+            // to add into it; one acquire per lock rather than per
+            // molecule, as a lock guards every molecule `j` with
+            // `j % MOL_LOCKS` its number.
+            let touched = |j: usize| f[j].iter().any(|v| *v != 0.0);
+            // Each processor starts at its own lock, so that 32 of them do
+            // not queue on the same one.
+            let locks = MOL_LOCKS as usize;
+            for l in (0..locks).map(|k| (k + tid * locks / self.procs) % locks) {
+                let mut group = (l..n).step_by(locks).filter(|&j| touched(j));
+                let Some(first) = group.next() else {
+                    continue;
+                };
+                let lock = MOL_LOCK_BASE + u32::try_from(l).expect("below MOL_LOCKS");
                 csm.lock_acquire(lock)?;
-                sh.add_force(j, &f[j]);
+                for j in std::iter::once(first).chain(group) {
+                    sh.add_force(j, &f[j]);
+                }
                 csm.lock_release(lock)?;
             }
             csm.barrier()?;

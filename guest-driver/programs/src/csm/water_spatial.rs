@@ -27,7 +27,7 @@ use dsm_core::{Dsm, SharedArray};
 
 use super::error::AppError;
 use super::problem::HeapPlan;
-use super::water::{self, Mol, Pairs, WaterBox, WaterResult, MOL};
+use super::water::{self, Pairs, WaterBox, WaterResult, MOL};
 use super::water_nsquared::MolArray;
 use super::workload::{ComputeWindow, Workload};
 
@@ -124,34 +124,33 @@ impl Workload for WaterSpatial {
                 .collect();
             let mut pot = 0.0;
             for &(_, i) in &mine {
-                let mut m = sh.load(i);
-                water::predict(&mut m);
-                pot += water::intra(&mut m);
-                sh.store(i, &m);
+                // SAFETY: this processor's molecules are touched by it
+                // alone until the barrier; the reference ends before it.
+                let m = unsafe { sh.record_mut(i) };
+                water::predict(m);
+                pot += water::intra(m);
             }
             csm.barrier()?;
-            let mut pos: Vec<Option<Mol>> = vec![None; n];
             let mut lists: Vec<Option<Vec<usize>>> = vec![None; cells];
             for &(c, i) in &mine {
-                // A loop back edge (seed 000 s.2.1's polling).
                 csm.poll()?;
                 let mut fi = [0.0; 9];
-                let a = sh.load_positions(i);
+                // SAFETY: nobody writes a position between this barrier
+                // and the next (the force phase writes forces only, which
+                // a position's slice does not cover); each reference ends
+                // within this molecule's pairs, before the force is added.
+                // (A poll is no synchronisation: it answers other nodes'
+                // requests and leaves what the positions hold as it was.)
+                let pos = |k| unsafe { sh.sites(k) };
+                let a = pos(i);
                 for nc in self.wb.neighbours(c) {
                     let list = lists[nc].get_or_insert_with(|| self.members(nc));
                     for &j in list.iter() {
                         if j == i {
                             continue;
                         }
-                        let b = pos[j].get_or_insert_with(|| sh.load_positions(j));
                         let mut sink = [0.0; 9];
-                        if let Some(e) = water::pair(
-                            &self.wb,
-                            water::sites(&a),
-                            water::sites(b),
-                            &mut fi,
-                            &mut sink,
-                        ) {
+                        if let Some(e) = water::pair(&self.wb, a, pos(j), &mut fi, &mut sink) {
                             pot += 0.5 * e;
                         }
                     }
@@ -162,12 +161,12 @@ impl Workload for WaterSpatial {
             let mut kin = 0.0;
             let mut movers = Vec::new();
             for &(c, i) in &mine {
-                let mut m = sh.load(i);
-                water::correct(&mut m);
-                water::wrap(&self.wb, &mut m);
-                kin += water::kinetic(&m);
-                sh.store(i, &m);
-                let to = self.wb.cell_of(water::oxygen(&m));
+                // SAFETY: as in the prediction, until the energy lock.
+                let m = unsafe { sh.record_mut(i) };
+                water::correct(m);
+                water::wrap(&self.wb, m);
+                kin += water::kinetic(m);
+                let to = self.wb.cell_of(water::oxygen(m));
                 if to != c {
                     movers.push((c, i, to));
                 }

@@ -33,8 +33,8 @@
 
 use std::time::Instant;
 
+use super::Node;
 use crate::messages::{moved_to, ReplySlot, Request};
-use crate::node::Node;
 use crate::seams::{DirectoryState, ENTRY_BYTES};
 use crate::state::{PageState, ProtocolState};
 use crate::times::{self, Activity};
@@ -59,7 +59,7 @@ impl Node {
     /// Diff a twinned page against its twin and write the runs to the home.
     /// The caller has already taken write permission away (the page cannot
     /// change under the diff).
-    pub(crate) fn flush(&self, st: &mut ProtocolState, p: u32) -> Result<(), CsmError> {
+    pub(super) fn flush(&self, st: &mut ProtocolState, p: u32) -> Result<(), CsmError> {
         if !st.pages[p as usize].twinned {
             return Ok(());
         }
@@ -85,9 +85,9 @@ impl Node {
     /// when the page did not change.
     fn write_diff(&self, st: &mut ProtocolState, home: u32, p: u32) -> Result<usize, CsmError> {
         let mut words = std::mem::take(&mut st.words);
-        self.heap.read_words(p as usize * self.ps(), &mut words);
+        self.heap().read_words(p as usize * self.ps(), &mut words);
         // SAFETY: page p's twin; this thread holds the node's state.
-        let twin = unsafe { self.twins.twin(p as usize) };
+        let twin = unsafe { self.copies.twins().twin(p as usize) };
         st.diff.compute(&words, twin);
         let r = if st.diff.is_empty() {
             Ok(0)
@@ -104,7 +104,7 @@ impl Node {
     /// seed 000 s.2.3.1.2). With message-based metadata the acknowledgement
     /// carries the page's sharing set, which the notices go to
     /// (s.2.3.1.3).
-    pub(crate) fn diff_message_acked(
+    fn diff_message_acked(
         &self,
         st: &mut ProtocolState,
         home: u32,
@@ -119,6 +119,25 @@ impl Node {
             }
             None => self.fetch(st, home, Request::Diff(p), &mut []),
         }
+    }
+
+    /// Send `diff` of page `p` (whose working copy is `words`) to its home
+    /// `home` and, where diffs are messages, wait for the acknowledgement
+    /// (the Table II "diff", `Csm::bench_diff`). Returns the bytes sent.
+    pub(crate) fn send_diff(
+        &self,
+        st: &mut ProtocolState,
+        home: u32,
+        p: u32,
+        words: &[u32],
+        diff: &crate::twin::Diff,
+    ) -> Result<usize, CsmError> {
+        let bytes = self.data.write_diff(home, p, words, diff)?;
+        if self.data.diffs_are_messages() {
+            // A diff message is done when the home acknowledges it.
+            self.diff_message_acked(st, home, p)?;
+        }
+        Ok(bytes)
     }
 
     /// The diff messages of a release, pipelined across homes (module
@@ -154,8 +173,7 @@ impl Node {
                 }
                 st.stats.diffs += 1;
                 st.stats.diff_bytes += bytes as u64;
-                st.fetch_seq = st.fetch_seq.wrapping_add(1).max(1);
-                let seq = st.fetch_seq;
+                let seq = st.next_fetch_seq();
                 self.data.send_request(home, seq, Request::Diff(p).word())?;
                 st.stats.messages_sent += 1;
                 if busy != 0 {
@@ -264,7 +282,7 @@ impl Node {
                 // their notices too.
                 self.set_prot(p, Prot::Read)?;
                 st.pages[p as usize].state = PageState::Read;
-                st.stale[p as usize] = u64::MAX;
+                st.stale.all_stale(p);
                 if self.choices.migration() {
                     // No longer writing: it may migrate (seed 000 s.2.3.2).
                     self.meta.set_state(p, DirectoryState::Read)?;

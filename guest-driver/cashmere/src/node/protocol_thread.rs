@@ -7,14 +7,14 @@
 //! of them sleeps on the doorbell, this thread ticks (`POLL_TICK`) instead
 //! of waiting for the event signal.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mc_api::vclock;
 
+use super::protocol_control::WindowMark;
+use super::{mark_protocol_thread, Node};
 use crate::error::CsmError;
-use crate::node::{mark_protocol_thread, window, Node};
 use crate::times::{self, Activity};
 
 /// The longest sleep of the protocol thread (it looks at the membership
@@ -42,7 +42,7 @@ fn report_failure(node: &Node, e: Arc<CsmError>) {
         mc_api::ErrorChain(&e)
     );
     node.sync.abort();
-    *node.failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+    node.control.fail(e);
 }
 
 /// The node's protocol thread: sleep until the mailbox takes a store, ring
@@ -53,7 +53,7 @@ fn report_failure(node: &Node, e: Arc<CsmError>) {
 /// request's arrival, stamps its reply so, and charges the service's CPU
 /// time to the node's application processor 0, which the paper's interrupt
 /// would have stopped.
-pub(crate) fn protocol_thread(node: &Node) {
+pub(super) fn protocol_thread(node: &Node) {
     mark_protocol_thread();
     vclock::wait_begin();
     protocol_loop(node);
@@ -71,30 +71,18 @@ fn protocol_loop(node: &Node) {
     // The application threads' poll count when this thread last went to
     // sleep (`FutexBell::polls`).
     let mut polls_before: Option<u32> = None;
-    while !node.stop.load(Ordering::Acquire) {
-        match node.proto_window.load(Ordering::Acquire) {
-            window::BEGIN => {
+    while !node.control.stopping() {
+        match node.control.pending_mark() {
+            Some(WindowMark::Begin) => {
                 drop(idle.take());
                 times::begin_window();
                 idle = Some(times::enter(Activity::Idle));
-                let _ = node.proto_window.compare_exchange(
-                    window::BEGIN,
-                    window::OPEN,
-                    Ordering::AcqRel,
-                    Ordering::Relaxed,
-                );
+                node.control.opened();
             }
-            window::END => {
-                *node.proto_times.lock().unwrap_or_else(|p| p.into_inner()) =
-                    Some(times::breakdown("proto", node.me));
-                let _ = node.proto_window.compare_exchange(
-                    window::END,
-                    window::CLOSED,
-                    Ordering::AcqRel,
-                    Ordering::Relaxed,
-                );
+            Some(WindowMark::End) => {
+                node.control.closed(times::breakdown("proto", node.me));
             }
-            _ => {}
+            None => {}
         }
         // The events are taken before the words are looked at: an event is
         // delivered after the store it reports, so what it reports is there.
@@ -133,7 +121,7 @@ fn protocol_loop(node: &Node) {
                         let _serve = times::enter(Activity::Serve);
                         node.serve_requests(&mut st)
                     };
-                    node.charge_app0(vclock::protocol_work_since(mark));
+                    node.control.charge_app0(vclock::protocol_work_since(mark));
                     drop(st);
                     if let Err(e) = r {
                         report_failure(node, Arc::new(e));
@@ -151,7 +139,7 @@ fn protocol_loop(node: &Node) {
                     // sleeps. Look again soon: it may not be waiting at all
                     // (a release diffing many pages).
                     node.bell.ring();
-                    match &node.signal {
+                    match node.control.signal() {
                         Some(s) => {
                             let _ = s.wait(BUSY_RETRY);
                         }
@@ -189,7 +177,7 @@ fn protocol_loop(node: &Node) {
             node.bell.protocol_spun(false);
             spinning = false;
         }
-        match &node.signal {
+        match node.control.signal() {
             // After `take_notifications` the adapter signals the next event;
             // one that came since then has signalled already.
             Some(s) => {
@@ -212,8 +200,5 @@ fn protocol_loop(node: &Node) {
         }
     }
     drop(idle);
-    if node.proto_window.load(Ordering::Acquire) != window::CLOSED {
-        *node.proto_times.lock().unwrap_or_else(|p| p.into_inner()) =
-            Some(times::breakdown("proto", node.me));
-    }
+    node.control.stopped(|| times::breakdown("proto", node.me));
 }

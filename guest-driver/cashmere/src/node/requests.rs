@@ -11,12 +11,11 @@
 //! both get answered. Allocation-free: the page goes out of the state's
 //! answer buffer.
 
-use std::sync::atomic::Ordering;
-
 use mc_api::vclock;
 
+use super::served::request_key;
+use super::Node;
 use crate::messages::{moved, moved_to, ReplySlot, Request, DENIED, WITH_PAGE};
-use crate::node::{request_key, Node};
 use crate::seams::{DirectoryState, ENTRY_BYTES};
 use crate::state::{PageState, ProtocolState};
 use crate::times::{self, Activity};
@@ -27,7 +26,7 @@ impl Node {
     /// Answer the requests waiting, if any, with the node's state in hand:
     /// a thread that holds it while it waits (a fetch, an echo) answers for
     /// the node, since nobody else can take the state meanwhile.
-    pub(crate) fn serve_waiting(&self, st: &mut ProtocolState) -> Result<(), CsmError> {
+    pub(super) fn serve_waiting(&self, st: &mut ProtocolState) -> Result<(), CsmError> {
         if self.requests_waiting() {
             let _serve = times::enter(Activity::Serve);
             self.serve_requests(st)?;
@@ -35,7 +34,7 @@ impl Node {
         Ok(())
     }
 
-    pub(crate) fn serve_requests(&self, st: &mut ProtocolState) -> Result<(), CsmError> {
+    pub(super) fn serve_requests(&self, st: &mut ProtocolState) -> Result<(), CsmError> {
         // An answer may wait for this node's own echo, and a wait answers
         // requests: not again from inside an answer (its buffer is in use).
         // The requests left wait for the answer in hand.
@@ -56,7 +55,7 @@ impl Node {
             }
             let (seq, w) = self.data.poll_request(r);
             let key = request_key((seq, w));
-            if key == st.served[r as usize] {
+            if key == self.served.last(r) {
                 continue;
             }
             // Virtual time (docs/virtual-time.md s.5): a computing poller
@@ -71,8 +70,7 @@ impl Node {
                 continue;
             }
             let _at = vclock::serve(arrival);
-            st.served[r as usize] = key;
-            self.served[r as usize].store(key, Ordering::Relaxed);
+            self.served.answered(r, key);
             st.stats.messages_served += 1;
             let req = Request::decode(w);
             // A diff's acknowledgement (or "moved") goes to this node's
@@ -83,8 +81,7 @@ impl Node {
                     return Err(CsmError::BadRequest { from: r, page: p });
                 }
                 if let Request::Migrate(_) = req {
-                    let (answered, answer) = st.migration_answers[r as usize];
-                    if answered == seq {
+                    if let Some(answer) = st.migration_answers.repeated(r, seq) {
                         // The same migration request again: its answer did
                         // not reach the asker whole, or in time. It gets the
                         // same answer: a grant moved the home, and a second
@@ -111,7 +108,7 @@ impl Node {
                             let to = h.unwrap_or(self.me);
                             self.data.send_reply(r, slot, seq, moved(to), None)?;
                             if let Request::Migrate(_) = req {
-                                st.migration_answers[r as usize] = (seq, moved(to));
+                                st.migration_answers.answered(r, seq, moved(to));
                             }
                             continue;
                         }
@@ -134,7 +131,7 @@ impl Node {
                         // notices follow.
                         self.adb_invalidate(st, page)?;
                         // Every copy but the writer's lacks it now.
-                        st.stale[page as usize] |= !(1u64 << r);
+                        st.stale.changed_by(page, r);
                         match self.meta.messages() {
                             // The sharing set, piggybacked on the
                             // acknowledgement: the releaser's notices go
@@ -153,7 +150,7 @@ impl Node {
                 }
                 Request::Migrate(page) => {
                     let answer = self.answer_migration(st, r, seq, page)?;
-                    st.migration_answers[r as usize] = (seq, answer);
+                    st.migration_answers.answered(r, seq, answer);
                 }
                 Request::Home(p) => {
                     let m = self
@@ -192,20 +189,11 @@ impl Node {
                         .and_then(|()| self.adb_consider(st, p, &buf));
                     st.serve_buf = buf;
                     r3?;
-                    st.stale[p as usize] &= !(1u64 << r);
+                    st.stale.sent(p, r);
                 }
             }
         }
         Ok(())
-    }
-
-    /// The home of `p` as this node knows it (its own record, an imposed
-    /// home, the directory).
-    fn known_home(&self, st: &ProtocolState, p: u32) -> Option<u32> {
-        st.pages[p as usize]
-            .home
-            .or_else(|| self.imposed_home(p))
-            .or_else(|| self.meta.home(p))
     }
 
     /// A migration request (CSM-MS-Mg, seed 000 s.2.3.2, seed 002 s.3.1):
@@ -229,7 +217,7 @@ impl Node {
                 .send_reply(r, ReplySlot::Reply, seq, word | DENIED, None)?;
             return Ok(word | DENIED);
         }
-        let with_page = st.stale[p as usize] & (1u64 << r) != 0;
+        let with_page = st.stale.is_stale(p, r);
         let pg = &mut st.pages[p as usize];
         pg.home = Some(r);
         pg.direct = false;
@@ -242,7 +230,7 @@ impl Node {
         st.stats.migrations_granted += 1;
         if with_page {
             let mut buf = std::mem::take(&mut st.serve_buf);
-            self.heap.read_bytes(p as usize * self.ps(), &mut buf);
+            self.heap().read_bytes(p as usize * self.ps(), &mut buf);
             let r2 = self
                 .data
                 .send_reply(r, ReplySlot::Reply, seq, word | WITH_PAGE, Some(&buf));
@@ -262,7 +250,7 @@ impl Node {
     fn regrant(&self, st: &mut ProtocolState, r: u32, seq: u32, p: u32) -> Result<(), CsmError> {
         let word = Request::Migrate(p).word() | WITH_PAGE;
         let mut buf = std::mem::take(&mut st.serve_buf);
-        self.heap.read_bytes(p as usize * self.ps(), &mut buf);
+        self.heap().read_bytes(p as usize * self.ps(), &mut buf);
         let r2 = self
             .data
             .send_reply(r, ReplySlot::Reply, seq, word, Some(&buf));
@@ -297,7 +285,7 @@ impl Node {
         buf: &mut [u8],
     ) -> Result<(), CsmError> {
         self.set_prot(p, Prot::Read)?;
-        self.heap.read_bytes(p as usize * self.ps(), buf);
+        self.heap().read_bytes(p as usize * self.ps(), buf);
         if st.pages[p as usize].direct {
             // The working copy is the master copy: nothing to publish.
             self.meta.set_exclusive(p, self.me, false)?;
@@ -319,17 +307,8 @@ impl Node {
 
     /// Take the write notices that have arrived: each noticed page goes on
     /// the pending list once, stamped with the clock.
-    pub(crate) fn drain_notices(&self, st: &mut ProtocolState) -> Result<(), CsmError> {
-        let ProtocolState {
-            pages,
-            pending,
-            clock,
-            stats,
-            ..
-        } = st;
-        let now = *clock;
-        self.meta
-            .drain_notices(&mut |p| take_notice(pages, pending, stats, now, p))
+    pub(super) fn drain_notices(&self, st: &mut ProtocolState) -> Result<(), CsmError> {
+        self.meta.drain_notices(&mut |p| st.take_notice(p))
     }
 
     /// A notices message from node `from` (message-based metadata): its
@@ -345,36 +324,8 @@ impl Node {
             return Err(CsmError::BadRequest { from, page: count });
         };
         let mut buf = std::mem::take(&mut st.msg_buf);
-        let ProtocolState {
-            pages,
-            pending,
-            clock,
-            stats,
-            ..
-        } = st;
-        let now = *clock;
-        let r = m.take_notices(from, count, &mut buf, &mut |p| {
-            take_notice(pages, pending, stats, now, p)
-        });
+        let r = m.take_notices(from, count, &mut buf, &mut |p| st.take_notice(p));
         st.msg_buf = buf;
         r
-    }
-}
-
-/// A write notice for page `p` taken at logical time `now`: the page goes
-/// on the pending list once, stamped.
-fn take_notice(
-    pages: &mut [crate::state::PageInfo],
-    pending: &mut Vec<u32>,
-    stats: &mut dsm_core::Stats,
-    now: u64,
-    p: u32,
-) {
-    stats.write_notices_received += 1;
-    if let Some(pg) = pages.get_mut(p as usize) {
-        if pg.notice_at == 0 {
-            pending.push(p);
-        }
-        pg.notice_at = now;
     }
 }

@@ -18,8 +18,8 @@
 
 use std::time::{Duration, Instant};
 
+use super::Node;
 use crate::messages::{moved_to, ReplySlot, Request};
-use crate::node::Node;
 use crate::state::ProtocolState;
 use crate::times::{self, Activity};
 use crate::wait::WaitKind;
@@ -65,7 +65,7 @@ impl Node {
     /// discarded by the CRC) or does not come within [`REPLY_TIMEOUT`] (the
     /// request or the whole reply was lost), doubling the wait each time. A
     /// request is idempotent at the home, so asking twice is harmless.
-    pub(crate) fn request(
+    pub(super) fn request(
         &self,
         st: &mut ProtocolState,
         mut home: u32,
@@ -107,7 +107,7 @@ impl Node {
                 tries += 1;
             } else {
                 tries = 0;
-                st.fetch_seq = st.fetch_seq.wrapping_add(1).max(1);
+                st.next_fetch_seq();
             }
             let seq = st.fetch_seq;
             self.data.send_request(home, seq, req.try_word(tries))?;

@@ -8,7 +8,7 @@
 //! sense, the flag), in the sender's FIFO order, and this node receives in
 //! the one total order.
 
-use crate::node::Node;
+use super::Node;
 use crate::seams::DirectoryState;
 use crate::state::{PageState, ProtocolState};
 use crate::times::{self, Activity};
@@ -91,13 +91,13 @@ impl Node {
         if r.is_ok() {
             let base = p as usize * self.ps();
             // SAFETY: page p's twin; this thread holds the node's state.
-            let twin = unsafe { self.twins.twin(p as usize) };
+            let twin = unsafe { self.copies.twins().twin(p as usize) };
             let mut incoming = std::mem::take(&mut st.incoming);
             for (w, b) in incoming.iter_mut().zip(buf.chunks_exact(4)) {
                 *w = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
             }
             let words = twin::apply_incoming(&incoming, twin, |i, w, mask| {
-                self.heap.write_masked(base + 4 * i, w, mask)
+                self.heap().write_masked(base + 4 * i, w, mask)
             });
             st.incoming = incoming;
             st.pages[p as usize].fetched_at = stamp;

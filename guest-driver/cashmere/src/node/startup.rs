@@ -3,18 +3,21 @@
 //! the protocol state, the fault handler's registration and the protocol
 //! thread. `Csm::start` then waits in the start barrier for every node.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use mc_api::MemoryChannel;
 
+use super::protocol_control::ProtocolControl;
+use super::protocol_thread::protocol_thread;
+use super::served::{request_key, ServedRequests};
+use super::working_copies::WorkingCopies;
+use super::Node;
 use crate::choices::Choices;
 use crate::config::Config;
 use crate::error::CsmError;
 use crate::mailbox::Mailboxes;
-use crate::node::{request_key, window, LocalBarrier, Node};
-use crate::protocol_thread::protocol_thread;
 use crate::state::ProtocolState;
 use crate::twin::TwinSpace;
 use crate::vm::HeapMemory;
@@ -96,9 +99,7 @@ pub(crate) fn start_node(
             None
         },
         imposed_homes: cfg.homes.clone(),
-        prot: (0..space.pages).map(|_| AtomicU8::new(0)).collect(),
-        heap,
-        twins,
+        copies: WorkingCopies::new(heap, twins, space.pages, ps),
         registration: AtomicUsize::new(usize::MAX),
         data,
         meta,
@@ -106,24 +107,12 @@ pub(crate) fn start_node(
         mc: mc.clone(),
         mail,
         bell,
-        signal,
         state: Mutex::new(ProtocolState::new(space.pages, nodes, cfg.page_size)),
-        served: (0..nodes).map(|_| AtomicU64::new(0)).collect(),
-        stop: AtomicBool::new(false),
-        local: Mutex::new(LocalBarrier {
-            arrived: 0,
-            generation: 0,
-            failed: None,
-            released_vt: 0,
-            latest_arrival_vt: 0,
-        }),
-        local_cv: Condvar::new(),
+        served: ServedRequests::new(nodes),
+        local: dsm_core::node_barrier::NodeBarrier::default(),
         alloc: dsm_core::Allocator::default(),
-        failure: Mutex::new(None),
         window: dsm_core::TimedWindow::new(),
-        proto_window: AtomicU8::new(window::NONE),
-        proto_times: Mutex::new(None),
-        app0_slot: std::sync::atomic::AtomicU32::new(u32::MAX),
+        control: ProtocolControl::new(signal),
     });
     let registration =
         sigsegv::register(&*node).ok_or(CsmError::TooManyHeaps(sigsegv::MAX_HEAPS))?;
@@ -132,9 +121,8 @@ pub(crate) fn start_node(
         // Requests answered before this start are not ours to answer.
         let mut st = node.lock_state();
         for r in 0..nodes {
-            let key = request_key(node.data.poll_request(r));
-            st.served[r as usize] = key;
-            node.served[r as usize].store(key, Ordering::Relaxed);
+            node.served
+                .answered(r, request_key(node.data.poll_request(r)));
         }
         // Past every sequence number an earlier run's replies carry, so
         // none of them passes for an answer to this run's requests.

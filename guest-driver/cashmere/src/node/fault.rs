@@ -11,10 +11,8 @@
 //! in the twin space, the lists have room for every page, and stores go
 //! through the allocation-free `TxRegion::post`.
 
-use std::sync::atomic::Ordering;
-
+use super::Node;
 use crate::messages::{Request, DENIED, WITH_PAGE};
-use crate::node::Node;
 use crate::seams::DirectoryState;
 use crate::sigsegv::FaultHandler;
 use crate::state::{PageState, ProtocolState};
@@ -26,11 +24,11 @@ use crate::CsmError;
 impl Node {
     /// Resolve a fault at heap byte `offset` (called by the SIGSEGV handler
     /// on the faulting thread). On return the access may be retried.
-    pub(crate) fn resolve_fault(&self, offset: usize) -> Result<(), CsmError> {
+    pub(super) fn resolve_fault(&self, offset: usize) -> Result<(), CsmError> {
         let p = u32::try_from(offset / self.ps()).expect("a page number fits u32");
         // The protection the page had when it faulted, read before the state
         // is taken: another thread may upgrade it meanwhile.
-        let at_fault = self.prot[p as usize].load(Ordering::Acquire);
+        let at_fault = self.copies.protection(p);
         let _fault = times::enter(Activity::Fault);
         let mut st = self.lock_state();
         let now = match st.pages[p as usize].state {
@@ -82,7 +80,7 @@ impl Node {
         // SAFETY: the page is Invalid: the application view cannot touch it,
         // and every other thread of the node that might is waiting for the
         // state, which this thread holds.
-        let page = unsafe { self.heap.bytes_mut(p as usize * ps, ps) };
+        let page = unsafe { self.heap().bytes_mut(p as usize * ps, ps) };
         self.home_copy(st, p, page)?;
         st.pages[p as usize].fetched_at = stamp;
         st.pages[p as usize].state = PageState::Read;
@@ -109,7 +107,7 @@ impl Node {
                 self.meta.set_state(p, DirectoryState::ReadWrite)?;
             }
             // Every other copy lacks what this node now writes.
-            st.stale[p as usize] = u64::MAX;
+            st.stale.all_stale(p);
             // The home writes its master copy directly: no twin, no diff
             // (seed 000 s.2.3.2). Alone, it goes Exclusive (no notices
             // either, until a request comes); otherwise the page goes on the
@@ -140,7 +138,7 @@ impl Node {
             let mut buf = std::mem::take(&mut st.fetch_buf);
             let r = self.data.read_master(p, &mut buf);
             if r.is_ok() {
-                self.heap.write_bytes(p as usize * self.ps(), &buf);
+                self.heap().write_bytes(p as usize * self.ps(), &buf);
             }
             st.fetch_buf = buf;
             r?;
@@ -151,8 +149,8 @@ impl Node {
         } else {
             // SAFETY: the twin belongs to page p, and this thread holds the
             // node's state.
-            let twin = unsafe { self.twins.twin(p as usize) };
-            self.heap.read_words(p as usize * self.ps(), twin);
+            let twin = unsafe { self.copies.twins().twin(p as usize) };
+            self.heap().read_words(p as usize * self.ps(), twin);
             st.stats.twins += 1;
             let pg = &mut st.pages[p as usize];
             pg.twinned = true;
@@ -183,7 +181,7 @@ impl Node {
         if granted && matches!(reply, Ok(w) if w & WITH_PAGE != 0) {
             let base = p as usize * self.ps();
             let mut words = std::mem::take(&mut st.words);
-            self.heap.read_words(base, &mut words);
+            self.heap().read_words(base, &mut words);
             let mut incoming = std::mem::take(&mut st.incoming);
             for (w, b) in incoming.iter_mut().zip(buf.chunks_exact(4)) {
                 *w = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
@@ -192,7 +190,7 @@ impl Node {
             // see each word either old or new, never torn, and no byte is
             // written that the old home did not change.
             twin::merge_changed(&incoming, &mut words, |i, w, mask| {
-                self.heap.write_masked(base + 4 * i, w, mask)
+                self.heap().write_masked(base + 4 * i, w, mask)
             });
             st.words = words;
             st.incoming = incoming;
@@ -211,7 +209,7 @@ impl Node {
         pg.direct = true;
         pg.direct_tried = true;
         // Who holds which copy is not known here: all are stale.
-        st.stale[p as usize] = u64::MAX;
+        st.stale.all_stale(p);
         Ok(true)
     }
 
@@ -226,7 +224,7 @@ impl Node {
     /// us a write notice (`release`). Without the wait the home could read
     /// its copy before such an earlier diff lands, and get no notice for it.
     /// The same echo covers the home's own last store into the page.
-    pub(crate) fn home_copy(
+    pub(super) fn home_copy(
         &self,
         st: &mut ProtocolState,
         p: u32,
@@ -250,7 +248,7 @@ impl Node {
 /// The SIGSEGV handler resolves faults in the node's heap through this.
 impl FaultHandler for Node {
     fn heap_view(&self) -> (usize, usize) {
-        (self.heap.app_base() as usize, self.heap.len())
+        (self.heap().app_base() as usize, self.heap().len())
     }
 
     fn resolve_fault(&self, offset: usize) -> Result<(), crate::sigsegv::FaultError> {
