@@ -45,7 +45,9 @@
 # target/release/mc-host, else target/debug/mc-host).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-if [ "${1:-}" = --protocol ]; then
+# The counted mc-guest and an mc-host, into $counted and $host, or a stop
+# naming what is missing.
+find_tools() {
     counted=$("$root/scripts/build-counted.sh" --print-dir)/mc-guest
     host=${MC_HOST:-$root/target/release/mc-host}
     [ -x "$host" ] || host=$root/target/debug/mc-host
@@ -55,6 +57,9 @@ if [ "${1:-}" = --protocol ]; then
             exit 2
         }
     done
+}
+if [ "${1:-}" = --protocol ]; then
+    find_tools
     tmp=$(mktemp -d)
     trap 'rm -rf "$tmp"' EXIT
     for scale in 1 2; do
@@ -91,15 +96,7 @@ if [ "${1:-}" = --paper ]; then
     shift
     apps=("$@")
     [ ${#apps[@]} -gt 0 ] || apps=(sor gauss water-nsquared water-spatial em3d clu lu ilink barnes tsp)
-    counted=$("$root/scripts/build-counted.sh" --print-dir)/mc-guest
-    host=${MC_HOST:-$root/target/release/mc-host}
-    [ -x "$host" ] || host=$root/target/debug/mc-host
-    for f in "$counted" "$host"; do
-        [ -x "$f" ] || {
-            echo "calibrate-work.sh: $f: missing (see the header)" >&2
-            exit 2
-        }
-    done
+    find_tools
     protocol_scale=$(sed -n 's/^pub const PAPER_PROTOCOL_SCALE: f64 = \([0-9.]*\);/\1/p' \
         "$root/firmware-model/src/abi/reference.rs")
     echo "# calibrate-work.sh --paper ${apps[*]}: $(date -u +%FT%TZ), $(nproc) cpus, $(uname -r)"
