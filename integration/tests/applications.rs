@@ -94,7 +94,7 @@ fn the_record_of_a_run_has_every_node_and_the_totals() {
             "{line}"
         );
         assert!(
-            line.contains(r#""variant":"dms","delivery":"eager","#),
+            line.contains(r#""variant":"dms","protocol":"cashmere","delivery":"eager","#),
             "{line}"
         );
         assert!(line.contains(r#""counters_until":"compute_end""#), "{line}");
