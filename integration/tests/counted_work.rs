@@ -121,7 +121,11 @@ fn one_thread_counts_the_same_work_twice() {
 /// protocol work or the clock's own machinery, never the application's
 /// (docs/virtual-time.md s.9). And no application work is hidden to get
 /// there: the eight threads' counts add up to at least what one thread
-/// counts for the whole grid, and at most 10% more (the bands' borders).
+/// counts for the whole grid, and at most 15% more. Each band costs about
+/// one row more than its rows (its slices, made per colour phase, and its
+/// borders): on the small grid's 64 rows, 8 bands of 8 came to 12.2% more
+/// (12218 ns a thread against 87141 for the grid) once the lean SOR
+/// kernel (issue 39) made a row cheaper; 3.4% before it.
 #[test]
 fn sor_4_2_under_skewed_delivery_counts_the_same_work_per_thread_twice() {
     let guest = counted_dir().join("mc-guest");
@@ -169,7 +173,7 @@ fn sor_4_2_under_skewed_delivery_counts_the_same_work_per_thread_twice() {
         }
         let sum: u64 = a.values().map(|c| c.0).sum();
         assert!(
-            sum >= whole && sum <= whole + whole / 10,
+            sum >= whole && sum <= whole + whole * 15 / 100,
             "{detection}: the threads' application work {sum} ns against one thread's {whole} ns"
         );
         eprintln!("{detection}: per-thread (application, protocol) ns at scale 1: {a:?} and {b:?}");
