@@ -573,7 +573,7 @@ mod tests {
         );
         assert_eq!(
             runs[1].key(),
-            "fft|seed001-scaled|default|8:1|eager|clan|-|virtual@1|hlrc"
+            "fft|seed001-scaled|default|8:1|eager|clan|-|virtual@1@counted|hlrc"
         );
         assert_eq!(parse_apps("lu,seed001").unwrap().len(), 7);
     }
